@@ -1,0 +1,119 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* Every map of the fast path. Names are part of the ABI (pinned by name). */
+#ifndef XBNG_BPF_MAPS_H
+#define XBNG_BPF_MAPS_H
+
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include "xbng/abi.h"
+
+/* Load-time configuration (set by the agent before load). */
+const volatile __u64 events_per_sec = XBNG_DEFAULT_EVENTS_PER_SEC;
+const volatile __u64 unknown_interval_ns = XBNG_DEFAULT_UNKNOWN_INTERVAL_NS;
+
+/* Subscribers by (access ifindex, S-VID, C-VID); written by the agent, the
+ * fast path writes learned MACs and upstream counters. Resized at load. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, XBNG_DEFAULT_MAX_SUBSCRIBERS);
+	__type(key, struct xbng_sub_key);
+	__type(value, struct xbng_subscriber);
+} subscribers SEC(".maps");
+
+/* Subscriber IPv4 /32 host routes; written by the agent. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, XBNG_DEFAULT_MAX_SUBSCRIBERS);
+	__type(key, __be32);
+	__type(value, struct xbng_route);
+} routes_v4 SEC(".maps");
+
+/* Subscriber IPv6 /128 host routes; written by the agent. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, XBNG_DEFAULT_MAX_SUBSCRIBERS);
+	__type(key, struct xbng_v6_key);
+	__type(value, struct xbng_route);
+} routes_v6 SEC(".maps");
+
+/* Delegated IPv6 /64 prefixes (exact match on the upper 64 bits); agent. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, XBNG_DEFAULT_MAX_SUBSCRIBERS);
+	__type(key, struct xbng_v6_64_key);
+	__type(value, struct xbng_route);
+} routes_v6_64 SEC(".maps");
+
+/* Routed IPv4 prefixes /8../31 (framed routes); agent. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, XBNG_DEFAULT_MAX_SUBSCRIBERS);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct xbng_lpm_v4_key);
+	__type(value, struct xbng_route);
+} prefixes_v4 SEC(".maps");
+
+/* Delegated IPv6 prefixes other than /64 (/40../63); agent. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, XBNG_DEFAULT_MAX_SUBSCRIBERS);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct xbng_lpm_v6_key);
+	__type(value, struct xbng_route);
+} prefixes_v6 SEC(".maps");
+
+/* Port configuration by ifindex; agent at start. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, XBNG_MAX_PORTS);
+	__type(key, __u32);
+	__type(value, struct xbng_port);
+} ports SEC(".maps");
+
+/* Redirect targets (every access and uplink port); agent at start. */
+struct {
+	__uint(type, BPF_MAP_TYPE_DEVMAP_HASH);
+	__uint(max_entries, XBNG_MAX_PORTS);
+	__type(key, __u32);
+	__type(value, __u32);
+} tx_ports SEC(".maps");
+
+/* Verdict counters by enum xbng_reason; fast path. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, XBNG_REASON_MAX);
+	__type(key, __u32);
+	__type(value, struct xbng_counter);
+} stats SEC(".maps");
+
+/* Per-port rx/tx counters by xbng_port.slot; fast path. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, XBNG_MAX_PORTS);
+	__type(key, __u32);
+	__type(value, struct xbng_port_stats);
+} port_stats SEC(".maps");
+
+/* Events to the agent (unknown subscriber, MAC learned); fast path. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, XBNG_EVENTS_RINGBUF_BYTES);
+} events SEC(".maps");
+
+/* Last event time per unknown key (rate limit); fast path. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, XBNG_UNKNOWN_SEEN_ENTRIES);
+	__type(key, struct xbng_sub_key);
+	__type(value, struct xbng_unknown_seen);
+} unknown_seen SEC(".maps");
+
+/* Per-CPU event budget window (rate limit); fast path. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct xbng_event_budget);
+} event_budget SEC(".maps");
+
+#endif /* XBNG_BPF_MAPS_H */

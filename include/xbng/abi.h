@@ -1,0 +1,175 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * xbng kernel/user ABI: every struct a BPF map holds, every constant both
+ * sides agree on. Included by bpf/ (clang -target bpf) and by agent/ (C++),
+ * and defined nowhere else. Changing a layout here means bumping
+ * XBNG_ABI_VERSION: the agent refuses to adopt pins of another version.
+ */
+#ifndef XBNG_ABI_H
+#define XBNG_ABI_H
+
+#include <linux/types.h>
+
+#include "xbng/reasons.h"
+
+/* Bumped on any change of a map's key/value layout, type or semantics. The
+ * pin directory is <bpffs>/v<XBNG_ABI_VERSION>/. */
+#define XBNG_ABI_VERSION 1
+
+#define XBNG_MAX_PORTS 64                  /* access + uplink ports */
+#define XBNG_DEFAULT_MAX_SUBSCRIBERS 1000000
+#define XBNG_EVENTS_RINGBUF_BYTES (256 * 1024)
+#define XBNG_UNKNOWN_SEEN_ENTRIES 16384    /* LRU used to rate-limit unknown-key events */
+
+#define XBNG_VID_MASK 0x0fff
+#define XBNG_ETH_P_8021Q 0x8100
+#define XBNG_ETH_P_8021AD 0x88a8
+#define XBNG_ETH_P_QINQ_9100 0x9100
+
+/* ---- subscriber key: (access port, S-VID, C-VID) ------------------------ */
+struct xbng_sub_key {
+	__u32 ifindex;   /* access port */
+	__u16 outer_vid; /* S-VLAN, 1..4094, host order */
+	__u16 inner_vid; /* C-VLAN, 1..4094, host order */
+};
+
+/* xbng_subscriber.flags */
+#define XBNG_SUB_F_HAS_IPV4   (1u << 0) /* ipv4 is valid */
+#define XBNG_SUB_F_HAS_IPV6   (1u << 1) /* ipv6 is valid */
+#define XBNG_SUB_F_MAC_VALID  (1u << 2) /* mac is known (provisioned or learned) */
+#define XBNG_SUB_F_LEARN_MAC  (1u << 3) /* provisioned without MAC: learn it */
+#define XBNG_SUB_F_V4_PREFIX  (1u << 4) /* owns routed IPv4 prefixes */
+#define XBNG_SUB_F_V6_PREFIX  (1u << 5) /* owns delegated IPv6 prefixes */
+
+/* Value of `subscribers`: everything the upstream path needs in one lookup.
+ * up_* counters are updated atomically by XDP; the agent carries them over
+ * when it rewrites an entry. */
+struct xbng_subscriber {
+	__u8 mac[6];
+	__u16 flags;      /* XBNG_SUB_F_* */
+	__be32 ipv4;      /* network order */
+	__u32 ipv6[4];    /* network order */
+	__u32 pad;
+	__u64 up_packets;
+	__u64 up_bytes;
+};
+
+/* Value of every downstream route map (host /32, /128, /64 hashes and the
+ * two LPM tries): one lookup yields the whole rewrite (port, tags, MAC).
+ * mac is copied from the subscriber entry; when it is not valid yet (MAC to
+ * be learned) the fast path fills it from `subscribers` on first use.
+ * down_* counters are per route; a subscriber's downstream counters are the
+ * sum over its routes. */
+struct xbng_route {
+	struct xbng_sub_key sub;
+	__u8 mac[6];
+	__u16 flags;      /* XBNG_ROUTE_F_* */
+	__u64 down_packets;
+	__u64 down_bytes;
+};
+#define XBNG_ROUTE_F_MAC_VALID (1u << 0)
+
+/* Keys of the downstream maps. */
+struct xbng_v6_key {            /* routes_v6: IPv6 /128 */
+	__u32 addr[4];          /* network order */
+};
+struct xbng_v6_64_key {         /* routes_v6_64: upper 64 bits of a /64 */
+	__u32 addr[2];          /* network order */
+};
+struct xbng_lpm_v4_key {        /* prefixes_v4 (LPM trie) */
+	__u32 prefixlen;
+	__be32 addr;
+};
+struct xbng_lpm_v6_key {        /* prefixes_v6 (LPM trie) */
+	__u32 prefixlen;
+	__u32 addr[4];
+};
+
+/* ---- ports ---------------------------------------------------------------- */
+enum xbng_port_role {
+	XBNG_ROLE_NONE = 0,
+	XBNG_ROLE_ACCESS = 1,
+	XBNG_ROLE_UPLINK = 2,
+};
+
+/* Value of `ports`, keyed by ifindex. Written by the agent at start. */
+struct xbng_port {
+	__u32 ifindex;
+	__u16 role;        /* enum xbng_port_role */
+	__u16 outer_tpid;  /* host order: 0x88a8 (default), 0x8100 or 0x9100 */
+	__u8 mac[6];       /* answers ARP/ND, source of downstream frames */
+	__u16 mtu;         /* L3 MTU: untagged payload + 8 must fit on access */
+	__u32 slot;        /* index into port_stats */
+	__be32 gw_ipv4;    /* unnumbered gateway, network order */
+	__u32 gw_ipv6[4];  /* global gateway, network order (fe80::1 is implicit) */
+};
+
+/* Value of `port_stats` (per-CPU array indexed by xbng_port.slot). */
+struct xbng_port_stats {
+	__u64 rx_packets;
+	__u64 rx_bytes;
+	__u64 tx_packets;
+	__u64 tx_bytes;
+};
+
+/* Value of `stats` (per-CPU array indexed by enum xbng_reason). */
+struct xbng_counter {
+	__u64 packets;
+	__u64 bytes;
+};
+
+/* ---- events: BPF ring buffer `events` -------------------------------------- */
+enum xbng_event_type {
+	XBNG_EVENT_UNKNOWN_SUBSCRIBER = 1, /* frame on an unprovisioned key */
+	XBNG_EVENT_MAC_LEARNED = 2,        /* first valid frame of a LEARN_MAC subscriber */
+};
+
+struct xbng_event {
+	__u32 type;        /* enum xbng_event_type */
+	__u32 ifindex;
+	__u16 outer_vid;
+	__u16 inner_vid;
+	__u8 mac[6];
+	__u16 pad;
+	__u32 reserved;
+	__u64 timestamp_ns; /* bpf_ktime_get_ns() */
+};
+
+/* Value of `unknown_seen` (LRU hash keyed by xbng_sub_key): last report time,
+ * so that one unknown VLAN produces at most one event per
+ * xbng_config.unknown_event_interval_ns. */
+struct xbng_unknown_seen {
+	__u64 last_ns;
+};
+
+/* Value of `event_budget` (per-CPU array, 1 entry): a token window bounding
+ * events per CPU per second whatever the number of distinct unknown keys. */
+struct xbng_event_budget {
+	__u64 window_start_ns;
+	__u64 used;
+};
+
+#define XBNG_DEFAULT_EVENTS_PER_SEC 1000
+#define XBNG_DEFAULT_UNKNOWN_INTERVAL_NS 1000000000ull
+
+#ifdef __cplusplus
+static_assert(sizeof(struct xbng_sub_key) == 8, "ABI");
+static_assert(sizeof(struct xbng_subscriber) == 48, "ABI");
+static_assert(sizeof(struct xbng_route) == 32, "ABI");
+static_assert(sizeof(struct xbng_v6_key) == 16, "ABI");
+static_assert(sizeof(struct xbng_v6_64_key) == 8, "ABI");
+static_assert(sizeof(struct xbng_lpm_v4_key) == 8, "ABI");
+static_assert(sizeof(struct xbng_lpm_v6_key) == 20, "ABI");
+static_assert(sizeof(struct xbng_port) == 40, "ABI");
+static_assert(sizeof(struct xbng_port_stats) == 32, "ABI");
+static_assert(sizeof(struct xbng_counter) == 16, "ABI");
+static_assert(sizeof(struct xbng_event) == 32, "ABI");
+#else
+_Static_assert(sizeof(struct xbng_sub_key) == 8, "ABI");
+_Static_assert(sizeof(struct xbng_subscriber) == 48, "ABI");
+_Static_assert(sizeof(struct xbng_route) == 32, "ABI");
+_Static_assert(sizeof(struct xbng_port) == 40, "ABI");
+_Static_assert(sizeof(struct xbng_event) == 32, "ABI");
+#endif
+
+#endif /* XBNG_ABI_H */
