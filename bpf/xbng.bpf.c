@@ -1,17 +1,170 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
-/* Placeholder entry points (issue #3 replaces them with the fast path). */
-#include "lib/maps.h"
+/*
+ * xbng fast path: QinQ subscriber termination in XDP.
+ *   xdp_access  on access ports: subscriber -> network (docs/design.md "Upstream")
+ *   xdp_uplink  on uplinks:      network -> subscriber (docs/design.md "Downstream")
+ * Each step below either lets the packet continue or ends it with a counted
+ * verdict; the steps live in lib/ by topic.
+ */
+#include "lib/common.h"
+#include "lib/counters.h"
+#include "lib/csum.h"
+#include "lib/qinq.h"
+#include "lib/lookup.h"
+#include "lib/events.h"
+#include "lib/arp.h"
+#include "lib/nd.h"
+#include "lib/ip.h"
+#include "lib/forward.h"
+
+#define STEP(expr)                                                             \
+	do {                                                                   \
+		int __rc = (expr);                                             \
+		if (__rc != XBNG_CONTINUE)                                     \
+			return __rc;                                           \
+	} while (0)
+
+static __always_inline int access_ipv4(const struct xbng_pkt *p, struct xbng_subscriber *sub,
+				       const struct xbng_sub_key *key)
+{
+	void *data = pkt_data(p), *end = pkt_end(p);
+	struct ethhdr *eth = data;
+	struct iphdr *ip = data + XBNG_QINQ_HLEN;
+	struct bpf_fib_lookup fib = {};
+
+	if ((void *)(ip + 1) > end)
+		return drop(p, XBNG_DROP_TRUNCATED);
+	STEP(ipv4_check_header(p, ip, p->len - XBNG_QINQ_HLEN));
+	STEP(ipv4_check_dhcp(p, ip));
+	STEP(check_dst_mac(p, eth));
+	STEP(ipv4_check_addresses(p, ip, sub, key));
+	learn_mac(sub, key, eth->h_source);
+	if (ip->ttl <= 1)
+		return drop(p, XBNG_DROP_TTL_EXCEEDED);
+
+	fib.family = XBNG_AF_INET;
+	fib.tos = ip->tos;
+	fib.l4_protocol = ip->protocol;
+	fib.tot_len = bpf_ntohs(ip->tot_len);
+	fib.ipv4_src = ip->saddr;
+	fib.ipv4_dst = ip->daddr;
+	return upstream_forward(p, sub, &fib, ip, 1);
+}
+
+static __always_inline int access_ipv6(const struct xbng_pkt *p, struct xbng_subscriber *sub,
+				       const struct xbng_sub_key *key)
+{
+	void *data = pkt_data(p), *end = pkt_end(p);
+	struct ethhdr *eth = data;
+	struct ipv6hdr *ip6 = data + XBNG_QINQ_HLEN;
+	struct bpf_fib_lookup fib = {};
+
+	if ((void *)(ip6 + 1) > end)
+		return drop(p, XBNG_DROP_TRUNCATED);
+	STEP(ipv6_check_header(p, ip6, p->len - XBNG_QINQ_HLEN));
+	if (ip6->nexthdr == XBNG_IPPROTO_ICMPV6)
+		STEP(access_icmpv6(p, eth, ip6));
+	STEP(ipv6_check_dhcp(p, ip6));
+	STEP(check_dst_mac(p, eth));
+	STEP(ipv6_check_addresses(p, ip6, sub, key));
+	learn_mac(sub, key, eth->h_source);
+	if (ip6->hop_limit <= 1)
+		return drop(p, XBNG_DROP_TTL_EXCEEDED);
+
+	fib.family = XBNG_AF_INET6;
+	fib.flowinfo = *(__be32 *)ip6 & bpf_htonl(0x0fffffff);
+	fib.l4_protocol = ip6->nexthdr;
+	fib.tot_len = sizeof(*ip6) + bpf_ntohs(ip6->payload_len);
+	__builtin_memcpy(fib.ipv6_src, ip6->saddr.in6_u.u6_addr32, 16);
+	__builtin_memcpy(fib.ipv6_dst, ip6->daddr.in6_u.u6_addr32, 16);
+	return upstream_forward(p, sub, &fib, ip6, 0);
+}
 
 SEC("xdp")
 int xdp_access(struct xdp_md *ctx)
 {
-	return XDP_PASS;
+	struct xbng_subscriber *sub;
+	struct xbng_sub_key key;
+	struct xbng_pkt p;
+	struct qinq q;
+
+	if (!pkt_init(&p, ctx, XBNG_ROLE_ACCESS))
+		return drop(&p, XBNG_DROP_NO_PORT);
+	STEP(qinq_parse(&p, &q));
+
+	key.ifindex = p.ifindex;
+	key.outer_vid = q.outer_vid;
+	key.inner_vid = q.inner_vid;
+	sub = subscriber_lookup(&key);
+	if (!sub) {
+		struct ethhdr *eth = pkt_data(&p);
+
+		if ((void *)(eth + 1) > pkt_end(&p))
+			return drop(&p, XBNG_DROP_INTERNAL);
+		report_unknown_subscriber(&key, eth->h_source);
+		return drop(&p, XBNG_DROP_UNKNOWN_SUBSCRIBER);
+	}
+
+	switch (q.l3_proto) {
+	case bpf_htons(XBNG_ETH_P_ARP):
+		return access_arp(&p, sub, &key);
+	case bpf_htons(ETH_P_IP):
+		return access_ipv4(&p, sub, &key);
+	case bpf_htons(ETH_P_IPV6):
+		return access_ipv6(&p, sub, &key);
+	}
+	return drop(&p, XBNG_DROP_UNSUPPORTED_L3);
+}
+
+static __always_inline int uplink_ipv4(const struct xbng_pkt *p)
+{
+	void *data = pkt_data(p), *end = pkt_end(p);
+	struct iphdr *ip = data + sizeof(struct ethhdr);
+	struct xbng_route *route;
+
+	if ((void *)(ip + 1) > end)
+		return drop(p, XBNG_DROP_TRUNCATED);
+	route = route_lookup_v4(&ip->daddr);
+	if (!route)
+		return verdict(p, XBNG_PASS_NOT_SUBSCRIBER, XDP_PASS);
+	STEP(ipv4_check_header(p, ip, p->len - sizeof(struct ethhdr)));
+	return downstream_forward(p, route, ip, 1, bpf_ntohs(ip->tot_len));
+}
+
+static __always_inline int uplink_ipv6(const struct xbng_pkt *p)
+{
+	void *data = pkt_data(p), *end = pkt_end(p);
+	struct ipv6hdr *ip6 = data + sizeof(struct ethhdr);
+	struct xbng_route *route;
+
+	if ((void *)(ip6 + 1) > end)
+		return drop(p, XBNG_DROP_TRUNCATED);
+	route = route_lookup_v6(ip6->daddr.in6_u.u6_addr32);
+	if (!route)
+		return verdict(p, XBNG_PASS_NOT_SUBSCRIBER, XDP_PASS);
+	STEP(ipv6_check_header(p, ip6, p->len - sizeof(struct ethhdr)));
+	return downstream_forward(p, route, ip6, 0, sizeof(*ip6) + bpf_ntohs(ip6->payload_len));
 }
 
 SEC("xdp")
 int xdp_uplink(struct xdp_md *ctx)
 {
-	return XDP_PASS;
+	struct xbng_pkt p;
+	struct ethhdr *eth;
+
+	if (!pkt_init(&p, ctx, XBNG_ROLE_UPLINK))
+		return drop(&p, XBNG_DROP_NO_PORT);
+	eth = pkt_data(&p);
+	if ((void *)(eth + 1) > pkt_end(&p))
+		return drop(&p, XBNG_DROP_TRUNCATED);
+
+	switch (eth->h_proto) {
+	case bpf_htons(ETH_P_IP):
+		return uplink_ipv4(&p);
+	case bpf_htons(ETH_P_IPV6):
+		return uplink_ipv6(&p);
+	}
+	return verdict(&p, XBNG_PASS_UPLINK_NON_IP, XDP_PASS);
 }
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";

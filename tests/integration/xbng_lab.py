@@ -17,6 +17,7 @@ import ipaddress
 import json
 import os
 import shutil
+import socket
 import subprocess
 import time
 
@@ -84,6 +85,9 @@ class XbngLab:
             self.sub, self.dut, self.net = lab.netns("sub"), lab.netns("dut"), lab.netns("net")
             lab.veth(self.sub, "s0", self.dut, "acc0", mtu=access_mtu)
             lab.veth(self.dut, "upl0", self.net, "n0")
+            # The sub side's own kernel must stay quiet on the access link
+            # (no IPv6 RS/MLD noise in the drop counters the tests check).
+            self.sub.sysctl("net.ipv6.conf.s0.disable_ipv6", "1")
             obj = find_pass_obj()
             lab.attach_pass(self.sub, "s0", obj)
             lab.attach_pass(self.net, "n0", obj)
@@ -101,6 +105,14 @@ class XbngLab:
             for ns in (d, n):
                 ns.sysctl("net.ipv4.ip_forward", "1")
                 ns.sysctl("net.ipv6.conf.all.forwarding", "1")
+            # A discard service in net: test traffic to UDP/9 draws no ICMP
+            # errors back towards the subscribers.
+            self._discard = []
+            for fam, addr in ((socket.AF_INET, UPLINK_NET4), (socket.AF_INET6, UPLINK_NET6)):
+                with n.entered():
+                    sk = socket.socket(fam, socket.SOCK_DGRAM)
+                sk.bind((addr, 9))
+                self._discard.append(sk)
             self.socket_path = os.path.join(lab.rundir, "xbngd.sock")
             self.grpc = f"unix://{self.socket_path}"
             self.xbngd = find_bin("xbngd")
@@ -184,6 +196,8 @@ class XbngLab:
         self.dut.exec(["ping", "-6", "-c1", "-W1", UPLINK_NET6], check=False)
 
     def close(self) -> None:
+        for sk in getattr(self, "_discard", []):
+            sk.close()
         self.lab.close()
 
     def __enter__(self) -> "XbngLab":

@@ -1,0 +1,72 @@
+// xbngctl commands (in the library so that tests can drive them).
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "xbng/v1/xbng.grpc.pb.h"
+
+namespace xbng::agent {
+
+inline constexpr const char* kCsvHeader =
+    "port,outer_vlan,inner_vlan,mac,ipv4,ipv6,ipv6_prefixes,ipv4_prefixes";
+
+struct CtlOptions {
+  std::string server = "unix:///run/xbng/xbngd.sock";
+  bool json = false;
+  std::string tls_ca, tls_cert, tls_key;
+  bool insecure = false;
+};
+
+struct SubArgs {
+  std::string port;
+  uint32_t outer = 0, inner = 0;
+  std::string mac, ipv4, ipv6;
+  std::vector<std::string> ipv6_prefixes, ipv4_prefixes;
+};
+
+struct ListArgs {
+  std::string port;
+  uint32_t outer = 0;
+  uint32_t page_size = 1000;
+  std::string page_token;
+  bool all = false, counters = false;
+};
+
+// Parses one CSV data line (header kCsvHeader) into a Subscriber; returns
+// an error text or empty.
+std::string parse_csv_line(const std::string& line, xbng::v1::Subscriber* out);
+// Reads an import file (CSV with kCsvHeader or JSON Lines), calling fn for
+// each readable entry; unreadable lines go to errors (first 20) and are
+// counted in the return value.
+uint64_t read_import_file(const std::string& file,
+                          const std::function<bool(const xbng::v1::Subscriber&)>& fn,
+                          std::vector<std::string>* errors);
+std::shared_ptr<grpc::Channel> make_channel(const CtlOptions& o);
+
+class Ctl {
+ public:
+  explicit Ctl(const CtlOptions& o);
+  int sub_add(const SubArgs& a);
+  int sub_del(const SubArgs& a);
+  int sub_get(const SubArgs& a);
+  int sub_list(const ListArgs& a);
+  int sub_import(const std::string& file);
+  int sub_del_file(const std::string& file);
+  int stats();
+  int events(int count);
+
+ private:
+  int fail(const grpc::Status& st) const;
+  CtlOptions o_;
+  std::unique_ptr<xbng::v1::Subscribers::Stub> stub_;
+};
+
+int ctl_bpf_dump(const CtlOptions& o, const std::string& bpffs);
+
+}  // namespace xbng::agent

@@ -1,0 +1,136 @@
+// Dataplane: the XDP programs and their maps, pinned under
+// <bpffs>/v<XBNG_ABI_VERSION>/{maps,links}/. Start loads the embedded
+// skeleton, adopting what is already pinned (maps reused, programs swapped
+// into the pinned links without detaching), configures the ports and leaves
+// everything pinned when destroyed: forwarding outlives the agent.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "xbng/abi.h"
+#include "xbng/agent/net.h"
+#include "xbng/agent/subscriber.h"
+
+struct XbngSkelRefs;
+
+namespace xbng::agent {
+
+enum class MapId : int {
+  kSubscribers,
+  kRoutesV4,
+  kRoutesV6,
+  kRoutesV6_64,
+  kPrefixesV4,
+  kPrefixesV6,
+  kPorts,
+  kTxPorts,
+  kStats,
+  kPortStats,
+  kEvents,
+  kUnknownSeen,
+  kEventBudget,
+  kCount
+};
+inline constexpr int kMapCount = static_cast<int>(MapId::kCount);
+const char* map_name(MapId id);
+
+struct DataplaneError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct PortInfo {
+  std::string name;
+  uint32_t ifindex = 0;
+  int role = XBNG_ROLE_NONE;
+  struct xbng_port cfg {};
+};
+
+struct DataplaneOptions {
+  std::vector<std::string> access;
+  std::vector<std::string> uplink;
+  uint32_t gateway_ipv4 = 0;  // network order, 0 = none
+  Ipv6 gateway_ipv6{};
+  std::string bpffs = "/sys/fs/bpf/xbng";
+  uint32_t max_subscribers = XBNG_DEFAULT_MAX_SUBSCRIBERS;
+  uint16_t outer_tpid = XBNG_ETH_P_8021AD;
+  bool xdp_generic = false;
+  uint64_t events_per_sec = XBNG_DEFAULT_EVENTS_PER_SEC;
+  uint64_t unknown_interval_ns = XBNG_DEFAULT_UNKNOWN_INTERVAL_NS;
+  // Tests: skip writing /proc/sys forwarding and ethtool changes.
+  bool configure_netdevs = true;
+};
+
+// Paths under a bpffs directory.
+std::string pin_root(const std::string& bpffs);  // <bpffs>/v<ABI>
+std::string map_pin_path(const std::string& bpffs, MapId id);
+std::string link_pin_path(const std::string& bpffs, const std::string& ifname);
+
+class Dataplane {
+ public:
+  // Throws DataplaneError with an actionable message.
+  static std::unique_ptr<Dataplane> start(const DataplaneOptions& opts);
+  // Detaches every pinned link (all ABI versions) and removes every pin.
+  // Returns a one-line summary per removed object through `log`.
+  static void teardown(const std::string& bpffs, std::vector<std::string>* log);
+
+  ~Dataplane();
+  Dataplane(const Dataplane&) = delete;
+  Dataplane& operator=(const Dataplane&) = delete;
+
+  int fd(MapId id) const { return fds_[static_cast<int>(id)]; }
+  uint32_t max_entries(MapId id) const { return max_entries_[static_cast<int>(id)]; }
+  bool adopted() const { return adopted_; }
+  const std::vector<PortInfo>& ports() const { return ports_; }
+  const std::string& bpffs() const { return opts_.bpffs; }
+  PortResolver resolver() const;
+  const std::vector<std::string>& warnings() const { return warnings_; }
+
+ private:
+  Dataplane() = default;
+  void open_and_load();
+  void attach_ports();
+  void configure_ports();
+
+  DataplaneOptions opts_;
+  std::unique_ptr<XbngSkelRefs> skel_;
+  int fds_[kMapCount];
+  uint32_t max_entries_[kMapCount]{};
+  bool adopted_ = false;
+  std::vector<PortInfo> ports_;
+  std::vector<std::string> warnings_;
+};
+
+// Opens the pinned maps of <bpffs>/v<ABI> read-write without loading
+// anything (xbngctl bpf dump, tests). Throws DataplaneError.
+class PinnedMaps {
+ public:
+  explicit PinnedMaps(const std::string& bpffs);
+  ~PinnedMaps();
+  PinnedMaps(const PinnedMaps&) = delete;
+  PinnedMaps& operator=(const PinnedMaps&) = delete;
+  int fd(MapId id) const { return fds_[static_cast<int>(id)]; }
+
+ private:
+  int fds_[kMapCount];
+};
+
+// ---- map helpers ----------------------------------------------------------
+// Writes n entries; uses bpf_map_update_batch, falls back to single updates
+// where the map type lacks batch support. Returns 0 or -errno; *done is the
+// number of leading entries written.
+int map_update_many(int fd, const void* keys, const void* values, size_t n, size_t key_size,
+                    size_t value_size, size_t* done);
+// Deletes n keys, ignoring keys that are absent. Returns 0 or -errno.
+int map_delete_many(int fd, const void* keys, size_t n, size_t key_size);
+// Calls fn(key, value) for every entry (value size = value_size; for
+// per-CPU maps pass the full per-CPU size). Returns 0 or -errno.
+int map_for_each(int fd, size_t key_size, size_t value_size,
+                 const std::function<void(const void*, const void*)>& fn);
+int possible_cpus();
+
+}  // namespace xbng::agent

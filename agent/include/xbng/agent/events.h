@@ -1,0 +1,80 @@
+// EventHub: fan-out of agent events to WatchEvents streams, with a bounded
+// queue per watcher; RingbufReader: turns the XDP `events` ring buffer into
+// hub events on a thread of its own.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "xbng/agent/subscriber.h"
+
+struct ring_buffer;
+
+namespace xbng::agent {
+
+struct AgentEvent {
+  int type = 0;  // xbng::v1::Event::Type
+  SubKey key{};
+  bool has_mac = false;
+  Mac mac{};
+  uint64_t timestamp_unix_ns = 0;
+};
+
+uint64_t unix_now_ns();
+
+class Watcher {
+ public:
+  explicit Watcher(size_t capacity) : capacity_(capacity) {}
+  // Waits up to timeout_ms for events; returns false when none arrived.
+  bool pop(std::vector<AgentEvent>* out, int timeout_ms);
+  bool overflowed() const { return overflowed_.load(); }
+  uint64_t dropped() const { return dropped_.load(); }
+
+ private:
+  friend class EventHub;
+  void push(const AgentEvent& e);
+  const size_t capacity_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<AgentEvent> q_;
+  std::atomic<bool> overflowed_{false};
+  std::atomic<uint64_t> dropped_{0};
+};
+
+class EventHub {
+ public:
+  static constexpr size_t kDefaultQueue = 65536;
+  std::shared_ptr<Watcher> subscribe(size_t capacity = kDefaultQueue);
+  void unsubscribe(const std::shared_ptr<Watcher>& w);
+  bool has_watchers() const { return nwatchers_.load(std::memory_order_relaxed) > 0; }
+  void publish(const AgentEvent& e);
+
+ private:
+  std::mutex mu_;
+  std::vector<std::shared_ptr<Watcher>> watchers_;
+  std::atomic<int> nwatchers_{0};
+};
+
+class RingbufReader {
+ public:
+  RingbufReader(int ringbuf_fd, EventHub* hub);  // throws std::runtime_error
+  ~RingbufReader();
+  uint64_t received() const { return received_.load(); }
+
+ private:
+  static int on_sample(void* ctx, void* data, size_t size);
+  EventHub* hub_;
+  struct ring_buffer* rb_ = nullptr;
+  std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> received_{0};
+  int64_t mono_to_unix_ns_ = 0;
+  std::thread thread_;
+};
+
+}  // namespace xbng::agent

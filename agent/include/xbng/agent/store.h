@@ -1,0 +1,128 @@
+// SubscriberStore: the in-memory index of every provisioned subscriber and
+// the only writer of the subscriber and route maps. Every change is
+// validated against the index first, then applied to the maps in an order
+// that never blackholes (subscriber, new routes, then old routes out) and
+// rolled back if the kernel refuses a write.
+#pragma once
+
+#include <absl/container/btree_map.h>
+#include <absl/container/flat_hash_map.h>
+#include <grpcpp/support/status.h>
+
+#include <cstdint>
+#include <functional>
+#include <shared_mutex>
+#include <string>
+#include <vector>
+
+#include "xbng/agent/dataplane.h"
+#include "xbng/agent/events.h"
+#include "xbng/agent/subscriber.h"
+
+namespace xbng::v1 {
+class Subscriber;
+class SubscriberKey;
+class Failure;
+}  // namespace xbng::v1
+
+namespace xbng::agent {
+
+// The maps the store writes, as fds and capacities (a Dataplane, or maps a
+// test creates itself).
+struct StoreMaps {
+  int fd[kMapCount];
+  uint32_t max_entries[kMapCount];
+  static StoreMaps from(const Dataplane& dp);
+};
+
+struct UpsertResult {
+  uint64_t created = 0, updated = 0, unchanged = 0;
+};
+
+struct StreamResult {
+  uint64_t applied = 0, failed = 0;
+  std::vector<xbng::v1::Failure> failures;  // first kMaxReportedFailures
+};
+
+struct Counters {
+  uint64_t up_packets = 0, up_bytes = 0, down_packets = 0, down_bytes = 0;
+};
+
+struct ListQuery {
+  uint32_t page_size = 1000;
+  std::string page_token;
+  std::string port;     // empty = any
+  uint32_t outer = 0;   // 0 = any
+  bool with_counters = false;
+};
+
+class SubscriberStore {
+ public:
+  static constexpr size_t kStreamBatch = 8192;
+  static constexpr size_t kMaxReportedFailures = 1000;
+
+  SubscriberStore(const StoreMaps& maps, PortResolver ports, EventHub* hub);
+
+  // Rebuilds the index from the maps (adoption). Orphan routes (owner gone,
+  // or host route that no longer matches its owner) are deleted. Returns the
+  // number of subscribers found.
+  size_t rebuild(std::string* summary);
+
+  // All or nothing.
+  grpc::Status upsert(const std::vector<const xbng::v1::Subscriber*>& in, UpsertResult* out);
+  // Bulk: each entry applied whole or reported. Entries are fed in order by
+  // `next` (returns false at the end of the stream); `base_index` numbering
+  // starts at 0.
+  void stream(const std::function<bool(xbng::v1::Subscriber*)>& next, StreamResult* out);
+  grpc::Status remove(const std::vector<const xbng::v1::SubscriberKey*>& keys, uint64_t* deleted,
+                      uint64_t* not_found);
+  grpc::Status get(const xbng::v1::SubscriberKey& key, xbng::v1::Subscriber* out);
+  grpc::Status list(const ListQuery& q, std::vector<xbng::v1::Subscriber>* out,
+                    std::string* next_token, uint64_t* total);
+
+  size_t size() const;
+  // Entries of each subscriber-sized map as the index knows them.
+  uint64_t map_entries(MapId id) const;
+  const PortResolver& ports() const { return ports_; }
+
+ private:
+  struct RouteKey;
+  struct Plan;
+  enum class Mode { kAtomic, kSequential };
+
+  // Plans entries [0, n); in kSequential mode stops before an entry whose key
+  // is already in the plan and returns its position (n when all planned).
+  size_t plan(const std::vector<SubscriberSpec>& specs, const std::vector<size_t>& input_index,
+              Mode mode, Plan* p, grpc::Status* atomic_error,
+              std::vector<std::pair<size_t, grpc::Status>>* failures);
+  grpc::Status apply(Plan& p);
+  uint64_t map_entries_locked(MapId id) const;
+  void fill_counters(uint32_t rec, xbng::v1::Subscriber* out) const;
+  void to_proto(uint32_t rec, bool counters, xbng::v1::Subscriber* out) const;
+  static void claims_of(const SubscriberSpec& s, std::vector<RouteKey>* out);
+  int64_t owner_of(const RouteKey& k) const;
+  void set_owner(const RouteKey& k, uint32_t rec);
+  void erase_owner(const RouteKey& k, uint32_t rec);
+  uint32_t alloc_record(SubscriberSpec&& s);
+  void count_key(const SubKey& k, int delta);
+  std::string owner_name(uint32_t rec) const;
+  void publish(int type, const SubKey& k, const Mac* mac);
+
+  StoreMaps maps_;
+  PortResolver ports_;
+  EventHub* hub_;
+
+  mutable std::shared_mutex mu_;
+  std::vector<SubscriberSpec> recs_;  // ifindex 0 = free slot
+  std::vector<uint32_t> free_;
+  absl::btree_map<uint64_t, uint32_t> index_;  // key_rank → record (sorted: stable pages)
+  absl::flat_hash_map<uint32_t, uint32_t> own_v4_;     // /32 → record
+  absl::flat_hash_map<Ipv6, uint32_t> own_v6_;         // /128 → record
+  absl::flat_hash_map<uint64_t, uint32_t> own_v6_64_;  // /64 → record
+  absl::flat_hash_map<Prefix, uint32_t> own_lpm_;      // other prefixes → record
+  uint64_t lpm_v4_count_ = 0, lpm_v6_count_ = 0;
+  absl::flat_hash_map<uint32_t, uint64_t> per_port_;
+  absl::flat_hash_map<uint64_t, uint64_t> per_port_outer_;
+};
+
+}  // namespace xbng::agent

@@ -1,0 +1,83 @@
+// Subscriber: the validated, internal form of xbng.v1.Subscriber, and the
+// conversion from the proto (validation) and back.
+#pragma once
+
+#include <absl/container/inlined_vector.h>
+#include <grpcpp/support/status.h>
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "xbng/abi.h"
+#include "xbng/agent/net.h"
+
+namespace xbng::v1 {
+class Subscriber;
+class SubscriberKey;
+}  // namespace xbng::v1
+
+namespace xbng::agent {
+
+using SubKey = struct xbng_sub_key;
+
+inline bool operator==(const SubKey& a, const SubKey& b) {
+  return a.ifindex == b.ifindex && a.outer_vid == b.outer_vid && a.inner_vid == b.inner_vid;
+}
+// Total order used by listings: (ifindex, outer, inner).
+inline uint64_t key_rank(const SubKey& k) {
+  return (uint64_t{k.ifindex} << 32) | (uint64_t{k.outer_vid} << 16) | k.inner_vid;
+}
+struct SubKeyLess {
+  bool operator()(const SubKey& a, const SubKey& b) const { return key_rank(a) < key_rank(b); }
+};
+struct SubKeyHash {
+  size_t operator()(const SubKey& k) const { return std::hash<uint64_t>{}(key_rank(k)); }
+};
+
+// A validated subscriber. Prefixes are sorted (canonical form) so that two
+// specs compare equal exactly when they would program the same entries.
+struct SubscriberSpec {
+  SubKey key{};
+  bool has_mac = false;  // false: learn from the first valid frame
+  Mac mac{};
+  bool has_ipv4 = false;
+  uint32_t ipv4 = 0;  // network order
+  bool has_ipv6 = false;
+  Ipv6 ipv6{};
+  absl::InlinedVector<Prefix, 1> prefixes;
+
+  bool same_provisioning(const SubscriberSpec& o) const;
+};
+
+// Resolves an access port name to its ifindex (nullopt: not a configured
+// access port) and back.
+struct PortResolver {
+  std::function<std::optional<uint32_t>(std::string_view)> access_ifindex;
+  std::function<std::string(uint32_t)> name;
+};
+
+// Validation limits (issue 4).
+inline constexpr int kMinV6PrefixLen = 40, kMaxV6PrefixLen = 64;
+inline constexpr int kMinV4PrefixLen = 8, kMaxV4PrefixLen = 31;
+
+// Proto → spec. On error returns INVALID_ARGUMENT whose message starts with
+// `where` (e.g. "subscribers[3]") and names the field and the value.
+grpc::Status validate_subscriber(const xbng::v1::Subscriber& in, const PortResolver& ports,
+                                 std::string_view where, SubscriberSpec* out);
+grpc::Status validate_key(const xbng::v1::SubscriberKey& in, const PortResolver& ports,
+                          std::string_view where, SubKey* out);
+
+// Single-field checks, exposed for tests and the CLI.
+std::optional<std::string> check_vid(uint32_t vid);             // error text or nullopt
+std::optional<std::string> check_ipv4_host(uint32_t be);
+std::optional<std::string> check_ipv6_host(const Ipv6& a);
+std::optional<std::string> check_mac(const Mac& m);
+
+// Spec → proto (no counters).
+void spec_to_proto(const SubscriberSpec& s, const PortResolver& ports, xbng::v1::Subscriber* out);
+std::string key_to_string(const SubKey& k, const PortResolver& ports);  // "port/outer/inner"
+
+}  // namespace xbng::agent

@@ -1,0 +1,322 @@
+#include "xbng/agent/service.h"
+
+#include <bpf/bpf.h>
+#include <fmt/format.h>
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "xbng/reasons.h"
+
+namespace xbng::agent {
+
+using grpc::ServerContext;
+using grpc::Status;
+using grpc::StatusCode;
+namespace v1 = xbng::v1;
+
+namespace {
+
+struct ReasonInfo {
+  const char* name;
+  int kind;
+};
+#define XBNG_REASON_INFO_(n, str, kind) {str, kind},
+constexpr ReasonInfo kReasons[] = {XBNG_REASONS(XBNG_REASON_INFO_)};
+#undef XBNG_REASON_INFO_
+static_assert(std::size(kReasons) == XBNG_REASON_MAX);
+
+const char* kind_name(int kind) {
+  switch (kind) {
+    case XBNG_KIND_FORWARD:
+      return "forward";
+    case XBNG_KIND_TX:
+      return "tx";
+    case XBNG_KIND_PASS:
+      return "pass";
+    case XBNG_KIND_DROP:
+      return "drop";
+    default:
+      return "info";
+  }
+}
+
+}  // namespace
+
+std::string make_boot_id() {
+  std::random_device rd;
+  std::uniform_int_distribution<uint32_t> d;
+  uint32_t w[4] = {d(rd), d(rd), d(rd), d(rd)};
+  w[1] = (w[1] & 0xffff0fff) | 0x4000;  // UUID v4
+  w[2] = (w[2] & 0x3fffffff) | 0x80000000;
+  return fmt::format("{:08x}-{:04x}-{:04x}-{:04x}-{:04x}{:08x}", w[0], w[1] >> 16, w[1] & 0xffff,
+                     w[2] >> 16, w[2] & 0xffff, w[3]);
+}
+
+SubscribersService::SubscribersService(SubscriberStore* store, EventHub* hub,
+                                       const StoreMaps& maps, std::vector<PortInfo> ports,
+                                       std::string boot_id)
+    : store_(store),
+      hub_(hub),
+      maps_(maps),
+      ports_(std::move(ports)),
+      boot_id_(std::move(boot_id)),
+      started_ns_(unix_now_ns()) {}
+
+#define XBNG_BOOT_ID(ctx) (ctx)->AddInitialMetadata("xbng-boot-id", boot_id_)
+
+Status SubscribersService::UpsertSubscribers(ServerContext* ctx,
+                                             const v1::UpsertSubscribersRequest* req,
+                                             v1::UpsertSubscribersResponse* resp) {
+  XBNG_BOOT_ID(ctx);
+  std::vector<const v1::Subscriber*> in;
+  in.reserve(req->subscribers_size());
+  for (const auto& s : req->subscribers()) in.push_back(&s);
+  UpsertResult r;
+  Status st = store_->upsert(in, &r);
+  if (!st.ok()) return st;
+  resp->set_created(r.created);
+  resp->set_updated(r.updated);
+  resp->set_unchanged(r.unchanged);
+  resp->set_boot_id(boot_id_);
+  return Status::OK;
+}
+
+Status SubscribersService::StreamSubscribers(ServerContext* ctx,
+                                             grpc::ServerReader<v1::Subscriber>* reader,
+                                             v1::StreamSubscribersResponse* resp) {
+  XBNG_BOOT_ID(ctx);
+  StreamResult r;
+  store_->stream([&](v1::Subscriber* m) { return reader->Read(m); }, &r);
+  resp->set_applied(r.applied);
+  resp->set_failed(r.failed);
+  for (auto& f : r.failures) *resp->add_failures() = std::move(f);
+  resp->set_boot_id(boot_id_);
+  return Status::OK;
+}
+
+Status SubscribersService::DeleteSubscribers(ServerContext* ctx,
+                                             const v1::DeleteSubscribersRequest* req,
+                                             v1::DeleteSubscribersResponse* resp) {
+  XBNG_BOOT_ID(ctx);
+  std::vector<const v1::SubscriberKey*> keys;
+  keys.reserve(req->keys_size());
+  for (const auto& k : req->keys()) keys.push_back(&k);
+  uint64_t deleted = 0, not_found = 0;
+  Status st = store_->remove(keys, &deleted, &not_found);
+  if (!st.ok()) return st;
+  resp->set_deleted(deleted);
+  resp->set_not_found(not_found);
+  resp->set_boot_id(boot_id_);
+  return Status::OK;
+}
+
+Status SubscribersService::GetSubscriber(ServerContext* ctx, const v1::GetSubscriberRequest* req,
+                                         v1::GetSubscriberResponse* resp) {
+  XBNG_BOOT_ID(ctx);
+  Status st = store_->get(req->key(), resp->mutable_subscriber());
+  if (!st.ok()) return st;
+  resp->set_boot_id(boot_id_);
+  return Status::OK;
+}
+
+Status SubscribersService::ListSubscribers(ServerContext* ctx,
+                                           const v1::ListSubscribersRequest* req,
+                                           v1::ListSubscribersResponse* resp) {
+  XBNG_BOOT_ID(ctx);
+  ListQuery q;
+  q.page_size = req->page_size();
+  q.page_token = req->page_token();
+  q.port = req->port();
+  q.outer = req->outer_vlan();
+  q.with_counters = req->with_counters();
+  std::vector<v1::Subscriber> subs;
+  std::string next;
+  uint64_t total = 0;
+  Status st = store_->list(q, &subs, &next, &total);
+  if (!st.ok()) return st;
+  resp->mutable_subscribers()->Reserve(static_cast<int>(subs.size()));
+  for (auto& s : subs) *resp->add_subscribers() = std::move(s);
+  resp->set_next_page_token(next);
+  resp->set_total_count(total);
+  resp->set_boot_id(boot_id_);
+  return Status::OK;
+}
+
+Status SubscribersService::GetStats(ServerContext* ctx, const v1::GetStatsRequest*,
+                                    v1::GetStatsResponse* resp) {
+  XBNG_BOOT_ID(ctx);
+  const int ncpu = possible_cpus();
+  std::vector<struct xbng_counter> pc(ncpu);
+  const int sfd = maps_.fd[static_cast<int>(MapId::kStats)];
+  for (uint32_t i = 0; i < XBNG_REASON_MAX; ++i) {
+    auto* r = resp->add_reasons();
+    r->set_reason(kReasons[i].name);
+    r->set_kind(kind_name(kReasons[i].kind));
+    if (bpf_map_lookup_elem(sfd, &i, pc.data()) != 0)
+      return Status(StatusCode::INTERNAL,
+                    fmt::format("reading map stats[{}]: {}", i, std::strerror(errno)));
+    uint64_t p = 0, b = 0;
+    for (const auto& c : pc) p += c.packets, b += c.bytes;
+    r->set_packets(p);
+    r->set_bytes(b);
+  }
+  std::vector<struct xbng_port_stats> ps(ncpu);
+  for (const auto& port : ports_) {
+    auto* o = resp->add_ports();
+    o->set_name(port.name);
+    o->set_ifindex(port.ifindex);
+    o->set_role(port.role == XBNG_ROLE_ACCESS ? "access" : "uplink");
+    uint32_t slot = port.cfg.slot;
+    if (bpf_map_lookup_elem(maps_.fd[static_cast<int>(MapId::kPortStats)], &slot, ps.data()) != 0)
+      continue;
+    uint64_t rp = 0, rb = 0, tp = 0, tb = 0;
+    for (const auto& s : ps) rp += s.rx_packets, rb += s.rx_bytes, tp += s.tx_packets, tb += s.tx_bytes;
+    o->set_rx_packets(rp);
+    o->set_rx_bytes(rb);
+    o->set_tx_packets(tp);
+    o->set_tx_bytes(tb);
+  }
+  resp->set_subscribers(store_->size());
+  for (MapId m : {MapId::kSubscribers, MapId::kRoutesV4, MapId::kRoutesV6, MapId::kRoutesV6_64,
+                  MapId::kPrefixesV4, MapId::kPrefixesV6, MapId::kPorts, MapId::kTxPorts}) {
+    auto* f = resp->add_maps();
+    f->set_name(map_name(m));
+    f->set_entries(m == MapId::kPorts || m == MapId::kTxPorts ? ports_.size()
+                                                               : store_->map_entries(m));
+    f->set_max_entries(maps_.max_entries[static_cast<int>(m)]);
+  }
+  resp->set_boot_id(boot_id_);
+  return Status::OK;
+}
+
+void SubscribersService::to_proto(const AgentEvent& e, v1::Event* out) const {
+  out->set_type(static_cast<v1::Event::Type>(e.type));
+  if (e.key.ifindex) {
+    auto* k = out->mutable_key();
+    k->set_port(store_->ports().name(e.key.ifindex));
+    k->set_outer_vlan(e.key.outer_vid);
+    k->set_inner_vlan(e.key.inner_vid);
+  }
+  if (e.has_mac) out->set_mac(format_mac(e.mac.data()));
+  out->set_timestamp_unix_ns(e.timestamp_unix_ns);
+  out->set_boot_id(boot_id_);
+}
+
+Status SubscribersService::WatchEvents(ServerContext* ctx, const v1::WatchEventsRequest*,
+                                       grpc::ServerWriter<v1::Event>* writer) {
+  XBNG_BOOT_ID(ctx);
+  auto w = hub_->subscribe();
+  struct Unsub {
+    EventHub* h;
+    std::shared_ptr<Watcher> w;
+    ~Unsub() { h->unsubscribe(w); }
+  } unsub{hub_, w};
+  AgentEvent started;
+  started.type = v1::Event::AGENT_STARTED;
+  started.timestamp_unix_ns = started_ns_;
+  v1::Event ev;
+  to_proto(started, &ev);
+  if (!writer->Write(ev)) return Status::OK;
+  std::vector<AgentEvent> batch;
+  while (!ctx->IsCancelled() && !stopping_) {
+    if (w->overflowed())
+      return Status(StatusCode::RESOURCE_EXHAUSTED,
+                    fmt::format("event queue overflow: this watcher fell behind and {} events "
+                                "were dropped; list the subscribers again and re-watch",
+                                w->dropped()));
+    if (!w->pop(&batch, 200)) continue;
+    for (const auto& e : batch) {
+      ev.Clear();
+      to_proto(e, &ev);
+      if (!writer->Write(ev)) return Status::OK;
+    }
+  }
+  return stopping_ ? Status(StatusCode::UNAVAILABLE, "xbngd is shutting down") : Status::OK;
+}
+
+// ---- server -------------------------------------------------------------------
+
+namespace {
+std::string read_file(const std::string& path, const char* what) {
+  std::ifstream f(path);
+  if (!f) throw std::runtime_error(fmt::format("cannot read {} {}: {}", what, path, std::strerror(errno)));
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+}  // namespace
+
+GrpcServer::GrpcServer(const ServerOptions& o, SubscribersService* service) : service_(service) {
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder b;
+  std::shared_ptr<grpc::ServerCredentials> creds;
+  std::string socket_path;
+  if (o.listen.rfind("unix:", 0) == 0) {
+    socket_path = o.listen.substr(o.listen.rfind("unix://", 0) == 0 ? 7 : 5);
+    if (socket_path.empty() || socket_path[0] != '/')
+      throw std::runtime_error(fmt::format("--grpc {}: expected unix:///absolute/path", o.listen));
+    std::error_code ec;
+    std::filesystem::create_directories(std::filesystem::path(socket_path).parent_path(), ec);
+    if (ec)
+      throw std::runtime_error(fmt::format("cannot create the directory of {}: {}", socket_path,
+                                           ec.message()));
+    std::filesystem::remove(socket_path, ec);  // stale socket of a previous run
+    address_ = "unix://" + socket_path;
+    creds = grpc::InsecureServerCredentials();
+  } else {
+    if (o.listen.find(':') == std::string::npos)
+      throw std::runtime_error(
+          fmt::format("--grpc {}: expected unix:///path or HOST:PORT", o.listen));
+    address_ = o.listen;
+    if (!o.tls_cert.empty() || !o.tls_key.empty()) {
+      if (o.tls_cert.empty() || o.tls_key.empty())
+        throw std::runtime_error("TLS needs both --tls-cert and --tls-key");
+      grpc::SslServerCredentialsOptions so(
+          o.tls_client_ca.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+                                  : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+      so.pem_key_cert_pairs.push_back(
+          {read_file(o.tls_key, "TLS key"), read_file(o.tls_cert, "TLS certificate")});
+      if (!o.tls_client_ca.empty()) so.pem_root_certs = read_file(o.tls_client_ca, "client CA");
+      creds = grpc::SslServerCredentials(so);
+    } else if (o.insecure_tcp) {
+      spdlog::warn("gRPC on TCP {} WITHOUT TLS (--insecure-tcp): anyone who reaches it can "
+                   "provision subscribers",
+                   o.listen);
+      creds = grpc::InsecureServerCredentials();
+    } else {
+      throw std::runtime_error(fmt::format(
+          "--grpc {}: TCP needs TLS (--tls-cert and --tls-key), or --insecure-tcp to accept "
+          "plaintext explicitly",
+          o.listen));
+    }
+  }
+  b.AddListeningPort(address_, creds);
+  b.RegisterService(service);
+  b.SetMaxReceiveMessageSize(256 << 20);
+  b.SetMaxSendMessageSize(256 << 20);
+  server_ = b.BuildAndStart();
+  if (!server_) throw std::runtime_error(fmt::format("gRPC cannot listen on {}", address_));
+  if (!socket_path.empty() && chmod(socket_path.c_str(), 0600) != 0)
+    throw std::runtime_error(
+        fmt::format("chmod 0600 {}: {}", socket_path, std::strerror(errno)));
+}
+
+void GrpcServer::shutdown() {
+  if (!server_) return;
+  service_->shutdown();
+  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  server_->Wait();
+  server_.reset();
+}
+
+GrpcServer::~GrpcServer() { shutdown(); }
+
+}  // namespace xbng::agent

@@ -1,0 +1,27 @@
+#include "skeleton.h"
+
+#include "xbng.skel.h"
+
+bool xbng_skel_open(XbngSkelRefs* r) {
+  struct xbng* s = xbng__open();
+  if (!s) return false;
+  r->skel = s;
+  struct bpf_map* maps[13] = {
+      s->maps.subscribers,  s->maps.routes_v4,   s->maps.routes_v6,    s->maps.routes_v6_64,
+      s->maps.prefixes_v4,  s->maps.prefixes_v6, s->maps.ports,        s->maps.tx_ports,
+      s->maps.stats,        s->maps.port_stats,  s->maps.events,       s->maps.unknown_seen,
+      s->maps.event_budget};
+  for (int i = 0; i < 13; ++i) r->maps[i] = maps[i];
+  r->xdp_access = s->progs.xdp_access;
+  r->xdp_uplink = s->progs.xdp_uplink;
+  r->events_per_sec = reinterpret_cast<uint64_t*>(&s->rodata->events_per_sec);
+  r->unknown_interval_ns = reinterpret_cast<uint64_t*>(&s->rodata->unknown_interval_ns);
+  return true;
+}
+
+int xbng_skel_load(XbngSkelRefs* r) { return xbng__load(static_cast<struct xbng*>(r->skel)); }
+
+void xbng_skel_destroy(XbngSkelRefs* r) {
+  if (r->skel) xbng__destroy(static_cast<struct xbng*>(r->skel));
+  r->skel = nullptr;
+}

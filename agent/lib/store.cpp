@@ -1,0 +1,1048 @@
+#include "xbng/agent/store.h"
+
+#include <absl/container/flat_hash_set.h>
+#include <bpf/bpf.h>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstring>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <optional>
+
+#include "xbng/v1/xbng.pb.h"
+
+namespace xbng::agent {
+
+using grpc::Status;
+using grpc::StatusCode;
+
+StoreMaps StoreMaps::from(const Dataplane& dp) {
+  StoreMaps m{};
+  for (int i = 0; i < kMapCount; ++i) {
+    m.fd[i] = dp.fd(static_cast<MapId>(i));
+    m.max_entries[i] = dp.max_entries(static_cast<MapId>(i));
+  }
+  return m;
+}
+
+// A key of one of the five route maps, laid out as the kernel map key.
+struct SubscriberStore::RouteKey {
+  MapId map = MapId::kRoutesV4;
+  uint8_t size = 0;
+  std::array<uint8_t, 20> b{};
+
+  friend bool operator==(const RouteKey& x, const RouteKey& y) {
+    return x.map == y.map && x.b == y.b;
+  }
+  template <typename H>
+  friend H AbslHashValue(H h, const RouteKey& k) {
+    return H::combine(std::move(h), static_cast<int>(k.map), k.b);
+  }
+  static RouteKey host_v4(uint32_t be) {
+    RouteKey k;
+    k.map = MapId::kRoutesV4;
+    k.size = 4;
+    std::memcpy(k.b.data(), &be, 4);
+    return k;
+  }
+  static RouteKey host_v6(const uint8_t* a) {
+    RouteKey k;
+    k.map = MapId::kRoutesV6;
+    k.size = 16;
+    std::memcpy(k.b.data(), a, 16);
+    return k;
+  }
+  static RouteKey prefix(const Prefix& p) {
+    RouteKey k;
+    if (p.family == 6 && p.len == 64) {
+      k.map = MapId::kRoutesV6_64;
+      k.size = 8;
+      std::memcpy(k.b.data(), p.addr.data(), 8);
+      return k;
+    }
+    const uint32_t len = p.len;
+    std::memcpy(k.b.data(), &len, 4);
+    if (p.family == 4) {
+      k.map = MapId::kPrefixesV4;
+      k.size = 8;
+      std::memcpy(k.b.data() + 4, p.addr.data(), 4);
+    } else {
+      k.map = MapId::kPrefixesV6;
+      k.size = 20;
+      std::memcpy(k.b.data() + 4, p.addr.data(), 16);
+    }
+    return k;
+  }
+  Prefix as_prefix() const {
+    Prefix p;
+    switch (map) {
+      case MapId::kRoutesV4:
+        p.family = 4, p.len = 32;
+        std::memcpy(p.addr.data(), b.data(), 4);
+        break;
+      case MapId::kRoutesV6:
+        p.family = 6, p.len = 128;
+        std::memcpy(p.addr.data(), b.data(), 16);
+        break;
+      case MapId::kRoutesV6_64:
+        p.family = 6, p.len = 64;
+        std::memcpy(p.addr.data(), b.data(), 8);
+        break;
+      default: {
+        uint32_t len;
+        std::memcpy(&len, b.data(), 4);
+        p.family = map == MapId::kPrefixesV4 ? 4 : 6;
+        p.len = static_cast<uint8_t>(len);
+        std::memcpy(p.addr.data(), b.data() + 4, p.family == 4 ? 4 : 16);
+      }
+    }
+    return p;
+  }
+  // The Subscriber field this key comes from, and its text.
+  std::pair<const char*, std::string> describe() const {
+    Prefix p = as_prefix();
+    switch (map) {
+      case MapId::kRoutesV4:
+        return {"ipv4", format_prefix(p).substr(0, format_prefix(p).find('/'))};
+      case MapId::kRoutesV6:
+        return {"ipv6", format_ipv6(p.addr.data())};
+      case MapId::kPrefixesV4:
+        return {"ipv4_prefixes", format_prefix(p)};
+      default:
+        return {"ipv6_prefixes", format_prefix(p)};
+    }
+  }
+};
+
+struct SubscriberStore::Plan {
+  struct Entry {
+    size_t input = 0;
+    SubscriberSpec spec;
+    int64_t old_rec = -1;
+    std::vector<RouteKey> claims;
+  };
+  std::vector<Entry> entries;  // created or updated
+  absl::flat_hash_map<uint64_t, size_t> keys;  // every planned key (unchanged included)
+  absl::flat_hash_map<RouteKey, uint64_t> claims;  // route key → claiming key rank
+  uint64_t adds[kMapCount] = {};
+  uint64_t created = 0, updated = 0, unchanged = 0;
+  std::vector<size_t> accepted;  // input indexes planned (incl. unchanged)
+};
+
+namespace {
+
+constexpr MapId kRouteMaps[] = {MapId::kRoutesV4, MapId::kRoutesV6, MapId::kRoutesV6_64,
+                                MapId::kPrefixesV4, MapId::kPrefixesV6};
+
+Status kernel_status(int err, const std::string& what) {
+  err = err < 0 ? -err : err;
+  const StatusCode code = (err == E2BIG || err == ENOMEM || err == ENOSPC)
+                              ? StatusCode::RESOURCE_EXHAUSTED
+                              : StatusCode::INTERNAL;
+  return Status(code, fmt::format("{}: {}", what, std::strerror(err)));
+}
+
+}  // namespace
+
+// Validation message with the entry's position prefixed (formatted only on
+// error: the hot path of a bulk load formats nothing).
+Status validate_at(const xbng::v1::Subscriber& m, const PortResolver& ports, bool in_request,
+                   size_t i, SubscriberSpec* out) {
+  Status st = validate_subscriber(m, ports, "", out);
+  if (st.ok()) return st;
+  return Status(st.error_code(), in_request
+                                     ? fmt::format("subscribers[{}]{}", i, st.error_message())
+                                     : fmt::format("entry {}{}", i, st.error_message()));
+}
+
+namespace {
+
+struct MapWrites {
+  std::vector<uint8_t> keys;
+  std::vector<struct xbng_route> vals;
+  std::vector<std::optional<struct xbng_route>> old;
+};
+
+}  // namespace
+
+SubscriberStore::SubscriberStore(const StoreMaps& maps, PortResolver ports, EventHub* hub)
+    : maps_(maps), ports_(std::move(ports)), hub_(hub) {
+  // Reserve up front: growing a table at 1M entries would briefly hold the
+  // old and the new table (an RSS peak). Untouched slots are not resident.
+  const size_t cap = maps_.max_entries[static_cast<int>(MapId::kSubscribers)];
+  own_v4_.reserve(cap);
+  own_v6_.reserve(cap);
+  own_v6_64_.reserve(cap);
+  recs_.reserve(std::min<size_t>(cap, 1u << 16));
+}
+
+size_t SubscriberStore::size() const {
+  std::shared_lock l(mu_);
+  return index_.size();
+}
+
+uint64_t SubscriberStore::map_entries(MapId id) const {
+  std::shared_lock l(mu_);
+  return map_entries_locked(id);
+}
+
+void SubscriberStore::claims_of(const SubscriberSpec& s, std::vector<RouteKey>* out) {
+  if (s.has_ipv4) out->push_back(RouteKey::host_v4(s.ipv4));
+  if (s.has_ipv6) out->push_back(RouteKey::host_v6(s.ipv6.data()));
+  for (const auto& p : s.prefixes) out->push_back(RouteKey::prefix(p));
+}
+
+int64_t SubscriberStore::owner_of(const RouteKey& k) const {
+  switch (k.map) {
+    case MapId::kRoutesV4: {
+      uint32_t a;
+      std::memcpy(&a, k.b.data(), 4);
+      auto it = own_v4_.find(a);
+      return it == own_v4_.end() ? int64_t{-1} : int64_t{it->second};
+    }
+    case MapId::kRoutesV6: {
+      Ipv6 a;
+      std::memcpy(a.data(), k.b.data(), 16);
+      auto it = own_v6_.find(a);
+      return it == own_v6_.end() ? int64_t{-1} : int64_t{it->second};
+    }
+    case MapId::kRoutesV6_64: {
+      uint64_t a;
+      std::memcpy(&a, k.b.data(), 8);
+      auto it = own_v6_64_.find(a);
+      return it == own_v6_64_.end() ? int64_t{-1} : int64_t{it->second};
+    }
+    default: {
+      auto it = own_lpm_.find(k.as_prefix());
+      return it == own_lpm_.end() ? int64_t{-1} : int64_t{it->second};
+    }
+  }
+}
+
+void SubscriberStore::set_owner(const RouteKey& k, uint32_t rec) {
+  switch (k.map) {
+    case MapId::kRoutesV4: {
+      uint32_t a;
+      std::memcpy(&a, k.b.data(), 4);
+      own_v4_[a] = rec;
+      break;
+    }
+    case MapId::kRoutesV6: {
+      Ipv6 a;
+      std::memcpy(a.data(), k.b.data(), 16);
+      own_v6_[a] = rec;
+      break;
+    }
+    case MapId::kRoutesV6_64: {
+      uint64_t a;
+      std::memcpy(&a, k.b.data(), 8);
+      own_v6_64_[a] = rec;
+      break;
+    }
+    default: {
+      auto [it, inserted] = own_lpm_.insert_or_assign(k.as_prefix(), rec);
+      (void)it;
+      if (inserted) ++(k.map == MapId::kPrefixesV4 ? lpm_v4_count_ : lpm_v6_count_);
+    }
+  }
+}
+
+void SubscriberStore::erase_owner(const RouteKey& k, uint32_t rec) {
+  switch (k.map) {
+    case MapId::kRoutesV4: {
+      uint32_t a;
+      std::memcpy(&a, k.b.data(), 4);
+      if (auto it = own_v4_.find(a); it != own_v4_.end() && it->second == rec) own_v4_.erase(it);
+      break;
+    }
+    case MapId::kRoutesV6: {
+      Ipv6 a;
+      std::memcpy(a.data(), k.b.data(), 16);
+      if (auto it = own_v6_.find(a); it != own_v6_.end() && it->second == rec) own_v6_.erase(it);
+      break;
+    }
+    case MapId::kRoutesV6_64: {
+      uint64_t a;
+      std::memcpy(&a, k.b.data(), 8);
+      if (auto it = own_v6_64_.find(a); it != own_v6_64_.end() && it->second == rec)
+        own_v6_64_.erase(it);
+      break;
+    }
+    default: {
+      if (auto it = own_lpm_.find(k.as_prefix()); it != own_lpm_.end() && it->second == rec) {
+        own_lpm_.erase(it);
+        --(k.map == MapId::kPrefixesV4 ? lpm_v4_count_ : lpm_v6_count_);
+      }
+    }
+  }
+}
+
+uint32_t SubscriberStore::alloc_record(SubscriberSpec&& s) {
+  if (!free_.empty()) {
+    uint32_t r = free_.back();
+    free_.pop_back();
+    recs_[r] = std::move(s);
+    return r;
+  }
+  recs_.push_back(std::move(s));
+  return static_cast<uint32_t>(recs_.size() - 1);
+}
+
+void SubscriberStore::count_key(const SubKey& k, int delta) {
+  per_port_[k.ifindex] += delta;
+  per_port_outer_[(uint64_t{k.ifindex} << 16) | k.outer_vid] += delta;
+  if (per_port_outer_[(uint64_t{k.ifindex} << 16) | k.outer_vid] == 0)
+    per_port_outer_.erase((uint64_t{k.ifindex} << 16) | k.outer_vid);
+}
+
+std::string SubscriberStore::owner_name(uint32_t rec) const {
+  return key_to_string(recs_[rec].key, ports_);
+}
+
+void SubscriberStore::publish(int type, const SubKey& k, const Mac* mac) {
+  if (!hub_ || !hub_->has_watchers()) return;
+  AgentEvent e;
+  e.type = type;
+  e.key = k;
+  if (mac) {
+    e.has_mac = true;
+    e.mac = *mac;
+  }
+  e.timestamp_unix_ns = unix_now_ns();
+  hub_->publish(e);
+}
+
+// ---- adoption -----------------------------------------------------------------
+
+size_t SubscriberStore::rebuild(std::string* summary) {
+  std::unique_lock l(mu_);
+  const int sfd = maps_.fd[static_cast<int>(MapId::kSubscribers)];
+  int rc = map_for_each(sfd, sizeof(SubKey), sizeof(struct xbng_subscriber),
+                        [&](const void* k, const void* v) {
+                          SubscriberSpec s;
+                          std::memcpy(&s.key, k, sizeof(SubKey));
+                          struct xbng_subscriber sv;
+                          std::memcpy(&sv, v, sizeof sv);
+                          s.has_mac = (sv.flags & XBNG_SUB_F_MAC_VALID) &&
+                                      !(sv.flags & XBNG_SUB_F_LEARN_MAC);
+                          if (s.has_mac) std::memcpy(s.mac.data(), sv.mac, 6);
+                          s.has_ipv4 = sv.flags & XBNG_SUB_F_HAS_IPV4;
+                          if (s.has_ipv4) s.ipv4 = sv.ipv4;
+                          s.has_ipv6 = sv.flags & XBNG_SUB_F_HAS_IPV6;
+                          if (s.has_ipv6) std::memcpy(s.ipv6.data(), sv.ipv6, 16);
+                          const SubKey key = s.key;
+                          uint32_t rec = alloc_record(std::move(s));
+                          index_.emplace(key_rank(key), rec);
+                          count_key(key, +1);
+                        });
+  if (rc) throw DataplaneError(fmt::format("reading map subscribers: {}", std::strerror(-rc)));
+  uint64_t routes = 0;
+  std::vector<uint8_t> orphans[kMapCount];
+  for (MapId m : kRouteMaps) {
+    const size_t ks = m == MapId::kRoutesV4 ? 4
+                      : m == MapId::kRoutesV6 ? 16
+                      : m == MapId::kRoutesV6_64 ? 8
+                      : m == MapId::kPrefixesV4 ? 8
+                                                : 20;
+    rc = map_for_each(maps_.fd[static_cast<int>(m)], ks, sizeof(struct xbng_route),
+                      [&](const void* k, const void* v) {
+                        RouteKey rk;
+                        rk.map = m;
+                        rk.size = static_cast<uint8_t>(ks);
+                        std::memcpy(rk.b.data(), k, ks);
+                        struct xbng_route r;
+                        std::memcpy(&r, v, sizeof r);
+                        auto it = index_.find(key_rank(r.sub));
+                        bool ok = it != index_.end();
+                        if (ok) {
+                          SubscriberSpec& s = recs_[it->second];
+                          if (m == MapId::kRoutesV4)
+                            ok = s.has_ipv4 && std::memcmp(&s.ipv4, k, 4) == 0;
+                          else if (m == MapId::kRoutesV6)
+                            ok = s.has_ipv6 && std::memcmp(s.ipv6.data(), k, 16) == 0;
+                          else
+                            s.prefixes.push_back(rk.as_prefix());
+                        }
+                        if (!ok) {
+                          orphans[static_cast<int>(m)].insert(
+                              orphans[static_cast<int>(m)].end(), rk.b.begin(),
+                              rk.b.begin() + ks);
+                          return;
+                        }
+                        set_owner(rk, it->second);
+                        ++routes;
+                      });
+    if (rc)
+      throw DataplaneError(fmt::format("reading map {}: {}", map_name(m), std::strerror(-rc)));
+  }
+  uint64_t norphans = 0;
+  for (MapId m : kRouteMaps) {
+    auto& o = orphans[static_cast<int>(m)];
+    if (o.empty()) continue;
+    const size_t ks = m == MapId::kRoutesV4 ? 4
+                      : m == MapId::kRoutesV6 ? 16
+                      : m == MapId::kRoutesV6_64 ? 8
+                      : m == MapId::kPrefixesV4 ? 8
+                                                : 20;
+    norphans += o.size() / ks;
+    map_delete_many(maps_.fd[static_cast<int>(m)], o.data(), o.size() / ks, ks);
+  }
+  // A host route missing for an address the subscriber entry claims (an
+  // interrupted update): install it again.
+  uint64_t repaired = 0;
+  for (auto& [rank, rec] : index_) {
+    SubscriberSpec& s = recs_[rec];
+    std::sort(s.prefixes.begin(), s.prefixes.end());
+    std::vector<RouteKey> cl;
+    claims_of(s, &cl);
+    for (const auto& c : cl) {
+      if (owner_of(c) >= 0) continue;
+      struct xbng_route r {};
+      r.sub = s.key;
+      struct xbng_subscriber sv;
+      if (bpf_map_lookup_elem(sfd, &s.key, &sv) == 0 && (sv.flags & XBNG_SUB_F_MAC_VALID)) {
+        std::memcpy(r.mac, sv.mac, 6);
+        r.flags = XBNG_ROUTE_F_MAC_VALID;
+      }
+      if (bpf_map_update_elem(maps_.fd[static_cast<int>(c.map)], c.b.data(), &r, BPF_ANY) == 0) {
+        set_owner(c, rec);
+        ++repaired;
+      }
+    }
+  }
+  *summary = fmt::format("{} subscribers and {} routes adopted from the pinned maps", index_.size(),
+                         routes);
+  if (norphans) *summary += fmt::format(", {} orphan routes removed", norphans);
+  if (repaired) *summary += fmt::format(", {} missing host routes reinstalled", repaired);
+  return index_.size();
+}
+
+// ---- planning ---------------------------------------------------------------
+
+size_t SubscriberStore::plan(const std::vector<SubscriberSpec>& specs,
+                             const std::vector<size_t>& input_index, Mode mode, Plan* p,
+                             Status* atomic_error,
+                             std::vector<std::pair<size_t, Status>>* failures) {
+  const bool atomic = mode == Mode::kAtomic;
+  auto where = [&](size_t i) {
+    return atomic ? fmt::format("subscribers[{}]", input_index[i])
+                  : fmt::format("entry {}", input_index[i]);
+  };
+  absl::flat_hash_map<uint64_t, size_t> batch_keys;
+  if (atomic) {
+    for (size_t i = 0; i < specs.size(); ++i) {
+      auto [it, ok] = batch_keys.emplace(key_rank(specs[i].key), i);
+      if (!ok) {
+        *atomic_error = Status(
+            StatusCode::INVALID_ARGUMENT,
+            fmt::format("{}: key {} appears twice in the request (also subscribers[{}])",
+                        where(i), key_to_string(specs[i].key, ports_), input_index[it->second]));
+        return specs.size();
+      }
+    }
+  }
+  std::vector<RouteKey> cl;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const SubscriberSpec& s = specs[i];
+    const uint64_t rank = key_rank(s.key);
+    if (!atomic && p->keys.contains(rank)) return i;  // needs the earlier entry applied first
+    auto it = index_.find(rank);
+    const int64_t old = it == index_.end() ? int64_t{-1} : int64_t{it->second};
+    const bool unchanged = old >= 0 && recs_[old].same_provisioning(s);
+    cl.clear();
+    claims_of(s, &cl);
+    Status err;
+    uint64_t adds[kMapCount] = {};
+    for (const auto& c : cl) {
+      if (auto pc = p->claims.find(c); pc != p->claims.end() && pc->second != rank) {
+        SubKey ok{};
+        ok.ifindex = static_cast<uint32_t>(pc->second >> 32);
+        ok.outer_vid = static_cast<uint16_t>(pc->second >> 16);
+        ok.inner_vid = static_cast<uint16_t>(pc->second);
+        auto [field, value] = c.describe();
+        err = Status(StatusCode::FAILED_PRECONDITION,
+                     fmt::format("{}: field {}: \"{}\" is also claimed by subscriber {} in this "
+                                 "request",
+                                 where(i), field, value, key_to_string(ok, ports_)));
+        break;
+      }
+      const int64_t o = owner_of(c);
+      if (o >= 0 && !(recs_[o].key == s.key)) {
+        const uint64_t orank = key_rank(recs_[o].key);
+        const bool released = atomic ? batch_keys.contains(orank) : p->keys.contains(orank);
+        if (!released) {
+          auto [field, value] = c.describe();
+          err = Status(StatusCode::FAILED_PRECONDITION,
+                       fmt::format("{}: field {}: \"{}\" is owned by subscriber {}", where(i),
+                                   field, value, owner_name(static_cast<uint32_t>(o))));
+          break;
+        }
+      }
+      if (o < 0) ++adds[static_cast<int>(c.map)];
+    }
+    if (err.ok() && old < 0) ++adds[static_cast<int>(MapId::kSubscribers)];
+    if (err.ok()) {
+      for (int m = 0; m < kMapCount; ++m) {
+        if (!adds[m]) continue;
+        const uint64_t cur = map_entries_locked(static_cast<MapId>(m));
+        if (cur + p->adds[m] + adds[m] > maps_.max_entries[m]) {
+          err = Status(StatusCode::RESOURCE_EXHAUSTED,
+                       fmt::format("{}: map {} is full: {} entries + {} to add > {} max_entries "
+                                   "(--max-subscribers)",
+                                   where(i), map_name(static_cast<MapId>(m)), cur,
+                                   p->adds[m] + adds[m], maps_.max_entries[m]));
+          break;
+        }
+      }
+    }
+    if (!err.ok()) {
+      if (atomic) {
+        *atomic_error = err;
+        return specs.size();
+      }
+      failures->emplace_back(input_index[i], err);
+      continue;
+    }
+    for (const auto& c : cl) p->claims[c] = rank;
+    for (int m = 0; m < kMapCount; ++m) p->adds[m] += adds[m];
+    p->keys[rank] = i;
+    p->accepted.push_back(input_index[i]);
+    if (unchanged) {
+      ++p->unchanged;
+      continue;
+    }
+    (old < 0 ? p->created : p->updated)++;
+    p->entries.push_back(Plan::Entry{input_index[i], s, old, cl});
+  }
+  return specs.size();
+}
+
+uint64_t SubscriberStore::map_entries_locked(MapId id) const {
+  switch (id) {
+    case MapId::kSubscribers:
+      return index_.size();
+    case MapId::kRoutesV4:
+      return own_v4_.size();
+    case MapId::kRoutesV6:
+      return own_v6_.size();
+    case MapId::kRoutesV6_64:
+      return own_v6_64_.size();
+    case MapId::kPrefixesV4:
+      return lpm_v4_count_;
+    case MapId::kPrefixesV6:
+      return lpm_v6_count_;
+    default:
+      return 0;
+  }
+}
+
+// ---- applying -----------------------------------------------------------------
+
+Status SubscriberStore::apply(Plan& p) {
+  if (p.entries.empty()) return Status::OK;
+  const int sfd = maps_.fd[static_cast<int>(MapId::kSubscribers)];
+  const size_t n = p.entries.size();
+  std::vector<SubKey> skeys(n);
+  std::vector<struct xbng_subscriber> svals(n);
+  std::vector<std::optional<struct xbng_subscriber>> sold(n);
+  std::vector<Mac> mac(n);
+  std::vector<bool> mac_valid(n);
+  for (size_t i = 0; i < n; ++i) {
+    const auto& e = p.entries[i];
+    const SubscriberSpec& s = e.spec;
+    struct xbng_subscriber v {};
+    uint16_t flags = 0;
+    if (s.has_ipv4) flags |= XBNG_SUB_F_HAS_IPV4, v.ipv4 = s.ipv4;
+    if (s.has_ipv6) flags |= XBNG_SUB_F_HAS_IPV6, std::memcpy(v.ipv6, s.ipv6.data(), 16);
+    for (const auto& pf : s.prefixes)
+      flags |= pf.family == 4 ? XBNG_SUB_F_V4_PREFIX : XBNG_SUB_F_V6_PREFIX;
+    if (s.has_mac) {
+      flags |= XBNG_SUB_F_MAC_VALID;
+      std::memcpy(v.mac, s.mac.data(), 6);
+    } else {
+      flags |= XBNG_SUB_F_LEARN_MAC;
+    }
+    if (e.old_rec >= 0) {
+      struct xbng_subscriber ov;
+      if (bpf_map_lookup_elem(sfd, &s.key, &ov) == 0) {
+        sold[i] = ov;
+        v.up_packets = ov.up_packets;
+        v.up_bytes = ov.up_bytes;
+        // Keep a learned MAC when the request still asks to learn.
+        if (!s.has_mac && !recs_[e.old_rec].has_mac && (ov.flags & XBNG_SUB_F_MAC_VALID)) {
+          flags |= XBNG_SUB_F_MAC_VALID;
+          std::memcpy(v.mac, ov.mac, 6);
+        }
+      }
+    }
+    v.flags = flags;
+    skeys[i] = s.key;
+    svals[i] = v;
+    std::memcpy(mac[i].data(), v.mac, 6);
+    mac_valid[i] = flags & XBNG_SUB_F_MAC_VALID;
+  }
+
+  MapWrites w[kMapCount];
+  std::vector<uint8_t> dels[kMapCount];
+  for (size_t i = 0; i < n; ++i) {
+    const auto& e = p.entries[i];
+    for (const auto& c : e.claims) {
+      struct xbng_route r {};
+      r.sub = e.spec.key;
+      if (mac_valid[i]) {
+        std::memcpy(r.mac, mac[i].data(), 6);
+        r.flags = XBNG_ROUTE_F_MAC_VALID;
+      }
+      std::optional<struct xbng_route> old;
+      if (owner_of(c) >= 0) {
+        struct xbng_route orv;
+        if (bpf_map_lookup_elem(maps_.fd[static_cast<int>(c.map)], c.b.data(), &orv) == 0) {
+          old = orv;
+          if (orv.sub == r.sub) {  // our own route, kept: keep its counters
+            r.down_packets = orv.down_packets;
+            r.down_bytes = orv.down_bytes;
+            if (std::memcmp(orv.mac, r.mac, 6) == 0 && orv.flags == r.flags) continue;
+          }
+        }
+      }
+      auto& mw = w[static_cast<int>(c.map)];
+      mw.keys.insert(mw.keys.end(), c.b.begin(), c.b.begin() + c.size);
+      mw.vals.push_back(r);
+      mw.old.push_back(old);
+    }
+    if (e.old_rec >= 0) {
+      std::vector<RouteKey> oc;
+      claims_of(recs_[e.old_rec], &oc);
+      for (const auto& c : oc)
+        if (!p.claims.contains(c)) {
+          auto& d = dels[static_cast<int>(c.map)];
+          d.insert(d.end(), c.b.begin(), c.b.begin() + c.size);
+        }
+    }
+  }
+
+  auto undo_subs = [&](size_t upto) {
+    for (size_t i = 0; i < upto; ++i) {
+      if (sold[i])
+        bpf_map_update_elem(sfd, &skeys[i], &*sold[i], BPF_ANY);
+      else
+        bpf_map_delete_elem(sfd, &skeys[i]);
+    }
+  };
+  auto undo_routes = [&](MapId m, size_t upto) {
+    auto& mw = w[static_cast<int>(m)];
+    const size_t ks = mw.vals.empty() ? 0 : mw.keys.size() / mw.vals.size();
+    const int fd = maps_.fd[static_cast<int>(m)];
+    for (size_t i = 0; i < upto; ++i) {
+      if (mw.old[i])
+        bpf_map_update_elem(fd, &mw.keys[i * ks], &*mw.old[i], BPF_ANY);
+      else
+        bpf_map_delete_elem(fd, &mw.keys[i * ks]);
+    }
+  };
+
+  size_t done = 0;
+  if (int rc = map_update_many(sfd, skeys.data(), svals.data(), n, sizeof(SubKey),
+                               sizeof(struct xbng_subscriber), &done)) {
+    undo_subs(done);
+    return kernel_status(rc, fmt::format("writing map subscribers (entry {})",
+                                         p.entries[std::min(done, n - 1)].input));
+  }
+  for (size_t mi = 0; mi < std::size(kRouteMaps); ++mi) {
+    const MapId m = kRouteMaps[mi];
+    auto& mw = w[static_cast<int>(m)];
+    if (mw.vals.empty()) continue;
+    const size_t ks = mw.keys.size() / mw.vals.size();
+    int rc = map_update_many(maps_.fd[static_cast<int>(m)], mw.keys.data(), mw.vals.data(),
+                             mw.vals.size(), ks, sizeof(struct xbng_route), &done);
+    if (rc) {
+      undo_routes(m, done);
+      for (size_t mj = 0; mj < mi; ++mj) undo_routes(kRouteMaps[mj], w[static_cast<int>(kRouteMaps[mj])].vals.size());
+      undo_subs(n);
+      return kernel_status(rc, fmt::format("writing map {}", map_name(m)));
+    }
+  }
+  for (MapId m : kRouteMaps) {
+    auto& d = dels[static_cast<int>(m)];
+    if (d.empty()) continue;
+    size_t key_size = m == MapId::kRoutesV4 ? 4
+                      : m == MapId::kRoutesV6 ? 16
+                      : m == MapId::kRoutesV6_64 ? 8
+                      : m == MapId::kPrefixesV4 ? 8
+                                                : 20;
+    if (int rc = map_delete_many(maps_.fd[static_cast<int>(m)], d.data(), d.size() / key_size,
+                                 key_size))
+      spdlog::warn("removing replaced routes from {}: {}", map_name(m), std::strerror(-rc));
+  }
+
+  // Index: release the old claims first, then take the new ones (an address
+  // may move between two subscribers of the same request).
+  for (const auto& e : p.entries) {
+    if (e.old_rec < 0) continue;
+    std::vector<RouteKey> oc;
+    claims_of(recs_[e.old_rec], &oc);
+    for (const auto& c : oc) erase_owner(c, static_cast<uint32_t>(e.old_rec));
+  }
+  for (auto& e : p.entries) {
+    uint32_t rec;
+    if (e.old_rec >= 0) {
+      rec = static_cast<uint32_t>(e.old_rec);
+      recs_[rec] = e.spec;
+    } else {
+      rec = alloc_record(SubscriberSpec(e.spec));
+      index_.emplace(key_rank(e.spec.key), rec);
+      count_key(e.spec.key, +1);
+    }
+    for (const auto& c : e.claims) set_owner(c, rec);
+    publish(e.old_rec >= 0 ? xbng::v1::Event::SUBSCRIBER_UPDATED : xbng::v1::Event::SUBSCRIBER_ADDED,
+            e.spec.key, e.spec.has_mac ? &e.spec.mac : nullptr);
+  }
+  return Status::OK;
+}
+
+// ---- RPC-level operations ---------------------------------------------------
+
+Status SubscriberStore::upsert(const std::vector<const xbng::v1::Subscriber*>& in,
+                               UpsertResult* out) {
+  std::vector<SubscriberSpec> specs(in.size());
+  std::vector<size_t> idx(in.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    idx[i] = i;
+    Status st = validate_at(*in[i], ports_, true, i, &specs[i]);
+    if (!st.ok()) return st;
+  }
+  std::unique_lock l(mu_);
+  Plan p;
+  Status err;
+  plan(specs, idx, Mode::kAtomic, &p, &err, nullptr);
+  if (!err.ok()) return err;
+  if (Status st = apply(p); !st.ok()) return st;
+  out->created = p.created;
+  out->updated = p.updated;
+  out->unchanged = p.unchanged;
+  return Status::OK;
+}
+
+void SubscriberStore::stream(const std::function<bool(xbng::v1::Subscriber*)>& next,
+                             StreamResult* out) {
+  // Two stages: a reader thread receives and validates batch N+1 while this
+  // thread plans and applies batch N.
+  struct Batch {
+    size_t base = 0, got = 0;
+    std::vector<xbng::v1::Subscriber> msgs;
+    std::vector<SubscriberSpec> specs;
+    std::vector<size_t> idx;
+    std::vector<std::pair<size_t, Status>> invalid;
+  };
+  std::mutex qmu;
+  std::condition_variable qcv;
+  std::deque<std::unique_ptr<Batch>> q;
+  bool done = false, abort = false;
+  std::thread reader([&] {
+    size_t base = 0;
+    bool more = true;
+    while (more) {
+      auto b = std::make_unique<Batch>();
+      b->base = base;
+      b->msgs.resize(kStreamBatch);
+      while (b->got < kStreamBatch && (more = next(&b->msgs[b->got]))) ++b->got;
+      if (!b->got) break;
+      b->specs.reserve(b->got);
+      for (size_t i = 0; i < b->got; ++i) {
+        SubscriberSpec sp;
+        Status st = validate_at(b->msgs[i], ports_, false, base + i, &sp);
+        if (!st.ok()) {
+          b->invalid.emplace_back(base + i, st);
+          continue;
+        }
+        b->specs.push_back(std::move(sp));
+        b->idx.push_back(base + i);
+      }
+      base += b->got;
+      std::unique_lock l(qmu);
+      qcv.wait(l, [&] { return q.size() < 2 || abort; });
+      if (abort) break;
+      q.push_back(std::move(b));
+      qcv.notify_all();
+    }
+    std::lock_guard l(qmu);
+    done = true;
+    qcv.notify_all();
+  });
+
+  std::vector<std::pair<size_t, Status>> failures;
+  for (;;) {
+    std::unique_ptr<Batch> b;
+    {
+      std::unique_lock l(qmu);
+      qcv.wait(l, [&] { return !q.empty() || done; });
+      if (q.empty()) break;
+      b = std::move(q.front());
+      q.pop_front();
+      qcv.notify_all();
+    }
+    auto msg = [&](size_t index) { return &b->msgs[index - b->base]; };
+    auto fail = [&](size_t index, const Status& st) {
+      ++out->failed;
+      if (out->failures.size() >= kMaxReportedFailures) return;
+      xbng::v1::Failure f;
+      f.set_index(index);
+      const auto* m = msg(index);
+      f.mutable_key()->set_port(m->port());
+      f.mutable_key()->set_outer_vlan(m->outer_vlan());
+      f.mutable_key()->set_inner_vlan(m->inner_vlan());
+      f.set_code(static_cast<int>(st.error_code()));
+      f.set_message(st.error_message());
+      out->failures.push_back(std::move(f));
+    };
+    for (auto& [i, st] : b->invalid) fail(i, st);
+    std::unique_lock l(mu_);
+    size_t pos = 0;
+    while (pos < b->specs.size()) {
+      std::vector<SubscriberSpec> sub;
+      std::vector<size_t> sidx;
+      if (pos == 0) {
+        sub.swap(b->specs);
+        sidx.swap(b->idx);
+      } else {
+        sub.assign(std::make_move_iterator(b->specs.begin() + pos),
+                   std::make_move_iterator(b->specs.end()));
+        sidx.assign(b->idx.begin() + pos, b->idx.end());
+      }
+      Plan p;
+      failures.clear();
+      size_t stop = plan(sub, sidx, Mode::kSequential, &p, nullptr, &failures);
+      for (auto& [i, st] : failures) fail(i, st);
+      Status st = apply(p);
+      if (st.ok()) {
+        out->applied += p.accepted.size();
+      } else {
+        // The batch was rolled back: retry its entries one by one so that
+        // each is applied whole or reported with its own error.
+        spdlog::warn("stream batch of {} rolled back ({}); retrying entry by entry",
+                     p.entries.size(), st.error_message());
+        out->applied += p.unchanged;
+        for (const auto& e : p.entries) {
+          Plan one;
+          std::vector<std::pair<size_t, Status>> f1;
+          plan({e.spec}, {e.input}, Mode::kSequential, &one, nullptr, &f1);
+          Status s1 = f1.empty() ? apply(one) : f1[0].second;
+          if (s1.ok())
+            ++out->applied;
+          else
+            fail(e.input, s1);
+        }
+      }
+      if (stop < sub.size()) {
+        // Put the unplanned tail back for the next round.
+        b->specs.assign(std::make_move_iterator(sub.begin() + stop),
+                        std::make_move_iterator(sub.end()));
+        b->idx.assign(sidx.begin() + stop, sidx.end());
+        pos = 0;
+        if (b->specs.empty()) break;
+        continue;
+      }
+      break;
+    }
+  }
+  {
+    std::lock_guard l(qmu);
+    abort = true;
+    qcv.notify_all();
+  }
+  reader.join();
+  std::sort(out->failures.begin(), out->failures.end(),
+            [](const auto& a, const auto& b) { return a.index() < b.index(); });
+}
+
+Status SubscriberStore::remove(const std::vector<const xbng::v1::SubscriberKey*>& keys,
+                               uint64_t* deleted, uint64_t* not_found) {
+  std::vector<SubKey> ks(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    Status st = validate_key(*keys[i], ports_, fmt::format("keys[{}]", i), &ks[i]);
+    if (!st.ok()) return st;
+  }
+  std::unique_lock l(mu_);
+  absl::flat_hash_set<uint64_t> seen;
+  std::vector<uint32_t> recs;
+  std::vector<uint8_t> dels[kMapCount];
+  std::vector<SubKey> sdel;
+  *deleted = *not_found = 0;
+  std::vector<RouteKey> cl;
+  for (const auto& k : ks) {
+    const uint64_t rank = key_rank(k);
+    if (!seen.insert(rank).second) continue;
+    auto it = index_.find(rank);
+    if (it == index_.end()) {
+      ++*not_found;
+      continue;
+    }
+    recs.push_back(it->second);
+    sdel.push_back(k);
+    cl.clear();
+    claims_of(recs_[it->second], &cl);
+    for (const auto& c : cl) {
+      auto& d = dels[static_cast<int>(c.map)];
+      d.insert(d.end(), c.b.begin(), c.b.begin() + c.size);
+    }
+  }
+  // Routes first: downstream stops before the subscriber disappears.
+  for (MapId m : kRouteMaps) {
+    auto& d = dels[static_cast<int>(m)];
+    if (d.empty()) continue;
+    size_t key_size = m == MapId::kRoutesV4 ? 4
+                      : m == MapId::kRoutesV6 ? 16
+                      : m == MapId::kRoutesV6_64 ? 8
+                      : m == MapId::kPrefixesV4 ? 8
+                                                : 20;
+    if (int rc = map_delete_many(maps_.fd[static_cast<int>(m)], d.data(), d.size() / key_size,
+                                 key_size))
+      return kernel_status(rc, fmt::format("deleting from map {}", map_name(m)));
+  }
+  if (!sdel.empty())
+    if (int rc = map_delete_many(maps_.fd[static_cast<int>(MapId::kSubscribers)], sdel.data(),
+                                 sdel.size(), sizeof(SubKey)))
+      return kernel_status(rc, "deleting from map subscribers");
+  for (uint32_t rec : recs) {
+    SubscriberSpec& s = recs_[rec];
+    cl.clear();
+    claims_of(s, &cl);
+    for (const auto& c : cl) erase_owner(c, rec);
+    index_.erase(key_rank(s.key));
+    count_key(s.key, -1);
+    publish(xbng::v1::Event::SUBSCRIBER_REMOVED, s.key, s.has_mac ? &s.mac : nullptr);
+    s = SubscriberSpec{};
+    free_.push_back(rec);
+  }
+  *deleted = recs.size();
+  return Status::OK;
+}
+
+void SubscriberStore::fill_counters(uint32_t rec, xbng::v1::Subscriber* out) const {
+  const SubscriberSpec& s = recs_[rec];
+  auto* c = out->mutable_counters();
+  struct xbng_subscriber v;
+  if (bpf_map_lookup_elem(maps_.fd[static_cast<int>(MapId::kSubscribers)], &s.key, &v) == 0) {
+    c->set_up_packets(v.up_packets);
+    c->set_up_bytes(v.up_bytes);
+    if (!s.has_mac && (v.flags & XBNG_SUB_F_MAC_VALID)) {
+      out->set_mac(format_mac(v.mac));
+      out->set_mac_learned(true);
+    }
+  }
+  std::vector<RouteKey> cl;
+  claims_of(s, &cl);
+  uint64_t pk = 0, by = 0;
+  for (const auto& k : cl) {
+    struct xbng_route r;
+    if (bpf_map_lookup_elem(maps_.fd[static_cast<int>(k.map)], k.b.data(), &r) == 0) {
+      pk += r.down_packets;
+      by += r.down_bytes;
+    }
+  }
+  c->set_down_packets(pk);
+  c->set_down_bytes(by);
+}
+
+void SubscriberStore::to_proto(uint32_t rec, bool counters, xbng::v1::Subscriber* out) const {
+  spec_to_proto(recs_[rec], ports_, out);
+  if (counters) fill_counters(rec, out);
+}
+
+Status SubscriberStore::get(const xbng::v1::SubscriberKey& key, xbng::v1::Subscriber* out) {
+  SubKey k;
+  if (Status st = validate_key(key, ports_, "key", &k); !st.ok()) return st;
+  std::shared_lock l(mu_);
+  auto it = index_.find(key_rank(k));
+  if (it == index_.end())
+    return Status(StatusCode::NOT_FOUND,
+                  fmt::format("subscriber {} is not provisioned", key_to_string(k, ports_)));
+  to_proto(it->second, true, out);
+  return Status::OK;
+}
+
+Status SubscriberStore::list(const ListQuery& q, std::vector<xbng::v1::Subscriber>* out,
+                             std::string* next_token, uint64_t* total) {
+  uint32_t page = q.page_size == 0 ? 1000 : std::min<uint32_t>(q.page_size, 10000);
+  uint64_t after = 0;
+  bool has_after = false;
+  if (!q.page_token.empty()) {
+    char* end = nullptr;
+    errno = 0;
+    after = std::strtoull(q.page_token.c_str(), &end, 16);
+    if (errno || *end || q.page_token.size() != 16)
+      return Status(StatusCode::INVALID_ARGUMENT,
+                    fmt::format("field page_token: \"{}\" is not a token returned by "
+                                "ListSubscribers",
+                                q.page_token));
+    has_after = true;
+  }
+  std::optional<uint32_t> port;
+  if (!q.port.empty()) {
+    port = ports_.access_ifindex(q.port);
+    if (!port)
+      return Status(StatusCode::INVALID_ARGUMENT,
+                    fmt::format("field port: \"{}\" is not a configured access port", q.port));
+  }
+  if (q.outer > 4094)
+    return Status(StatusCode::INVALID_ARGUMENT,
+                  fmt::format("field outer_vlan: \"{}\" is outside 1..4094 (0 = any)", q.outer));
+  std::shared_lock l(mu_);
+  // Ranges of key_rank matching the filter, in order.
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;
+  auto port_range = [&](uint32_t ifx) {
+    if (q.outer)
+      ranges.emplace_back((uint64_t{ifx} << 32) | (uint64_t{q.outer} << 16),
+                          (uint64_t{ifx} << 32) | (uint64_t{q.outer} << 16) | 0xffff);
+    else
+      ranges.emplace_back(uint64_t{ifx} << 32, (uint64_t{ifx} << 32) | 0xffffffffull);
+  };
+  if (port) {
+    port_range(*port);
+    *total = q.outer ? (per_port_outer_.contains((uint64_t{*port} << 16) | q.outer)
+                            ? per_port_outer_.at((uint64_t{*port} << 16) | q.outer)
+                            : 0)
+                     : (per_port_.contains(*port) ? per_port_.at(*port) : 0);
+  } else if (q.outer) {
+    std::vector<uint32_t> ifxs;
+    for (const auto& [ifx, n] : per_port_)
+      if (n) ifxs.push_back(ifx);
+    std::sort(ifxs.begin(), ifxs.end());
+    *total = 0;
+    for (uint32_t ifx : ifxs) {
+      port_range(ifx);
+      if (auto it = per_port_outer_.find((uint64_t{ifx} << 16) | q.outer);
+          it != per_port_outer_.end())
+        *total += it->second;
+    }
+  } else {
+    ranges.emplace_back(0, ~0ull);
+    *total = index_.size();
+  }
+  next_token->clear();
+  out->clear();
+  uint64_t last = 0;
+  bool full = false;
+  for (const auto& [lo, hi] : ranges) {
+    if (has_after && after >= hi) continue;
+    auto it = has_after && after >= lo ? index_.upper_bound(after) : index_.lower_bound(lo);
+    for (; it != index_.end() && it->first <= hi; ++it) {
+      if (out->size() == page) {  // a further match exists: hand out a token
+        *next_token = fmt::format("{:016x}", last);
+        full = true;
+        break;
+      }
+      out->emplace_back();
+      to_proto(it->second, q.with_counters, &out->back());
+      last = it->first;
+    }
+    if (full) break;
+  }
+  return Status::OK;
+}
+
+}  // namespace xbng::agent

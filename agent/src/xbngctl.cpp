@@ -1,0 +1,94 @@
+// xbngctl: thin gRPC client of xbngd (tables for people, --json for scripts),
+// plus `bpf dump`, which reads the pinned maps directly.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <google/protobuf/util/json_util.h>
+#include <grpcpp/grpcpp.h>
+
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "xbng/agent/ctl.h"
+
+using namespace xbng::agent;
+
+int main(int argc, char** argv) {
+  CLI::App app{"xbngctl: control xbngd"};
+  app.require_subcommand(1);
+  CtlOptions o;
+  app.add_option("--server", o.server, "unix:///path or HOST:PORT")->default_str(o.server);
+  app.add_flag("--json", o.json, "JSON output for scripts");
+  app.add_option("--tls-ca", o.tls_ca, "CA to verify a TCP server (TLS)");
+  app.add_option("--tls-cert", o.tls_cert, "client certificate (TLS)");
+  app.add_option("--tls-key", o.tls_key, "client key (TLS)");
+  app.add_flag("--insecure", o.insecure, "plaintext TCP (server started with --insecure-tcp)");
+
+  auto* sub = app.add_subcommand("sub", "subscribers")->require_subcommand(1);
+  SubArgs a;
+  auto key_opts = [&](CLI::App* c) {
+    c->add_option("--port", a.port, "access port")->required();
+    c->add_option("--outer", a.outer, "S-VLAN")->required();
+    c->add_option("--inner", a.inner, "C-VLAN")->required();
+  };
+  auto* add = sub->add_subcommand("add", "create or replace a subscriber");
+  key_opts(add);
+  add->add_option("--mac", a.mac, "MAC (empty: learn)");
+  add->add_option("--ipv4", a.ipv4, "IPv4 host address");
+  add->add_option("--ipv6", a.ipv6, "IPv6 host address");
+  add->add_option("--ipv6-prefix", a.ipv6_prefixes, "delegated IPv6 prefix; repeatable");
+  add->add_option("--ipv4-prefix", a.ipv4_prefixes, "routed IPv4 prefix; repeatable");
+  auto* del = sub->add_subcommand("del", "delete a subscriber, or every key of an import file");
+  std::string del_file;
+  del->add_option("--port", a.port, "access port");
+  del->add_option("--outer", a.outer, "S-VLAN");
+  del->add_option("--inner", a.inner, "C-VLAN");
+  del->add_option("--file", del_file, "CSV or JSON Lines file (as for import): delete its keys");
+  auto* get = sub->add_subcommand("get", "show a subscriber and its counters");
+  key_opts(get);
+  ListArgs la;
+  auto* list = sub->add_subcommand("list", "list subscribers");
+  list->add_option("--port", la.port, "only this access port");
+  list->add_option("--outer", la.outer, "only this S-VLAN");
+  list->add_option("--page-size", la.page_size, "entries per page")->default_str("1000");
+  list->add_option("--page-token", la.page_token, "continue from this token");
+  list->add_flag("--all", la.all, "follow next_page_token to the end");
+  list->add_flag("--counters", la.counters, "include counters");
+  std::string import_file;
+  auto* imp = sub->add_subcommand("import", "bulk load a CSV or JSON Lines file (StreamSubscribers)");
+  imp->add_option("FILE", import_file, "CSV with header " + std::string(kCsvHeader) +
+                                           " or JSON Lines (.jsonl)")
+      ->required();
+  auto* stats = app.add_subcommand("stats", "counters by reason, ports, map fill");
+  int count = 0;
+  auto* events = app.add_subcommand("events", "print events until interrupted");
+  events->add_option("--count", count, "exit after N events");
+  std::string bpffs = "/sys/fs/bpf/xbng";
+  auto* bpf = app.add_subcommand("bpf", "read the pinned maps directly")->require_subcommand(1);
+  auto* dump = bpf->add_subcommand("dump", "print subscribers and routes from the pinned maps");
+  dump->add_option("--bpffs", bpffs, "pin directory")->default_str(bpffs);
+
+  CLI11_PARSE(app, argc, argv);
+  try {
+    if (*dump) return ctl_bpf_dump(o, bpffs);
+    Ctl ctl(o);
+    if (*add) return ctl.sub_add(a);
+    if (*del) {
+      if (!del_file.empty()) return ctl.sub_del_file(del_file);
+      if (a.port.empty() || !a.outer || !a.inner)
+        throw std::runtime_error("sub del: give --port, --outer and --inner, or --file");
+      return ctl.sub_del(a);
+    }
+    if (*get) return ctl.sub_get(a);
+    if (*list) return ctl.sub_list(la);
+    if (*imp) return ctl.sub_import(import_file);
+    if (*stats) return ctl.stats();
+    if (*events) return ctl.events(count);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "xbngctl: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

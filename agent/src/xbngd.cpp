@@ -1,0 +1,122 @@
+// xbngd: loads/adopts the XDP data plane and serves the xbng.v1 API.
+#include <CLI/CLI.hpp>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <systemd/sd-daemon.h>
+
+#include <cstdio>
+
+#include "xbng/abi.h"
+#include "xbng/agent/agent.h"
+#include "xbng/agent/config.h"
+
+using namespace xbng::agent;
+
+int main(int argc, char** argv) {
+  CLI::App app{"xbngd: XDP QinQ subscriber termination daemon"};
+  Config flags;
+  std::string config_file, log_level = "info", max_subs, outer_tpid;
+  bool teardown = false, version = false;
+  app.add_option("--access", flags.access, "access port (QinQ, subscriber side); repeatable");
+  app.add_option("--uplink", flags.uplink, "uplink port (untagged, network side); repeatable");
+  app.add_option("--gateway-ipv4", flags.gateway_ipv4, "unnumbered IPv4 gateway of access ports");
+  app.add_option("--gateway-ipv6", flags.gateway_ipv6, "IPv6 gateway of access ports");
+  app.add_option("--grpc", flags.grpc, "unix:///path or HOST:PORT (TCP needs TLS)")
+      ->default_str(flags.grpc);
+  app.add_option("--tls-cert", flags.tls_cert, "server certificate (PEM) for TCP");
+  app.add_option("--tls-key", flags.tls_key, "server key (PEM) for TCP");
+  app.add_option("--tls-client-ca", flags.tls_client_ca, "require client certificates from this CA");
+  app.add_flag("--insecure-tcp", flags.insecure_tcp, "allow plaintext TCP (dangerous)");
+  app.add_option("--bpffs", flags.bpffs, "pin directory on a bpf filesystem")->default_str(flags.bpffs);
+  app.add_option("--max-subscribers", flags.max_subscribers, "subscriber map size at load")
+      ->default_str("1000000");
+  app.add_option("--outer-tpid", outer_tpid, "outer TPID of access ports: 0x88a8, 0x8100, 0x9100")
+      ->default_str("0x88a8");
+  app.add_option("--config", config_file, "TOML configuration file (flags override it)");
+  app.add_flag("--xdp-generic", flags.xdp_generic, "attach in generic (SKB) mode");
+  app.add_flag("--teardown", teardown, "detach the XDP links and remove every pin, then exit");
+  app.add_option("--log-level", log_level, "trace|debug|info|warn|error")->default_str("info");
+  app.add_flag("--version", version, "print the version and exit");
+  CLI11_PARSE(app, argc, argv);
+
+  if (version) {
+    std::printf("xbngd %s (ABI %d)\n", XBNG_VERSION, XBNG_ABI_VERSION);
+    return 0;
+  }
+  // Flags override the file: start from the file, then apply what was given.
+  Config cfg;
+  try {
+    if (!config_file.empty()) load_config_file(config_file, &cfg);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "xbngd: %s\n", e.what());
+    return 2;
+  }
+  auto given = [&](const char* f) { return app.count(f) > 0; };
+  if (given("--access")) cfg.access = flags.access;
+  if (given("--uplink")) cfg.uplink = flags.uplink;
+  if (given("--gateway-ipv4")) cfg.gateway_ipv4 = flags.gateway_ipv4;
+  if (given("--gateway-ipv6")) cfg.gateway_ipv6 = flags.gateway_ipv6;
+  if (given("--grpc")) cfg.grpc = flags.grpc;
+  if (given("--tls-cert")) cfg.tls_cert = flags.tls_cert;
+  if (given("--tls-key")) cfg.tls_key = flags.tls_key;
+  if (given("--tls-client-ca")) cfg.tls_client_ca = flags.tls_client_ca;
+  if (given("--insecure-tcp")) cfg.insecure_tcp = true;
+  if (given("--bpffs")) cfg.bpffs = flags.bpffs;
+  if (given("--max-subscribers")) cfg.max_subscribers = flags.max_subscribers;
+  if (given("--outer-tpid")) cfg.outer_tpid = outer_tpid;
+  if (given("--xdp-generic")) cfg.xdp_generic = true;
+  if (given("--log-level")) cfg.log_level = log_level;
+
+  auto lvl = spdlog::level::from_str(cfg.log_level);
+  if (lvl == spdlog::level::off && cfg.log_level != "off") {
+    std::fprintf(stderr, "xbngd: --log-level %s: expected trace|debug|info|warn|error\n",
+                 cfg.log_level.c_str());
+    return 2;
+  }
+  spdlog::set_level(lvl);
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ xbngd: %v");
+
+  if (teardown) {
+    std::vector<std::string> log;
+    Dataplane::teardown(cfg.bpffs, &log);
+    for (const auto& l : log) spdlog::info("teardown: {}", l);
+    spdlog::info("teardown of {} done: XDP detached, pins removed", cfg.bpffs);
+    return 0;
+  }
+
+  // Signals are taken synchronously by this thread; every thread the agent
+  // starts inherits the blocked mask.
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGTERM);
+  sigaddset(&sigs, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+
+  std::unique_ptr<Agent> agent;
+  try {
+    AgentOptions o;
+    o.dataplane = to_dataplane_options(cfg);
+    o.server = to_server_options(cfg);
+    spdlog::info("xbngd {} starting (ABI {}): access [{}], uplink [{}], bpffs {}", XBNG_VERSION,
+                 XBNG_ABI_VERSION, fmt::join(cfg.access, ","), fmt::join(cfg.uplink, ","),
+                 cfg.bpffs);
+    agent = std::make_unique<Agent>(o);
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+    return 1;
+  }
+  spdlog::info("ready: XDP attached on {} port(s), {} subscribers, serving {}",
+               agent->dataplane().ports().size(), agent->store().size(), agent->address());
+  sd_notify(0, "READY=1");
+
+  int sig = 0;
+  sigwait(&sigs, &sig);
+  spdlog::info("{}: stopping gRPC; XDP programs, links and maps stay pinned (forwarding "
+               "continues; `xbngd --teardown` removes them)",
+               sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  sd_notify(0, "STOPPING=1");
+  agent->stop();
+  agent.reset();
+  spdlog::info("stopped");
+  return 0;
+}

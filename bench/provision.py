@@ -1,0 +1,153 @@
+"""Provisioning benchmark (issue 6, part 1).
+
+xbng: N subscribers (IPv4 + IPv6 + one /64 each) through the real gRPC
+StreamSubscribers (`xbngctl sub import`), client file to maps, then deleted
+(`xbngctl sub del --file`): wall time, subscribers/s, agent peak RSS, kernel
+map memory per subscriber (bpftool's per-map figure).
+
+The kernel's own way, side by side in a scratch namespace: the same count of
+/32, /128 and /64 routes added and deleted with `ip -batch` (time, slab
+memory). Prints figures, returns a dict; asserts nothing.
+"""
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "integration"))
+
+from lab import Lab, sh  # noqa: E402
+from xbng_lab import XbngLab, plan, write_jsonl  # noqa: E402
+
+XBNG_MAPS = ("subscribers", "routes_v4", "routes_v6", "routes_v6_64", "prefixes_v4", "prefixes_v6")
+
+
+def meminfo_kb(key: str) -> int:
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def proc_status_kb(pid: int, key: str) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def map_memory(bpffs_dir: str) -> dict[str, int]:
+    """bytes per pinned xbng map, from bpftool (bytes_memlock is the map's memory on 6.x)."""
+    out = {}
+    for name in XBNG_MAPS:
+        matches = [os.path.join(r, name) for r, _d, files in os.walk(bpffs_dir) if name in files]
+        if not matches:
+            continue
+        info = json.loads(sh(["bpftool", "-j", "map", "show", "pinned", matches[0]]).stdout)
+        out[name] = int(info.get("bytes_memlock", 0))
+    return out
+
+
+def bench_xbng(n: int, workdir: str) -> dict:
+    with XbngLab(kind="xbngbench") as x:
+        x.start(max_subscribers=max(n, 1024))
+        pid = x.daemon.pid
+        rss_idle = proc_status_kb(pid, "VmRSS")
+        mem0 = map_memory(x.lab.bpffs)
+        path = os.path.join(workdir, f"subs-{n}.jsonl")
+        write_jsonl(path, (plan(i, c_per_s=4000) for i in range(n)))
+        t0 = time.monotonic()
+        out = x.ctl("sub", "import", path)
+        t_add = time.monotonic() - t0
+        assert int(out["applied"]) == n, out
+        rss_peak = proc_status_kb(pid, "VmHWM")
+        rss_loaded = proc_status_kb(pid, "VmRSS")
+        mem1 = map_memory(x.lab.bpffs)
+        listed = x.ctl("sub", "list", "--page-size", "1")
+        t0 = time.monotonic()
+        x.ctl("sub", "del", "--file", path)
+        t_del = time.monotonic() - t0
+        after = x.ctl("sub", "list", "--page-size", "1")
+        os.unlink(path)
+        return {
+            "n": n,
+            "add_s": t_add, "add_per_s": n / t_add,
+            "del_s": t_del, "del_per_s": n / t_del,
+            "listed_total": int(listed["total_count"]),
+            "remaining_after_delete": int(after.get("total_count", 0)),
+            "agent_rss_idle_mb": rss_idle / 1024, "agent_rss_loaded_mb": rss_loaded / 1024,
+            "agent_rss_peak_mb": rss_peak / 1024,
+            "map_bytes": mem1, "map_bytes_empty": mem0,
+            "map_bytes_per_subscriber": sum(mem1.values()) / n,
+        }
+
+
+def bench_ip_batch(n: int, workdir: str) -> dict:
+    """The same routes in the kernel FIB of a scratch namespace, with ip -batch."""
+    with Lab(kind="xbngbench") as lab:
+        ns = lab.netns("fib")
+        ns.ip("link", "add", "r0", "type", "veth", "peer", "name", "r1")
+        ns.ip("link", "set", "r0", "up")
+        ns.ip("link", "set", "r1", "up")
+        add = os.path.join(workdir, f"routes-{n}.add")
+        dele = os.path.join(workdir, f"routes-{n}.del")
+        with open(add, "w") as fa, open(dele, "w") as fd:
+            for i in range(n):
+                p = plan(i)
+                for dst in (p["ipv4"] + "/32", p["ipv6"] + "/128", p["ipv6_prefixes"][0]):
+                    fa.write(f"route add {dst} dev r0\n")
+                    fd.write(f"route del {dst} dev r0\n")
+        slab0 = meminfo_kb("Slab")
+        t0 = time.monotonic()
+        r = subprocess.run(["/usr/bin/time", "-f", "%M", "ip", "-n", ns.name, "-batch", add],
+                           capture_output=True, text=True)
+        t_add = time.monotonic() - t0
+        ip_rss_kb = int(r.stderr.strip().splitlines()[-1]) if r.stderr.strip() else 0
+        if r.returncode != 0:
+            raise RuntimeError(f"ip -batch add failed: {r.stderr[-500:]}")
+        slab1 = meminfo_kb("Slab")
+        t0 = time.monotonic()
+        sh(["ip", "-n", ns.name, "-batch", dele], timeout=3600)
+        t_del = time.monotonic() - t0
+        os.unlink(add)
+        os.unlink(dele)
+        return {"n": n, "routes": 3 * n, "add_s": t_add, "add_per_s": n / t_add,
+                "del_s": t_del, "del_per_s": n / t_del,
+                "slab_delta_mb": (slab1 - slab0) / 1024, "ip_peak_rss_mb": ip_rss_kb / 1024}
+
+
+def run(sizes: list[int], workdir: str) -> dict:
+    os.makedirs(workdir, exist_ok=True)
+    results = {"xbng": [], "ip_batch": []}
+    print("\n## Provisioning: xbng StreamSubscribers vs kernel routes with ip -batch")
+    print(f"{'subscribers':>11} | {'xbng add s':>10} {'subs/s':>10} {'del s':>7} {'peak RSS MB':>11} "
+          f"{'map B/sub':>9} | {'ip -batch add s':>15} {'del s':>7} {'slab MB':>8} | {'ip/xbng':>7}")
+    for n in sizes:
+        xr = bench_xbng(n, workdir)
+        kr = bench_ip_batch(n, workdir)
+        results["xbng"].append(xr)
+        results["ip_batch"].append(kr)
+        print(f"{n:>11,} | {xr['add_s']:>10.2f} {xr['add_per_s']:>10,.0f} {xr['del_s']:>7.2f} "
+              f"{xr['agent_rss_peak_mb']:>11.0f} {xr['map_bytes_per_subscriber']:>9.0f} | "
+              f"{kr['add_s']:>15.2f} {kr['del_s']:>7.2f} {kr['slab_delta_mb']:>8.0f} | "
+              f"{kr['add_s'] / xr['add_s']:>6.1f}x", flush=True)
+    return results
+
+
+if __name__ == "__main__":
+    import argparse
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes", default="60000,1000000")
+    ap.add_argument("--workdir", default="/tmp/xbng-bench")
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    res = run([int(s) for s in a.sizes.split(",")], a.workdir)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(res, f, indent=2)

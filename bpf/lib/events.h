@@ -1,0 +1,88 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* Ring-buffer events to the agent, and the two-level rate limit of
+ * unknown-subscriber reports (per key: `unknown_seen`; per CPU:
+ * `event_budget`, `events_per_sec`). */
+#ifndef XBNG_BPF_EVENTS_H
+#define XBNG_BPF_EVENTS_H
+
+#include "lib/common.h"
+#include "lib/counters.h"
+
+#define XBNG_NSEC_PER_SEC 1000000000ull
+
+XBNG_INLINE void event_send(__u32 type, const struct xbng_sub_key *key,
+			    const __u8 *mac, __u64 now)
+{
+	struct xbng_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+
+	if (!e) {
+		count_reason(XBNG_EVENT_RINGBUF_FULL, 0);
+		return;
+	}
+	e->type = type;
+	e->ifindex = key->ifindex;
+	e->outer_vid = key->outer_vid;
+	e->inner_vid = key->inner_vid;
+	__builtin_memcpy(e->mac, mac, 6);
+	e->pad = 0;
+	e->reserved = 0;
+	e->timestamp_ns = now;
+	bpf_ringbuf_submit(e, 0);
+	count_reason(XBNG_EVENT_SENT, 0);
+}
+
+/* Reports an unknown key: at most once per key per unknown_interval_ns and
+ * at most events_per_sec per CPU. The budget is checked before the key is
+ * marked, so a key refused for lack of budget is reported on a later frame. */
+XBNG_INLINE void report_unknown_subscriber(const struct xbng_sub_key *key, const __u8 *smac)
+{
+	struct xbng_unknown_seen *seen, fresh;
+	struct xbng_event_budget *budget;
+	__u64 now = bpf_ktime_get_ns();
+	__u32 zero = 0;
+
+	seen = bpf_map_lookup_elem(&unknown_seen, key);
+	if (seen && now - seen->last_ns < unknown_interval_ns)
+		goto suppressed;
+
+	budget = bpf_map_lookup_elem(&event_budget, &zero);
+	if (!budget)
+		goto suppressed;
+	if (now - budget->window_start_ns >= XBNG_NSEC_PER_SEC) {
+		budget->window_start_ns = now;
+		budget->used = 0;
+	}
+	if (budget->used >= events_per_sec)
+		goto suppressed;
+
+	if (seen) {
+		seen->last_ns = now;
+	} else {
+		/* NOEXIST: of two CPUs seeing a new key at once, one reports. */
+		fresh.last_ns = now;
+		if (bpf_map_update_elem(&unknown_seen, key, &fresh, BPF_NOEXIST))
+			goto suppressed;
+	}
+	budget->used++;
+	event_send(XBNG_EVENT_UNKNOWN_SUBSCRIBER, key, smac, now);
+	return;
+
+suppressed:
+	count_reason(XBNG_EVENT_SUPPRESSED, 0);
+}
+
+/* MAC learning: a LEARN_MAC subscriber without a valid MAC takes the source
+ * MAC of its first valid frame. Runs once per subscriber (the flag is set in
+ * the same step), so the event needs no rate limit. */
+XBNG_INLINE void learn_mac(struct xbng_subscriber *sub, const struct xbng_sub_key *key,
+			   const __u8 *smac)
+{
+	if ((sub->flags & (XBNG_SUB_F_LEARN_MAC | XBNG_SUB_F_MAC_VALID)) != XBNG_SUB_F_LEARN_MAC)
+		return;
+	mac_copy(sub->mac, smac);
+	barrier(); /* MAC bytes before the flag that validates them */
+	sub->flags |= XBNG_SUB_F_MAC_VALID;
+	event_send(XBNG_EVENT_MAC_LEARNED, key, sub->mac, bpf_ktime_get_ns());
+}
+
+#endif /* XBNG_BPF_EVENTS_H */

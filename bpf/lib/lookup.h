@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* Subscriber and route lookups: exact-match hashes first, LPM tries only for
+ * the rarer prefix lengths (see docs/design.md "Why hashes first"). */
+#ifndef XBNG_BPF_LOOKUP_H
+#define XBNG_BPF_LOOKUP_H
+
+#include "lib/common.h"
+
+XBNG_INLINE struct xbng_subscriber *subscriber_lookup(const struct xbng_sub_key *key)
+{
+	return bpf_map_lookup_elem(&subscribers, key);
+}
+
+/* Downstream IPv4: host /32, then routed prefixes. `daddr` may point into
+ * the packet (hash keys are read in place, no copy). */
+XBNG_INLINE struct xbng_route *route_lookup_v4(const __be32 *daddr)
+{
+	struct xbng_lpm_v4_key k;
+	struct xbng_route *r;
+
+	r = bpf_map_lookup_elem(&routes_v4, daddr);
+	if (r)
+		return r;
+	k.prefixlen = 32;
+	k.addr = *daddr;
+	return bpf_map_lookup_elem(&prefixes_v4, &k);
+}
+
+/* Downstream IPv6: host /128, then delegated /64, then other delegations. */
+XBNG_INLINE struct xbng_route *route_lookup_v6(const __u32 *daddr)
+{
+	struct xbng_lpm_v6_key k;
+	struct xbng_route *r;
+
+	r = bpf_map_lookup_elem(&routes_v6, daddr);
+	if (r)
+		return r;
+	r = bpf_map_lookup_elem(&routes_v6_64, daddr); /* key = upper 64 bits */
+	if (r)
+		return r;
+	k.prefixlen = 128;
+	k.addr[0] = daddr[0];
+	k.addr[1] = daddr[1];
+	k.addr[2] = daddr[2];
+	k.addr[3] = daddr[3];
+	return bpf_map_lookup_elem(&prefixes_v6, &k);
+}
+
+/* Anti-spoofing, IPv4: the subscriber's address, or inside one of its routed
+ * prefixes (the trie is only consulted for subscribers that own some). */
+XBNG_INLINE int source_allowed_v4(const struct xbng_subscriber *sub,
+				  const struct xbng_sub_key *key, __be32 saddr)
+{
+	struct xbng_lpm_v4_key k;
+	struct xbng_route *r;
+
+	if ((sub->flags & XBNG_SUB_F_HAS_IPV4) && saddr == sub->ipv4)
+		return 1;
+	if (!(sub->flags & XBNG_SUB_F_V4_PREFIX))
+		return 0;
+	k.prefixlen = 32;
+	k.addr = saddr;
+	r = bpf_map_lookup_elem(&prefixes_v4, &k);
+	return r && sub_key_equal(&r->sub, key);
+}
+
+/* Anti-spoofing, IPv6: its /128, or inside one of its delegated prefixes
+ * (/64 hash, then the trie for the other lengths). */
+XBNG_INLINE int source_allowed_v6(const struct xbng_subscriber *sub,
+				  const struct xbng_sub_key *key, const __u32 *saddr)
+{
+	struct xbng_lpm_v6_key k;
+	struct xbng_route *r;
+
+	if ((sub->flags & XBNG_SUB_F_HAS_IPV6) && ipv6_equal(saddr, sub->ipv6))
+		return 1;
+	if (!(sub->flags & XBNG_SUB_F_V6_PREFIX))
+		return 0;
+	r = bpf_map_lookup_elem(&routes_v6_64, saddr);
+	if (r)
+		return sub_key_equal(&r->sub, key);
+	k.prefixlen = 128;
+	k.addr[0] = saddr[0];
+	k.addr[1] = saddr[1];
+	k.addr[2] = saddr[2];
+	k.addr[3] = saddr[3];
+	r = bpf_map_lookup_elem(&prefixes_v6, &k);
+	return r && sub_key_equal(&r->sub, key);
+}
+
+#endif /* XBNG_BPF_LOOKUP_H */

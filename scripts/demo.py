@@ -1,0 +1,115 @@
+"""The xbng demo: a throwaway lab, the real daemon, thousands of QinQ
+subscribers provisioned through gRPC, traffic both ways, counters.
+
+Run through scripts/demo (which installs and builds first)."""
+import ipaddress
+import os
+import random
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "integration"))
+
+from frames import (ARP, Ether, ICMPv6ND_NA, IP, IPv6, arp_request, down_v4, down_v6,  # noqa: E402
+                    neighbour_solicit, tags, up_v4, up_v6)
+from lab import drain, recv_frames  # noqa: E402
+from xbng_lab import GW4, GW6, UPLINK_NET4, UPLINK_NET6, XbngLab, plan  # noqa: E402
+
+S_VLANS, C_PER_S = 3, 1000
+N = S_VLANS * C_PER_S
+
+
+def step(msg):
+    print(f"\n\033[1m== {msg}\033[0m", flush=True)
+
+
+def show(cmd, out):
+    print(f"$ {cmd}")
+    print(out.rstrip())
+
+
+def main():
+    with XbngLab(kind="xbngdemo") as x:
+        step("lab: sub (subscribers, QinQ) <-> dut (xbngd) <-> net (the world)")
+        for ns in (x.sub, x.dut, x.net):
+            links = ns.ip("-br", "link").stdout.strip().replace("\n", "; ")
+            print(f"  {ns.name}: {links}")
+
+        step("start xbngd in dut (no netdev per VLAN: one XDP program per port)")
+        x.start(max_subscribers=65536)
+        print("  " + "\n  ".join(x.read_log().strip().splitlines()[-6:]))
+        print(f"  links in dut: {len(x.dut.ip('-o', 'link').stdout.splitlines())} (lo, acc0, upl0)")
+
+        step(f"provision {N} subscribers ({S_VLANS} S-VLANs x {C_PER_S} C-VLANs) through gRPC StreamSubscribers")
+        subs = [plan(i, c_per_s=C_PER_S) for i in range(N)]
+        subs[1]["ipv4_prefixes"] = ["198.51.100.0/28"]
+        out, dt = x.import_subs(subs)
+        print(f"  applied {out.get('applied')} failed {out.get('failed', 0)} in {dt:.2f} s "
+              f"(xbngctl sub import, wall time)")
+        show(f"xbngctl sub get --port acc0 --outer {subs[1]['outer_vlan']} --inner {subs[1]['inner_vlan']}",
+             x.ctl_raw("sub", "get", "--port", "acc0", "--outer", str(subs[1]["outer_vlan"]),
+                       "--inner", str(subs[1]["inner_vlan"])).stdout)
+
+        x.resolve_uplink_neighbours()
+        acc, upl, n0 = x.dut.mac("acc0"), x.dut.mac("upl0"), x.net.mac("n0")
+        sub_sock, net_sock = x.sub.packet_socket("s0"), x.net.packet_socket("n0")
+        sample = random.Random(7).sample(subs, 5)
+
+        step("upstream: QinQ frames from 5 random subscribers arrive in net untagged, TTL-1")
+        drain(net_sock)
+        for s in sample:
+            sub_sock.send(bytes(up_v4(s, acc, UPLINK_NET4)))
+            sub_sock.send(bytes(up_v6(s, acc, UPLINK_NET6)))
+        got = recv_frames(net_sock, 2.0, want=10, match=lambda f: b"xbng-up" in f)
+        for f in got:
+            p = Ether(f)
+            l3 = p[IP] if p.haslayer(IP) else p[IPv6]
+            ttl = l3.ttl if p.haslayer(IP) else l3.hlim
+            print(f"  net got: {p.src} -> {p.dst} tags={tags(f)} {l3.src} -> {l3.dst} ttl={ttl}")
+        print(f"  {len(got)}/10 delivered")
+
+        step("downstream: net sends to their IPv4, IPv6 and /64; sub receives them double-tagged")
+        drain(sub_sock)
+        for s in sample:
+            net_sock.send(bytes(down_v4(n0, upl, UPLINK_NET4, s["ipv4"])))
+            net_sock.send(bytes(down_v6(n0, upl, UPLINK_NET6, s["ipv6"])))
+            net_sock.send(bytes(down_v6(n0, upl, UPLINK_NET6,
+                                        str(ipaddress.IPv6Network(s["ipv6_prefixes"][0])[1]))))
+        got = recv_frames(sub_sock, 2.0, want=15, match=lambda f: b"xbng-down" in f)
+        for f in got:
+            p = Ether(f)
+            l3 = p[IP] if p.haslayer(IP) else p[IPv6]
+            ttl = l3.ttl if p.haslayer(IP) else l3.hlim
+            print(f"  sub got: {p.src} -> {p.dst} tags={[(hex(t), v) for t, v in tags(f)]} "
+                  f"{l3.src} -> {l3.dst} ttl={ttl}")
+        print(f"  {len(got)}/15 delivered")
+
+        step("control frames answered in XDP: ARP for the gateway, NS for fe80::1 and the gateway")
+        s = sample[0]
+        drain(sub_sock)
+        sub_sock.send(bytes(arp_request(s, GW4)))
+        sub_sock.send(bytes(neighbour_solicit(s, "fe80::1")))
+        sub_sock.send(bytes(neighbour_solicit(s, GW6)))
+        for f in recv_frames(sub_sock, 2.0, want=3, match=lambda f: len(tags(f)) == 2):
+            p = Ether(f)
+            if p.haslayer(ARP):
+                print(f"  ARP reply  tags={tags(f)} {p[ARP].psrc} is-at {p[ARP].hwsrc}")
+            elif p.haslayer(ICMPv6ND_NA):
+                print(f"  NA         tags={tags(f)} {p[ICMPv6ND_NA].tgt} is-at {p.src}")
+
+        step("abuse: spoofed source, unknown VLAN: dropped, counted, reported")
+        sub_sock.send(bytes(up_v4(s, acc, UPLINK_NET4, src="100.64.99.99")))
+        sub_sock.send(bytes(up_v4(dict(s, outer_vlan=999, inner_vlan=9), acc, UPLINK_NET4)))
+        time.sleep(0.3)
+
+        step("counters")
+        show("xbngctl stats", x.ctl_raw("stats").stdout)
+        step("the kernel's view: no netdev per subscriber")
+        show(f"ip -n {x.dut.name} -br link", x.dut.ip("-br", "link").stdout)
+        step("cleanup: namespaces, veths and pins removed")
+    print("demo done")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,664 @@
+// gRPC tests: a real xbng agent (real maps, XDP links on veths, gRPC on a
+// unix socket) inside a private network namespace that vanishes with the
+// process. bpffs pins live under /sys/fs/bpf/xbng-test-<pid>, removed on
+// every exit path.
+#include <bpf/bpf.h>
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <sched.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <set>
+#include <thread>
+
+#include "xbng/agent/agent.h"
+#include "xbng/agent/ctl.h"
+#include "xbng/v1/xbng.grpc.pb.h"
+
+using namespace xbng::agent;
+namespace v1 = xbng::v1;
+namespace fs = std::filesystem;
+using grpc::StatusCode;
+
+namespace {
+
+std::string g_root;     // /sys/fs/bpf/xbng-test-<pid>
+std::string g_rundir;   // /tmp/xbng-grpc-test-<pid>
+
+void cleanup() {
+  if (g_root.empty()) return;
+  std::vector<std::string> log;
+  Dataplane::teardown(g_root, &log);  // detaches links; pins of every test dir below
+  std::error_code ec;
+  for (const auto& d : fs::directory_iterator(g_root, ec)) {
+    Dataplane::teardown(d.path(), &log);
+  }
+  fs::remove_all(g_root, ec);
+  fs::remove_all(g_rundir, ec);
+}
+
+void on_signal(int sig) {
+  cleanup();
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+void sh(const std::string& cmd) {
+  if (std::system(cmd.c_str()) != 0) {
+    std::fprintf(stderr, "setup command failed: %s\n", cmd.c_str());
+    std::exit(1);
+  }
+}
+
+v1::Subscriber make_sub(uint32_t outer, uint32_t inner, const std::string& port = "acc0") {
+  v1::Subscriber s;
+  s.set_port(port);
+  s.set_outer_vlan(outer);
+  s.set_inner_vlan(inner);
+  const uint32_t n = outer * 4096 + inner;
+  s.set_mac(fmt::format("02:00:{:02x}:{:02x}:{:02x}:{:02x}", (n >> 24) & 0xff, (n >> 16) & 0xff,
+                        (n >> 8) & 0xff, n & 0xff));
+  s.set_ipv4(fmt::format("100.{}.{}.{}", 64 + ((n >> 16) & 0x3f), (n >> 8) & 0xff, n & 0xff));
+  s.set_ipv6(fmt::format("2001:db8:{:x}:{:x}::1", n >> 16, n & 0xffff));
+  s.add_ipv6_prefixes(fmt::format("2001:db8:{:x}:{:x}00::/56", 0x8000 | (n >> 8), n & 0xff));
+  return s;
+}
+
+uint64_t count_entries(int fd, size_t ks, size_t vs) {
+  uint64_t n = 0;
+  map_for_each(fd, ks, vs, [&](const void*, const void*) { ++n; });
+  return n;
+}
+
+class AgentTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    bpffs_ = g_root + "/" + info->name();
+    socket_ = "unix://" + g_rundir + "/" + info->name() + ".sock";
+  }
+  void TearDown() override {
+    stop();
+    std::vector<std::string> log;
+    Dataplane::teardown(bpffs_, &log);
+  }
+  void start(uint32_t max_subs = 4096) {
+    AgentOptions o;
+    o.dataplane.access = {"acc0", "acc1"};
+    o.dataplane.uplink = {"upl0"};
+    o.dataplane.gateway_ipv4 = *parse_ipv4("100.64.0.1");
+    o.dataplane.gateway_ipv6 = *parse_ipv6("2001:db8::1");
+    o.dataplane.bpffs = bpffs_;
+    o.dataplane.max_subscribers = max_subs;
+    o.dataplane.xdp_generic = true;
+    o.server.listen = socket_;
+    agent_ = std::make_unique<Agent>(o);
+    CtlOptions co;
+    co.server = socket_;
+    stub_ = v1::Subscribers::NewStub(make_channel(co));
+  }
+  void stop() {
+    stub_.reset();
+    agent_.reset();
+  }
+
+  grpc::Status upsert(const std::vector<v1::Subscriber>& subs,
+                      v1::UpsertSubscribersResponse* resp = nullptr) {
+    v1::UpsertSubscribersRequest req;
+    for (const auto& s : subs) *req.add_subscribers() = s;
+    v1::UpsertSubscribersResponse r;
+    grpc::ClientContext ctx;
+    auto st = stub_->UpsertSubscribers(&ctx, req, resp ? resp : &r);
+    return st;
+  }
+  v1::StreamSubscribersResponse stream(const std::vector<v1::Subscriber>& subs) {
+    grpc::ClientContext ctx;
+    v1::StreamSubscribersResponse resp;
+    auto w = stub_->StreamSubscribers(&ctx, &resp);
+    for (const auto& s : subs) EXPECT_TRUE(w->Write(s));
+    w->WritesDone();
+    auto st = w->Finish();
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    return resp;
+  }
+  grpc::Status get(uint32_t outer, uint32_t inner, v1::Subscriber* out,
+                   const std::string& port = "acc0") {
+    v1::GetSubscriberRequest req;
+    req.mutable_key()->set_port(port);
+    req.mutable_key()->set_outer_vlan(outer);
+    req.mutable_key()->set_inner_vlan(inner);
+    v1::GetSubscriberResponse resp;
+    grpc::ClientContext ctx;
+    auto st = stub_->GetSubscriber(&ctx, req, &resp);
+    if (st.ok() && out) *out = resp.subscriber();
+    return st;
+  }
+  grpc::Status del(const std::vector<std::pair<uint32_t, uint32_t>>& keys,
+                   v1::DeleteSubscribersResponse* resp) {
+    v1::DeleteSubscribersRequest req;
+    for (auto [o, i] : keys) {
+      auto* k = req.add_keys();
+      k->set_port("acc0");
+      k->set_outer_vlan(o);
+      k->set_inner_vlan(i);
+    }
+    grpc::ClientContext ctx;
+    return stub_->DeleteSubscribers(&ctx, req, resp);
+  }
+  // Every subscriber through ListSubscribers, checking pages and counts.
+  std::vector<v1::Subscriber> list_all(uint32_t page_size, uint32_t outer = 0,
+                                       uint64_t* total = nullptr) {
+    std::vector<v1::Subscriber> out;
+    v1::ListSubscribersRequest req;
+    req.set_page_size(page_size);
+    req.set_outer_vlan(outer);
+    for (;;) {
+      v1::ListSubscribersResponse resp;
+      grpc::ClientContext ctx;
+      auto st = stub_->ListSubscribers(&ctx, req, &resp);
+      EXPECT_TRUE(st.ok()) << st.error_message();
+      if (!st.ok()) break;
+      if (total) *total = resp.total_count();
+      for (auto& s : *resp.mutable_subscribers()) out.push_back(std::move(s));
+      if (resp.next_page_token().empty()) break;
+      EXPECT_EQ(resp.subscribers_size(), static_cast<int>(page_size));
+      req.set_page_token(resp.next_page_token());
+    }
+    return out;
+  }
+  uint64_t kernel_count(MapId id) {
+    PinnedMaps m(bpffs_);
+    switch (id) {
+      case MapId::kSubscribers:
+        return count_entries(m.fd(id), 8, sizeof(struct xbng_subscriber));
+      case MapId::kRoutesV4:
+        return count_entries(m.fd(id), 4, 32);
+      case MapId::kRoutesV6:
+        return count_entries(m.fd(id), 16, 32);
+      case MapId::kRoutesV6_64:
+        return count_entries(m.fd(id), 8, 32);
+      case MapId::kPrefixesV4:
+        return count_entries(m.fd(id), 8, 32);
+      default:
+        return count_entries(m.fd(id), 20, 32);
+    }
+  }
+  uint64_t kernel_routes() {
+    return kernel_count(MapId::kRoutesV4) + kernel_count(MapId::kRoutesV6) +
+           kernel_count(MapId::kRoutesV6_64) + kernel_count(MapId::kPrefixesV4) +
+           kernel_count(MapId::kPrefixesV6);
+  }
+
+  std::string bpffs_, socket_;
+  std::unique_ptr<Agent> agent_;
+  std::unique_ptr<v1::Subscribers::Stub> stub_;
+};
+
+// ---- validation ---------------------------------------------------------------
+
+struct BadCase {
+  const char* what;
+  std::function<void(v1::Subscriber&)> mutate;
+  StatusCode code;
+  const char* field;
+  const char* value;
+};
+
+TEST_F(AgentTest, EveryValidationErrorIsPreciseAndChangesNothing) {
+  start();
+  const std::vector<BadCase> cases = {
+      {"outer 0", [](auto& s) { s.set_outer_vlan(0); }, StatusCode::INVALID_ARGUMENT, "outer_vlan", "0"},
+      {"outer 4095", [](auto& s) { s.set_outer_vlan(4095); }, StatusCode::INVALID_ARGUMENT, "outer_vlan", "4095"},
+      {"inner 0", [](auto& s) { s.set_inner_vlan(0); }, StatusCode::INVALID_ARGUMENT, "inner_vlan", "0"},
+      {"inner 5000", [](auto& s) { s.set_inner_vlan(5000); }, StatusCode::INVALID_ARGUMENT, "inner_vlan", "5000"},
+      {"uplink port", [](auto& s) { s.set_port("upl0"); }, StatusCode::INVALID_ARGUMENT, "port", "upl0"},
+      {"unknown port", [](auto& s) { s.set_port("eth9"); }, StatusCode::INVALID_ARGUMENT, "port", "eth9"},
+      {"zero mac", [](auto& s) { s.set_mac("00:00:00:00:00:00"); }, StatusCode::INVALID_ARGUMENT, "mac", "00:00:00:00:00:00"},
+      {"multicast mac", [](auto& s) { s.set_mac("01:00:5e:00:00:01"); }, StatusCode::INVALID_ARGUMENT, "mac", "01:00:5e:00:00:01"},
+      {"bad mac", [](auto& s) { s.set_mac("02:00:00"); }, StatusCode::INVALID_ARGUMENT, "mac", "02:00:00"},
+      {"ipv4 0/8", [](auto& s) { s.set_ipv4("0.0.0.1"); }, StatusCode::INVALID_ARGUMENT, "ipv4", "0.0.0.1"},
+      {"ipv4 loopback", [](auto& s) { s.set_ipv4("127.0.0.2"); }, StatusCode::INVALID_ARGUMENT, "ipv4", "127.0.0.2"},
+      {"ipv4 multicast", [](auto& s) { s.set_ipv4("224.1.1.1"); }, StatusCode::INVALID_ARGUMENT, "ipv4", "224.1.1.1"},
+      {"ipv4 240/4", [](auto& s) { s.set_ipv4("250.0.0.1"); }, StatusCode::INVALID_ARGUMENT, "ipv4", "250.0.0.1"},
+      {"ipv4 garbage", [](auto& s) { s.set_ipv4("100.64.0"); }, StatusCode::INVALID_ARGUMENT, "ipv4", "100.64.0"},
+      {"ipv6 link-local", [](auto& s) { s.set_ipv6("fe80::5"); }, StatusCode::INVALID_ARGUMENT, "ipv6", "fe80::5"},
+      {"ipv6 ula", [](auto& s) { s.set_ipv6("fd00::5"); }, StatusCode::INVALID_ARGUMENT, "ipv6", "fd00::5"},
+      {"no address", [](auto& s) { s.clear_ipv4(); s.clear_ipv6(); }, StatusCode::INVALID_ARGUMENT, "ipv4", ""},
+      {"v6 prefix /39", [](auto& s) { s.add_ipv6_prefixes("2001:db8::/39"); }, StatusCode::INVALID_ARGUMENT, "ipv6_prefixes[1]", "2001:db8::/39"},
+      {"v6 prefix /65", [](auto& s) { s.add_ipv6_prefixes("2001:db8:ffff::/65"); }, StatusCode::INVALID_ARGUMENT, "ipv6_prefixes[1]", "2001:db8:ffff::/65"},
+      {"v6 prefix host bits", [](auto& s) { s.add_ipv6_prefixes("2001:db8:ffff:1::/56"); }, StatusCode::INVALID_ARGUMENT, "ipv6_prefixes[1]", "2001:db8:ffff:1::/56"},
+      {"v4 prefix /7", [](auto& s) { s.add_ipv4_prefixes("10.0.0.0/7"); }, StatusCode::INVALID_ARGUMENT, "ipv4_prefixes[0]", "10.0.0.0/7"},
+      {"v4 prefix /32", [](auto& s) { s.add_ipv4_prefixes("198.51.100.1/32"); }, StatusCode::INVALID_ARGUMENT, "ipv4_prefixes[0]", "198.51.100.1/32"},
+      {"v4 prefix host bits", [](auto& s) { s.add_ipv4_prefixes("198.51.100.1/28"); }, StatusCode::INVALID_ARGUMENT, "ipv4_prefixes[0]", "198.51.100.1/28"},
+  };
+  for (const auto& c : cases) {
+    auto s = make_sub(10, 20);
+    c.mutate(s);
+    grpc::Status st = upsert({make_sub(10, 1), s});
+    EXPECT_EQ(st.error_code(), c.code) << c.what << ": " << st.error_message();
+    EXPECT_NE(st.error_message().find("subscribers[1]"), std::string::npos) << c.what << ": " << st.error_message();
+    EXPECT_NE(st.error_message().find(c.field), std::string::npos) << c.what << ": " << st.error_message();
+    EXPECT_NE(st.error_message().find(c.value), std::string::npos) << c.what << ": " << st.error_message();
+  }
+  uint64_t total = 99;
+  EXPECT_TRUE(list_all(100, 0, &total).empty());
+  EXPECT_EQ(total, 0u);
+  EXPECT_EQ(kernel_count(MapId::kSubscribers), 0u);
+  EXPECT_EQ(kernel_routes(), 0u);
+}
+
+TEST_F(AgentTest, BatchIsAllOrNothing) {
+  start();
+  std::vector<v1::Subscriber> batch;
+  for (uint32_t i = 1; i <= 10; ++i) batch.push_back(make_sub(200, i));
+  batch[7].set_ipv4("127.0.0.1");
+  auto st = upsert(batch);
+  EXPECT_EQ(st.error_code(), StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(st.error_message().find("subscribers[7]"), std::string::npos) << st.error_message();
+  EXPECT_EQ(kernel_count(MapId::kSubscribers), 0u);
+  EXPECT_EQ(kernel_routes(), 0u);
+  batch[7] = make_sub(200, 8);
+  v1::UpsertSubscribersResponse r;
+  ASSERT_TRUE(upsert(batch, &r).ok());
+  EXPECT_EQ(r.created(), 10u);
+  EXPECT_EQ(kernel_count(MapId::kSubscribers), 10u);
+  EXPECT_EQ(kernel_routes(), 30u);
+}
+
+TEST_F(AgentTest, ConflictsNameTheOwner) {
+  start();
+  ASSERT_TRUE(upsert({make_sub(1, 1)}).ok());
+  // Against an existing owner.
+  auto s = make_sub(1, 2);
+  s.set_ipv4(make_sub(1, 1).ipv4());
+  auto st = upsert({make_sub(1, 3), s});
+  EXPECT_EQ(st.error_code(), StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(st.error_message().find("acc0/1/1"), std::string::npos) << st.error_message();
+  EXPECT_NE(st.error_message().find("ipv4"), std::string::npos) << st.error_message();
+  // Prefix owned by another subscriber.
+  s = make_sub(1, 2);
+  s.clear_ipv6_prefixes();
+  s.add_ipv6_prefixes(make_sub(1, 1).ipv6_prefixes(0));
+  st = upsert({s});
+  EXPECT_EQ(st.error_code(), StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(st.error_message().find("ipv6_prefixes"), std::string::npos) << st.error_message();
+  EXPECT_NE(st.error_message().find("acc0/1/1"), std::string::npos) << st.error_message();
+  // Inside one batch.
+  auto a = make_sub(2, 1), b = make_sub(2, 2);
+  b.set_ipv6(a.ipv6());
+  st = upsert({a, b});
+  EXPECT_EQ(st.error_code(), StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(st.error_message().find("acc0/2/1"), std::string::npos) << st.error_message();
+  EXPECT_NE(st.error_message().find("ipv6"), std::string::npos) << st.error_message();
+  // Same key twice in one request.
+  st = upsert({make_sub(3, 1), make_sub(3, 1)});
+  EXPECT_EQ(st.error_code(), StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(kernel_count(MapId::kSubscribers), 1u);
+  EXPECT_EQ(kernel_routes(), 3u);
+  // An address may move between two subscribers of the same request.
+  auto moved_from = make_sub(1, 1);
+  moved_from.set_ipv4("100.99.0.1");
+  auto moved_to = make_sub(1, 2);
+  moved_to.set_ipv4(make_sub(1, 1).ipv4());
+  v1::UpsertSubscribersResponse r;
+  ASSERT_TRUE(upsert({moved_to, moved_from}, &r).ok());
+  EXPECT_EQ(r.created(), 1u);
+  EXPECT_EQ(r.updated(), 1u);
+  v1::Subscriber g;
+  ASSERT_TRUE(get(1, 2, &g).ok());
+  EXPECT_EQ(g.ipv4(), make_sub(1, 1).ipv4());
+  EXPECT_EQ(kernel_count(MapId::kRoutesV4), 2u);
+}
+
+TEST_F(AgentTest, UpsertIsIdempotent) {
+  start();
+  v1::UpsertSubscribersResponse r;
+  ASSERT_TRUE(upsert({make_sub(5, 5), make_sub(5, 6)}, &r).ok());
+  EXPECT_EQ(r.created(), 2u);
+  ASSERT_TRUE(upsert({make_sub(5, 5), make_sub(5, 6)}, &r).ok());
+  EXPECT_EQ(r.created(), 0u);
+  EXPECT_EQ(r.updated(), 0u);
+  EXPECT_EQ(r.unchanged(), 2u);
+  EXPECT_EQ(kernel_count(MapId::kSubscribers), 2u);
+  EXPECT_EQ(kernel_routes(), 6u);
+}
+
+TEST_F(AgentTest, ReplaceNeverLosesTheSubscriber) {
+  start();
+  ASSERT_TRUE(upsert({make_sub(7, 7)}).ok());
+  std::atomic<bool> stop{false};
+  std::atomic<int> missing{0}, reads{0};
+  std::thread reader([&] {
+    CtlOptions co;
+    co.server = socket_;
+    auto stub = v1::Subscribers::NewStub(make_channel(co));
+    while (!stop) {
+      v1::GetSubscriberRequest req;
+      req.mutable_key()->set_port("acc0");
+      req.mutable_key()->set_outer_vlan(7);
+      req.mutable_key()->set_inner_vlan(7);
+      v1::GetSubscriberResponse resp;
+      grpc::ClientContext ctx;
+      if (!stub->GetSubscriber(&ctx, req, &resp).ok()) ++missing;
+      ++reads;
+    }
+  });
+  for (int i = 0; i < 200; ++i) {
+    auto s = make_sub(7, 7);
+    s.set_ipv4(fmt::format("100.70.{}.{}", i / 200, 1 + i % 200));
+    s.set_ipv6(fmt::format("2001:db8:77::{:x}", i + 1));
+    s.clear_ipv6_prefixes();
+    s.add_ipv6_prefixes(fmt::format("2001:db8:7000:{:x}::/64", i));
+    ASSERT_TRUE(upsert({s}).ok());
+  }
+  stop = true;
+  reader.join();
+  EXPECT_EQ(missing.load(), 0);
+  EXPECT_GT(reads.load(), 0);
+  // Final state: only the last routes remain.
+  EXPECT_EQ(kernel_count(MapId::kRoutesV4), 1u);
+  EXPECT_EQ(kernel_count(MapId::kRoutesV6), 1u);
+  EXPECT_EQ(kernel_count(MapId::kRoutesV6_64), 1u);
+  PinnedMaps m(bpffs_);
+  uint32_t last = *parse_ipv4("100.70.0.200");
+  struct xbng_route r;
+  ASSERT_EQ(bpf_map_lookup_elem(m.fd(MapId::kRoutesV4), &last, &r), 0);
+  EXPECT_EQ(r.sub.outer_vid, 7);
+  EXPECT_TRUE(r.flags & XBNG_ROUTE_F_MAC_VALID);
+}
+
+TEST_F(AgentTest, DeleteMissingIsOk) {
+  start();
+  ASSERT_TRUE(upsert({make_sub(9, 1), make_sub(9, 2)}).ok());
+  v1::DeleteSubscribersResponse r;
+  ASSERT_TRUE(del({{9, 1}, {9, 3}}, &r).ok());
+  EXPECT_EQ(r.deleted(), 1u);
+  EXPECT_EQ(r.not_found(), 1u);
+  EXPECT_EQ(get(9, 1, nullptr).error_code(), StatusCode::NOT_FOUND);
+  EXPECT_TRUE(get(9, 2, nullptr).ok());
+  EXPECT_EQ(kernel_count(MapId::kSubscribers), 1u);
+  EXPECT_EQ(kernel_routes(), 3u);
+  // The freed addresses can be reused by someone else.
+  auto s = make_sub(9, 4);
+  s.set_ipv4(make_sub(9, 1).ipv4());
+  EXPECT_TRUE(upsert({s}).ok());
+}
+
+TEST_F(AgentTest, GetReportsAndUpdatesKeepCounters) {
+  start();
+  auto s = make_sub(11, 1);
+  s.set_mac("");  // learn
+  ASSERT_TRUE(upsert({s}).ok());
+  {
+    PinnedMaps m(bpffs_);
+    struct xbng_sub_key k {};
+    k.ifindex = agent_->dataplane().ports()[0].ifindex;
+    k.outer_vid = 11;
+    k.inner_vid = 1;
+    struct xbng_subscriber v;
+    ASSERT_EQ(bpf_map_lookup_elem(m.fd(MapId::kSubscribers), &k, &v), 0);
+    EXPECT_TRUE(v.flags & XBNG_SUB_F_LEARN_MAC);
+    // What the fast path does: learn the MAC, count.
+    v.up_packets = 5;
+    v.up_bytes = 500;
+    v.flags |= XBNG_SUB_F_MAC_VALID;
+    uint8_t mac[6] = {0x02, 0xaa, 0, 0, 0, 1};
+    std::memcpy(v.mac, mac, 6);
+    ASSERT_EQ(bpf_map_update_elem(m.fd(MapId::kSubscribers), &k, &v, BPF_EXIST), 0);
+    uint32_t a = *parse_ipv4(s.ipv4());
+    struct xbng_route r;
+    ASSERT_EQ(bpf_map_lookup_elem(m.fd(MapId::kRoutesV4), &a, &r), 0);
+    r.down_packets = 7;
+    r.down_bytes = 700;
+    ASSERT_EQ(bpf_map_update_elem(m.fd(MapId::kRoutesV4), &a, &r, BPF_EXIST), 0);
+    auto v6 = *parse_ipv6(s.ipv6());
+    ASSERT_EQ(bpf_map_lookup_elem(m.fd(MapId::kRoutesV6), v6.data(), &r), 0);
+    r.down_packets = 3;
+    r.down_bytes = 300;
+    ASSERT_EQ(bpf_map_update_elem(m.fd(MapId::kRoutesV6), v6.data(), &r, BPF_EXIST), 0);
+  }
+  v1::Subscriber g;
+  ASSERT_TRUE(get(11, 1, &g).ok());
+  EXPECT_EQ(g.counters().up_packets(), 5u);
+  EXPECT_EQ(g.counters().up_bytes(), 500u);
+  EXPECT_EQ(g.counters().down_packets(), 10u);
+  EXPECT_EQ(g.counters().down_bytes(), 1000u);
+  EXPECT_EQ(g.mac(), "02:aa:00:00:00:01");
+  EXPECT_TRUE(g.mac_learned());
+  // Update (new prefix, still learning): counters and the learned MAC stay.
+  s.clear_ipv6_prefixes();
+  s.add_ipv6_prefixes("2001:db8:5555::/48");
+  v1::UpsertSubscribersResponse r;
+  ASSERT_TRUE(upsert({s}, &r).ok());
+  EXPECT_EQ(r.updated(), 1u);
+  ASSERT_TRUE(get(11, 1, &g).ok());
+  EXPECT_EQ(g.counters().up_packets(), 5u);
+  EXPECT_EQ(g.counters().down_packets(), 10u);
+  EXPECT_EQ(g.mac(), "02:aa:00:00:00:01");
+  EXPECT_EQ(g.ipv6_prefixes(0), "2001:db8:5555::/48");
+  EXPECT_EQ(kernel_count(MapId::kPrefixesV6), 1u);
+  EXPECT_EQ(kernel_count(MapId::kRoutesV6_64), 0u);
+}
+
+TEST_F(AgentTest, CapacityIsEnforcedWithoutPartialApply) {
+  start(64);
+  std::vector<v1::Subscriber> many;
+  for (uint32_t i = 1; i <= 65; ++i) many.push_back(make_sub(12, i));
+  auto st = upsert(many);
+  EXPECT_EQ(st.error_code(), StatusCode::RESOURCE_EXHAUSTED) << st.error_message();
+  EXPECT_NE(st.error_message().find("subscribers"), std::string::npos);
+  EXPECT_EQ(kernel_count(MapId::kSubscribers), 0u);
+  EXPECT_EQ(kernel_routes(), 0u);
+  auto resp = stream(many);
+  EXPECT_EQ(resp.applied(), 64u);
+  EXPECT_EQ(resp.failed(), 1u);
+  ASSERT_EQ(resp.failures_size(), 1);
+  EXPECT_EQ(resp.failures(0).index(), 64u);
+  EXPECT_EQ(resp.failures(0).code(), static_cast<int>(StatusCode::RESOURCE_EXHAUSTED));
+  EXPECT_EQ(kernel_count(MapId::kSubscribers), 64u);
+}
+
+TEST_F(AgentTest, StreamReportsEachFailure) {
+  start(20000);
+  std::vector<v1::Subscriber> subs;
+  for (uint32_t i = 0; i < 10000; ++i) subs.push_back(make_sub(100 + i / 4000, 1 + i % 4000));
+  subs[3].set_ipv4("127.0.0.1");                    // invalid
+  subs[9000].set_ipv4(subs[10].ipv4());              // owned by entry 10 (earlier in the stream)
+  subs[9001] = subs[9002];                           // same key as 9002: applied in order
+  subs[9001].set_ipv6("2001:db8:ffff::1");
+  auto resp = stream(subs);
+  EXPECT_EQ(resp.applied(), 9998u);
+  EXPECT_EQ(resp.failed(), 2u);
+  ASSERT_EQ(resp.failures_size(), 2);
+  EXPECT_EQ(resp.failures(0).index(), 3u);
+  EXPECT_EQ(resp.failures(0).code(), static_cast<int>(StatusCode::INVALID_ARGUMENT));
+  EXPECT_EQ(resp.failures(1).index(), 9000u);
+  EXPECT_EQ(resp.failures(1).code(), static_cast<int>(StatusCode::FAILED_PRECONDITION));
+  EXPECT_NE(resp.failures(1).message().find("acc0/"), std::string::npos);
+  uint64_t total = 0;
+  list_all(5000, 0, &total);
+  EXPECT_EQ(total, 9997u);  // 10000 - 2 failed - 1 key given twice
+  EXPECT_EQ(kernel_count(MapId::kSubscribers), 9997u);
+  v1::Subscriber g;
+  ASSERT_TRUE(get(subs[9002].outer_vlan(), subs[9002].inner_vlan(), &g).ok());
+  EXPECT_EQ(g.ipv6(), subs[9002].ipv6());  // the later entry won
+}
+
+TEST_F(AgentTest, PaginationIsExactAt100K) {
+  start(120000);
+  std::vector<v1::Subscriber> subs;
+  const uint32_t n = 100000;
+  for (uint32_t i = 0; i < n; ++i) subs.push_back(make_sub(1 + i / 4000, 1 + i % 4000));
+  auto resp = stream(subs);
+  ASSERT_EQ(resp.applied(), n);
+  for (uint32_t page : {1000u, 7777u}) {
+    uint64_t total = 0;
+    auto all = list_all(page, 0, &total);
+    EXPECT_EQ(total, n);
+    ASSERT_EQ(all.size(), n);
+    std::set<std::pair<uint32_t, uint32_t>> keys;
+    for (const auto& s : all) keys.emplace(s.outer_vlan(), s.inner_vlan());
+    EXPECT_EQ(keys.size(), n);  // no duplicate, none missing
+    for (size_t i = 1; i < all.size(); ++i)
+      ASSERT_LT(std::make_pair(all[i - 1].outer_vlan(), all[i - 1].inner_vlan()),
+                std::make_pair(all[i].outer_vlan(), all[i].inner_vlan()));
+  }
+  uint64_t total = 0;
+  auto outer5 = list_all(333, 5, &total);
+  EXPECT_EQ(total, 4000u);
+  EXPECT_EQ(outer5.size(), 4000u);
+  for (const auto& s : outer5) EXPECT_EQ(s.outer_vlan(), 5u);
+  // Port filter.
+  v1::ListSubscribersRequest req;
+  req.set_port("acc1");
+  v1::ListSubscribersResponse lr;
+  grpc::ClientContext ctx;
+  ASSERT_TRUE(stub_->ListSubscribers(&ctx, req, &lr).ok());
+  EXPECT_EQ(lr.total_count(), 0u);
+  // A bad token is an error, not an empty page.
+  req.set_port("");
+  req.set_page_token("nonsense");
+  grpc::ClientContext ctx2;
+  EXPECT_EQ(stub_->ListSubscribers(&ctx2, req, &lr).error_code(), StatusCode::INVALID_ARGUMENT);
+}
+
+TEST_F(AgentTest, GetStatsReportsReasonsPortsAndFill) {
+  start();
+  ASSERT_TRUE(upsert({make_sub(1, 1), make_sub(1, 2)}).ok());
+  v1::GetStatsResponse resp;
+  grpc::ClientContext ctx;
+  ASSERT_TRUE(stub_->GetStats(&ctx, v1::GetStatsRequest(), &resp).ok());
+  EXPECT_EQ(resp.reasons_size(), XBNG_REASON_MAX);
+  EXPECT_EQ(resp.reasons(XBNG_DROP_SPOOFED_V4).reason(), "drop_spoofed_ipv4");
+  EXPECT_EQ(resp.reasons(XBNG_DROP_SPOOFED_V4).kind(), "drop");
+  EXPECT_EQ(resp.reasons(XBNG_FWD_UPSTREAM).kind(), "forward");
+  EXPECT_EQ(resp.ports_size(), 3);
+  EXPECT_EQ(resp.subscribers(), 2u);
+  bool seen = false;
+  for (const auto& m : resp.maps())
+    if (m.name() == "routes_v6_64") {
+      seen = true;
+      EXPECT_EQ(m.entries(), 0u);  // /56 prefixes live in the trie
+      EXPECT_EQ(m.max_entries(), 4096u);
+    } else if (m.name() == "prefixes_v6") {
+      EXPECT_EQ(m.entries(), 2u);
+    }
+  EXPECT_TRUE(seen);
+  EXPECT_EQ(resp.boot_id(), agent_->boot_id());
+  auto md = ctx.GetServerInitialMetadata();
+  auto it = md.find("xbng-boot-id");
+  ASSERT_NE(it, md.end());
+  EXPECT_EQ(std::string(it->second.data(), it->second.size()), agent_->boot_id());
+}
+
+TEST_F(AgentTest, WatchEventsStartsWithAgentStarted) {
+  start();
+  grpc::ClientContext ctx;
+  auto reader = stub_->WatchEvents(&ctx, v1::WatchEventsRequest());
+  v1::Event e;
+  ASSERT_TRUE(reader->Read(&e));
+  EXPECT_EQ(e.type(), v1::Event::AGENT_STARTED);
+  EXPECT_EQ(e.boot_id(), agent_->boot_id());
+  ASSERT_TRUE(upsert({make_sub(3, 3)}).ok());
+  auto s = make_sub(3, 3);
+  s.set_ipv4("100.99.9.9");
+  ASSERT_TRUE(upsert({s}).ok());
+  v1::DeleteSubscribersResponse dr;
+  ASSERT_TRUE(del({{3, 3}}, &dr).ok());
+  std::vector<v1::Event::Type> want = {v1::Event::SUBSCRIBER_ADDED, v1::Event::SUBSCRIBER_UPDATED,
+                                       v1::Event::SUBSCRIBER_REMOVED};
+  for (auto t : want) {
+    ASSERT_TRUE(reader->Read(&e));
+    EXPECT_EQ(e.type(), t);
+    EXPECT_EQ(e.key().port(), "acc0");
+    EXPECT_EQ(e.key().outer_vlan(), 3u);
+    EXPECT_EQ(e.key().inner_vlan(), 3u);
+  }
+  ctx.TryCancel();
+}
+
+TEST_F(AgentTest, RestartAdoptsThePinnedMaps) {
+  start(20000);
+  std::vector<v1::Subscriber> subs;
+  for (uint32_t i = 0; i < 5000; ++i) subs.push_back(make_sub(30 + i / 1000, 1 + i % 1000));
+  subs[0].add_ipv4_prefixes("198.51.100.0/28");
+  subs[1].set_mac("");
+  ASSERT_EQ(stream(subs).applied(), 5000u);
+  auto before = list_all(1000);
+  const std::string boot1 = agent_->boot_id();
+  EXPECT_FALSE(agent_->adopted());
+  stop();  // no teardown: links and maps stay pinned
+  EXPECT_TRUE(fs::exists(link_pin_path(bpffs_, "acc0")));
+  EXPECT_EQ(kernel_count(MapId::kSubscribers), 5000u);
+
+  start(100);  // a different size is ignored: the pinned maps win
+  EXPECT_TRUE(agent_->adopted());
+  EXPECT_NE(agent_->boot_id(), boot1);
+  uint64_t total = 0;
+  auto after = list_all(1000, 0, &total);
+  EXPECT_EQ(total, 5000u);
+  ASSERT_EQ(after.size(), before.size());
+  for (size_t i = 0; i < after.size(); ++i)
+    ASSERT_EQ(after[i].SerializeAsString(), before[i].SerializeAsString()) << i;
+  // The rebuilt index still enforces ownership and idempotence.
+  v1::UpsertSubscribersResponse r;
+  ASSERT_TRUE(upsert({subs[0], subs[1], subs[2]}, &r).ok());
+  EXPECT_EQ(r.unchanged(), 3u);
+  auto s = make_sub(99, 99);
+  s.set_ipv4(subs[4].ipv4());
+  EXPECT_EQ(upsert({s}).error_code(), StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(kernel_count(MapId::kSubscribers), 5000u);
+}
+
+TEST_F(AgentTest, PinsOfAnotherAbiAreAClearError) {
+  const std::string other = bpffs_ + "/v99/maps";
+  fs::create_directories(other);
+  int fd = bpf_map_create(BPF_MAP_TYPE_HASH, "subscribers", 8, 40, 16, nullptr);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(bpf_obj_pin(fd, (other + "/subscribers").c_str()), 0);
+  close(fd);
+  try {
+    start();
+    FAIL() << "adopted pins of ABI 99";
+  } catch (const DataplaneError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find(bpffs_ + "/v99"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("--teardown"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("ABI version 99"), std::string::npos) << msg;
+  }
+  EXPECT_FALSE(fs::exists(pin_root(bpffs_) + "/maps/subscribers"));
+  unlink((other + "/subscribers").c_str());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  if (geteuid() != 0) {
+    std::fprintf(stderr, "xbng_grpc_tests needs root (BPF, network namespaces): skipped\n");
+    return 77;
+  }
+  // A private network namespace first: the veths, XDP links and sysctls of
+  // this run vanish with the process; the root namespace is never touched.
+  if (unshare(CLONE_NEWNET) != 0) {
+    std::perror("unshare(CLONE_NEWNET)");
+    return 77;
+  }
+  g_root = fmt::format("/sys/fs/bpf/xbng-test-{}", getpid());
+  g_rundir = fmt::format("/tmp/xbng-grpc-test-{}", getpid());
+  std::atexit(cleanup);
+  for (int s : {SIGINT, SIGTERM, SIGHUP, SIGABRT, SIGSEGV}) signal(s, on_signal);
+  fs::create_directories(g_rundir);
+  sh("ip link set lo up");
+  for (const char* p : {"acc0", "acc1", "upl0"}) {
+    sh(fmt::format("ip link add {} type veth peer name {}p", p, p));
+    sh(fmt::format("ip link set {} up && ip link set {}p up", p, p));
+  }
+  int rc = RUN_ALL_TESTS();
+  cleanup();
+  return rc;
+}

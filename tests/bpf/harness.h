@@ -1,0 +1,210 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+// Table-driven BPF tests: the topology every row runs against, the row
+// format, and the runner that feeds rows through BPF_PROG_TEST_RUN.
+//
+// A row is a description and one or more steps; a step is a frame into one
+// program on one port, the expected XDP action, the expected output frame
+// (byte-exact; default: the input, unchanged), the expected per-reason
+// counter deltas (every reason not listed must stay unchanged), the events
+// expected on the ring buffer and the subscriber/route counter deltas. Before
+// every row the maps are reset to the baseline topology below.
+#ifndef XBNG_TESTS_BPF_HARNESS_H
+#define XBNG_TESTS_BPF_HARNESS_H
+
+#include <gtest/gtest.h>
+#include <linux/bpf.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "packet.h"
+#include "xbng/abi.h"
+
+struct xbng;
+struct ring_buffer;
+
+namespace bpftest {
+
+using testpkt::Bytes;
+using testpkt::Ip4;
+using testpkt::Ip6;
+using testpkt::Mac;
+using testpkt::Packet;
+
+// ---- topology ---------------------------------------------------------------
+// Interfaces live in the test's private network namespace (see main.cpp).
+struct PortDef {
+	std::string name;  // interface name in the private netns
+	uint16_t role;     // XBNG_ROLE_*
+	uint16_t tpid;     // outer TPID (access)
+	Mac mac;
+	uint16_t mtu;
+	uint32_t slot;
+	Ip4 gw4;
+	Ip6 gw6;
+	bool in_tx_ports;
+};
+
+struct SubDef {
+	std::string name;
+	const PortDef *port;
+	uint16_t svid, cvid;
+	Mac mac;           // the MAC its frames come from (also provisioned unless LEARN_MAC)
+	uint16_t flags;    // XBNG_SUB_F_*
+	Ip4 v4;
+	Ip6 v6;
+	struct xbng_sub_key key() const;
+};
+
+enum class RouteMap { V4, V6, V6_64, P4, P6 };
+
+struct RouteDef {
+	std::string name;
+	RouteMap map;
+	std::string prefix;  // address text
+	uint32_t plen;       // for the tries
+	const SubDef *sub;
+};
+
+extern const PortDef kAcc0, kAcc1, kAcc2, kAcc3, kUp0;
+extern const SubDef kS1, kS2, kS3, kS4, kS5Learn, kS6Acc3, kS7V6Only;
+extern const std::vector<const PortDef *> kPorts;
+extern const std::vector<const SubDef *> kSubs;
+extern const std::vector<RouteDef> kRoutes;
+
+// Uplink neighbours (permanent, see main.cpp) and the uplink's addresses.
+extern const Mac kRouterMac;       // 192.0.2.254 / 2001:db8:ffff::fe
+extern const Mac kRemoteHostMac;   // any unicast MAC on the uplink side
+extern const Ip4 kRemote4;         // via the default route
+extern const Ip6 kRemote6;
+extern const Ip4 kNoNeigh4;        // route via a gateway without neighbour
+extern const Ip6 kNoNeigh6;
+extern const Ip4 kUnreachable4;    // `unreachable` route
+extern const Ip4 kBlackhole4;      // `blackhole` route
+extern const Ip4 kUplinkAddr4;     // the host's own address on up0
+
+// ---- rows -------------------------------------------------------------------
+enum class Prog { Access, Uplink };
+
+struct ExpectedEvent {
+	uint32_t type;  // XBNG_EVENT_*
+	const PortDef *port;
+	uint16_t svid, cvid;
+	Mac mac;
+};
+
+class Harness;
+
+struct Step {
+	Prog prog = Prog::Access;
+	const PortDef *ingress = nullptr;   // nullptr: use ingress_name
+	std::string ingress_name;           // an interface not in `ports`
+	Bytes in;
+	int action = XDP_DROP;
+	std::optional<Bytes> out;           // default: `in`, unchanged
+	std::map<int, uint64_t> counts;     // enum xbng_reason -> packets
+	const PortDef *egress = nullptr;    // REDIRECT: port whose tx grows
+	std::vector<ExpectedEvent> events;
+	std::map<std::string, uint64_t> sub_up;     // SubDef name -> packets
+	std::map<std::string, uint64_t> route_down; // RouteDef name -> packets
+	std::function<void(Harness &)> before;
+	std::function<void(Harness &)> after;
+
+	// Fluent modifiers for the tables.
+	Step &expect_out(Bytes b) { out = std::move(b); return *this; }
+	Step &via(const PortDef &p) { egress = &p; return *this; }
+	Step &count(int reason, uint64_t n = 1) { counts[reason] += n; return *this; }
+	Step &event(const ExpectedEvent &e) { events.push_back(e); return *this; }
+	Step &up(const std::string &sub, uint64_t n = 1) { sub_up[sub] += n; return *this; }
+	Step &down(const std::string &route, uint64_t n = 1) { route_down[route] += n; return *this; }
+	Step &pre(std::function<void(Harness &)> f) { before = std::move(f); return *this; }
+	Step &post(std::function<void(Harness &)> f) { after = std::move(f); return *this; }
+};
+
+struct Row {
+	std::string desc;
+	std::vector<Step> steps;
+};
+
+std::ostream &operator<<(std::ostream &os, const Row &r);
+
+// gtest parameter name from a description.
+std::string row_name(const testing::TestParamInfo<Row> &info);
+
+// ---- runner -----------------------------------------------------------------
+class Harness {
+public:
+	static Harness &get(); // loads the skeleton once
+	~Harness();
+
+	void reset();            // maps back to the baseline, ring buffer drained
+	void run(const Step &s); // one step, with gtest expectations
+
+	int ifindex(const std::string &name) const;
+	int map_fd(const char *name) const;
+	struct xbng *skel() { return skel_; }
+
+	// State access for before/after hooks.
+	struct xbng_subscriber subscriber(const SubDef &s);
+	struct xbng_route route(const std::string &name);
+	// Deletes `ports` / `tx_ports` entry of interface `ifname`.
+	bool remove_port_entry(const char *map, const std::string &ifname);
+	void set_unknown_seen(const struct xbng_sub_key &k, uint64_t last_ns);
+	bool unknown_seen(const struct xbng_sub_key &k);
+	void set_event_budget(uint64_t window_start_ns, uint64_t used); // all CPUs
+	static uint64_t now_ns(); // CLOCK_MONOTONIC = bpf_ktime_get_ns()
+	// net.ipv{4,6}.conf.<ifname>.forwarding in the private namespace.
+	static void set_forwarding(const std::string &ifname, bool on);
+
+	std::vector<struct xbng_event> drain_events();
+
+private:
+	Harness();
+	struct Snapshot;
+	Snapshot snapshot();
+	void fill_baseline();
+	void clear_map(const char *name);
+
+	struct xbng *skel_ = nullptr;
+	struct ring_buffer *rb_ = nullptr;
+	std::vector<struct xbng_event> events_;
+	int ncpus_ = 0;
+};
+
+class Table : public testing::TestWithParam<Row> {};
+
+// Steps: a frame into xdp_access on `port` / into xdp_uplink on up0, with the
+// expected action and the one reason it is counted under.
+Step access(const PortDef &port, Bytes in, int action, int reason);
+Step uplink(Bytes in, int action, int reason);
+Row row(std::string desc, Step s);
+Row row(std::string desc, std::vector<Step> steps);
+
+// Row tables (one file each), instantiated in tables.cpp.
+std::vector<Row> upstream_rows();
+std::vector<Row> control_rows();
+std::vector<Row> downstream_rows();
+
+// ---- frame helpers used by the row files ------------------------------------
+// Frame from subscriber `s` as its port expects it (port MAC as destination).
+Packet from_sub(const SubDef &s);
+// Frame as the fast path sends it to subscriber `s`.
+Packet to_sub(const SubDef &s);
+// Untagged frame on the uplink side.
+Packet plain(const Mac &dst, const Mac &src);
+
+// The UDP datagram most rows carry: 40000 -> 443, 32 bytes of payload.
+Bytes udp4(Packet l2, const Ip4 &src, const Ip4 &dst, const testpkt::Ipv4Opts &o = {});
+Bytes udp6(Packet l2, const Ip6 &src, const Ip6 &dst, const testpkt::Ipv6Opts &o = {});
+testpkt::Ipv4Opts ttl4(uint8_t ttl);
+testpkt::Ipv6Opts hlim6(uint8_t hop_limit);
+
+Bytes truncate(const Bytes &f, size_t n);
+
+} // namespace bpftest
+
+#endif // XBNG_TESTS_BPF_HARNESS_H

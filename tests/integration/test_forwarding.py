@@ -1,0 +1,261 @@
+"""Scenarios 1, 2 and 5 of the integration suite: both directions, control
+frames and abuse, change and delete — real xbngd, real gRPC (xbngctl), real
+frames through veths in throwaway namespaces."""
+import ipaddress
+import subprocess
+import time
+import unittest
+
+from frames import (ARP, Dot1AD, ICMPv6ND_NA, ICMPv6NDOptDstLLAddr, IP, UDP, Dot1Q, Ether, IPv6,
+                    arp_request, checksums_ok, down_v4, down_v6, neighbour_solicit, qinq,
+                    tags, up_v4, up_v6)
+from lab import drain, recv_frames
+from xbng_lab import GW4, GW6, UPLINK_NET4, UPLINK_NET6, XbngLab, plan
+
+ETH_P_8021AD = 0x88A8
+ETH_P_8021Q = 0x8100
+
+
+def is_ipv4_to(dst):
+    return lambda f: f[12:14] == b"\x08\x00" and f[30:34] == ipaddress.IPv4Address(dst).packed
+
+
+def is_ipv6_to(dst):
+    return lambda f: f[12:14] == b"\x86\xdd" and f[38:54] == ipaddress.IPv6Address(dst).packed
+
+
+def from_subscriber_space(f):
+    if f[12:14] == b"\x08\x00":
+        return f[26] == 100
+    if f[12:14] == b"\x86\xdd":
+        return f[22:28] == bytes.fromhex("20010db81000")
+    return False
+
+
+def qinq_to_mac(mac, marker=b"xbng-down"):
+    """Double-tagged frames to mac carrying our payload marker (not, say, the
+    ICMP errors net's kernel sends back for our probes)."""
+    m = bytes.fromhex(mac.replace(":", ""))
+    return lambda f: f[0:6] == m and len(tags(f)) == 2 and (marker is None or marker in f)
+
+
+class ForwardingTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.x = XbngLab()
+        try:
+            cls.x.start(max_subscribers=4096)
+            # 3 S-VLANs x 4 C-VLANs; every subscriber gets IPv4, IPv6 and a /64.
+            cls.subs = [plan(i, c_per_s=4) for i in range(12)]
+            # One business line with a routed IPv4 prefix and a /56.
+            cls.subs[5]["ipv4_prefixes"] = ["198.51.100.0/28"]
+            cls.subs[5]["ipv6_prefixes"] = ["2001:db8:3000:100::/56"]
+            out, _ = cls.x.import_subs(cls.subs)
+            assert int(out.get("applied", 0)) == 12, out
+            cls.x.resolve_uplink_neighbours()
+            cls.acc_mac = cls.x.dut.mac("acc0")
+            cls.upl_mac = cls.x.dut.mac("upl0")
+            cls.n0_mac = cls.x.net.mac("n0")
+            cls.sub_sock = cls.x.sub.packet_socket("s0")
+            cls.net_sock = cls.x.net.packet_socket("n0")
+        except BaseException:
+            cls.x.close()
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.x.close()
+
+    def setUp(self):
+        drain(self.sub_sock)
+        drain(self.net_sock)
+
+    # -- helpers ---------------------------------------------------------------
+    def send_up(self, pkt):
+        self.sub_sock.send(bytes(pkt))
+
+    def send_down(self, pkt):
+        self.net_sock.send(bytes(pkt))
+
+    def expect_at_net(self, match, n=1, timeout=2.0):
+        got = recv_frames(self.net_sock, timeout, want=n, match=match)
+        self.assertEqual(len(got), n, f"expected {n} frame(s) at net, got {len(got)}")
+        return [Ether(f) for f in got]
+
+    def expect_at_sub(self, match, n=1, timeout=2.0):
+        got = recv_frames(self.sub_sock, timeout, want=n, match=match)
+        self.assertEqual(len(got), n, f"expected {n} frame(s) at sub, got {len(got)}")
+        return got
+
+    def expect_nothing_at_net(self, match, timeout=0.5):
+        self.assertEqual(recv_frames(self.net_sock, timeout, match=match), [])
+
+    def stats_delta(self, before, after, reason):
+        return after.get(reason, 0) - before.get(reason, 0)
+
+    # -- scenario 1: both directions -------------------------------------------
+    def test_upstream_ipv4(self):
+        for s in self.subs[:6]:
+            self.send_up(up_v4(s, self.acc_mac, UPLINK_NET4, ttl=64))
+            (p,) = self.expect_at_net(lambda f: is_ipv4_to(UPLINK_NET4)(f) and
+                                      f[26:30] == ipaddress.IPv4Address(s["ipv4"]).packed)
+            self.assertFalse(p.haslayer(Dot1Q))
+            self.assertEqual(p.dst, self.n0_mac)
+            self.assertEqual(p.src, self.upl_mac)
+            self.assertEqual(p[IP].ttl, 63)
+            self.assertTrue(checksums_ok(p))
+            self.assertEqual(bytes(p[UDP].payload), b"xbng-up-v4")
+
+    def test_upstream_ipv6_host_and_delegated_prefix(self):
+        s = self.subs[2]
+        net64 = ipaddress.IPv6Network(s["ipv6_prefixes"][0])
+        for src in (s["ipv6"], str(net64[0x1234])):
+            self.send_up(up_v6(s, self.acc_mac, UPLINK_NET6, src=src, hlim=64))
+            (p,) = self.expect_at_net(lambda f: is_ipv6_to(UPLINK_NET6)(f) and
+                                      f[22:38] == ipaddress.IPv6Address(src).packed)
+            self.assertEqual((p.dst, p.src), (self.n0_mac, self.upl_mac))
+            self.assertEqual(p[IPv6].hlim, 63)
+            self.assertTrue(checksums_ok(p))
+
+    def test_upstream_from_routed_prefixes(self):
+        s = self.subs[5]
+        self.send_up(up_v4(s, self.acc_mac, UPLINK_NET4, src="198.51.100.9"))
+        self.expect_at_net(lambda f: is_ipv4_to(UPLINK_NET4)(f) and f[26:30] == bytes([198, 51, 100, 9]))
+        self.send_up(up_v6(s, self.acc_mac, UPLINK_NET6, src="2001:db8:3000:1ab::5"))
+        self.expect_at_net(is_ipv6_to(UPLINK_NET6))
+
+    def check_down(self, s, frame: bytes, ttl_field: str):
+        self.assertEqual(tags(frame), [(ETH_P_8021AD, s["outer_vlan"]), (ETH_P_8021Q, s["inner_vlan"])])
+        p = Ether(frame)
+        self.assertEqual((p.dst, p.src), (s["mac"], self.acc_mac))
+        self.assertTrue(checksums_ok(p))
+        if ttl_field == "ttl":
+            self.assertEqual(p[IP].ttl, 63)
+        else:
+            self.assertEqual(p[IPv6].hlim, 63)
+
+    def test_downstream_ipv4_ipv6_prefixes(self):
+        for s in self.subs:
+            self.send_down(down_v4(self.n0_mac, self.upl_mac, UPLINK_NET4, s["ipv4"]))
+            (f,) = self.expect_at_sub(qinq_to_mac(s["mac"]))
+            self.check_down(s, f, "ttl")
+            self.send_down(down_v6(self.n0_mac, self.upl_mac, UPLINK_NET6, s["ipv6"]))
+            (f,) = self.expect_at_sub(qinq_to_mac(s["mac"]))
+            self.check_down(s, f, "hlim")
+            dst = str(ipaddress.IPv6Network(s["ipv6_prefixes"][0])[77])
+            self.send_down(down_v6(self.n0_mac, self.upl_mac, UPLINK_NET6, dst))
+            (f,) = self.expect_at_sub(qinq_to_mac(s["mac"]))
+            self.check_down(s, f, "hlim")
+        biz = self.subs[5]
+        self.send_down(down_v4(self.n0_mac, self.upl_mac, UPLINK_NET4, "198.51.100.14"))
+        self.check_down(biz, self.expect_at_sub(qinq_to_mac(biz["mac"]))[0], "ttl")
+        self.send_down(down_v6(self.n0_mac, self.upl_mac, UPLINK_NET6, "2001:db8:3000:1ff::1"))
+        self.check_down(biz, self.expect_at_sub(qinq_to_mac(biz["mac"]))[0], "hlim")
+
+    def test_downstream_not_a_subscriber_is_left_to_the_kernel(self):
+        before = self.x.stats()
+        self.send_down(down_v4(self.n0_mac, self.upl_mac, UPLINK_NET4, "100.64.200.200"))
+        self.assertEqual(recv_frames(self.sub_sock, 0.5, match=lambda f: len(tags(f)) == 2), [])
+        after = self.x.stats()
+        self.assertGreaterEqual(self.stats_delta(before, after, "pass_not_subscriber"), 1)
+
+    def test_kernel_stacks_ping_the_gateway_side(self):
+        # net's real kernel stack reaches a subscriber: the echo request arrives tagged.
+        s = self.subs[7]
+        subprocess.run(["ip", "netns", "exec", self.x.net.name, "ping", "-c1", "-W1", s["ipv4"]],
+                       capture_output=True)
+        got = recv_frames(self.sub_sock, 2.0, want=1, match=qinq_to_mac(s["mac"], None))
+        self.assertEqual(len(got), 1)
+        self.assertEqual(tags(got[0])[0][1], s["outer_vlan"])
+
+    # -- scenario 2: control frames and abuse -----------------------------------
+    def test_arp_for_the_gateway_is_answered_with_tags_kept(self):
+        s = self.subs[3]
+        before = self.x.stats()
+        for target in (GW4, "100.64.3.3"):
+            self.send_up(arp_request(s, target))
+            (f,) = self.expect_at_sub(lambda f: qinq_to_mac(s["mac"], None)(f) and Ether(f).haslayer(ARP))
+            self.assertEqual(tags(f), [(ETH_P_8021AD, s["outer_vlan"]), (ETH_P_8021Q, s["inner_vlan"])])
+            a = Ether(f)[ARP]
+            self.assertEqual((a.op, a.hwsrc, a.psrc, a.hwdst, a.pdst),
+                             (2, self.acc_mac, target, s["mac"], s["ipv4"]))
+        self.send_up(arp_request(s, GW4, sender_ip="100.64.9.9"))  # wrong sender
+        self.assertEqual(recv_frames(self.sub_sock, 0.5, match=lambda f: Ether(f).haslayer(ARP)), [])
+        after = self.x.stats()
+        self.assertEqual(self.stats_delta(before, after, "arp_reply"), 2)
+        self.assertEqual(self.stats_delta(before, after, "drop_arp_spoofed_sender"), 1)
+
+    def test_neighbour_solicitations_for_the_gateway(self):
+        s = self.subs[4]
+        for target in ("fe80::1", GW6):
+            self.send_up(neighbour_solicit(s, target))
+            (f,) = self.expect_at_sub(lambda f: qinq_to_mac(s["mac"], None)(f) and Ether(f).haslayer(ICMPv6ND_NA))
+            self.assertEqual(tags(f), [(ETH_P_8021AD, s["outer_vlan"]), (ETH_P_8021Q, s["inner_vlan"])])
+            p = Ether(f)
+            self.assertEqual(p[ICMPv6ND_NA].tgt, target)
+            self.assertEqual(p[ICMPv6NDOptDstLLAddr].lladdr, self.acc_mac)
+            self.assertEqual(p[IPv6].src, target)
+            self.assertTrue(checksums_ok(p), "NA checksum")
+
+    def test_abuse_is_dropped_and_counted_by_reason(self):
+        s = self.subs[0]
+        watch = subprocess.Popen([self.x.xbngctl, "--server", self.x.grpc, "--json", "events",
+                                  "--count", "2"], stdout=subprocess.PIPE, text=True)
+        time.sleep(0.5)
+        before = self.x.stats()
+        self.send_up(up_v4(s, self.acc_mac, UPLINK_NET4, src="100.64.77.77"))       # spoofed v4
+        self.send_up(up_v6(s, self.acc_mac, UPLINK_NET6, src="2001:db8:1000::dead"))  # spoofed v6
+        unknown = dict(s, outer_vlan=999, inner_vlan=42)
+        self.send_up(up_v4(unknown, self.acc_mac, UPLINK_NET4))                     # unknown VLAN
+        single_q = Ether(src=s["mac"], dst=self.acc_mac) / Dot1Q(vlan=100) / IP(src=s["ipv4"], dst=UPLINK_NET4) / UDP()
+        self.send_up(single_q)                                                       # one 0x8100 tag
+        single_ad = Ether(src=s["mac"], dst=self.acc_mac) / Dot1AD(vlan=s["outer_vlan"]) / IP(src=s["ipv4"], dst=UPLINK_NET4) / UDP()
+        self.send_up(single_ad)                                                      # one 0x88a8 tag
+        triple = qinq(s, self.acc_mac) / Dot1Q(vlan=7) / IP(src=s["ipv4"], dst=UPLINK_NET4) / UDP()
+        self.send_up(triple)                                                         # three tags
+        wrong = qinq(s, self.acc_mac, outer_tpid=0x9100) / IP(src=s["ipv4"], dst=UPLINK_NET4) / UDP()
+        self.send_up(wrong)                                                          # 0x9100+0x8100 on a 0x88a8 port
+        untagged = Ether(src=s["mac"], dst=self.acc_mac) / IP(src=s["ipv4"], dst=UPLINK_NET4) / UDP()
+        self.send_up(untagged)
+        self.send_up(up_v4(s, self.acc_mac, UPLINK_NET4, ttl=1))                    # TTL 1
+        self.expect_nothing_at_net(from_subscriber_space)
+        after = self.x.stats()
+        expected = {"drop_spoofed_ipv4": 1, "drop_spoofed_ipv6": 1, "drop_unknown_subscriber": 1,
+                    "drop_wrong_outer_tpid": 1, "drop_single_tag": 2, "drop_too_many_tags": 1,
+                    "drop_untagged": 1, "drop_ttl_exceeded": 1, "forward_upstream": 0}
+        got = {r: self.stats_delta(before, after, r) for r in expected}
+        self.assertEqual(got, expected)
+        out, _ = watch.communicate(timeout=10)
+        events = [e for e in out.splitlines() if e.strip()]
+        self.assertTrue(any("UNKNOWN_SUBSCRIBER" in e and "999" in e and "42" in e for e in events), out)
+
+    # -- scenario 5: change and delete ----------------------------------------
+    def test_readdress_then_delete(self):
+        s = dict(self.subs[9])
+        old_v4 = s["ipv4"]
+        s["ipv4"] = "100.64.250.9"
+        self.x.ctl("sub", "add", "--port", s["port"], "--outer", str(s["outer_vlan"]),
+                   "--inner", str(s["inner_vlan"]), "--mac", s["mac"], "--ipv4", s["ipv4"],
+                   "--ipv6", s["ipv6"], "--ipv6-prefix", s["ipv6_prefixes"][0])
+        self.send_down(down_v4(self.n0_mac, self.upl_mac, UPLINK_NET4, s["ipv4"]))
+        self.check_down(s, self.expect_at_sub(qinq_to_mac(s["mac"]))[0], "ttl")
+        self.send_down(down_v4(self.n0_mac, self.upl_mac, UPLINK_NET4, old_v4))
+        self.assertEqual(recv_frames(self.sub_sock, 0.5, match=qinq_to_mac(s["mac"])), [])
+        self.send_up(up_v4(s, self.acc_mac, UPLINK_NET4))
+        self.expect_at_net(lambda f: is_ipv4_to(UPLINK_NET4)(f) and f[26:30] == bytes([100, 64, 250, 9]))
+        # delete: its frames are dropped and counted
+        self.x.ctl("sub", "del", "--port", s["port"], "--outer", str(s["outer_vlan"]),
+                   "--inner", str(s["inner_vlan"]))
+        before = self.x.stats()
+        self.send_up(up_v4(s, self.acc_mac, UPLINK_NET4))
+        self.expect_nothing_at_net(is_ipv4_to(UPLINK_NET4))
+        self.send_down(down_v4(self.n0_mac, self.upl_mac, UPLINK_NET4, s["ipv4"]))
+        self.assertEqual(recv_frames(self.sub_sock, 0.5, match=qinq_to_mac(s["mac"])), [])
+        after = self.x.stats()
+        self.assertEqual(self.stats_delta(before, after, "drop_unknown_subscriber"), 1)
+        # >= : net's own kernel traffic to dut (ND probes) is passed too.
+        self.assertGreaterEqual(self.stats_delta(before, after, "pass_not_subscriber"), 1)
+
+
+if __name__ == "__main__":
+    unittest.main()

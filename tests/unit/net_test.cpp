@@ -1,0 +1,76 @@
+#include <gtest/gtest.h>
+
+#include "xbng/agent/net.h"
+
+using namespace xbng::agent;
+
+TEST(Net, ParsesAndFormatsMac) {
+  auto m = parse_mac("02:00:5E:0a:0b:ff");
+  ASSERT_TRUE(m);
+  EXPECT_EQ(format_mac(m->data()), "02:00:5e:0a:0b:ff");
+  EXPECT_TRUE(parse_mac("02-00-5e-0a-0b-ff"));
+  for (const char* bad : {"", "02:00:5e:0a:0b", "02:00:5e:0a:0b:ff:00", "0200.5e0a.0bff",
+                          "02:00:5e:0a:0b:fg", "02:00-5e:0a:0b:ff"})
+    EXPECT_FALSE(parse_mac(bad)) << bad;
+  EXPECT_TRUE(mac_is_zero(parse_mac("00:00:00:00:00:00")->data()));
+  EXPECT_TRUE(mac_is_multicast(parse_mac("01:00:5e:00:00:01")->data()));
+  EXPECT_TRUE(mac_is_multicast(parse_mac("ff:ff:ff:ff:ff:ff")->data()));
+  EXPECT_FALSE(mac_is_multicast(parse_mac("02:00:00:00:00:01")->data()));
+}
+
+TEST(Net, ParsesIpv4InNetworkOrder) {
+  auto a = parse_ipv4("100.64.0.1");
+  ASSERT_TRUE(a);
+  const auto* b = reinterpret_cast<const uint8_t*>(&*a);
+  EXPECT_EQ(b[0], 100);
+  EXPECT_EQ(b[3], 1);
+  EXPECT_EQ(format_ipv4(*a), "100.64.0.1");
+  for (const char* bad : {"", "1.2.3", "1.2.3.256", "1.2.3.4/32", "::1", " 1.2.3.4", "01.2.3.4x"})
+    EXPECT_FALSE(parse_ipv4(bad)) << bad;
+}
+
+TEST(Net, ParsesIpv6) {
+  auto a = parse_ipv6("2001:DB8::1");
+  ASSERT_TRUE(a);
+  EXPECT_EQ((*a)[0], 0x20);
+  EXPECT_EQ((*a)[15], 1);
+  EXPECT_EQ(format_ipv6(a->data()), "2001:db8::1");
+  for (const char* bad : {"", "2001:db8::1::2", "2001:db8::/64", "1.2.3.4", "g::1"})
+    EXPECT_FALSE(parse_ipv6(bad)) << bad;
+}
+
+TEST(Net, ParsesPrefixes) {
+  auto p = parse_prefix("2001:db8:100::/56");
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->family, 6);
+  EXPECT_EQ(p->len, 56);
+  EXPECT_EQ(format_prefix(*p), "2001:db8:100::/56");
+  auto q = parse_prefix("198.51.100.0/28", 4);
+  ASSERT_TRUE(q);
+  EXPECT_EQ(q->family, 4);
+  EXPECT_EQ(format_prefix(*q), "198.51.100.0/28");
+  EXPECT_FALSE(parse_prefix("198.51.100.0/28", 6));
+  EXPECT_FALSE(parse_prefix("2001:db8::/64", 4));
+  for (const char* bad : {"", "10.0.0.0", "10.0.0.0/", "10.0.0.0/33", "2001:db8::/129",
+                          "10.0.0.0/2x", "10.0.0.0/-1", "/24"})
+    EXPECT_FALSE(parse_prefix(bad)) << bad;
+}
+
+TEST(Net, HostBits) {
+  auto p = parse_prefix("10.0.0.0/8");
+  EXPECT_TRUE(host_bits_zero(p->addr.data(), 4, 8));
+  auto q = parse_prefix("10.0.0.1/8");
+  EXPECT_FALSE(host_bits_zero(q->addr.data(), 4, 8));
+  auto r = parse_prefix("2001:db8:100:80::/56");
+  EXPECT_FALSE(host_bits_zero(r->addr.data(), 16, 56));
+  auto s = parse_prefix("2001:db8:100:ff00::/56");
+  EXPECT_TRUE(host_bits_zero(s->addr.data(), 16, 56));
+}
+
+TEST(Net, ParsesU16) {
+  EXPECT_EQ(parse_u16("0x88a8"), 0x88a8);
+  EXPECT_EQ(parse_u16("33024"), 0x8100);
+  EXPECT_FALSE(parse_u16("0x10000"));
+  EXPECT_FALSE(parse_u16("88a8"));
+  EXPECT_FALSE(parse_u16(""));
+}

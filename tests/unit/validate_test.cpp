@@ -1,0 +1,231 @@
+#include <gtest/gtest.h>
+
+#include "xbng/agent/subscriber.h"
+#include "xbng/v1/xbng.pb.h"
+
+using namespace xbng::agent;
+using grpc::StatusCode;
+
+namespace {
+
+PortResolver ports() {
+  PortResolver r;
+  r.access_ifindex = [](std::string_view n) -> std::optional<uint32_t> {
+    if (n == "acc0") return 7;
+    if (n == "acc1") return 9;
+    return std::nullopt;
+  };
+  r.name = [](uint32_t i) { return i == 7 ? std::string("acc0") : std::string("acc1"); };
+  return r;
+}
+
+xbng::v1::Subscriber good() {
+  xbng::v1::Subscriber s;
+  s.set_port("acc0");
+  s.set_outer_vlan(100);
+  s.set_inner_vlan(200);
+  s.set_mac("02:00:00:00:00:01");
+  s.set_ipv4("100.64.0.10");
+  s.set_ipv6("2001:db8::10");
+  s.add_ipv6_prefixes("2001:db8:100::/56");
+  s.add_ipv4_prefixes("198.51.100.0/28");
+  return s;
+}
+
+// Expects INVALID_ARGUMENT naming `field` and `value`.
+void expect_invalid(const xbng::v1::Subscriber& s, const std::string& field,
+                    const std::string& value) {
+  SubscriberSpec out;
+  auto st = validate_subscriber(s, ports(), "subscribers[3]", &out);
+  EXPECT_EQ(st.error_code(), StatusCode::INVALID_ARGUMENT) << field << " " << value;
+  EXPECT_NE(st.error_message().find("subscribers[3]"), std::string::npos) << st.error_message();
+  EXPECT_NE(st.error_message().find(field), std::string::npos) << st.error_message();
+  EXPECT_NE(st.error_message().find(value), std::string::npos) << st.error_message();
+}
+
+}  // namespace
+
+TEST(Validate, AcceptsAFullSubscriber) {
+  SubscriberSpec out;
+  auto st = validate_subscriber(good(), ports(), "x", &out);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  EXPECT_EQ(out.key.ifindex, 7u);
+  EXPECT_EQ(out.key.outer_vid, 100);
+  EXPECT_EQ(out.key.inner_vid, 200);
+  EXPECT_TRUE(out.has_mac);
+  EXPECT_TRUE(out.has_ipv4);
+  EXPECT_TRUE(out.has_ipv6);
+  ASSERT_EQ(out.prefixes.size(), 2u);
+}
+
+TEST(Validate, VlanRange) {
+  for (uint32_t v : {0u, 4095u, 4096u, 70000u}) {
+    auto s = good();
+    s.set_outer_vlan(v);
+    expect_invalid(s, "outer_vlan", std::to_string(v));
+    s = good();
+    s.set_inner_vlan(v);
+    expect_invalid(s, "inner_vlan", std::to_string(v));
+  }
+  for (uint32_t v : {1u, 4094u}) {
+    auto s = good();
+    s.set_outer_vlan(v);
+    s.set_inner_vlan(v);
+    SubscriberSpec out;
+    EXPECT_TRUE(validate_subscriber(s, ports(), "x", &out).ok());
+  }
+}
+
+TEST(Validate, PortMustBeAConfiguredAccessPort) {
+  auto s = good();
+  s.set_port("upl0");
+  expect_invalid(s, "port", "upl0");
+  s.set_port("");
+  expect_invalid(s, "port", "");
+}
+
+TEST(Validate, Mac) {
+  for (const char* m : {"00:00:00:00:00:00", "01:00:5e:00:00:01", "ff:ff:ff:ff:ff:ff",
+                        "02:00:00:00:00", "zz:00:00:00:00:01"}) {
+    auto s = good();
+    s.set_mac(m);
+    expect_invalid(s, "mac", m);
+  }
+  auto s = good();
+  s.set_mac("");
+  SubscriberSpec out;
+  ASSERT_TRUE(validate_subscriber(s, ports(), "x", &out).ok());
+  EXPECT_FALSE(out.has_mac);  // learn
+}
+
+TEST(Validate, Ipv4Unicast) {
+  for (const char* a : {"0.1.2.3", "127.0.0.1", "224.0.0.1", "239.255.255.255", "240.0.0.1",
+                        "255.255.255.255", "1.2.3", "2001:db8::1"}) {
+    auto s = good();
+    s.set_ipv4(a);
+    expect_invalid(s, "ipv4", a);
+  }
+  for (const char* a : {"100.64.0.1", "192.0.2.1", "198.51.100.7", "203.0.113.9", "10.0.0.1"}) {
+    auto s = good();
+    s.set_ipv4(a);
+    SubscriberSpec out;
+    EXPECT_TRUE(validate_subscriber(s, ports(), "x", &out).ok()) << a;
+  }
+}
+
+TEST(Validate, Ipv6GlobalUnicast) {
+  for (const char* a : {"fe80::1", "::1", "ff02::1", "fd00::1", "4000::1", "100.64.0.1"}) {
+    auto s = good();
+    s.set_ipv6(a);
+    expect_invalid(s, "ipv6", a);
+  }
+  for (const char* a : {"2001:db8::1", "2a00::1", "3fff:ffff::1"}) {
+    auto s = good();
+    s.set_ipv6(a);
+    SubscriberSpec out;
+    EXPECT_TRUE(validate_subscriber(s, ports(), "x", &out).ok()) << a;
+  }
+}
+
+TEST(Validate, AtLeastOneAddress) {
+  auto s = good();
+  s.clear_ipv4();
+  s.clear_ipv6();
+  SubscriberSpec out;
+  auto st = validate_subscriber(s, ports(), "subscribers[0]", &out);
+  EXPECT_EQ(st.error_code(), StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(st.error_message().find("ipv4"), std::string::npos);
+  EXPECT_NE(st.error_message().find("ipv6"), std::string::npos);
+  s.set_ipv6("2001:db8::5");
+  EXPECT_TRUE(validate_subscriber(s, ports(), "x", &out).ok());
+  s.clear_ipv6();
+  s.set_ipv4("100.64.0.5");
+  EXPECT_TRUE(validate_subscriber(s, ports(), "x", &out).ok());
+}
+
+TEST(Validate, Ipv6Prefixes) {
+  for (const char* p : {"2001:db8::/39", "2001:db8::/65", "2001:db8::/128", "2001:db8:100:1::/56",
+                        "fd00::/48", "2001:db8::", "10.0.0.0/24"}) {
+    auto s = good();
+    s.clear_ipv6_prefixes();
+    s.add_ipv6_prefixes("2001:db8:200::/56");
+    s.add_ipv6_prefixes(p);
+    expect_invalid(s, "ipv6_prefixes[1]", p);
+  }
+  for (const char* p : {"2001:db8::/40", "2001:db8:0:1::/64", "2001:db8:100::/48"}) {
+    auto s = good();
+    s.clear_ipv6_prefixes();
+    s.add_ipv6_prefixes(p);
+    SubscriberSpec out;
+    EXPECT_TRUE(validate_subscriber(s, ports(), "x", &out).ok()) << p;
+  }
+}
+
+TEST(Validate, Ipv4Prefixes) {
+  for (const char* p : {"10.0.0.0/7", "198.51.100.0/32", "198.51.100.1/28", "127.0.0.0/8",
+                        "224.0.0.0/8", "0.0.0.0/8", "2001:db8::/48", "198.51.100.0"}) {
+    auto s = good();
+    s.clear_ipv4_prefixes();
+    s.add_ipv4_prefixes(p);
+    expect_invalid(s, "ipv4_prefixes[0]", p);
+  }
+  for (const char* p : {"10.0.0.0/8", "198.51.100.0/31", "100.64.0.0/10"}) {
+    auto s = good();
+    s.clear_ipv4_prefixes();
+    s.add_ipv4_prefixes(p);
+    SubscriberSpec out;
+    EXPECT_TRUE(validate_subscriber(s, ports(), "x", &out).ok()) << p;
+  }
+}
+
+TEST(Validate, DuplicatePrefixInOneEntry) {
+  auto s = good();
+  s.add_ipv6_prefixes("2001:db8:100::/56");
+  SubscriberSpec out;
+  auto st = validate_subscriber(s, ports(), "x", &out);
+  EXPECT_EQ(st.error_code(), StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(st.error_message().find("2001:db8:100::/56"), std::string::npos);
+}
+
+TEST(Validate, CanonicalFormMakesEqualSpecsEqual) {
+  auto a = good();
+  a.clear_ipv6_prefixes();
+  a.add_ipv6_prefixes("2001:db8:200::/56");
+  a.add_ipv6_prefixes("2001:db8:100::/56");
+  auto b = a;
+  b.clear_ipv6_prefixes();
+  b.add_ipv6_prefixes("2001:DB8:100::/56");
+  b.add_ipv6_prefixes("2001:db8:200:0::/56");
+  b.set_mac("02-00-00-00-00-01");
+  SubscriberSpec sa, sb;
+  ASSERT_TRUE(validate_subscriber(a, ports(), "x", &sa).ok());
+  ASSERT_TRUE(validate_subscriber(b, ports(), "x", &sb).ok());
+  EXPECT_TRUE(sa.same_provisioning(sb));
+  b.set_ipv4("100.64.0.11");
+  ASSERT_TRUE(validate_subscriber(b, ports(), "x", &sb).ok());
+  EXPECT_FALSE(sa.same_provisioning(sb));
+}
+
+TEST(Validate, SpecRoundTripsToProto) {
+  SubscriberSpec s;
+  ASSERT_TRUE(validate_subscriber(good(), ports(), "x", &s).ok());
+  xbng::v1::Subscriber out;
+  spec_to_proto(s, ports(), &out);
+  EXPECT_EQ(out.port(), "acc0");
+  EXPECT_EQ(out.outer_vlan(), 100u);
+  EXPECT_EQ(out.inner_vlan(), 200u);
+  EXPECT_EQ(out.mac(), "02:00:00:00:00:01");
+  EXPECT_EQ(out.ipv4(), "100.64.0.10");
+  EXPECT_EQ(out.ipv6(), "2001:db8::10");
+  ASSERT_EQ(out.ipv6_prefixes_size(), 1);
+  EXPECT_EQ(out.ipv6_prefixes(0), "2001:db8:100::/56");
+  ASSERT_EQ(out.ipv4_prefixes_size(), 1);
+  EXPECT_EQ(out.ipv4_prefixes(0), "198.51.100.0/28");
+  EXPECT_EQ(key_to_string(s.key, ports()), "acc0/100/200");
+}
+
+TEST(Validate, KeyOrderIsPortOuterInner) {
+  SubKey a{7, 1, 4094}, b{7, 2, 1}, c{9, 1, 1};
+  EXPECT_LT(key_rank(a), key_rank(b));
+  EXPECT_LT(key_rank(b), key_rank(c));
+}
