@@ -12,7 +12,6 @@ import socket
 import threading
 import unittest
 
-from lab import sh
 from xbng_lab import GW4, UPLINK_NET4, UPLINK_NET6, XbngLab, plan
 
 # Access MTU is 1500 and two tags must fit: the CPEs use 1492 (as PPPoE would).
@@ -39,6 +38,11 @@ class CpeTest(unittest.TestCase):
             x.sub.ip("link", "add", "br0", "type", "bridge")
             x.sub.ip("link", "set", "s0", "master", "br0")
             x.sub.ip("link", "set", "br0", "up")
+            x.sub.sysctl("net.ipv6.conf.br0.disable_ipv6", "1")
+            # The bridge moves a frame's outer tag into skb metadata on receive;
+            # with TX VLAN offload off, s0 writes it back into the frame before
+            # xbng's XDP program (which sees only frame bytes) gets it.
+            x.sub.exec(["ethtool", "-K", "s0", "txvlan", "off", "tx-vlan-stag-hw-insert", "off"])
             cls.cpes = []
             for i, s in enumerate(cls.subs):
                 ns = x.lab.netns(f"cpe{i}")
