@@ -132,6 +132,8 @@ class Netns:
         with self.entered():
             s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0003))
             s.bind((ifname, 0))
+        # Tests send bursts, then read: make room (SO_RCVBUFFORCE: we are root).
+        s.setsockopt(socket.SOL_SOCKET, 33, 64 << 20)  # SO_RCVBUFFORCE
         enable_auxdata(s)
         return s
 

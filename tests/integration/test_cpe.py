@@ -49,6 +49,11 @@ class CpeTest(unittest.TestCase):
                 x.lab.veth(ns, "c0", x.sub, f"cpe{i}")
                 x.sub.ip("link", "set", f"cpe{i}", "master", "br0")
                 ns.ip("link", "set", "c0", "address", s["mac"])
+                # veth hands TCP/UDP to its peer with the checksum still to be
+                # filled in (CHECKSUM_PARTIAL); XDP forwards frame bytes and
+                # that promise is lost on the way. Real NICs fill it; here the
+                # kernels must.
+                ns.exec(["ethtool", "-K", "c0", "tx", "off"])
                 ns.exec(["tc", "qdisc", "add", "dev", "c0", "clsact"])
                 ns.exec(["tc", "filter", "add", "dev", "c0", "egress", "bpf", "da", "obj",
                          os.environ["XBNG_CPE_EGRESS_OBJ"], "sec", "tc"])

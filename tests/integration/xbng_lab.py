@@ -92,6 +92,9 @@ class XbngLab:
             lab.attach_pass(self.sub, "s0", obj)
             lab.attach_pass(self.net, "n0", obj)
             d, n = self.dut, self.net
+            # Kernel-built packets from net cross xbng as XDP frames: their
+            # checksums must be complete (no CHECKSUM_PARTIAL over veth).
+            n.exec(["ethtool", "-K", "n0", "tx", "off"])
             d.ip("addr", "add", f"{UPLINK_DUT4}/24", "dev", "upl0")
             d.ip("-6", "addr", "add", f"{UPLINK_DUT6}/64", "dev", "upl0", "nodad")
             n.ip("addr", "add", f"{UPLINK_NET4}/24", "dev", "n0")
