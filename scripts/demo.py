@@ -20,6 +20,10 @@ S_VLANS, C_PER_S = 3, 1000
 N = S_VLANS * C_PER_S
 
 
+def fmt_tags(f):
+    return " ".join(f"{t:#06x}/{v}" for t, v in tags(f))
+
+
 def step(msg):
     print(f"\n\033[1m== {msg}\033[0m", flush=True)
 
@@ -66,7 +70,7 @@ def main():
             p = Ether(f)
             l3 = p[IP] if p.haslayer(IP) else p[IPv6]
             ttl = l3.ttl if p.haslayer(IP) else l3.hlim
-            print(f"  net got: {p.src} -> {p.dst} tags={tags(f)} {l3.src} -> {l3.dst} ttl={ttl}")
+            print(f"  net got: {p.src} -> {p.dst} tags={fmt_tags(f) or 'none'} {l3.src} -> {l3.dst} ttl={ttl}")
         print(f"  {len(got)}/10 delivered")
 
         step("downstream: net sends to their IPv4, IPv6 and /64; sub receives them double-tagged")
@@ -81,7 +85,7 @@ def main():
             p = Ether(f)
             l3 = p[IP] if p.haslayer(IP) else p[IPv6]
             ttl = l3.ttl if p.haslayer(IP) else l3.hlim
-            print(f"  sub got: {p.src} -> {p.dst} tags={[(hex(t), v) for t, v in tags(f)]} "
+            print(f"  sub got: {p.src} -> {p.dst} tags={fmt_tags(f)} "
                   f"{l3.src} -> {l3.dst} ttl={ttl}")
         print(f"  {len(got)}/15 delivered")
 
@@ -94,14 +98,22 @@ def main():
         for f in recv_frames(sub_sock, 2.0, want=3, match=lambda f: len(tags(f)) == 2):
             p = Ether(f)
             if p.haslayer(ARP):
-                print(f"  ARP reply  tags={tags(f)} {p[ARP].psrc} is-at {p[ARP].hwsrc}")
+                print(f"  ARP reply  tags={fmt_tags(f)} {p[ARP].psrc} is-at {p[ARP].hwsrc}")
             elif p.haslayer(ICMPv6ND_NA):
-                print(f"  NA         tags={tags(f)} {p[ICMPv6ND_NA].tgt} is-at {p.src}")
+                print(f"  NA         tags={fmt_tags(f)} {p[ICMPv6ND_NA].tgt} is-at {p.src}")
 
-        step("abuse: spoofed source, unknown VLAN: dropped, counted, reported")
+        step("abuse: spoofed source, unknown VLAN: dropped, counted, reported on WatchEvents")
+        watch = subprocess.Popen([x.xbngctl, "--server", x.grpc, "events", "--count", "2"],
+                                 stdout=subprocess.PIPE, text=True)
+        time.sleep(0.5)
         sub_sock.send(bytes(up_v4(s, acc, UPLINK_NET4, src="100.64.99.99")))
         sub_sock.send(bytes(up_v4(dict(s, outer_vlan=999, inner_vlan=9), acc, UPLINK_NET4)))
-        time.sleep(0.3)
+        try:
+            out, _ = watch.communicate(timeout=5)
+        except subprocess.TimeoutExpired:
+            watch.kill()
+            out, _ = watch.communicate()
+        show("xbngctl events --count 2", out)
 
         step("counters")
         show("xbngctl stats", x.ctl_raw("stats").stdout)
