@@ -1,10 +1,20 @@
 #include "xbng/agent/config.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
 #include <set>
 #include <stdexcept>
 #include <toml++/toml.h>
+
+#include "xbng/agent/net.h"
+#include "xbng/agent/subscriber.h"
 
 namespace xbng::agent {
 
@@ -23,8 +33,15 @@ bool get_bool(const std::string& path, const std::string& key, const toml::node&
   fail(path, key, "expected true or false");
 }
 uint64_t get_uint(const std::string& path, const std::string& key, const toml::node& n) {
-  if (auto v = n.value<int64_t>(); v && *v >= 0) return static_cast<uint64_t>(*v);
+  if (n.is_integer())
+    if (auto v = n.value<int64_t>(); v && *v >= 0) return static_cast<uint64_t>(*v);
   fail(path, key, "expected a non-negative integer");
+}
+// A TPID may be written "0x88a8" or 0x88a8 (a TOML hex integer).
+std::string get_tpid(const std::string& path, const std::string& key, const toml::node& n) {
+  if (n.is_integer()) return fmt::format("{:#x}", *n.value<int64_t>());
+  if (auto v = n.value<std::string>()) return *v;
+  fail(path, key, "expected a TPID such as \"0x88a8\"");
 }
 std::vector<std::string> get_strings(const std::string& path, const std::string& key,
                                      const toml::node& n) {
@@ -35,6 +52,75 @@ std::vector<std::string> get_strings(const std::string& path, const std::string&
   for (const auto& e : *a) out.push_back(get_string(path, key, e));
   return out;
 }
+
+// ports.access: names, or tables { name, outer_tpid, mtu, gateway_ipv4,
+// gateway_ipv6 } (inline or [[ports.access]]), mixed freely.
+void get_access(const std::string& path, const toml::node& n, Config* cfg) {
+  cfg->access.clear();
+  cfg->access_options.clear();
+  if (auto s = n.value<std::string>()) {
+    cfg->access.push_back(*s);
+    return;
+  }
+  const toml::array* a = n.as_array();
+  if (!a) fail(path, "ports.access", "expected an array of port names or port tables");
+  size_t i = 0;
+  for (const auto& e : *a) {
+    const std::string where = fmt::format("ports.access[{}]", i++);
+    if (e.is_string()) {
+      cfg->access.push_back(*e.value<std::string>());
+      continue;
+    }
+    const toml::table* t = e.as_table();
+    if (!t) fail(path, where, "expected a port name or a table with `name`");
+    const toml::node* name = t->get("name");
+    if (!name) fail(path, where, "a port table needs `name`");
+    const std::string port = get_string(path, where + ".name", *name);
+    AccessPortConfig o;
+    for (const auto& [k, v] : *t) {
+      const std::string key = where + "." + std::string(k.str());
+      if (k == "name") continue;
+      if (k == "outer_tpid") o.outer_tpid = get_tpid(path, key, v);
+      else if (k == "mtu") o.mtu = get_uint(path, key, v);
+      else if (k == "gateway_ipv4") o.gateway_ipv4 = get_string(path, key, v);
+      else if (k == "gateway_ipv6") o.gateway_ipv6 = get_string(path, key, v);
+      else fail(path, key, "unknown key (a port table has name, outer_tpid, mtu, gateway_ipv4, "
+                           "gateway_ipv6)");
+    }
+    cfg->access.push_back(port);
+    if (!cfg->access_options.emplace(port, o).second)
+      fail(path, where, fmt::format("port {} has two tables", port));
+  }
+}
+
+// Keys that moved, so that an old file gets a pointer instead of a bare
+// "unknown key".
+const char* moved_to(const std::string& key) {
+  if (key == "bpf.max_subscribers") return "limits.max_subscribers";
+  if (key == "bpf.events_per_sec") return "limits.events_per_sec";
+  if (key == "bpf.unknown_interval_ms") return "limits.unknown_event_interval_ms";
+  return nullptr;
+}
+
+bool valid_ifname(const std::string& n) {
+  // The kernel's dev_valid_name().
+  if (n.empty() || n.size() >= 16 || n == "." || n == "..") return false;
+  for (char c : n)
+    if (c == '/' || c == ':' || std::isspace(static_cast<unsigned char>(c))) return false;
+  return true;
+}
+
+bool is_loopback_host(const std::string& h) {
+  return h == "localhost" || h == "::1" || h.rfind("127.", 0) == 0;
+}
+
+std::optional<std::string> unreadable(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) return std::string(std::strerror(errno));
+  return std::nullopt;
+}
+
+std::string join(const std::vector<std::string>& v) { return fmt::format("[{}]", fmt::join(v, ",")); }
 
 }  // namespace
 
@@ -52,12 +138,10 @@ void load_config_file(const std::string& path, Config* cfg) {
     if (!tab) fail(path, s, "expected a [section]");
     for (const auto& [k, v] : *tab) {
       const std::string key = s + "." + std::string(k.str());
-      if (key == "ports.access") cfg->access = get_strings(path, key, v);
+      if (key == "ports.access") get_access(path, v, cfg);
       else if (key == "ports.uplink") cfg->uplink = get_strings(path, key, v);
-      else if (key == "ports.outer_tpid") {
-        if (auto i = v.value<int64_t>()) cfg->outer_tpid = std::to_string(*i);
-        else cfg->outer_tpid = get_string(path, key, v);
-      } else if (key == "ports.xdp_generic") cfg->xdp_generic = get_bool(path, key, v);
+      else if (key == "ports.outer_tpid") cfg->outer_tpid = get_tpid(path, key, v);
+      else if (key == "ports.xdp_generic") cfg->xdp_generic = get_bool(path, key, v);
       else if (key == "gateway.ipv4") cfg->gateway_ipv4 = get_string(path, key, v);
       else if (key == "gateway.ipv6") cfg->gateway_ipv6 = get_string(path, key, v);
       else if (key == "grpc.listen") cfg->grpc = get_string(path, key, v);
@@ -65,50 +149,197 @@ void load_config_file(const std::string& path, Config* cfg) {
       else if (key == "grpc.tls_key") cfg->tls_key = get_string(path, key, v);
       else if (key == "grpc.tls_client_ca") cfg->tls_client_ca = get_string(path, key, v);
       else if (key == "grpc.insecure_tcp") cfg->insecure_tcp = get_bool(path, key, v);
+      else if (key == "metrics.listen") cfg->metrics_listen = get_string(path, key, v);
       else if (key == "bpf.bpffs") cfg->bpffs = get_string(path, key, v);
-      else if (key == "bpf.max_subscribers") cfg->max_subscribers = get_uint(path, key, v);
-      else if (key == "bpf.events_per_sec") cfg->events_per_sec = get_uint(path, key, v);
-      else if (key == "bpf.unknown_interval_ms") cfg->unknown_interval_ms = get_uint(path, key, v);
+      else if (key == "limits.max_subscribers") cfg->max_subscribers = get_uint(path, key, v);
+      else if (key == "limits.events_per_sec") cfg->events_per_sec = get_uint(path, key, v);
+      else if (key == "limits.unknown_event_interval_ms")
+        cfg->unknown_interval_ms = get_uint(path, key, v);
       else if (key == "log.level") cfg->log_level = get_string(path, key, v);
+      else if (const char* m = moved_to(key)) fail(path, key, fmt::format("unknown key (now {})", m));
       else fail(path, key, "unknown key");
     }
   }
 }
 
+std::optional<std::string> parse_listen(std::string_view s, std::string* host, uint16_t* port) {
+  std::string_view h, p;
+  if (!s.empty() && s[0] == '[') {
+    auto close = s.find(']');
+    if (close == std::string_view::npos || close + 1 >= s.size() || s[close + 1] != ':')
+      return "expected [IPV6]:PORT";
+    h = s.substr(1, close - 1);
+    p = s.substr(close + 2);
+    if (!parse_ipv6(h)) return fmt::format("{}: not an IPv6 address", h);
+  } else {
+    auto colon = s.rfind(':');
+    if (colon == std::string_view::npos) return "expected HOST:PORT";
+    h = s.substr(0, colon);
+    p = s.substr(colon + 1);
+    if (h.find(':') != std::string_view::npos)
+      return "an IPv6 address needs brackets: [::1]:PORT";
+    if (h.empty()) return "empty host (0.0.0.0 or [::] listen on every address)";
+    if (h.find_first_not_of("0123456789.") == std::string_view::npos) {
+      if (!parse_ipv4(h)) return fmt::format("{}: not an IPv4 address", h);
+    } else if (h.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                   "0123456789.-") != std::string_view::npos) {
+      return fmt::format("{}: not an address nor a host name", h);
+    }
+  }
+  if (p.empty() || p.size() > 5 || p.find_first_not_of("0123456789") != std::string_view::npos)
+    return fmt::format("port {}: expected 1..65535", p);
+  const unsigned long v = std::stoul(std::string(p));
+  if (v < 1 || v > 65535) return fmt::format("port {}: expected 1..65535", p);
+  *host = std::string(h);
+  *port = static_cast<uint16_t>(v);
+  return std::nullopt;
+}
+
+ConfigCheck check_config(const Config& c) {
+  ConfigCheck r;
+  auto err = [&](fmt::string_view f, const auto&... a) {
+    r.errors.push_back(fmt::vformat(f, fmt::make_format_args(a...)));
+  };
+  auto warn = [&](fmt::string_view f, const auto&... a) {
+    r.warnings.push_back(fmt::vformat(f, fmt::make_format_args(a...)));
+  };
+
+  // Ports.
+  if (c.access.empty()) err("ports.access (--access): no access port");
+  if (c.uplink.empty()) err("ports.uplink (--uplink): no uplink port");
+  std::set<std::string> seen;
+  for (const auto* list : {&c.access, &c.uplink})
+    for (const auto& n : *list) {
+      if (!valid_ifname(n))
+        err("port \"{}\": not a valid interface name (1-15 characters, no '/', ':' or spaces)", n);
+      else if (!seen.insert(n).second)
+        err("port {}: configured twice", n);
+    }
+  if (c.access.size() + c.uplink.size() > XBNG_MAX_PORTS)
+    err("{} ports configured, at most {}", c.access.size() + c.uplink.size(), XBNG_MAX_PORTS);
+  for (const auto& [name, o] : c.access_options)
+    if (std::find(c.access.begin(), c.access.end(), name) == c.access.end())
+      warn("ports.access: settings for {}, which is not an access port, are ignored", name);
+
+  auto check_tpid = [&](const std::string& what, const std::string& v) {
+    auto t = parse_u16(v);
+    if (!t || (*t != XBNG_ETH_P_8021AD && *t != XBNG_ETH_P_8021Q && *t != XBNG_ETH_P_QINQ_9100))
+      err("{} {}: expected 0x88a8, 0x8100 or 0x9100", what, v);
+  };
+  auto check_gw4 = [&](const std::string& what, const std::string& v) {
+    auto a = parse_ipv4(v);
+    if (!a) err("{} {}: not an IPv4 address", what, v);
+    else if (auto e = check_ipv4_host(*a)) err("{} {}: {}", what, v, *e);
+  };
+  auto check_gw6 = [&](const std::string& what, const std::string& v) {
+    auto a = parse_ipv6(v);
+    if (!a) err("{} {}: not an IPv6 address", what, v);
+    else if (auto e = check_ipv6_host(*a)) err("{} {}: {}", what, v, *e);
+  };
+  check_tpid("ports.outer_tpid (--outer-tpid)", c.outer_tpid);
+  if (!c.gateway_ipv4.empty()) check_gw4("gateway.ipv4 (--gateway-ipv4)", c.gateway_ipv4);
+  if (!c.gateway_ipv6.empty()) check_gw6("gateway.ipv6 (--gateway-ipv6)", c.gateway_ipv6);
+  for (const auto& name : c.access) {
+    auto it = c.access_options.find(name);
+    const AccessPortConfig o = it == c.access_options.end() ? AccessPortConfig{} : it->second;
+    const std::string w = "ports.access " + name;
+    if (!o.outer_tpid.empty()) check_tpid(w + " outer_tpid", o.outer_tpid);
+    if (!o.gateway_ipv4.empty()) check_gw4(w + " gateway_ipv4", o.gateway_ipv4);
+    if (!o.gateway_ipv6.empty()) check_gw6(w + " gateway_ipv6", o.gateway_ipv6);
+    if (o.mtu && (o.mtu < 76 || o.mtu > 65535))
+      err("{} mtu {}: expected 76..65535 (an IPv4 minimum of 68 plus 8 bytes of tags)", w, o.mtu);
+    else if (o.mtu && o.mtu < 1288)
+      warn("{} mtu {}: below 1288, IPv6 (1280 minimum) cannot reach subscribers", w, o.mtu);
+    if (c.gateway_ipv4.empty() && c.gateway_ipv6.empty() && o.gateway_ipv4.empty() &&
+        o.gateway_ipv6.empty())
+      err("access port {} has no gateway: set gateway.ipv4 and/or gateway.ipv6 "
+          "(--gateway-ipv4/--gateway-ipv6) or per port",
+          name);
+  }
+
+  // Limits.
+  if (c.max_subscribers < 1 || c.max_subscribers > 16'000'000)
+    err("limits.max_subscribers (--max-subscribers) {}: expected 1..16000000", c.max_subscribers);
+  if (c.events_per_sec > 1'000'000)
+    err("limits.events_per_sec {}: expected 0..1000000 (0 disables unknown-subscriber events)",
+        c.events_per_sec);
+  if (c.unknown_interval_ms < 1 || c.unknown_interval_ms > 3'600'000)
+    err("limits.unknown_event_interval_ms {}: expected 1..3600000", c.unknown_interval_ms);
+  if (c.bpffs.empty() || c.bpffs[0] != '/')
+    err("bpf.bpffs (--bpffs) {}: expected an absolute path", c.bpffs);
+  else if (c.bpffs.rfind("/sys/fs/bpf/", 0) != 0)
+    warn("bpf.bpffs {}: not under /sys/fs/bpf; it must be on a bpf filesystem", c.bpffs);
+
+  // gRPC.
+  if (c.grpc.rfind("unix:", 0) == 0) {
+    const std::string p = c.grpc.substr(c.grpc.rfind("unix://", 0) == 0 ? 7 : 5);
+    if (p.empty() || p[0] != '/')
+      err("grpc.listen (--grpc) {}: expected unix:///absolute/path", c.grpc);
+    if (!c.tls_cert.empty() || !c.tls_key.empty())
+      warn("grpc.tls_cert/tls_key are ignored on a unix socket ({})", c.grpc);
+  } else {
+    std::string host;
+    uint16_t port = 0;
+    if (auto e = parse_listen(c.grpc, &host, &port))
+      err("grpc.listen (--grpc) {}: {} (or unix:///path)", c.grpc, *e);
+    if (c.tls_cert.empty() != c.tls_key.empty())
+      err("grpc: TLS needs both tls_cert and tls_key (--tls-cert, --tls-key)");
+    else if (c.tls_cert.empty() && !c.insecure_tcp)
+      err("grpc.listen {}: TCP needs TLS (tls_cert and tls_key), or insecure_tcp = true "
+          "(--insecure-tcp) to accept plaintext explicitly",
+          c.grpc);
+    else if (c.tls_cert.empty())
+      warn("grpc.listen {}: plaintext TCP (insecure_tcp): anyone who reaches it can provision "
+           "subscribers",
+           c.grpc);
+    for (auto [what, path] : {std::pair{"grpc.tls_cert", &c.tls_cert},
+                              std::pair{"grpc.tls_key", &c.tls_key},
+                              std::pair{"grpc.tls_client_ca", &c.tls_client_ca}})
+      if (!path->empty())
+        if (auto e = unreadable(*path)) err("{} {}: cannot read: {}", what, *path, *e);
+  }
+
+  // Metrics.
+  if (!c.metrics_listen.empty()) {
+    std::string host;
+    uint16_t port = 0;
+    if (auto e = parse_listen(c.metrics_listen, &host, &port))
+      err("metrics.listen (--metrics-listen) {}: {} (\"\" disables metrics)", c.metrics_listen,
+          *e);
+    else if (!is_loopback_host(host))
+      warn("metrics.listen {}: not a loopback address; the metrics endpoint has no "
+           "authentication",
+           c.metrics_listen);
+  }
+
+  // Log.
+  if (spdlog::level::from_str(c.log_level) == spdlog::level::off && c.log_level != "off")
+    err("log.level (--log-level) {}: expected trace, debug, info, warn, error, critical or off",
+        c.log_level);
+  return r;
+}
+
 DataplaneOptions to_dataplane_options(const Config& c) {
+  ConfigCheck chk = check_config(c);
+  if (!chk.ok()) throw std::runtime_error(fmt::format("{}", fmt::join(chk.errors, "; ")));
   DataplaneOptions o;
-  if (c.access.empty()) throw std::runtime_error("no access port: give --access IFNAME");
-  if (c.uplink.empty()) throw std::runtime_error("no uplink port: give --uplink IFNAME");
   o.access = c.access;
   o.uplink = c.uplink;
-  if (!c.gateway_ipv4.empty()) {
-    auto a = parse_ipv4(c.gateway_ipv4);
-    if (!a) throw std::runtime_error(fmt::format("--gateway-ipv4 {}: not an IPv4 address", c.gateway_ipv4));
-    if (auto e = check_ipv4_host(*a))
-      throw std::runtime_error(fmt::format("--gateway-ipv4 {}: {}", c.gateway_ipv4, *e));
-    o.gateway_ipv4 = *a;
+  if (!c.gateway_ipv4.empty()) o.gateway_ipv4 = *parse_ipv4(c.gateway_ipv4);
+  if (!c.gateway_ipv6.empty()) o.gateway_ipv6 = *parse_ipv6(c.gateway_ipv6);
+  o.outer_tpid = *parse_u16(c.outer_tpid);
+  for (const auto& name : c.access) {
+    auto it = c.access_options.find(name);
+    if (it == c.access_options.end()) continue;
+    const AccessPortConfig& a = it->second;
+    AccessPortOverride ov;
+    if (!a.outer_tpid.empty()) ov.outer_tpid = *parse_u16(a.outer_tpid);
+    ov.mtu = static_cast<uint16_t>(a.mtu);
+    if (!a.gateway_ipv4.empty()) ov.gateway_ipv4 = *parse_ipv4(a.gateway_ipv4);
+    if (!a.gateway_ipv6.empty()) ov.gateway_ipv6 = *parse_ipv6(a.gateway_ipv6);
+    o.access_overrides[name] = ov;
   }
-  if (!c.gateway_ipv6.empty()) {
-    auto a = parse_ipv6(c.gateway_ipv6);
-    if (!a) throw std::runtime_error(fmt::format("--gateway-ipv6 {}: not an IPv6 address", c.gateway_ipv6));
-    if (auto e = check_ipv6_host(*a))
-      throw std::runtime_error(fmt::format("--gateway-ipv6 {}: {}", c.gateway_ipv6, *e));
-    o.gateway_ipv6 = *a;
-  }
-  if (c.gateway_ipv4.empty() && c.gateway_ipv6.empty())
-    throw std::runtime_error("no gateway: give --gateway-ipv4 and/or --gateway-ipv6");
-  auto tpid = parse_u16(c.outer_tpid);
-  if (!tpid || (*tpid != XBNG_ETH_P_8021AD && *tpid != XBNG_ETH_P_8021Q &&
-                *tpid != XBNG_ETH_P_QINQ_9100))
-    throw std::runtime_error(
-        fmt::format("--outer-tpid {}: expected 0x88a8, 0x8100 or 0x9100", c.outer_tpid));
-  o.outer_tpid = *tpid;
-  if (c.max_subscribers < 1 || c.max_subscribers > 16'000'000)
-    throw std::runtime_error(
-        fmt::format("--max-subscribers {}: expected 1..16000000", c.max_subscribers));
   o.max_subscribers = static_cast<uint32_t>(c.max_subscribers);
-  if (c.bpffs.empty() || c.bpffs[0] != '/')
-    throw std::runtime_error(fmt::format("--bpffs {}: expected an absolute path", c.bpffs));
   o.bpffs = c.bpffs;
   o.xdp_generic = c.xdp_generic;
   o.events_per_sec = c.events_per_sec;
@@ -124,6 +355,66 @@ ServerOptions to_server_options(const Config& c) {
   s.tls_client_ca = c.tls_client_ca;
   s.insecure_tcp = c.insecure_tcp;
   return s;
+}
+
+ReloadPlan plan_reload(const Config& a, const Config& b) {
+  ReloadPlan p;
+  if (a.log_level != b.log_level) {
+    p.log_level = true;
+    p.applied.push_back(fmt::format("log.level: {} -> {}", a.log_level, b.log_level));
+  }
+  if (a.metrics_listen != b.metrics_listen) {
+    p.metrics_listen = true;
+    p.applied.push_back(fmt::format("metrics.listen: \"{}\" -> \"{}\"", a.metrics_listen,
+                                    b.metrics_listen));
+  }
+  // Everything else is fixed while xbngd runs. Two ways to apply it:
+  constexpr const char* kRestart =
+      "restart xbngd to apply it (`systemctl restart xbngd`: the new programs and port settings "
+      "are swapped in with no packet lost)";
+  constexpr const char* kTeardown =
+      "needs `xbngd --teardown` (stops forwarding) and a fresh start, since the pinned maps "
+      "keep their size and location";
+  auto refuse = [&](const char* key, const std::string& from, const std::string& to,
+                    const char* why, const char* how) {
+    if (from != to)
+      p.refused.push_back(fmt::format("{}: {} -> {}: cannot change live ({}); {}", key, from, to,
+                                      why, how));
+  };
+  auto opts = [](const Config& c) {
+    std::vector<std::string> v;
+    for (const auto& [n, o] : c.access_options)
+      v.push_back(fmt::format("{}{{tpid={},mtu={},gw4={},gw6={}}}", n, o.outer_tpid, o.mtu,
+                              o.gateway_ipv4, o.gateway_ipv6));
+    return join(v);
+  };
+  constexpr const char* kPorts = "the XDP links and the ports map are set at start";
+  refuse("ports.access", join(a.access), join(b.access), kPorts, kRestart);
+  refuse("ports.access (per-port settings)", opts(a), opts(b), kPorts, kRestart);
+  refuse("ports.uplink", join(a.uplink), join(b.uplink), kPorts, kRestart);
+  refuse("ports.outer_tpid", a.outer_tpid, b.outer_tpid, kPorts, kRestart);
+  refuse("ports.xdp_generic", fmt::format("{}", a.xdp_generic), fmt::format("{}", b.xdp_generic),
+         "the attach mode is chosen when a link is created",
+         "needs `xbngd --teardown` (stops forwarding) and a fresh start");
+  refuse("gateway.ipv4", a.gateway_ipv4, b.gateway_ipv4, kPorts, kRestart);
+  refuse("gateway.ipv6", a.gateway_ipv6, b.gateway_ipv6, kPorts, kRestart);
+  refuse("limits.max_subscribers", fmt::format("{}", a.max_subscribers),
+         fmt::format("{}", b.max_subscribers), "a BPF map's size is fixed at creation", kTeardown);
+  refuse("limits.events_per_sec", fmt::format("{}", a.events_per_sec),
+         fmt::format("{}", b.events_per_sec),
+         "a `const volatile` of the XDP program, frozen when it is loaded", kRestart);
+  refuse("limits.unknown_event_interval_ms", fmt::format("{}", a.unknown_interval_ms),
+         fmt::format("{}", b.unknown_interval_ms),
+         "a `const volatile` of the XDP program, frozen when it is loaded", kRestart);
+  refuse("bpf.bpffs", a.bpffs, b.bpffs, "the pins live there", kTeardown);
+  constexpr const char* kGrpc = "the gRPC server binds and loads its credentials at start";
+  refuse("grpc.listen", a.grpc, b.grpc, kGrpc, kRestart);
+  refuse("grpc.tls_cert", a.tls_cert, b.tls_cert, kGrpc, kRestart);
+  refuse("grpc.tls_key", a.tls_key, b.tls_key, kGrpc, kRestart);
+  refuse("grpc.tls_client_ca", a.tls_client_ca, b.tls_client_ca, kGrpc, kRestart);
+  refuse("grpc.insecure_tcp", fmt::format("{}", a.insecure_tcp),
+         fmt::format("{}", b.insecure_tcp), kGrpc, kRestart);
+  return p;
 }
 
 }  // namespace xbng::agent

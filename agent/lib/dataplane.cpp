@@ -394,6 +394,26 @@ void Dataplane::configure_ports() {
     netdev_info(p.name, c.mac, &c.mtu);
     c.gw_ipv4 = opts_.gateway_ipv4;
     std::memcpy(c.gw_ipv6, opts_.gateway_ipv6.data(), 16);
+    if (auto it = opts_.access_overrides.find(p.name);
+        p.role == XBNG_ROLE_ACCESS && it != opts_.access_overrides.end()) {
+      const AccessPortOverride& o = it->second;
+      if (o.outer_tpid) c.outer_tpid = *o.outer_tpid;
+      if (o.gateway_ipv4) c.gw_ipv4 = *o.gateway_ipv4;
+      if (o.gateway_ipv6) std::memcpy(c.gw_ipv6, o.gateway_ipv6->data(), 16);
+      if (o.mtu) {
+        // Frames larger than the netdev's MTU are dropped by the driver on
+        // redirect, silently: say so now rather than lose them later.
+        if (o.mtu > c.mtu) {
+          auto w = fmt::format("port {}: configured mtu {} exceeds the interface's MTU {}: "
+                               "downstream frames above {} bytes will be dropped by the "
+                               "driver (raise it: `ip link set dev {} mtu {}`)",
+                               p.name, o.mtu, c.mtu, c.mtu, p.name, o.mtu);
+          spdlog::warn("{}", w);
+          warnings_.push_back(w);
+        }
+        c.mtu = o.mtu;
+      }
+    }
     if (bpf_map_update_elem(fd(MapId::kPorts), &p.ifindex, &c, BPF_ANY) != 0)
       throw DataplaneError(fmt::format("{}: writing map ports: {}", p.name, errstr(errno)));
     if (bpf_map_update_elem(fd(MapId::kTxPorts), &p.ifindex, &p.ifindex, BPF_ANY) != 0)
@@ -409,9 +429,18 @@ void Dataplane::configure_ports() {
           warnings_.push_back(*w);
         }
     }
-    spdlog::info("port {} (ifindex {}): {}, mac {}, mtu {}, slot {}", p.name, p.ifindex,
-                 p.role == XBNG_ROLE_ACCESS ? "access" : "uplink", format_mac(c.mac), c.mtu,
-                 c.slot);
+    if (p.role == XBNG_ROLE_ACCESS)
+      spdlog::info("port {} (ifindex {}): access, mac {}, mtu {}, outer tpid {:#06x}, "
+                   "gateway {} {}, slot {}",
+                   p.name, p.ifindex, format_mac(c.mac), c.mtu, c.outer_tpid,
+                   c.gw_ipv4 ? format_ipv4(c.gw_ipv4) : "-",
+                   (c.gw_ipv6[0] | c.gw_ipv6[1] | c.gw_ipv6[2] | c.gw_ipv6[3]) == 0
+                       ? std::string("-")
+                       : format_ipv6(reinterpret_cast<const uint8_t*>(c.gw_ipv6)),
+                   c.slot);
+    else
+      spdlog::info("port {} (ifindex {}): uplink, mac {}, mtu {}, slot {}", p.name, p.ifindex,
+                   format_mac(c.mac), c.mtu, c.slot);
   }
 }
 

@@ -12,7 +12,8 @@
 #include <random>
 #include <sstream>
 
-#include "xbng/reasons.h"
+#include "xbng/agent/metrics.h"
+#include "xbng/agent/stats.h"
 
 namespace xbng::agent {
 
@@ -20,34 +21,6 @@ using grpc::ServerContext;
 using grpc::Status;
 using grpc::StatusCode;
 namespace v1 = xbng::v1;
-
-namespace {
-
-struct ReasonInfo {
-  const char* name;
-  int kind;
-};
-#define XBNG_REASON_INFO_(n, str, kind) {str, kind},
-constexpr ReasonInfo kReasons[] = {XBNG_REASONS(XBNG_REASON_INFO_)};
-#undef XBNG_REASON_INFO_
-static_assert(std::size(kReasons) == XBNG_REASON_MAX);
-
-const char* kind_name(int kind) {
-  switch (kind) {
-    case XBNG_KIND_FORWARD:
-      return "forward";
-    case XBNG_KIND_TX:
-      return "tx";
-    case XBNG_KIND_PASS:
-      return "pass";
-    case XBNG_KIND_DROP:
-      return "drop";
-    default:
-      return "info";
-  }
-}
-
-}  // namespace
 
 std::string make_boot_id() {
   std::random_device rd;
@@ -152,45 +125,33 @@ Status SubscribersService::ListSubscribers(ServerContext* ctx,
 Status SubscribersService::GetStats(ServerContext* ctx, const v1::GetStatsRequest*,
                                     v1::GetStatsResponse* resp) {
   XBNG_BOOT_ID(ctx);
-  const int ncpu = possible_cpus();
-  std::vector<struct xbng_counter> pc(ncpu);
-  const int sfd = maps_.fd[static_cast<int>(MapId::kStats)];
-  for (uint32_t i = 0; i < XBNG_REASON_MAX; ++i) {
+  StatsSnapshot snap;
+  if (auto err = read_stats(maps_, ports_, *store_, &snap))
+    return Status(StatusCode::INTERNAL, *err);
+  for (const auto& c : snap.reasons) {
     auto* r = resp->add_reasons();
-    r->set_reason(kReasons[i].name);
-    r->set_kind(kind_name(kReasons[i].kind));
-    if (bpf_map_lookup_elem(sfd, &i, pc.data()) != 0)
-      return Status(StatusCode::INTERNAL,
-                    fmt::format("reading map stats[{}]: {}", i, std::strerror(errno)));
-    uint64_t p = 0, b = 0;
-    for (const auto& c : pc) p += c.packets, b += c.bytes;
-    r->set_packets(p);
-    r->set_bytes(b);
+    r->set_reason(c.reason);
+    r->set_kind(c.kind);
+    r->set_packets(c.packets);
+    r->set_bytes(c.bytes);
   }
-  std::vector<struct xbng_port_stats> ps(ncpu);
-  for (const auto& port : ports_) {
+  for (const auto& p : snap.ports) {
     auto* o = resp->add_ports();
-    o->set_name(port.name);
-    o->set_ifindex(port.ifindex);
-    o->set_role(port.role == XBNG_ROLE_ACCESS ? "access" : "uplink");
-    uint32_t slot = port.cfg.slot;
-    if (bpf_map_lookup_elem(maps_.fd[static_cast<int>(MapId::kPortStats)], &slot, ps.data()) != 0)
-      continue;
-    uint64_t rp = 0, rb = 0, tp = 0, tb = 0;
-    for (const auto& s : ps) rp += s.rx_packets, rb += s.rx_bytes, tp += s.tx_packets, tb += s.tx_bytes;
-    o->set_rx_packets(rp);
-    o->set_rx_bytes(rb);
-    o->set_tx_packets(tp);
-    o->set_tx_bytes(tb);
+    o->set_name(p.name);
+    o->set_ifindex(p.ifindex);
+    o->set_role(p.role);
+    if (!p.valid) continue;
+    o->set_rx_packets(p.rx_packets);
+    o->set_rx_bytes(p.rx_bytes);
+    o->set_tx_packets(p.tx_packets);
+    o->set_tx_bytes(p.tx_bytes);
   }
-  resp->set_subscribers(store_->size());
-  for (MapId m : {MapId::kSubscribers, MapId::kRoutesV4, MapId::kRoutesV6, MapId::kRoutesV6_64,
-                  MapId::kPrefixesV4, MapId::kPrefixesV6, MapId::kPorts, MapId::kTxPorts}) {
+  resp->set_subscribers(snap.subscribers);
+  for (const auto& m : snap.maps) {
     auto* f = resp->add_maps();
-    f->set_name(map_name(m));
-    f->set_entries(m == MapId::kPorts || m == MapId::kTxPorts ? ports_.size()
-                                                               : store_->map_entries(m));
-    f->set_max_entries(maps_.max_entries[static_cast<int>(m)]);
+    f->set_name(m.map);
+    f->set_entries(m.entries);
+    f->set_max_entries(m.max_entries);
   }
   resp->set_boot_id(boot_id_);
   return Status::OK;
@@ -300,6 +261,11 @@ GrpcServer::GrpcServer(const ServerOptions& o, SubscribersService* service) : se
   }
   b.AddListeningPort(address_, creds);
   b.RegisterService(service);
+  if (o.metrics) {
+    std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> ic;
+    ic.push_back(make_metrics_interceptor_factory(o.metrics));
+    b.experimental().SetInterceptorCreators(std::move(ic));
+  }
   b.SetMaxReceiveMessageSize(256 << 20);
   b.SetMaxSendMessageSize(256 << 20);
   server_ = b.BuildAndStart();

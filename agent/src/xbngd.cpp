@@ -1,5 +1,9 @@
 // xbngd: loads/adopts the XDP data plane and serves the xbng.v1 API.
+//   exit 0: stopped (forwarding continues) or --check-config passed
+//   exit 1: runtime failure, or --check-config found problems
+//   exit 2: invalid configuration at start (the unit does not restart on it)
 #include <CLI/CLI.hpp>
+#include <fmt/ranges.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <systemd/sd-daemon.h>
@@ -12,10 +16,31 @@
 
 using namespace xbng::agent;
 
+namespace {
+
+int check_config_file(const std::string& path, const Config& cfg) {
+  ConfigCheck chk = check_config(cfg);
+  for (const auto& w : chk.warnings) std::printf("config %s: warning: %s\n", path.c_str(), w.c_str());
+  if (!chk.ok()) {
+    std::fprintf(stderr, "config %s: %zu problem(s):\n", path.c_str(), chk.errors.size());
+    for (const auto& e : chk.errors) std::fprintf(stderr, "  - %s\n", e.c_str());
+    return 1;
+  }
+  std::printf("config %s: OK: access [%s], uplink [%s], grpc %s, metrics %s, bpffs %s, "
+              "max_subscribers %llu\n",
+              path.c_str(), fmt::format("{}", fmt::join(cfg.access, ",")).c_str(),
+              fmt::format("{}", fmt::join(cfg.uplink, ",")).c_str(), cfg.grpc.c_str(),
+              cfg.metrics_listen.empty() ? "off" : cfg.metrics_listen.c_str(), cfg.bpffs.c_str(),
+              static_cast<unsigned long long>(cfg.max_subscribers));
+  return 0;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   CLI::App app{"xbngd: XDP QinQ subscriber termination daemon"};
   Config flags;
-  std::string config_file, log_level = "info", max_subs, outer_tpid;
+  std::string config_file, check_file, log_level = "info", outer_tpid;
   bool teardown = false, version = false;
   app.add_option("--access", flags.access, "access port (QinQ, subscriber side); repeatable");
   app.add_option("--uplink", flags.uplink, "uplink port (untagged, network side); repeatable");
@@ -27,12 +52,19 @@ int main(int argc, char** argv) {
   app.add_option("--tls-key", flags.tls_key, "server key (PEM) for TCP");
   app.add_option("--tls-client-ca", flags.tls_client_ca, "require client certificates from this CA");
   app.add_flag("--insecure-tcp", flags.insecure_tcp, "allow plaintext TCP (dangerous)");
+  app.add_option("--metrics-listen", flags.metrics_listen,
+                 "Prometheus endpoint HOST:PORT (GET /metrics); \"\" disables")
+      ->default_str(kDefaultMetricsListen);
   app.add_option("--bpffs", flags.bpffs, "pin directory on a bpf filesystem")->default_str(flags.bpffs);
   app.add_option("--max-subscribers", flags.max_subscribers, "subscriber map size at load")
       ->default_str("1000000");
-  app.add_option("--outer-tpid", outer_tpid, "outer TPID of access ports: 0x88a8, 0x8100, 0x9100")
+  app.add_option("--outer-tpid", outer_tpid,
+                 "outer TPID of access ports without their own: 0x88a8, 0x8100, 0x9100")
       ->default_str("0x88a8");
   app.add_option("--config", config_file, "TOML configuration file (flags override it)");
+  app.add_option("--check-config", check_file,
+                 "validate this TOML file (with any flags given) without touching the system, "
+                 "then exit 0 (valid) or 1");
   app.add_flag("--xdp-generic", flags.xdp_generic, "attach in generic (SKB) mode");
   app.add_flag("--teardown", teardown, "detach the XDP links and remove every pin, then exit");
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error")->default_str("info");
@@ -44,29 +76,48 @@ int main(int argc, char** argv) {
     return 0;
   }
   // Flags override the file: start from the file, then apply what was given.
+  // A reload (SIGHUP) does the same, so flags keep winning.
+  auto given = [&](const char* f) { return app.count(f) > 0; };
+  auto apply_flags = [&](Config& cfg) {
+    if (given("--access")) cfg.access = flags.access;
+    if (given("--uplink")) cfg.uplink = flags.uplink;
+    if (given("--gateway-ipv4")) cfg.gateway_ipv4 = flags.gateway_ipv4;
+    if (given("--gateway-ipv6")) cfg.gateway_ipv6 = flags.gateway_ipv6;
+    if (given("--grpc")) cfg.grpc = flags.grpc;
+    if (given("--tls-cert")) cfg.tls_cert = flags.tls_cert;
+    if (given("--tls-key")) cfg.tls_key = flags.tls_key;
+    if (given("--tls-client-ca")) cfg.tls_client_ca = flags.tls_client_ca;
+    if (given("--insecure-tcp")) cfg.insecure_tcp = true;
+    if (given("--metrics-listen")) cfg.metrics_listen = flags.metrics_listen;
+    if (given("--bpffs")) cfg.bpffs = flags.bpffs;
+    if (given("--max-subscribers")) cfg.max_subscribers = flags.max_subscribers;
+    if (given("--outer-tpid")) cfg.outer_tpid = outer_tpid;
+    if (given("--xdp-generic")) cfg.xdp_generic = true;
+    if (given("--log-level")) cfg.log_level = log_level;
+  };
+  auto read_config = [&](const std::string& file) {
+    Config cfg;
+    if (!file.empty()) load_config_file(file, &cfg);
+    apply_flags(cfg);
+    return cfg;
+  };
+
+  if (!check_file.empty()) {
+    try {
+      return check_config_file(check_file, read_config(check_file));
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "%s\n", e.what());
+      return 1;
+    }
+  }
+
   Config cfg;
   try {
-    if (!config_file.empty()) load_config_file(config_file, &cfg);
+    cfg = read_config(config_file);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "xbngd: %s\n", e.what());
     return 2;
   }
-  auto given = [&](const char* f) { return app.count(f) > 0; };
-  if (given("--access")) cfg.access = flags.access;
-  if (given("--uplink")) cfg.uplink = flags.uplink;
-  if (given("--gateway-ipv4")) cfg.gateway_ipv4 = flags.gateway_ipv4;
-  if (given("--gateway-ipv6")) cfg.gateway_ipv6 = flags.gateway_ipv6;
-  if (given("--grpc")) cfg.grpc = flags.grpc;
-  if (given("--tls-cert")) cfg.tls_cert = flags.tls_cert;
-  if (given("--tls-key")) cfg.tls_key = flags.tls_key;
-  if (given("--tls-client-ca")) cfg.tls_client_ca = flags.tls_client_ca;
-  if (given("--insecure-tcp")) cfg.insecure_tcp = true;
-  if (given("--bpffs")) cfg.bpffs = flags.bpffs;
-  if (given("--max-subscribers")) cfg.max_subscribers = flags.max_subscribers;
-  if (given("--outer-tpid")) cfg.outer_tpid = outer_tpid;
-  if (given("--xdp-generic")) cfg.xdp_generic = true;
-  if (given("--log-level")) cfg.log_level = log_level;
-
   auto lvl = spdlog::level::from_str(cfg.log_level);
   if (lvl == spdlog::level::off && cfg.log_level != "off") {
     std::fprintf(stderr, "xbngd: --log-level %s: expected trace|debug|info|warn|error\n",
@@ -84,19 +135,29 @@ int main(int argc, char** argv) {
     return 0;
   }
 
-  // Signals are taken synchronously by this thread; every thread the agent
-  // starts inherits the blocked mask.
+  AgentOptions o;
+  try {
+    ConfigCheck chk = check_config(cfg);
+    for (const auto& w : chk.warnings) spdlog::warn("config: {}", w);
+    o.dataplane = to_dataplane_options(cfg);
+    o.server = to_server_options(cfg);
+    o.metrics_listen = cfg.metrics_listen;
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+    return 2;
+  }
+
+  // Signals are taken synchronously by this thread (sigwait below): no work
+  // in a handler. Every thread the agent starts inherits the blocked mask.
   sigset_t sigs;
   sigemptyset(&sigs);
   sigaddset(&sigs, SIGTERM);
   sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
 
   std::unique_ptr<Agent> agent;
   try {
-    AgentOptions o;
-    o.dataplane = to_dataplane_options(cfg);
-    o.server = to_server_options(cfg);
     spdlog::info("xbngd {} starting (ABI {}): access [{}], uplink [{}], bpffs {}", XBNG_VERSION,
                  XBNG_ABI_VERSION, fmt::join(cfg.access, ","), fmt::join(cfg.uplink, ","),
                  cfg.bpffs);
@@ -107,10 +168,67 @@ int main(int argc, char** argv) {
   }
   spdlog::info("ready: XDP attached on {} port(s), {} subscribers, serving {}",
                agent->dataplane().ports().size(), agent->store().size(), agent->address());
-  sd_notify(0, "READY=1");
+  sd_notifyf(0, "READY=1\nSTATUS=forwarding on %zu port(s); gRPC %s",
+             agent->dataplane().ports().size(), agent->address().c_str());
+
+  // SIGHUP: re-read the file, apply what can change live, refuse the rest
+  // by name. A file that does not parse or check changes nothing.
+  auto reload = [&] {
+    if (config_file.empty()) {
+      spdlog::warn("SIGHUP: xbngd was started without --config: nothing to reload");
+      return;
+    }
+    sd_notify(0, "RELOADING=1");
+    Config next;
+    try {
+      next = read_config(config_file);
+    } catch (const std::exception& e) {
+      spdlog::error("reload: {}; nothing changed", e.what());
+      agent->set_last_reload_ok(false);
+      sd_notify(0, "READY=1");
+      return;
+    }
+    ConfigCheck chk = check_config(next);
+    if (!chk.ok()) {
+      spdlog::error("reload: config {} rejected, nothing changed: {}", config_file,
+                    fmt::join(chk.errors, "; "));
+      agent->set_last_reload_ok(false);
+      sd_notify(0, "READY=1");
+      return;
+    }
+    for (const auto& w : chk.warnings) spdlog::warn("reload: config: {}", w);
+    ReloadPlan plan = plan_reload(cfg, next);
+    bool ok = plan.refused.empty();
+    if (plan.log_level) {
+      spdlog::set_level(spdlog::level::from_str(next.log_level));
+      cfg.log_level = next.log_level;
+    }
+    if (plan.metrics_listen) {
+      try {
+        agent->set_metrics_listen(next.metrics_listen);
+        cfg.metrics_listen = next.metrics_listen;
+      } catch (const std::exception& e) {
+        spdlog::error("reload: {}; metrics stay on \"{}\"", e.what(), cfg.metrics_listen);
+        ok = false;
+        std::erase_if(plan.applied, [](const std::string& s) {
+          return s.rfind("metrics.listen", 0) == 0;
+        });
+      }
+    }
+    for (const auto& a : plan.applied) spdlog::info("reload: applied {}", a);
+    for (const auto& r : plan.refused) spdlog::warn("reload: refused {}", r);
+    if (plan.applied.empty() && plan.refused.empty())
+      spdlog::info("reload: config {} re-read: no change", config_file);
+    agent->set_last_reload_ok(ok);
+    sd_notify(0, "READY=1");
+  };
 
   int sig = 0;
-  sigwait(&sigs, &sig);
+  for (;;) {
+    sigwait(&sigs, &sig);
+    if (sig != SIGHUP) break;
+    reload();
+  }
   spdlog::info("{}: stopping gRPC; XDP programs, links and maps stay pinned (forwarding "
                "continues; `xbngd --teardown` removes them)",
                sig == SIGTERM ? "SIGTERM" : "SIGINT");

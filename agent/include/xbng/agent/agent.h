@@ -1,14 +1,17 @@
 // Agent: everything xbngd runs, in start order: dataplane (load/adopt,
 // attach, ports), subscriber store (rebuilt from the maps), event hub and
-// ring-buffer reader, gRPC server. Destroying it stops serving and leaves
-// the data plane pinned and forwarding.
+// ring-buffer reader, gRPC server (with request metrics), metrics endpoint.
+// Destroying it stops serving and leaves the data plane pinned and
+// forwarding.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 
 #include "xbng/agent/dataplane.h"
 #include "xbng/agent/events.h"
+#include "xbng/agent/metrics.h"
 #include "xbng/agent/service.h"
 #include "xbng/agent/store.h"
 
@@ -16,7 +19,8 @@ namespace xbng::agent {
 
 struct AgentOptions {
   DataplaneOptions dataplane;
-  ServerOptions server;
+  ServerOptions server;        // server.metrics is set by the agent
+  std::string metrics_listen;  // HOST:PORT; empty: no metrics endpoint
 };
 
 class Agent {
@@ -31,14 +35,27 @@ class Agent {
   const std::string& address() const { return server_->address(); }
   bool adopted() const { return dp_->adopted(); }
 
+  // The Prometheus exposition of the current counters. Throws
+  // std::runtime_error when a map cannot be read.
+  std::string render_metrics() const;
+  // Moves the metrics endpoint (empty: none). On failure the previous
+  // endpoint is kept and std::runtime_error thrown.
+  void set_metrics_listen(const std::string& listen);
+  std::string metrics_listen() const { return metrics_ ? metrics_->listen() : ""; }
+  void set_last_reload_ok(bool ok) { last_reload_ok_ = ok; }
+
  private:
   std::string boot_id_;
+  double start_time_seconds_;
+  std::atomic<bool> last_reload_ok_{true};
   std::unique_ptr<Dataplane> dp_;
   EventHub hub_;
   std::unique_ptr<SubscriberStore> store_;
   std::unique_ptr<RingbufReader> rb_;
   std::unique_ptr<SubscribersService> service_;
+  GrpcMetrics grpc_metrics_;  // outlives the server's interceptors
   std::unique_ptr<GrpcServer> server_;
+  std::unique_ptr<MetricsServer> metrics_;  // first to go: it reads everything above
 };
 
 }  // namespace xbng::agent

@@ -1,17 +1,25 @@
 // xbngd configuration: a TOML file (--config) overridden by command-line
-// flags. The file's sections mirror the flags:
-//   [ports]   access = ["eth1"], uplink = ["eth0"], outer_tpid = "0x88a8", xdp_generic = false
+// flags. deploy/xbngd.toml is the annotated reference; in short:
+//   [ports]   access = ["eth1", { name = "eth2", outer_tpid = "0x8100", mtu = 1508 }]
+//             (or [[ports.access]] tables), uplink = ["eth0"], outer_tpid = "0x88a8",
+//             xdp_generic = false
 //   [gateway] ipv4 = "100.64.0.1", ipv6 = "2001:db8::1"
+//   [limits]  max_subscribers = 1000000, events_per_sec = 1000, unknown_event_interval_ms = 1000
 //   [grpc]    listen = "unix:///run/xbng/xbngd.sock", tls_cert, tls_key, tls_client_ca,
 //             insecure_tcp = false
-//   [bpf]     bpffs = "/sys/fs/bpf/xbng", max_subscribers = 1000000, events_per_sec = 1000,
-//             unknown_interval_ms = 1000
+//   [metrics] listen = "127.0.0.1:9469" ("" disables)
+//   [bpf]     bpffs = "/sys/fs/bpf/xbng"
 //   [log]     level = "info"
 // Unknown sections or keys are errors (a typo must not be silently ignored).
+// Nothing here touches the system: no BPF, netlink or sockets (check_config
+// reads the TLS files to prove they are readable, nothing more).
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "xbng/agent/dataplane.h"
@@ -19,12 +27,25 @@
 
 namespace xbng::agent {
 
+// Per access port settings; empty/0 = the global value (outer TPID and
+// gateways) or the netdev's MTU.
+struct AccessPortConfig {
+  std::string outer_tpid;
+  uint64_t mtu = 0;
+  std::string gateway_ipv4, gateway_ipv6;
+  friend bool operator==(const AccessPortConfig&, const AccessPortConfig&) = default;
+};
+
+inline constexpr const char* kDefaultMetricsListen = "127.0.0.1:9469";
+
 struct Config {
   std::vector<std::string> access, uplink;
+  std::map<std::string, AccessPortConfig> access_options;  // by access port name
   std::string gateway_ipv4, gateway_ipv6;
   std::string grpc = "unix:///run/xbng/xbngd.sock";
   std::string tls_cert, tls_key, tls_client_ca;
   bool insecure_tcp = false;
+  std::string metrics_listen = kDefaultMetricsListen;
   std::string bpffs = "/sys/fs/bpf/xbng";
   uint64_t max_subscribers = XBNG_DEFAULT_MAX_SUBSCRIBERS;
   std::string outer_tpid = "0x88a8";
@@ -35,11 +56,37 @@ struct Config {
 };
 
 // Merges the TOML file into cfg. Throws std::runtime_error naming the file,
-// the key and the problem.
+// the key and the problem (syntax errors with line:column).
 void load_config_file(const std::string& path, Config* cfg);
 
-// Checks the values and converts them. Throws std::runtime_error.
+struct ConfigCheck {
+  std::vector<std::string> errors;    // the config cannot be used
+  std::vector<std::string> warnings;  // usable, but probably not what was meant
+  bool ok() const { return errors.empty(); }
+};
+// Every check that needs no access to the system: ports given and not
+// duplicated, interface name syntax, addresses, TPIDs, MTUs, limits, listen
+// strings, TCP gRPC without TLS, TLS files readable, log level. Every problem
+// is reported, not only the first.
+ConfigCheck check_config(const Config& cfg);
+
+// Converts a checked config. Throw std::runtime_error with every problem of
+// check_config.
 DataplaneOptions to_dataplane_options(const Config& cfg);
 ServerOptions to_server_options(const Config& cfg);
+
+// "HOST:PORT" with HOST an IPv4 address, a bracketed IPv6 address or a
+// host name. Returns the error, or nullopt and fills host/port.
+std::optional<std::string> parse_listen(std::string_view s, std::string* host, uint16_t* port);
+
+// SIGHUP: what a new config changes, split into what is applied live and
+// what is refused (each refusal names the setting and how to apply it).
+struct ReloadPlan {
+  bool log_level = false;       // apply next.log_level
+  bool metrics_listen = false;  // rebind the metrics server on next.metrics_listen
+  std::vector<std::string> applied;  // "log.level: info -> debug"
+  std::vector<std::string> refused;  // "ports.access: [a] -> [a,b]: cannot change live; ..."
+};
+ReloadPlan plan_reload(const Config& running, const Config& next);
 
 }  // namespace xbng::agent

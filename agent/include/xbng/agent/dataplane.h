@@ -7,7 +7,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -50,8 +52,17 @@ struct PortInfo {
   struct xbng_port cfg {};
 };
 
+// Settings of one access port that differ from the global ones.
+struct AccessPortOverride {
+  std::optional<uint16_t> outer_tpid;
+  uint16_t mtu = 0;  // 0: the netdev's MTU
+  std::optional<uint32_t> gateway_ipv4;  // network order
+  std::optional<Ipv6> gateway_ipv6;
+};
+
 struct DataplaneOptions {
   std::vector<std::string> access;
+  std::map<std::string, AccessPortOverride> access_overrides;  // by access port name
   std::vector<std::string> uplink;
   uint32_t gateway_ipv4 = 0;  // network order, 0 = none
   Ipv6 gateway_ipv6{};

@@ -53,10 +53,13 @@ class SubscribersService final : public xbng::v1::Subscribers::Service {
   std::atomic<bool> stopping_{false};
 };
 
+class GrpcMetrics;
+
 struct ServerOptions {
   std::string listen = "unix:///run/xbng/xbngd.sock";
   std::string tls_cert, tls_key, tls_client_ca;
   bool insecure_tcp = false;
+  GrpcMetrics* metrics = nullptr;  // counts requests and latency per method when set
 };
 
 // Starts a gRPC server for `service`. Throws std::runtime_error with an
