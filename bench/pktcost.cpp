@@ -278,12 +278,7 @@ int main(int argc, char** argv) {
   if (trials <= 0) trials = quick ? 3 : 5;
 
   try {
-    std::vector<uint32_t> sizes;
-    std::stringstream ss(sizes_arg);
-    for (std::string tok; std::getline(ss, tok, ',');)
-      if (!tok.empty()) sizes.push_back(parse_size(tok));
-    std::sort(sizes.begin(), sizes.end());
-    sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+    std::vector<uint32_t> sizes = parse_sizes(sizes_arg);
 
     nlohmann::json out;
     out["benchmark"] = "pktcost";

@@ -16,6 +16,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -551,6 +552,16 @@ uint32_t parse_size(const std::string& s) {
   else if (!suf.empty()) throw BenchError("bad size: " + s);
   if (v < 1 || v > 16e6) throw BenchError("size out of range (1..16M): " + s);
   return static_cast<uint32_t>(v);
+}
+
+std::vector<uint32_t> parse_sizes(const std::string& list) {
+  std::vector<uint32_t> sizes;
+  std::stringstream ss(list);
+  for (std::string tok; std::getline(ss, tok, ',');)
+    if (!tok.empty()) sizes.push_back(parse_size(tok));
+  std::sort(sizes.begin(), sizes.end());
+  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+  return sizes;
 }
 
 std::string size_label(uint32_t n) {

@@ -149,6 +149,8 @@ void pktcost_configure(::pktcost* s, const WrapperConfig& c);
 std::string action_name(uint32_t action);
 // "1K" -> 1000, "60K" -> 60000, "1M" -> 1000000, "1234" -> 1234.
 uint32_t parse_size(const std::string& s);
+// "1K,60K,1M" -> sorted, unique sizes.
+std::vector<uint32_t> parse_sizes(const std::string& list);
 std::string size_label(uint32_t n);
 nlohmann::json machine_info();
 double now_s();  // monotonic
