@@ -10,6 +10,7 @@ from frames import (ARP, Dot1AD, ICMPv6ND_NA, ICMPv6NDOptDstLLAddr, IP, UDP, Dot
                     arp_request, checksums_ok, down_v4, down_v6, neighbour_solicit, qinq,
                     tags, up_v4, up_v6)
 from lab import drain, recv_frames
+from traffic import Stream
 from xbng_lab import GW4, GW6, UPLINK_NET4, UPLINK_NET6, XbngLab, plan
 
 ETH_P_8021AD = 0x88A8
@@ -234,9 +235,17 @@ class ForwardingTest(unittest.TestCase):
         s = dict(self.subs[9])
         old_v4 = s["ipv4"]
         s["ipv4"] = "100.64.250.9"
-        self.x.ctl("sub", "add", "--port", s["port"], "--outer", str(s["outer_vlan"]),
-                   "--inner", str(s["inner_vlan"]), "--mac", s["mac"], "--ipv4", s["ipv4"],
-                   "--ipv6", s["ipv6"], "--ipv6-prefix", s["ipv6_prefixes"][0])
+        # Re-address while other subscribers' traffic flows: none of it is lost.
+        with Stream(self.x, [self.subs[i] for i in (0, 3, 6, 10)], pps=1000) as st:
+            time.sleep(0.5)
+            self.x.ctl("sub", "add", "--port", s["port"], "--outer", str(s["outer_vlan"]),
+                       "--inner", str(s["inner_vlan"]), "--mac", s["mac"], "--ipv4", s["ipv4"],
+                       "--ipv6", s["ipv6"], "--ipv6-prefix", s["ipv6_prefixes"][0])
+            time.sleep(0.5)
+        self.assertGreater(st.sent, 500)
+        self.assertEqual(st.sent - len(st.seen), 0, "frames lost while re-addressing")
+        drain(self.sub_sock)
+        drain(self.net_sock)
         self.send_down(down_v4(self.n0_mac, self.upl_mac, UPLINK_NET4, s["ipv4"]))
         self.check_down(s, self.expect_at_sub(qinq_to_mac(s["mac"]))[0], "ttl")
         self.send_down(down_v4(self.n0_mac, self.upl_mac, UPLINK_NET4, old_v4))
