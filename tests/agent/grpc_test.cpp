@@ -10,7 +10,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <set>
 #include <thread>
@@ -636,6 +638,21 @@ TEST_F(AgentTest, PinsOfAnotherAbiAreAClearError) {
 
 }  // namespace
 
+// A run that was SIGKILLed cannot clean up after itself: remove the pins and
+// run dirs of runs whose process is gone, so that they do not accumulate.
+void sweep_stale_runs() {
+  for (const auto& [dir, prefix] : {std::pair{"/sys/fs/bpf", "xbng-test-"},
+                                    std::pair{"/tmp", "xbng-grpc-test-"}}) {
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(dir, ec)) {
+      std::string name = e.path().filename();
+      if (name.rfind(prefix, 0) != 0) continue;
+      pid_t pid = static_cast<pid_t>(std::strtol(name.c_str() + std::strlen(prefix), nullptr, 10));
+      if (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH) fs::remove_all(e.path(), ec);
+    }
+  }
+}
+
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
   if (geteuid() != 0) {
@@ -648,6 +665,7 @@ int main(int argc, char** argv) {
     std::perror("unshare(CLONE_NEWNET)");
     return 77;
   }
+  sweep_stale_runs();
   g_root = fmt::format("/sys/fs/bpf/xbng-test-{}", getpid());
   g_rundir = fmt::format("/tmp/xbng-grpc-test-{}", getpid());
   std::atexit(cleanup);
