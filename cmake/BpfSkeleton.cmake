@@ -1,4 +1,4 @@
-# xbng_bpf_skeleton(<target> <source.bpf.c> [DEPENDS hdr...])
+# xbng_bpf_skeleton(<target> <source.bpf.c> [DEPENDS hdr...] [CFLAGS flag...])
 # Compiles a BPF C file with clang -target bpf -O2 -g (BTF kept) and runs
 # `bpftool gen skeleton` on the object. <target> is an INTERFACE library whose
 # include directory holds <name>.skel.h; the object is embedded in the header.
@@ -10,7 +10,7 @@ execute_process(COMMAND uname -m OUTPUT_VARIABLE XBNG_UNAME_M OUTPUT_STRIP_TRAIL
 set(XBNG_BPF_ARCH_INCLUDE /usr/include/${XBNG_UNAME_M}-linux-gnu)
 
 function(xbng_bpf_skeleton target src)
-  cmake_parse_arguments(ARG "" "" "DEPENDS" ${ARGN})
+  cmake_parse_arguments(ARG "" "" "DEPENDS;CFLAGS" ${ARGN})
   get_filename_component(name ${src} NAME_WE)  # foo.bpf.c -> foo
   set(outdir ${CMAKE_CURRENT_BINARY_DIR}/${target}_gen)
   set(obj ${outdir}/${name}.bpf.o)
@@ -19,7 +19,7 @@ function(xbng_bpf_skeleton target src)
   file(GLOB_RECURSE abi_headers ${CMAKE_SOURCE_DIR}/include/xbng/*.h ${CMAKE_SOURCE_DIR}/bpf/lib/*.h)
   add_custom_command(
     OUTPUT ${obj}
-    COMMAND ${BPF_CLANG} -target bpf -O2 -g -Wall -Werror
+    COMMAND ${BPF_CLANG} -target bpf -O2 -g -Wall -Werror ${ARG_CFLAGS}
             -D__TARGET_ARCH_x86
             -I${CMAKE_SOURCE_DIR}/include -I${CMAKE_SOURCE_DIR}/bpf
             -idirafter ${XBNG_BPF_ARCH_INCLUDE}

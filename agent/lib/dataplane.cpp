@@ -305,7 +305,10 @@ void Dataplane::open_and_load() {
       throw DataplaneError(fmt::format(
           "{}: pinned map does not match this build (pinned: {} key {} value {} flags {:#x}; "
           "expected: {} key {} value {} flags {:#x}) although both claim ABI version {}. "
-          "Tear down with `xbngd --teardown --bpffs {}` (stops forwarding)",
+          "Nothing was changed: the attached programs keep forwarding with the pinned maps. "
+          "No migration exists between these layouts: keep running the build that created "
+          "them, or tear down with `xbngd --teardown --bpffs {}` (stops forwarding) and start "
+          "this build afresh",
           path, map_type_name(info.type), info.key_size, info.value_size, info.map_flags,
           map_type_name(bpf_map__type(m)), bpf_map__key_size(m), bpf_map__value_size(m),
           bpf_map__map_flags(m), XBNG_ABI_VERSION, opts_.bpffs));
@@ -405,7 +408,7 @@ void Dataplane::configure_ports() {
         // redirect, silently: say so now rather than lose them later.
         if (o.mtu > c.mtu) {
           auto w = fmt::format("port {}: configured mtu {} exceeds the interface's MTU {}: "
-                               "downstream frames above {} bytes will be dropped by the "
+                               "downstream frames above {} bytes may be dropped by the "
                                "driver (raise it: `ip link set dev {} mtu {}`)",
                                p.name, o.mtu, c.mtu, c.mtu, p.name, o.mtu);
           spdlog::warn("{}", w);

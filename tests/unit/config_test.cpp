@@ -1,10 +1,15 @@
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <functional>
+#include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
 
 #include "xbng/agent/config.h"
 #include "xbng/agent/ctl.h"
+#include "xbng/agent/net.h"
 
 using namespace xbng::agent;
 
@@ -17,25 +22,64 @@ std::string write_tmp(const std::string& text) {
   std::ofstream(path) << text;
   return path;
 }
+
+std::string load_error(const std::string& text) {
+  auto p = write_tmp(text);
+  Config c;
+  std::string what;
+  try {
+    load_config_file(p, &c);
+  } catch (const std::runtime_error& e) {
+    what = e.what();
+  }
+  std::remove(p.c_str());
+  return what;
+}
+
+// The errors check_config reports, joined, for a config built by `mutate`
+// from a valid one.
+Config valid_config() {
+  Config c;
+  c.access = {"acc0"};
+  c.uplink = {"upl0"};
+  c.gateway_ipv4 = "100.64.0.1";
+  return c;
+}
+template <typename F>
+ConfigCheck check_with(F mutate) {
+  Config c = valid_config();
+  mutate(c);
+  return check_config(c);
+}
+std::string errors_of(const ConfigCheck& chk) {
+  std::string s;
+  for (const auto& e : chk.errors) s += e + "\n";
+  return s;
+}
 }  // namespace
 
 TEST(Config, LoadsEverySection) {
   auto p = write_tmp(R"(
 [ports]
-access = ["acc0", "acc1"]
+access = ["acc0", { name = "acc1", outer_tpid = 0x9100, mtu = 1508, gateway_ipv4 = "100.65.0.1" }]
 uplink = "upl0"
 outer_tpid = "0x8100"
 xdp_generic = true
 [gateway]
 ipv4 = "100.64.0.1"
 ipv6 = "2001:db8::1"
+[limits]
+max_subscribers = 5000
+events_per_sec = 10
+unknown_event_interval_ms = 250
 [grpc]
 listen = "127.0.0.1:50051"
 tls_cert = "/c.pem"
 tls_key = "/k.pem"
+[metrics]
+listen = "[::1]:9100"
 [bpf]
 bpffs = "/sys/fs/bpf/x"
-max_subscribers = 5000
 [log]
 level = "debug"
 )");
@@ -44,46 +88,251 @@ level = "debug"
   std::remove(p.c_str());
   EXPECT_EQ(c.access, (std::vector<std::string>{"acc0", "acc1"}));
   EXPECT_EQ(c.uplink, (std::vector<std::string>{"upl0"}));
+  ASSERT_EQ(c.access_options.count("acc1"), 1u);
+  EXPECT_EQ(c.access_options["acc1"].outer_tpid, "0x9100");
+  EXPECT_EQ(c.access_options["acc1"].mtu, 1508u);
   EXPECT_TRUE(c.xdp_generic);
   EXPECT_EQ(c.max_subscribers, 5000u);
+  EXPECT_EQ(c.events_per_sec, 10u);
+  EXPECT_EQ(c.unknown_interval_ms, 250u);
+  EXPECT_EQ(c.metrics_listen, "[::1]:9100");
+  EXPECT_EQ(c.log_level, "debug");
+  // The TLS files do not exist: converting is refused, naming them.
+  EXPECT_THROW(to_dataplane_options(c), std::runtime_error);
+  c.tls_cert = c.tls_key = "/dev/null";
   auto d = to_dataplane_options(c);
   EXPECT_EQ(d.outer_tpid, 0x8100);
   EXPECT_EQ(d.max_subscribers, 5000u);
+  EXPECT_EQ(d.events_per_sec, 10u);
+  EXPECT_EQ(d.unknown_interval_ns, 250'000'000u);
   EXPECT_EQ(d.bpffs, "/sys/fs/bpf/x");
+  ASSERT_EQ(d.access_overrides.count("acc1"), 1u);
+  EXPECT_EQ(d.access_overrides.count("acc0"), 0u);
+  const auto& o = d.access_overrides["acc1"];
+  EXPECT_EQ(o.outer_tpid, std::optional<uint16_t>(0x9100));
+  EXPECT_EQ(o.mtu, 1508);
+  EXPECT_EQ(o.gateway_ipv4, parse_ipv4("100.65.0.1"));
+  EXPECT_FALSE(o.gateway_ipv6.has_value());
   auto s = to_server_options(c);
   EXPECT_EQ(s.listen, "127.0.0.1:50051");
-  EXPECT_EQ(c.log_level, "debug");
+}
+
+TEST(Config, PortTablesLongForm) {
+  auto p = write_tmp(R"(
+[[ports.access]]
+name = "acc0"
+[[ports.access]]
+name = "acc1"
+outer_tpid = "0x8100"
+)");
+  Config c;
+  load_config_file(p, &c);
+  std::remove(p.c_str());
+  EXPECT_EQ(c.access, (std::vector<std::string>{"acc0", "acc1"}));
+  EXPECT_EQ(c.access_options.count("acc0"), 1u);
+  EXPECT_EQ(c.access_options["acc1"].outer_tpid, "0x8100");
 }
 
 TEST(Config, RejectsUnknownKeysAndBadTypes) {
   for (const char* text : {"[ports]\naccess = [\"a\"]\nacess = 1\n", "[nope]\nx = 1\n",
-                           "[bpf]\nmax_subscribers = \"many\"\n", "[ports\n"}) {
-    auto p = write_tmp(text);
-    Config c;
-    EXPECT_THROW(load_config_file(p, &c), std::runtime_error) << text;
-    std::remove(p.c_str());
+                           "[limits]\nmax_subscribers = \"many\"\n",
+                           "[limits]\nmax_subscribers = -1\n", "[limits]\nmax_subscribers = 1.5\n",
+                           "[ports]\naccess = [{ outer_tpid = \"0x8100\" }]\n",
+                           "[ports]\naccess = [{ name = \"a\", tpid = \"0x8100\" }]\n",
+                           "[ports]\naccess = [{ name = \"a\" }, { name = \"a\" }]\n",
+                           "[ports]\naccess = [1]\n", "[metrics]\nlisten = 9469\n",
+                           "[ports\n"}) {
+    EXPECT_NE(load_error(text), "") << text;
   }
+  // Errors name the file, the key and say what is wrong.
+  EXPECT_THAT(load_error("[ports]\naccess = [\"a\"]\nacess = 1\n"),
+              testing::HasSubstr("ports.acess: unknown key"));
+  EXPECT_THAT(load_error("[ports]\naccess = [{ name = \"a\", tpid = \"0x8100\" }]\n"),
+              testing::HasSubstr("ports.access[0].tpid: unknown key"));
+  // Syntax errors carry line:column.
+  EXPECT_THAT(load_error("[log]\nlevel = \"info\"\n[ports\n"), testing::HasSubstr(":3:"));
+  // A key of an older layout points to its new place.
+  EXPECT_THAT(load_error("[bpf]\nmax_subscribers = 10\n"),
+              testing::HasSubstr("now limits.max_subscribers"));
 }
 
 TEST(Config, ChecksValues) {
-  Config c;
-  c.access = {"acc0"};
-  c.uplink = {"upl0"};
-  c.gateway_ipv4 = "100.64.0.1";
-  EXPECT_NO_THROW(to_dataplane_options(c));
-  auto bad = [&](auto mutate) {
-    Config x = c;
-    mutate(x);
-    EXPECT_THROW(to_dataplane_options(x), std::runtime_error);
+  EXPECT_TRUE(check_config(valid_config()).ok()) << errors_of(check_config(valid_config()));
+  EXPECT_NO_THROW(to_dataplane_options(valid_config()));
+  struct Case {
+    std::function<void(Config&)> mutate;
+    const char* expect;  // substring of the error
   };
-  bad([](Config& x) { x.access.clear(); });
-  bad([](Config& x) { x.uplink.clear(); });
-  bad([](Config& x) { x.outer_tpid = "0x0800"; });
-  bad([](Config& x) { x.gateway_ipv4 = "127.0.0.1"; });
-  bad([](Config& x) { x.gateway_ipv4 = ""; });
-  bad([](Config& x) { x.gateway_ipv6 = "fe80::1"; });
-  bad([](Config& x) { x.max_subscribers = 0; });
-  bad([](Config& x) { x.bpffs = "relative"; });
+  const Case cases[] = {
+      {[](Config& x) { x.access.clear(); }, "no access port"},
+      {[](Config& x) { x.uplink.clear(); }, "no uplink port"},
+      {[](Config& x) { x.uplink = {"acc0"}; }, "acc0: configured twice"},
+      {[](Config& x) { x.access = {"a/b"}; }, "not a valid interface name"},
+      {[](Config& x) { x.access = {"sixteen-chars-xx"}; }, "not a valid interface name"},
+      {[](Config& x) { x.outer_tpid = "0x0800"; }, "0x0800: expected 0x88a8, 0x8100 or 0x9100"},
+      {[](Config& x) { x.access_options["acc0"].outer_tpid = "0x86dd"; }, "acc0 outer_tpid 0x86dd"},
+      {[](Config& x) { x.access_options["acc0"].mtu = 70000; }, "acc0 mtu 70000"},
+      {[](Config& x) { x.access_options["acc0"].gateway_ipv6 = "fe80::1"; }, "fe80::1"},
+      {[](Config& x) { x.gateway_ipv4 = "127.0.0.1"; }, "127.0.0.1"},
+      {[](Config& x) { x.gateway_ipv4 = "100.64.0.256"; }, "not an IPv4 address"},
+      {[](Config& x) { x.gateway_ipv4 = ""; }, "access port acc0 has no gateway"},
+      {[](Config& x) { x.gateway_ipv6 = "fe80::1"; }, "gateway.ipv6"},
+      {[](Config& x) { x.max_subscribers = 0; }, "max_subscribers"},
+      {[](Config& x) { x.max_subscribers = 16'000'001; }, "max_subscribers"},
+      {[](Config& x) { x.unknown_interval_ms = 0; }, "unknown_event_interval_ms"},
+      {[](Config& x) { x.bpffs = "relative"; }, "absolute path"},
+      {[](Config& x) { x.grpc = "unix://relative.sock"; }, "unix:///absolute/path"},
+      {[](Config& x) { x.grpc = "127.0.0.1:50051"; }, "TCP needs TLS"},
+      {[](Config& x) { x.grpc = "127.0.0.1:99999"; }, "port 99999"},
+      {[](Config& x) { x.grpc = "::1:50051"; }, "needs brackets"},
+      {[](Config& x) {
+         x.grpc = "[::1]:50051";
+         x.tls_cert = "/dev/null";
+       },
+       "both tls_cert and tls_key"},
+      {[](Config& x) {
+         x.grpc = "[::1]:50051";
+         x.tls_cert = "/dev/null";
+         x.tls_key = "/nonexistent/xbng.key";
+       },
+       "grpc.tls_key /nonexistent/xbng.key: cannot read"},
+      {[](Config& x) { x.metrics_listen = "9469"; }, "expected HOST:PORT"},
+      {[](Config& x) { x.metrics_listen = ":9469"; }, "empty host"},
+      {[](Config& x) { x.metrics_listen = "[fe80::zz]:9469"; }, "not an IPv6 address"},
+      {[](Config& x) { x.metrics_listen = "localhost:http"; }, "port http"},
+      {[](Config& x) { x.log_level = "verbose"; }, "log.level"},
+  };
+  for (const auto& c : cases) {
+    ConfigCheck chk = check_with(c.mutate);
+    EXPECT_FALSE(chk.ok()) << c.expect;
+    EXPECT_THAT(errors_of(chk), testing::HasSubstr(c.expect));
+    Config x = valid_config();
+    c.mutate(x);
+    EXPECT_THROW(to_dataplane_options(x), std::runtime_error) << c.expect;
+  }
+  // Every problem is reported, not only the first.
+  ConfigCheck many = check_with([](Config& x) {
+    x.access.clear();
+    x.outer_tpid = "1";
+    x.log_level = "loud";
+  });
+  EXPECT_EQ(many.errors.size(), 3u) << errors_of(many);
+}
+
+TEST(Config, AcceptsAndWarns) {
+  for (auto mutate : std::vector<std::function<void(Config&)>>{
+           [](Config& x) { x.metrics_listen = ""; },
+           [](Config& x) { x.metrics_listen = "[::1]:9469"; },
+           [](Config& x) { x.metrics_listen = "localhost:9469"; },
+           [](Config& x) { x.grpc = "unix:///run/x/x.sock"; },
+           [](Config& x) {
+             x.grpc = "[::]:50051";
+             x.tls_cert = x.tls_key = x.tls_client_ca = "/dev/null";
+           },
+           [](Config& x) {
+             x.gateway_ipv4 = "";
+             x.access_options["acc0"].gateway_ipv6 = "2001:db8::1";
+           },
+           [](Config& x) { x.access_options["acc0"] = {"0x9100", 1508, "", ""}; },
+       }) {
+    ConfigCheck chk = check_with(mutate);
+    EXPECT_TRUE(chk.ok()) << errors_of(chk);
+    EXPECT_TRUE(chk.warnings.empty());
+  }
+  auto warns = [](auto mutate, const char* what) {
+    ConfigCheck chk = check_with(mutate);
+    EXPECT_TRUE(chk.ok()) << errors_of(chk);
+    std::string w;
+    for (const auto& s : chk.warnings) w += s;
+    EXPECT_THAT(w, testing::HasSubstr(what));
+  };
+  warns([](Config& x) { x.metrics_listen = "0.0.0.0:9469"; }, "no authentication");
+  warns([](Config& x) {
+    x.grpc = "10.0.0.1:50051";
+    x.insecure_tcp = true;
+  }, "plaintext TCP");
+  warns([](Config& x) { x.access_options["acc0"].mtu = 1000; }, "IPv6");
+  warns([](Config& x) { x.access_options["eth9"].mtu = 1508; }, "eth9");
+}
+
+TEST(Config, ParsesListen) {
+  std::string host;
+  uint16_t port = 0;
+  EXPECT_EQ(parse_listen("127.0.0.1:9469", &host, &port), std::nullopt);
+  EXPECT_EQ(host, "127.0.0.1");
+  EXPECT_EQ(port, 9469);
+  EXPECT_EQ(parse_listen("[2001:db8::1]:443", &host, &port), std::nullopt);
+  EXPECT_EQ(host, "2001:db8::1");
+  EXPECT_EQ(port, 443);
+  EXPECT_EQ(parse_listen("metrics.example.net:1", &host, &port), std::nullopt);
+  for (const char* bad : {"", ":1", "h:", "h:0", "h:65536", "[::1]", "[::1]9469", "1.2.3:80",
+                          "a b:80", "::1:80"})
+    EXPECT_NE(parse_listen(bad, &host, &port), std::nullopt) << bad;
+}
+
+// deploy/xbngd.toml is what operators copy: it must load and check clean.
+TEST(Config, ExampleConfigIsValid) {
+  Config c;
+  load_config_file(XBNG_SOURCE_DIR "/deploy/xbngd.toml", &c);
+  ConfigCheck chk = check_config(c);
+  EXPECT_TRUE(chk.ok()) << errors_of(chk);
+  EXPECT_TRUE(chk.warnings.empty());
+  EXPECT_EQ(c.metrics_listen, kDefaultMetricsListen);
+  auto d = to_dataplane_options(c);
+  EXPECT_EQ(d.access.size(), 2u);
+  ASSERT_EQ(d.access_overrides.count("eth2"), 1u);
+  EXPECT_EQ(d.access_overrides["eth2"].outer_tpid, std::optional<uint16_t>(0x8100));
+  EXPECT_EQ(d.access_overrides["eth2"].mtu, 1508);
+}
+
+TEST(Config, ReloadAppliesLiveSettingsAndRefusesTheRest) {
+  Config a = valid_config();
+  EXPECT_TRUE(plan_reload(a, a).applied.empty());
+  EXPECT_TRUE(plan_reload(a, a).refused.empty());
+
+  Config b = a;
+  b.log_level = "debug";
+  b.metrics_listen = "";
+  ReloadPlan p = plan_reload(a, b);
+  EXPECT_TRUE(p.log_level);
+  EXPECT_TRUE(p.metrics_listen);
+  EXPECT_EQ(p.applied.size(), 2u);
+  EXPECT_TRUE(p.refused.empty());
+
+  struct Case {
+    std::function<void(Config&)> mutate;
+    const char* key;
+    const char* how;
+  };
+  const Case cases[] = {
+      {[](Config& x) { x.access.push_back("acc1"); }, "ports.access:", "restart"},
+      {[](Config& x) { x.access_options["acc0"].mtu = 1508; }, "per-port", "restart"},
+      {[](Config& x) { x.uplink = {"upl1"}; }, "ports.uplink:", "restart"},
+      {[](Config& x) { x.outer_tpid = "0x8100"; }, "ports.outer_tpid:", "restart"},
+      {[](Config& x) { x.xdp_generic = true; }, "ports.xdp_generic:", "teardown"},
+      {[](Config& x) { x.gateway_ipv4 = "100.64.0.2"; }, "gateway.ipv4:", "restart"},
+      {[](Config& x) { x.gateway_ipv6 = "2001:db8::1"; }, "gateway.ipv6:", "restart"},
+      {[](Config& x) { x.max_subscribers = 2'000'000; }, "limits.max_subscribers:", "teardown"},
+      {[](Config& x) { x.events_per_sec = 5; }, "limits.events_per_sec:", "const volatile"},
+      {[](Config& x) { x.unknown_interval_ms = 5; }, "unknown_event_interval_ms:", "restart"},
+      {[](Config& x) { x.bpffs = "/sys/fs/bpf/y"; }, "bpf.bpffs:", "teardown"},
+      {[](Config& x) { x.grpc = "unix:///run/y.sock"; }, "grpc.listen:", "restart"},
+      {[](Config& x) { x.tls_cert = "/c"; }, "grpc.tls_cert:", "restart"},
+      {[](Config& x) { x.tls_key = "/k"; }, "grpc.tls_key:", "restart"},
+      {[](Config& x) { x.tls_client_ca = "/ca"; }, "grpc.tls_client_ca:", "restart"},
+      {[](Config& x) { x.insecure_tcp = true; }, "grpc.insecure_tcp:", "restart"},
+  };
+  for (const auto& c : cases) {
+    Config n = a;
+    c.mutate(n);
+    ReloadPlan r = plan_reload(a, n);
+    EXPECT_FALSE(r.log_level);
+    EXPECT_FALSE(r.metrics_listen);
+    ASSERT_EQ(r.refused.size(), 1u) << c.key;
+    EXPECT_THAT(r.refused[0], testing::HasSubstr(c.key));
+    EXPECT_THAT(r.refused[0], testing::HasSubstr("cannot change live"));
+    EXPECT_THAT(r.refused[0], testing::HasSubstr(c.how));
+  }
 }
 
 TEST(Ctl, ParsesCsvLines) {
