@@ -118,8 +118,15 @@ bool mac_is_zero(const uint8_t* m) {
 bool mac_is_multicast(const uint8_t* m) { return m[0] & 1; }
 
 bool host_bits_zero(const uint8_t* addr, int bytes, int len) {
-  for (int bit = len; bit < bytes * 8; ++bit)
-    if (addr[bit / 8] & (0x80 >> (bit % 8))) return false;
+  if (len < 0) len = 0;
+  if (len >= bytes * 8) return true;
+  int i = len / 8;
+  if (len % 8) {
+    if (addr[i] & (0xff >> (len % 8))) return false;
+    ++i;
+  }
+  for (; i < bytes; ++i)
+    if (addr[i]) return false;
   return true;
 }
 

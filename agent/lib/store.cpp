@@ -1,6 +1,7 @@
 #include "xbng/agent/store.h"
 
 #include <absl/container/flat_hash_set.h>
+#include <absl/container/inlined_vector.h>
 #include <bpf/bpf.h>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -12,6 +13,7 @@
 #include <mutex>
 #include <thread>
 #include <optional>
+#include <system_error>
 
 #include "xbng/v1/xbng.pb.h"
 
@@ -123,7 +125,8 @@ struct SubscriberStore::Plan {
     size_t input = 0;
     SubscriberSpec spec;
     int64_t old_rec = -1;
-    std::vector<RouteKey> claims;
+    absl::InlinedVector<RouteKey, 3> claims;
+    uint64_t owned = 0;  // bit i: claims[i] had an owner when planned (i < 64)
   };
   std::vector<Entry> entries;  // created or updated
   absl::flat_hash_map<uint64_t, size_t> keys;  // every planned key (unchanged included)
@@ -135,8 +138,28 @@ struct SubscriberStore::Plan {
 
 namespace {
 
+constexpr size_t kPrefetchAhead = 8;
+
 constexpr MapId kRouteMaps[] = {MapId::kRoutesV4, MapId::kRoutesV6, MapId::kRoutesV6_64,
                                 MapId::kPrefixesV4, MapId::kPrefixesV6};
+
+// Runs a() and b(): b on a second thread when `parallel` (both on this one
+// if a thread cannot be started).
+template <typename A, typename B>
+void run_pair(bool parallel, A&& a, B&& b) {
+  std::optional<std::thread> t;
+  if (parallel) {
+    try {
+      t.emplace(b);
+    } catch (const std::system_error&) {
+    }
+  }
+  a();
+  if (t)
+    t->join();
+  else
+    b();
+}
 
 Status kernel_status(int err, const std::string& what) {
   err = err < 0 ? -err : err;
@@ -177,7 +200,9 @@ SubscriberStore::SubscriberStore(const StoreMaps& maps, PortResolver ports, Even
   own_v4_.reserve(cap);
   own_v6_.reserve(cap);
   own_v6_64_.reserve(cap);
-  recs_.reserve(std::min<size_t>(cap, 1u << 16));
+  // Reserved whole for the same reason (and to skip the copies of growth);
+  // pages are only resident once used.
+  recs_.reserve(cap);
 }
 
 size_t SubscriberStore::size() const {
@@ -194,6 +219,20 @@ void SubscriberStore::claims_of(const SubscriberSpec& s, std::vector<RouteKey>* 
   if (s.has_ipv4) out->push_back(RouteKey::host_v4(s.ipv4));
   if (s.has_ipv6) out->push_back(RouteKey::host_v6(s.ipv6.data()));
   for (const auto& p : s.prefixes) out->push_back(RouteKey::prefix(p));
+}
+
+void SubscriberStore::prefetch_owners(const SubscriberSpec& s) const {
+  if (s.has_ipv4) own_v4_.prefetch(s.ipv4);
+  if (s.has_ipv6) own_v6_.prefetch(s.ipv6);
+  for (const auto& p : s.prefixes) {
+    if (p.family == 6 && p.len == 64) {
+      uint64_t a;
+      std::memcpy(&a, p.addr.data(), 8);
+      own_v6_64_.prefetch(a);
+    } else {
+      own_lpm_.prefetch(p);
+    }
+  }
 }
 
 int64_t SubscriberStore::owner_of(const RouteKey& k) const {
@@ -445,8 +484,12 @@ size_t SubscriberStore::plan(const std::vector<SubscriberSpec>& specs,
       }
     }
   }
+  p->claims.reserve(p->claims.size() + specs.size() * 3);
+  p->keys.reserve(p->keys.size() + specs.size());
   std::vector<RouteKey> cl;
   for (size_t i = 0; i < specs.size(); ++i) {
+    // The owner tables are large and accessed at random: overlap the misses.
+    if (i + kPrefetchAhead < specs.size()) prefetch_owners(specs[i + kPrefetchAhead]);
     const SubscriberSpec& s = specs[i];
     const uint64_t rank = key_rank(s.key);
     if (!atomic && p->keys.contains(rank)) return i;  // needs the earlier entry applied first
@@ -457,7 +500,9 @@ size_t SubscriberStore::plan(const std::vector<SubscriberSpec>& specs,
     claims_of(s, &cl);
     Status err;
     uint64_t adds[kMapCount] = {};
-    for (const auto& c : cl) {
+    uint64_t owned = 0;
+    for (size_t ci = 0; ci < cl.size(); ++ci) {
+      const RouteKey& c = cl[ci];
       if (auto pc = p->claims.find(c); pc != p->claims.end() && pc->second != rank) {
         SubKey ok{};
         ok.ifindex = static_cast<uint32_t>(pc->second >> 32);
@@ -482,7 +527,10 @@ size_t SubscriberStore::plan(const std::vector<SubscriberSpec>& specs,
           break;
         }
       }
-      if (o < 0) ++adds[static_cast<int>(c.map)];
+      if (o < 0)
+        ++adds[static_cast<int>(c.map)];
+      else if (ci < 64)
+        owned |= uint64_t{1} << ci;
     }
     if (err.ok() && old < 0) ++adds[static_cast<int>(MapId::kSubscribers)];
     if (err.ok()) {
@@ -516,7 +564,8 @@ size_t SubscriberStore::plan(const std::vector<SubscriberSpec>& specs,
       continue;
     }
     (old < 0 ? p->created : p->updated)++;
-    p->entries.push_back(Plan::Entry{input_index[i], s, old, cl});
+    p->entries.push_back(
+        Plan::Entry{input_index[i], s, old, {cl.begin(), cl.end()}, owned});
   }
   return specs.size();
 }
@@ -590,7 +639,8 @@ Status SubscriberStore::apply(Plan& p) {
   std::vector<uint8_t> dels[kMapCount];
   for (size_t i = 0; i < n; ++i) {
     const auto& e = p.entries[i];
-    for (const auto& c : e.claims) {
+    for (size_t ci = 0; ci < e.claims.size(); ++ci) {
+      const RouteKey& c = e.claims[ci];
       struct xbng_route r {};
       r.sub = e.spec.key;
       if (mac_valid[i]) {
@@ -598,7 +648,7 @@ Status SubscriberStore::apply(Plan& p) {
         r.flags = XBNG_ROUTE_F_MAC_VALID;
       }
       std::optional<struct xbng_route> old;
-      if (owner_of(c) >= 0) {
+      if (ci < 64 ? (e.owned >> ci) & 1 : owner_of(c) >= 0) {
         struct xbng_route orv;
         if (bpf_map_lookup_elem(maps_.fd[static_cast<int>(c.map)], c.b.data(), &orv) == 0) {
           old = orv;
@@ -652,19 +702,41 @@ Status SubscriberStore::apply(Plan& p) {
     return kernel_status(rc, fmt::format("writing map subscribers (entry {})",
                                          p.entries[std::min(done, n - 1)].input));
   }
-  for (size_t mi = 0; mi < std::size(kRouteMaps); ++mi) {
+  // The route maps are independent of each other: with a large batch, write
+  // them from two threads (two cores). Any failure rolls back everything.
+  struct WriteResult {
+    int rc = 0;
+    size_t done = 0;
+  };
+  WriteResult wr[std::size(kRouteMaps)];
+  auto write_map = [&](size_t mi) {
     const MapId m = kRouteMaps[mi];
     auto& mw = w[static_cast<int>(m)];
-    if (mw.vals.empty()) continue;
+    if (mw.vals.empty()) return;
     const size_t ks = mw.keys.size() / mw.vals.size();
-    int rc = map_update_many(maps_.fd[static_cast<int>(m)], mw.keys.data(), mw.vals.data(),
-                             mw.vals.size(), ks, sizeof(struct xbng_route), &done);
-    if (rc) {
-      undo_routes(m, done);
-      for (size_t mj = 0; mj < mi; ++mj) undo_routes(kRouteMaps[mj], w[static_cast<int>(kRouteMaps[mj])].vals.size());
-      undo_subs(n);
-      return kernel_status(rc, fmt::format("writing map {}", map_name(m)));
+    wr[mi].rc = map_update_many(maps_.fd[static_cast<int>(m)], mw.keys.data(), mw.vals.data(),
+                                mw.vals.size(), ks, sizeof(struct xbng_route), &wr[mi].done);
+  };
+  // kRouteMaps order: v4, v6, v6_64, prefixes v4, prefixes v6.
+  run_pair(
+      n >= kParallelApply,
+      [&] {
+        write_map(0);
+        write_map(2);
+        write_map(3);
+      },
+      [&] {
+        write_map(1);
+        write_map(4);
+      });
+  for (size_t mi = 0; mi < std::size(kRouteMaps); ++mi) {
+    if (!wr[mi].rc) continue;
+    for (size_t mj = 0; mj < std::size(kRouteMaps); ++mj) {
+      const MapId m = kRouteMaps[mj];
+      undo_routes(m, wr[mj].rc ? wr[mj].done : w[static_cast<int>(m)].vals.size());
     }
+    undo_subs(n);
+    return kernel_status(wr[mi].rc, fmt::format("writing map {}", map_name(kRouteMaps[mi])));
   }
   for (MapId m : kRouteMaps) {
     auto& d = dels[static_cast<int>(m)];
@@ -687,19 +759,23 @@ Status SubscriberStore::apply(Plan& p) {
     claims_of(recs_[e.old_rec], &oc);
     for (const auto& c : oc) erase_owner(c, static_cast<uint32_t>(e.old_rec));
   }
-  for (auto& e : p.entries) {
+  for (size_t i = 0; i < n; ++i) {
+    if (i + kPrefetchAhead < n) prefetch_owners(p.entries[i + kPrefetchAhead].spec);
+    auto& e = p.entries[i];
     uint32_t rec;
     if (e.old_rec >= 0) {
       rec = static_cast<uint32_t>(e.old_rec);
-      recs_[rec] = e.spec;
+      recs_[rec] = std::move(e.spec);
     } else {
-      rec = alloc_record(SubscriberSpec(e.spec));
-      index_.emplace(key_rank(e.spec.key), rec);
-      count_key(e.spec.key, +1);
+      const SubKey key = e.spec.key;
+      rec = alloc_record(std::move(e.spec));
+      index_.emplace(key_rank(key), rec);
+      count_key(key, +1);
     }
     for (const auto& c : e.claims) set_owner(c, rec);
+    const SubscriberSpec& sp = recs_[rec];
     publish(e.old_rec >= 0 ? xbng::v1::Event::SUBSCRIBER_UPDATED : xbng::v1::Event::SUBSCRIBER_ADDED,
-            e.spec.key, e.spec.has_mac ? &e.spec.mac : nullptr);
+            sp.key, sp.has_mac ? &sp.mac : nullptr);
   }
   return Status::OK;
 }
@@ -741,17 +817,35 @@ void SubscriberStore::stream(const std::function<bool(xbng::v1::Subscriber*)>& n
   std::mutex qmu;
   std::condition_variable qcv;
   std::deque<std::unique_ptr<Batch>> q;
+  // Processed batches come back for reuse: their messages keep the memory of
+  // their strings, so receiving the next batch allocates (almost) nothing.
+  std::vector<std::unique_ptr<Batch>> pool;
   bool done = false, abort = false;
   std::thread reader([&] {
     size_t base = 0;
     bool more = true;
     while (more) {
-      auto b = std::make_unique<Batch>();
+      std::unique_ptr<Batch> b;
+      {
+        std::lock_guard l(qmu);
+        if (!pool.empty()) {
+          b = std::move(pool.back());
+          pool.pop_back();
+        }
+      }
+      if (!b) {
+        b = std::make_unique<Batch>();
+        b->msgs.resize(kStreamBatch);
+      }
       b->base = base;
-      b->msgs.resize(kStreamBatch);
+      b->got = 0;
+      b->specs.clear();
+      b->idx.clear();
+      b->invalid.clear();
       while (b->got < kStreamBatch && (more = next(&b->msgs[b->got]))) ++b->got;
       if (!b->got) break;
       b->specs.reserve(b->got);
+      b->idx.reserve(b->got);
       for (size_t i = 0; i < b->got; ++i) {
         SubscriberSpec sp;
         Status st = validate_at(b->msgs[i], ports_, false, base + i, &sp);
@@ -846,8 +940,14 @@ void SubscriberStore::stream(const std::function<bool(xbng::v1::Subscriber*)>& n
         if (b->specs.empty()) break;
         continue;
       }
+      // Keep the larger buffers with the batch for its next use.
+      if (sub.capacity() > b->specs.capacity()) b->specs.swap(sub);
+      if (sidx.capacity() > b->idx.capacity()) b->idx.swap(sidx);
       break;
     }
+    l.unlock();
+    std::lock_guard ql(qmu);
+    pool.push_back(std::move(b));
   }
   {
     std::lock_guard l(qmu);
@@ -863,12 +963,15 @@ Status SubscriberStore::remove(const std::vector<const xbng::v1::SubscriberKey*>
                                uint64_t* deleted, uint64_t* not_found) {
   std::vector<SubKey> ks(keys.size());
   for (size_t i = 0; i < keys.size(); ++i) {
-    Status st = validate_key(*keys[i], ports_, fmt::format("keys[{}]", i), &ks[i]);
-    if (!st.ok()) return st;
+    Status st = validate_key(*keys[i], ports_, "", &ks[i]);
+    if (!st.ok())  // the position is formatted only on error
+      return Status(st.error_code(), fmt::format("keys[{}]{}", i, st.error_message()));
   }
   std::unique_lock l(mu_);
   absl::flat_hash_set<uint64_t> seen;
+  seen.reserve(ks.size());
   std::vector<uint32_t> recs;
+  recs.reserve(ks.size());
   std::vector<uint8_t> dels[kMapCount];
   std::vector<SubKey> sdel;
   *deleted = *not_found = 0;
@@ -890,24 +993,42 @@ Status SubscriberStore::remove(const std::vector<const xbng::v1::SubscriberKey*>
       d.insert(d.end(), c.b.begin(), c.b.begin() + c.size);
     }
   }
-  // Routes first: downstream stops before the subscriber disappears.
-  for (MapId m : kRouteMaps) {
+  // Routes first: downstream stops before the subscriber disappears. The
+  // route maps are independent: large deletions use two threads.
+  int drc[std::size(kRouteMaps)] = {};
+  auto delete_map = [&](size_t mi) {
+    const MapId m = kRouteMaps[mi];
     auto& d = dels[static_cast<int>(m)];
-    if (d.empty()) continue;
+    if (d.empty()) return;
     size_t key_size = m == MapId::kRoutesV4 ? 4
                       : m == MapId::kRoutesV6 ? 16
                       : m == MapId::kRoutesV6_64 ? 8
                       : m == MapId::kPrefixesV4 ? 8
                                                 : 20;
-    if (int rc = map_delete_many(maps_.fd[static_cast<int>(m)], d.data(), d.size() / key_size,
-                                 key_size))
-      return kernel_status(rc, fmt::format("deleting from map {}", map_name(m)));
-  }
+    drc[mi] = map_delete_many(maps_.fd[static_cast<int>(m)], d.data(), d.size() / key_size,
+                              key_size);
+  };
+  run_pair(
+      recs.size() >= kParallelApply,
+      [&] {
+        delete_map(0);
+        delete_map(2);
+        delete_map(3);
+      },
+      [&] {
+        delete_map(1);
+        delete_map(4);
+      });
+  for (size_t mi = 0; mi < std::size(kRouteMaps); ++mi)
+    if (drc[mi])
+      return kernel_status(drc[mi], fmt::format("deleting from map {}", map_name(kRouteMaps[mi])));
   if (!sdel.empty())
     if (int rc = map_delete_many(maps_.fd[static_cast<int>(MapId::kSubscribers)], sdel.data(),
                                  sdel.size(), sizeof(SubKey)))
       return kernel_status(rc, "deleting from map subscribers");
-  for (uint32_t rec : recs) {
+  for (size_t i = 0; i < recs.size(); ++i) {
+    if (i + kPrefetchAhead < recs.size()) prefetch_owners(recs_[recs[i + kPrefetchAhead]]);
+    const uint32_t rec = recs[i];
     SubscriberSpec& s = recs_[rec];
     cl.clear();
     claims_of(s, &cl);

@@ -103,33 +103,35 @@ grpc::Status validate_subscriber(const xbng::v1::Subscriber& in, const PortResol
                                     where));
   for (int i = 0; i < in.ipv6_prefixes_size(); ++i) {
     const std::string& t = in.ipv6_prefixes(i);
-    const std::string field = fmt::format("ipv6_prefixes[{}]", i);
+    // The field name is formatted only on error (hot path of bulk loads).
+    auto field = [i] { return fmt::format("ipv6_prefixes[{}]", i); };
     auto p = parse_prefix(t, 6);
-    if (!p) return bad(where, field, t, "is not an IPv6 prefix (ADDR/LEN)");
+    if (!p) return bad(where, field(), t, "is not an IPv6 prefix (ADDR/LEN)");
     if (p->len < kMinV6PrefixLen || p->len > kMaxV6PrefixLen)
-      return bad(where, field, t,
+      return bad(where, field(), t,
                  fmt::format("has length /{}: allowed /{}../{}", p->len, kMinV6PrefixLen,
                              kMaxV6PrefixLen));
     if (!host_bits_zero(p->addr.data(), 16, p->len))
-      return bad(where, field, t, "has host bits set");
+      return bad(where, field(), t, "has host bits set");
     Ipv6 a;
     std::copy(p->addr.begin(), p->addr.end(), a.begin());
-    if (auto e = check_ipv6_host(a)) return bad(where, field, t, *e);
+    if (auto e = check_ipv6_host(a)) return bad(where, field(), t, *e);
     s.prefixes.push_back(*p);
   }
   for (int i = 0; i < in.ipv4_prefixes_size(); ++i) {
     const std::string& t = in.ipv4_prefixes(i);
-    const std::string field = fmt::format("ipv4_prefixes[{}]", i);
+    // The field name is formatted only on error (hot path of bulk loads).
+    auto field = [i] { return fmt::format("ipv4_prefixes[{}]", i); };
     auto p = parse_prefix(t, 4);
-    if (!p) return bad(where, field, t, "is not an IPv4 prefix (A.B.C.D/LEN)");
+    if (!p) return bad(where, field(), t, "is not an IPv4 prefix (A.B.C.D/LEN)");
     if (p->len < kMinV4PrefixLen || p->len > kMaxV4PrefixLen)
-      return bad(where, field, t,
+      return bad(where, field(), t,
                  fmt::format("has length /{}: allowed /{}../{}", p->len, kMinV4PrefixLen,
                              kMaxV4PrefixLen));
-    if (!host_bits_zero(p->addr.data(), 4, p->len)) return bad(where, field, t, "has host bits set");
+    if (!host_bits_zero(p->addr.data(), 4, p->len)) return bad(where, field(), t, "has host bits set");
     uint32_t a;
     std::memcpy(&a, p->addr.data(), 4);
-    if (auto e = check_ipv4_host(a)) return bad(where, field, t, *e);
+    if (auto e = check_ipv4_host(a)) return bad(where, field(), t, *e);
     s.prefixes.push_back(*p);
   }
   std::sort(s.prefixes.begin(), s.prefixes.end());

@@ -2,6 +2,7 @@
 //   exit 0: stopped (forwarding continues) or --check-config passed
 //   exit 1: runtime failure, or --check-config found problems
 //   exit 2: invalid configuration at start (the unit does not restart on it)
+#include <absl/synchronization/mutex.h>
 #include <CLI/CLI.hpp>
 #include <fmt/ranges.h>
 #include <signal.h>
@@ -38,6 +39,9 @@ int check_config_file(const std::string& path, const Config& cfg) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // absl's lock-order graph (on by default in gRPC's absl) costs ~7% of the
+  // agent's CPU during a bulk load; our locks are few and ordered.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   CLI::App app{"xbngd: XDP QinQ subscriber termination daemon"};
   Config flags;
   std::string config_file, check_file, log_level = "info", outer_tpid;

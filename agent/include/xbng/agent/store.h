@@ -59,6 +59,8 @@ struct ListQuery {
 class SubscriberStore {
  public:
   static constexpr size_t kStreamBatch = 8192;
+  // Plans at least this large write the route maps from two threads.
+  static constexpr size_t kParallelApply = 2048;
   static constexpr size_t kMaxReportedFailures = 1000;
 
   SubscriberStore(const StoreMaps& maps, PortResolver ports, EventHub* hub);
@@ -101,6 +103,8 @@ class SubscriberStore {
   void to_proto(uint32_t rec, bool counters, xbng::v1::Subscriber* out) const;
   static void claims_of(const SubscriberSpec& s, std::vector<RouteKey>* out);
   int64_t owner_of(const RouteKey& k) const;
+  // Starts loading the index slots a later owner_of/set_owner on s's claims will touch.
+  void prefetch_owners(const SubscriberSpec& s) const;
   void set_owner(const RouteKey& k, uint32_t rec);
   void erase_owner(const RouteKey& k, uint32_t rec);
   uint32_t alloc_record(SubscriberSpec&& s);
