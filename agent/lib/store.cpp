@@ -120,6 +120,55 @@ struct SubscriberStore::RouteKey {
   }
 };
 
+
+namespace {
+
+// A claim as (family index, length, start): IPv4 as a 32-bit integer, IPv6 as
+// its first 64 bits (host order).
+struct Span {
+  int fi = 0;
+  uint32_t len = 0;
+  uint64_t start = 0;
+  bool host = false;
+  // Last value covered (hosts: the start itself).
+  uint64_t end() const {
+    if (host) return start;
+    return start | ((uint64_t{1} << ((fi ? 64 : 32) - len)) - 1);
+  }
+  uint64_t masked(uint32_t l) const {
+    const uint64_t width = fi ? 64 : 32;
+    return start & ~((uint64_t{1} << (width - l)) - 1);
+  }
+};
+
+uint64_t load_be(const uint8_t* a, size_t n) {
+  uint64_t v = 0;
+  for (size_t i = 0; i < n; ++i) v = (v << 8) | a[i];
+  return v;
+}
+
+Prefix prefix_at(int fi, uint64_t start, uint32_t len) {
+  Prefix p;
+  p.family = fi ? 6 : 4;
+  p.len = static_cast<uint8_t>(len);
+  const size_t n = fi ? 8 : 4;
+  for (size_t i = 0; i < n; ++i) p.addr[i] = static_cast<uint8_t>(start >> (8 * (n - 1 - i)));
+  return p;
+}
+
+constexpr uint32_t kMinPrefix[2] = {8, 40}, kMaxPrefix[2] = {31, 64};
+
+Span span_of(const Prefix& p) {
+  Span s;
+  s.fi = p.family == 4 ? 0 : 1;
+  s.len = p.len;
+  s.host = p.len == (s.fi ? 128 : 32);
+  s.start = load_be(p.addr.data(), s.fi ? 8 : 4);
+  return s;
+}
+
+}  // namespace
+
 struct SubscriberStore::Plan {
   struct Entry {
     size_t input = 0;
@@ -134,6 +183,10 @@ struct SubscriberStore::Plan {
   uint64_t adds[kMapCount] = {};
   uint64_t created = 0, updated = 0, unchanged = 0;
   std::vector<size_t> accepted;  // input indexes planned (incl. unchanged)
+  // Nested overlaps inside the plan: prefix lengths in use and every claim
+  // ordered by (start, len, rank, spec index << 32 | claim index).
+  uint64_t len_count[2][65] = {};
+  absl::btree_set<std::tuple<uint64_t, uint32_t, uint64_t, uint64_t>> ord[2];
 };
 
 namespace {
@@ -262,30 +315,63 @@ int64_t SubscriberStore::owner_of(const RouteKey& k) const {
   }
 }
 
+void SubscriberStore::ord_insert(const RouteKey& k, uint32_t rec) {
+  const Span sp = span_of(k.as_prefix());
+  if (!sp.host) {
+    ord_pfx_[sp.fi].insert({sp.start, uint64_t{sp.len} << 32 | rec});
+    ++pfx_len_[sp.fi][sp.len];
+  } else if (sp.fi == 0) {
+    ord_v4_host_.insert(sp.start << 32 | rec);
+  } else {
+    ord_v6_host_.insert({sp.start, rec});
+  }
+}
+
+void SubscriberStore::ord_erase(const RouteKey& k, uint32_t rec) {
+  const Span sp = span_of(k.as_prefix());
+  if (!sp.host) {
+    if (ord_pfx_[sp.fi].erase({sp.start, uint64_t{sp.len} << 32 | rec})) --pfx_len_[sp.fi][sp.len];
+  } else if (sp.fi == 0) {
+    ord_v4_host_.erase(sp.start << 32 | rec);
+  } else {
+    ord_v6_host_.erase({sp.start, rec});
+  }
+}
+
 void SubscriberStore::set_owner(const RouteKey& k, uint32_t rec) {
+  // The ordered index follows the owner tables: drop a previous owner's entry.
+  auto take = [&](auto& table, const auto& a) {
+    auto [it, inserted] = table.try_emplace(a, rec);
+    if (!inserted) {
+      if (it->second == rec) return false;
+      ord_erase(k, it->second);
+      it->second = rec;
+    }
+    ord_insert(k, rec);
+    return inserted;
+  };
   switch (k.map) {
     case MapId::kRoutesV4: {
       uint32_t a;
       std::memcpy(&a, k.b.data(), 4);
-      own_v4_[a] = rec;
+      take(own_v4_, a);
       break;
     }
     case MapId::kRoutesV6: {
       Ipv6 a;
       std::memcpy(a.data(), k.b.data(), 16);
-      own_v6_[a] = rec;
+      take(own_v6_, a);
       break;
     }
     case MapId::kRoutesV6_64: {
       uint64_t a;
       std::memcpy(&a, k.b.data(), 8);
-      own_v6_64_[a] = rec;
+      take(own_v6_64_, a);
       break;
     }
     default: {
-      auto [it, inserted] = own_lpm_.insert_or_assign(k.as_prefix(), rec);
-      (void)it;
-      if (inserted) ++(k.map == MapId::kPrefixesV4 ? lpm_v4_count_ : lpm_v6_count_);
+      if (take(own_lpm_, k.as_prefix()))
+        ++(k.map == MapId::kPrefixesV4 ? lpm_v4_count_ : lpm_v6_count_);
     }
   }
 }
@@ -295,29 +381,127 @@ void SubscriberStore::erase_owner(const RouteKey& k, uint32_t rec) {
     case MapId::kRoutesV4: {
       uint32_t a;
       std::memcpy(&a, k.b.data(), 4);
-      if (auto it = own_v4_.find(a); it != own_v4_.end() && it->second == rec) own_v4_.erase(it);
+      if (auto it = own_v4_.find(a); it != own_v4_.end() && it->second == rec) {
+        own_v4_.erase(it);
+        ord_erase(k, rec);
+      }
       break;
     }
     case MapId::kRoutesV6: {
       Ipv6 a;
       std::memcpy(a.data(), k.b.data(), 16);
-      if (auto it = own_v6_.find(a); it != own_v6_.end() && it->second == rec) own_v6_.erase(it);
+      if (auto it = own_v6_.find(a); it != own_v6_.end() && it->second == rec) {
+        own_v6_.erase(it);
+        ord_erase(k, rec);
+      }
       break;
     }
     case MapId::kRoutesV6_64: {
       uint64_t a;
       std::memcpy(&a, k.b.data(), 8);
-      if (auto it = own_v6_64_.find(a); it != own_v6_64_.end() && it->second == rec)
+      if (auto it = own_v6_64_.find(a); it != own_v6_64_.end() && it->second == rec) {
         own_v6_64_.erase(it);
+        ord_erase(k, rec);
+      }
       break;
     }
     default: {
       if (auto it = own_lpm_.find(k.as_prefix()); it != own_lpm_.end() && it->second == rec) {
         own_lpm_.erase(it);
+        ord_erase(k, rec);
         --(k.map == MapId::kPrefixesV4 ? lpm_v4_count_ : lpm_v6_count_);
       }
     }
   }
+}
+
+Status SubscriberStore::overlap(const RouteKey& c, uint64_t rank, const SubKey& key,
+                                const absl::flat_hash_map<uint64_t, size_t>& released,
+                                const Plan& p, const std::vector<SubscriberSpec>& specs,
+                                bool atomic, size_t input) const {
+  auto where = [&] {
+    return atomic ? fmt::format("subscribers[{}]", input) : fmt::format("entry {}", input);
+  };
+  const Span sp = span_of(c.as_prefix());
+  const int fi = sp.fi;
+  auto foreign = [&](uint32_t rec) {
+    const SubKey& ok = recs_[rec].key;
+    return !(ok == key) && !released.contains(key_rank(ok));
+  };
+  auto owned_err = [&](const char* ofield, const std::string& ovalue, uint32_t rec) {
+    auto [field, value] = c.describe();
+    return Status(StatusCode::FAILED_PRECONDITION,
+                  fmt::format("{}: field {}: \"{}\" overlaps {} \"{}\" owned by subscriber {}",
+                              where(), field, value, ofield, ovalue, owner_name(rec)));
+  };
+  auto claimed_err = [&](const RouteKey& oc, uint64_t orank) {
+    auto [field, value] = c.describe();
+    auto [ofield, ovalue] = oc.describe();
+    SubKey ok{};
+    ok.ifindex = static_cast<uint32_t>(orank >> 32);
+    ok.outer_vid = static_cast<uint16_t>(orank >> 16);
+    ok.inner_vid = static_cast<uint16_t>(orank);
+    return Status(StatusCode::FAILED_PRECONDITION,
+                  fmt::format("{}: field {}: \"{}\" overlaps {} \"{}\" claimed by subscriber {} in "
+                              "this request",
+                              where(), field, value, ofield, ovalue, key_to_string(ok, ports_)));
+  };
+  const char* pfield = fi ? "ipv6_prefixes" : "ipv4_prefixes";
+  // Inside a shorter prefix: one exact lookup per prefix length in use.
+  for (uint32_t l = kMinPrefix[fi]; l <= kMaxPrefix[fi] && l < sp.len; ++l) {
+    const bool in_index = pfx_len_[fi][l] != 0, in_plan = p.len_count[fi][l] != 0;
+    if (!in_index && !in_plan) continue;
+    const Prefix m = prefix_at(fi, sp.masked(l), l);
+    const RouteKey mk = RouteKey::prefix(m);
+    if (in_index) {
+      const int64_t o = owner_of(mk);
+      if (o >= 0 && foreign(static_cast<uint32_t>(o)))
+        return owned_err(pfield, format_prefix(m), static_cast<uint32_t>(o));
+    }
+    if (in_plan)
+      if (auto pc = p.claims.find(mk); pc != p.claims.end() && pc->second != rank)
+        return claimed_err(mk, pc->second);
+  }
+  if (sp.host) return Status::OK;
+  // Contains a longer prefix or a host: range queries on the ordered indexes.
+  const uint64_t end = sp.end();
+  for (auto it = ord_pfx_[fi].lower_bound({sp.start, 0}); it != ord_pfx_[fi].end() &&
+                                                           it->first <= end;
+       ++it) {
+    const uint32_t olen = static_cast<uint32_t>(it->second >> 32);
+    const uint32_t orec = static_cast<uint32_t>(it->second);
+    if (olen == sp.len && it->first == sp.start) continue;  // the same prefix: exact check
+    if (foreign(orec)) return owned_err(pfield, format_prefix(prefix_at(fi, it->first, olen)), orec);
+  }
+  if (fi == 0) {
+    for (auto it = ord_v4_host_.lower_bound(sp.start << 32);
+         it != ord_v4_host_.end() && (*it >> 32) <= end; ++it) {
+      const uint32_t orec = static_cast<uint32_t>(*it);
+      if (foreign(orec)) {
+        auto [f, v] = RouteKey::host_v4(recs_[orec].ipv4).describe();
+        return owned_err(f, v, orec);
+      }
+    }
+  } else {
+    for (auto it = ord_v6_host_.lower_bound({sp.start, 0});
+         it != ord_v6_host_.end() && it->first <= end; ++it) {
+      if (foreign(it->second)) {
+        auto [f, v] = RouteKey::host_v6(recs_[it->second].ipv6.data()).describe();
+        return owned_err(f, v, it->second);
+      }
+    }
+  }
+  const auto& po = p.ord[fi];
+  for (auto it = po.lower_bound({sp.start, 0, 0, 0}); it != po.end() && std::get<0>(*it) <= end;
+       ++it) {
+    const auto& [ostart, olen, orank, where_in] = *it;
+    if (orank == rank) continue;
+    if (olen == sp.len && ostart == sp.start) continue;  // the same prefix: exact check
+    std::vector<RouteKey> ocl;
+    claims_of(specs[where_in >> 32], &ocl);
+    return claimed_err(ocl[where_in & 0xffffffff], orank);
+  }
+  return Status::OK;
 }
 
 uint32_t SubscriberStore::alloc_record(SubscriberSpec&& s) {
@@ -527,6 +711,9 @@ size_t SubscriberStore::plan(const std::vector<SubscriberSpec>& specs,
           break;
         }
       }
+      err = overlap(c, rank, s.key, atomic ? batch_keys : p->keys, *p, specs, atomic,
+                    input_index[i]);
+      if (!err.ok()) break;
       if (o < 0)
         ++adds[static_cast<int>(c.map)];
       else if (ci < 64)
@@ -555,7 +742,13 @@ size_t SubscriberStore::plan(const std::vector<SubscriberSpec>& specs,
       failures->emplace_back(input_index[i], err);
       continue;
     }
-    for (const auto& c : cl) p->claims[c] = rank;
+    for (size_t ci = 0; ci < cl.size(); ++ci) {
+      const RouteKey& c = cl[ci];
+      p->claims[c] = rank;
+      const Span sp = span_of(c.as_prefix());
+      if (!sp.host) ++p->len_count[sp.fi][sp.len];
+      p->ord[sp.fi].insert({sp.start, sp.len, rank, uint64_t{i} << 32 | ci});
+    }
     for (int m = 0; m < kMapCount; ++m) p->adds[m] += adds[m];
     p->keys[rank] = i;
     p->accepted.push_back(input_index[i]);

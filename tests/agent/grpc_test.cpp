@@ -316,6 +316,151 @@ TEST_F(AgentTest, ConflictsNameTheOwner) {
   EXPECT_EQ(kernel_count(MapId::kRoutesV4), 2u);
 }
 
+// Nested overlaps between different subscribers (a host inside another's
+// prefix, prefixes nested in each other) are refused like exact duplicates;
+// a subscriber may overlap itself.
+TEST_F(AgentTest, NestedOverlapsAreRefused) {
+  start();
+  auto mk = [](uint32_t inner, const std::string& v4, const std::string& v6,
+               std::vector<std::string> v6p = {}, std::vector<std::string> v4p = {}) {
+    auto s = make_sub(10, inner);
+    s.set_ipv4(v4);
+    s.set_ipv6(v6);
+    s.clear_ipv6_prefixes();
+    for (const auto& p : v6p) s.add_ipv6_prefixes(p);
+    for (const auto& p : v4p) s.add_ipv4_prefixes(p);
+    return s;
+  };
+  // Each overlaps itself: host inside its own prefixes, a /64 inside its /48.
+  const auto a = mk(1, "100.80.0.1", "2001:db8:a::1", {"2001:db8:a::/48", "2001:db8:a:1::/64"},
+                    {"100.80.0.0/16"});
+  const auto b = mk(2, "100.71.0.1", "2001:db8:b:100::1",
+                    {"2001:db8:b:100::/56", "2001:db8:bb:1::/64"}, {"100.90.1.0/24"});
+  const auto h = mk(4, "100.73.0.1", "2001:db8:dd::1");
+  ASSERT_TRUE(upsert({a, b, h}).ok());
+  ASSERT_TRUE(upsert({a}).ok());  // again: unchanged, still fine
+  const uint64_t routes = kernel_routes();
+  ASSERT_EQ(routes, 12u);
+
+  struct Case {
+    const char* what;
+    v1::Subscriber sub;
+    std::vector<std::string> want;  // substrings of the message
+  };
+  const std::string c4 = "100.72.0.1", c6 = "2001:db8:c::1";
+  const std::vector<Case> cases = {
+      {"v6 prefix inside a shorter one", mk(3, c4, c6, {"2001:db8:a:200::/56"}),
+       {"ipv6_prefixes", "\"2001:db8:a:200::/56\"", "\"2001:db8:a::/48\"", "acc0/10/1"}},
+      {"v6 /64 inside a /56", mk(3, c4, c6, {"2001:db8:b:1a0::/64"}),
+       {"ipv6_prefixes", "\"2001:db8:b:1a0::/64\"", "\"2001:db8:b:100::/56\"", "acc0/10/2"}},
+      {"v6 prefix containing a longer one", mk(3, c4, c6, {"2001:db8:b::/48"}),
+       {"ipv6_prefixes", "\"2001:db8:b::/48\"", "\"2001:db8:b:100::/56\"", "acc0/10/2"}},
+      {"v6 prefix containing a /64", mk(3, c4, c6, {"2001:db8:bb::/56"}),
+       {"ipv6_prefixes", "\"2001:db8:bb::/56\"", "\"2001:db8:bb:1::/64\"", "acc0/10/2"}},
+      {"v6 host inside a prefix", mk(3, c4, "2001:db8:a:5::9"),
+       {"field ipv6:", "\"2001:db8:a:5::9\"", "\"2001:db8:a::/48\"", "acc0/10/1"}},
+      {"v6 prefix containing a host", mk(3, c4, c6, {"2001:db8:dd::/48"}),
+       {"ipv6_prefixes", "\"2001:db8:dd::/48\"", "ipv6 \"2001:db8:dd::1\"", "acc0/10/4"}},
+      {"v6 /64 containing a host", mk(3, c4, c6, {"2001:db8:dd::/64"}),
+       {"ipv6_prefixes", "\"2001:db8:dd::/64\"", "ipv6 \"2001:db8:dd::1\"", "acc0/10/4"}},
+      {"v4 host inside a prefix", mk(3, "100.80.3.4", c6),
+       {"field ipv4:", "\"100.80.3.4\"", "\"100.80.0.0/16\"", "acc0/10/1"}},
+      {"v4 prefix inside a shorter one", mk(3, c4, c6, {}, {"100.80.2.0/24"}),
+       {"ipv4_prefixes", "\"100.80.2.0/24\"", "\"100.80.0.0/16\"", "acc0/10/1"}},
+      {"v4 prefix containing a longer one", mk(3, c4, c6, {}, {"100.90.0.0/16"}),
+       {"ipv4_prefixes", "\"100.90.0.0/16\"", "\"100.90.1.0/24\"", "acc0/10/2"}},
+      {"v4 prefix containing a host", mk(3, c4, c6, {}, {"100.73.0.0/24"}),
+       {"ipv4_prefixes", "\"100.73.0.0/24\"", "ipv4 \"100.73.0.1\"", "acc0/10/4"}},
+  };
+  for (const auto& c : cases) {
+    auto st = upsert({c.sub});
+    EXPECT_EQ(st.error_code(), StatusCode::FAILED_PRECONDITION) << c.what;
+    for (const auto& w : c.want)
+      EXPECT_NE(st.error_message().find(w), std::string::npos)
+          << c.what << ": \"" << w << "\" not in: " << st.error_message();
+    EXPECT_NE(st.error_message().find("subscribers[0]"), std::string::npos) << st.error_message();
+    EXPECT_EQ(get(10, 3, nullptr).error_code(), StatusCode::NOT_FOUND) << c.what;
+    // An existing subscriber taking the same thing: refused, left as it was.
+    auto upd = c.sub;
+    upd.set_inner_vlan(4);
+    upd.set_mac(h.mac());
+    if (c.sub.ipv4() == c4) upd.set_ipv4(h.ipv4());
+    if (c.sub.ipv6() == c6) upd.set_ipv6(h.ipv6());
+    if (std::string(c.what).find("containing a host") == std::string::npos) {
+      st = upsert({upd});
+      EXPECT_EQ(st.error_code(), StatusCode::FAILED_PRECONDITION) << c.what << " (update)";
+      v1::Subscriber g;
+      ASSERT_TRUE(get(10, 4, &g).ok());
+      EXPECT_EQ(g.ipv6_prefixes_size(), 0) << c.what;
+      EXPECT_EQ(g.ipv4_prefixes_size(), 0) << c.what;
+    }
+    // In a stream: reported, the rest applied.
+    auto resp = stream({c.sub});
+    EXPECT_EQ(resp.applied(), 0u) << c.what;
+    ASSERT_EQ(resp.failures_size(), 1) << c.what;
+    EXPECT_EQ(resp.failures(0).code(), static_cast<int>(StatusCode::FAILED_PRECONDITION));
+    EXPECT_NE(resp.failures(0).message().find(c.want[2]), std::string::npos)
+        << resp.failures(0).message();
+  }
+  EXPECT_EQ(kernel_count(MapId::kSubscribers), 3u);
+  EXPECT_EQ(kernel_routes(), routes);
+
+  // Inside one request, whichever comes first.
+  const auto p48 = mk(5, "100.74.0.1", "2001:db8:e0::1", {"2001:db8:e::/48"}, {"100.100.0.0/16"});
+  const auto in_p48 = mk(6, "100.74.0.2", "2001:db8:e:7::1");
+  const auto in_v4 = mk(7, "100.100.9.9", "2001:db8:e1::1");
+  const auto p64 = mk(8, "100.74.0.3", "2001:db8:e2::1", {"2001:db8:e:8::/64"});
+  for (const auto& [x, y, want] :
+       std::vector<std::tuple<v1::Subscriber, v1::Subscriber, std::string>>{
+           {p48, in_p48, "\"2001:db8:e::/48\""},
+           {in_p48, p48, "\"2001:db8:e:7::1\""},
+           {p48, in_v4, "\"100.100.0.0/16\""},
+           {in_v4, p48, "\"100.100.9.9\""},
+           {p48, p64, "\"2001:db8:e::/48\""},
+           {p64, p48, "\"2001:db8:e:8::/64\""}}) {
+    auto st = upsert({x, y});
+    EXPECT_EQ(st.error_code(), StatusCode::FAILED_PRECONDITION) << want;
+    EXPECT_NE(st.error_message().find(want), std::string::npos) << st.error_message();
+    EXPECT_NE(st.error_message().find("in this request"), std::string::npos)
+        << st.error_message();
+    EXPECT_NE(st.error_message().find("subscribers[1]"), std::string::npos)
+        << st.error_message();
+    // A stream keeps the first and reports the second.
+    auto resp = stream({x, y});
+    EXPECT_EQ(resp.applied(), 1u) << want;
+    ASSERT_EQ(resp.failures_size(), 1) << want;
+    EXPECT_EQ(resp.failures(0).index(), 1u);
+    EXPECT_NE(resp.failures(0).message().find(want), std::string::npos)
+        << resp.failures(0).message();
+    v1::DeleteSubscribersResponse dr;
+    ASSERT_TRUE(del({{10, x.inner_vlan()}}, &dr).ok());
+    EXPECT_EQ(dr.deleted(), 1u);
+  }
+  EXPECT_EQ(kernel_count(MapId::kSubscribers), 3u);
+  EXPECT_EQ(kernel_routes(), routes);
+
+  // A prefix given up in the same request may be taken inside it.
+  auto b2 = b;
+  b2.clear_ipv6_prefixes();
+  b2.add_ipv6_prefixes("2001:db8:bb:1::/64");
+  ASSERT_TRUE(upsert({mk(3, c4, c6, {"2001:db8:b:1a0::/64"}), b2}).ok());
+
+  // Once the owner is gone, the overlapping entry is accepted.
+  v1::DeleteSubscribersResponse dr;
+  ASSERT_TRUE(del({{10, 1}}, &dr).ok());
+  ASSERT_TRUE(upsert({mk(9, "100.80.3.4", "2001:db8:a:5::9", {"2001:db8:a:200::/56"},
+                         {"100.80.2.0/24"})})
+                  .ok());
+  // The index follows deletions and restarts.
+  stop();
+  start();
+  auto st = upsert({mk(11, "100.80.2.7", "2001:db8:a:2ff::1")});
+  EXPECT_EQ(st.error_code(), StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(st.error_message().find("acc0/10/9"), std::string::npos) << st.error_message();
+  EXPECT_NE(st.error_message().find("\"100.80.2.0/24\""), std::string::npos)
+      << st.error_message();
+}
+
 TEST_F(AgentTest, UpsertIsIdempotent) {
   start();
   v1::UpsertSubscribersResponse r;

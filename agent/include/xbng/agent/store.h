@@ -6,6 +6,7 @@
 #pragma once
 
 #include <absl/container/btree_map.h>
+#include <absl/container/btree_set.h>
 #include <absl/container/flat_hash_map.h>
 #include <grpcpp/support/status.h>
 
@@ -105,6 +106,14 @@ class SubscriberStore {
   int64_t owner_of(const RouteKey& k) const;
   // Starts loading the index slots a later owner_of/set_owner on s's claims will touch.
   void prefetch_owners(const SubscriberSpec& s) const;
+  // Nested overlaps of claim `c` (of the entry with key rank `rank`) with
+  // claims of other subscribers, in the index (unless `released`) and in the
+  // plan. Exact duplicates are not looked at (the caller checks them).
+  grpc::Status overlap(const RouteKey& c, uint64_t rank, const SubKey& key,
+                       const absl::flat_hash_map<uint64_t, size_t>& released, const Plan& p,
+                       const std::vector<SubscriberSpec>& specs, bool atomic, size_t input) const;
+  void ord_insert(const RouteKey& k, uint32_t rec);
+  void ord_erase(const RouteKey& k, uint32_t rec);
   void set_owner(const RouteKey& k, uint32_t rec);
   void erase_owner(const RouteKey& k, uint32_t rec);
   uint32_t alloc_record(SubscriberSpec&& s);
@@ -125,6 +134,12 @@ class SubscriberStore {
   absl::flat_hash_map<uint64_t, uint32_t> own_v6_64_;  // /64 → record
   absl::flat_hash_map<Prefix, uint32_t> own_lpm_;      // other prefixes → record
   uint64_t lpm_v4_count_ = 0, lpm_v6_count_ = 0;
+  // For nested overlaps. Addresses as host-order integers: IPv4 whole, IPv6
+  // its first 64 bits (every IPv6 prefix is /64 or shorter).
+  uint64_t pfx_len_[2][65] = {};  // [v4, v6][length]: prefixes of that length (not hosts)
+  absl::btree_set<std::pair<uint64_t, uint64_t>> ord_pfx_[2];  // (start, len << 32 | record)
+  absl::btree_set<uint64_t> ord_v4_host_;                     // address << 32 | record
+  absl::btree_set<std::pair<uint64_t, uint32_t>> ord_v6_host_;  // (first 64 bits, record)
   absl::flat_hash_map<uint32_t, uint64_t> per_port_;
   absl::flat_hash_map<uint64_t, uint64_t> per_port_outer_;
 };
