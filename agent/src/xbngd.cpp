@@ -3,6 +3,7 @@
 //   exit 1: runtime failure, or --check-config found problems
 //   exit 2: invalid configuration at start (the unit does not restart on it)
 #include <absl/synchronization/mutex.h>
+#include <malloc.h>
 #include <CLI/CLI.hpp>
 #include <fmt/ranges.h>
 #include <signal.h>
@@ -42,6 +43,10 @@ int main(int argc, char** argv) {
   // absl's lock-order graph (on by default in gRPC's absl) costs ~7% of the
   // agent's CPU during a bulk load; our locks are few and ordered.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  // gRPC's threads would each get a glibc malloc arena that keeps freed
+  // stream buffers: two arenas hold the agent's peak RSS at 1M subscribers
+  // ~15 MB lower at the same speed (bench/provision.py).
+  mallopt(M_ARENA_MAX, 2);
   CLI::App app{"xbngd: XDP QinQ subscriber termination daemon"};
   Config flags;
   std::string config_file, check_file, log_level = "info", outer_tpid;
