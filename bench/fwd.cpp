@@ -394,10 +394,7 @@ int main(int argc, char** argv) {
       if (it == res.end()) return std::nullopt;
       return it->second;
     };
-    auto div = [](std::optional<double> a, std::optional<double> b) -> std::optional<double> {
-      if (!a || !b || *b <= 0) return std::nullopt;
-      return *a / *b;
-    };
+    const auto div = ratio;
     auto fr = [](std::optional<double> v, const char* f) {
       return v ? fmt::format(fmt::runtime(f), *v) : std::string("-");
     };

@@ -554,6 +554,11 @@ uint32_t parse_size(const std::string& s) {
   return static_cast<uint32_t>(v);
 }
 
+std::optional<double> ratio(std::optional<double> a, std::optional<double> b) {
+  if (!a || !b || *b <= 0) return std::nullopt;
+  return *a / *b;
+}
+
 std::vector<uint32_t> parse_sizes(const std::string& list) {
   std::vector<uint32_t> sizes;
   std::stringstream ss(list);

@@ -10,6 +10,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <optional>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -151,6 +152,8 @@ std::string action_name(uint32_t action);
 uint32_t parse_size(const std::string& s);
 // "1K,60K,1M" -> sorted, unique sizes.
 std::vector<uint32_t> parse_sizes(const std::string& list);
+// a / b, or nothing when either figure is missing or b is not positive.
+std::optional<double> ratio(std::optional<double> a, std::optional<double> b);
 std::string size_label(uint32_t n);
 nlohmann::json machine_info();
 double now_s();  // monotonic
