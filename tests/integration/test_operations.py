@@ -166,7 +166,7 @@ class PortSettingsTest(OpsLab):
         self.assertIn("port acc0 (ifindex", self.x.read_log())
         self.assertIn("mtu 1400, outer tpid 0x8100", self.x.read_log())
         ports = sh(["bpftool", "-j", "map", "dump", "pinned",
-                    f"{self.x.lab.bpffs}/v1/maps/ports"]).stdout
+                    self.x.pinned_map("ports")]).stdout
         by_role = {e["formatted"]["value"]["role"]: e["formatted"]["value"] for e in json.loads(ports)}
         self.assertEqual(by_role[1]["outer_tpid"], 0x8100)
         self.assertEqual(by_role[1]["mtu"], 1400)

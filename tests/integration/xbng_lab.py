@@ -161,6 +161,14 @@ class XbngLab:
         except FileNotFoundError:
             return ""
 
+    def pinned_map(self, name: str) -> str:
+        """Path of a pinned map of the running ABI version (<bpffs>/v<ABI>/maps/NAME)."""
+        import glob
+        found = glob.glob(f"{self.lab.bpffs}/v*/maps/{name}")
+        if len(found) != 1:
+            raise RuntimeError(f"pinned map {name}: {found or 'absent'}")
+        return found[0]
+
     def teardown_dataplane(self) -> None:
         sh(self.dut.nsenter_argv([self.xbngd, "--teardown", "--bpffs", self.lab.bpffs]))
 
