@@ -1,5 +1,6 @@
 #include "xbng/agent/agent.h"
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <chrono>
@@ -24,10 +25,16 @@ Agent::Agent(const AgentOptions& o)
   }
   rb_ = std::make_unique<RingbufReader>(dp_->fd(MapId::kEvents), &hub_);
   service_ = std::make_unique<SubscribersService>(store_.get(), &hub_, maps, dp_->ports(), boot_id_);
+  if (o.fleet)
+    service_->set_read_only(fmt::format(
+        "xbngd runs in fleet mode: etcd is the source of truth; write subscribers under {} in "
+        "etcd (xbngctl sub import --etcd ... --node {})",
+        node_subscribers_prefix(o.fleet->node), o.fleet->node));
   ServerOptions so = o.server;
   so.metrics = &grpc_metrics_;
   server_ = std::make_unique<GrpcServer>(so, service_.get());
   spdlog::info("gRPC serving on {} (boot id {})", server_->address(), boot_id_);
+  if (o.fleet) fleet_ = std::make_unique<Fleet>(*o.fleet, store_.get(), boot_id_);
   set_metrics_listen(o.metrics_listen);
 }
 
@@ -40,7 +47,9 @@ std::string Agent::render_metrics() const {
   s.abi = XBNG_ABI_VERSION;
   s.start_time_seconds = start_time_seconds_;
   s.last_reload_ok = last_reload_ok_;
-  return xbng::agent::render_metrics(s);
+  std::string out = xbng::agent::render_metrics(s);
+  if (fleet_) out += fleet_->render_metrics();
+  return out;
 }
 
 void Agent::set_metrics_listen(const std::string& listen) {
@@ -69,6 +78,7 @@ void Agent::set_metrics_listen(const std::string& listen) {
 
 void Agent::stop() {
   metrics_.reset();
+  if (fleet_) fleet_->stop();
   if (server_) server_->shutdown();
   rb_.reset();
 }

@@ -156,6 +156,15 @@ void load_config_file(const std::string& path, Config* cfg) {
       else if (key == "limits.unknown_event_interval_ms")
         cfg->unknown_interval_ms = get_uint(path, key, v);
       else if (key == "log.level") cfg->log_level = get_string(path, key, v);
+      else if (key == "etcd.endpoints") cfg->etcd_endpoints = get_strings(path, key, v);
+      else if (key == "etcd.node") cfg->etcd_node = get_string(path, key, v);
+      else if (key == "etcd.ca") cfg->etcd_ca = get_string(path, key, v);
+      else if (key == "etcd.cert") cfg->etcd_cert = get_string(path, key, v);
+      else if (key == "etcd.key") cfg->etcd_key = get_string(path, key, v);
+      else if (key == "etcd.username") cfg->etcd_username = get_string(path, key, v);
+      else if (key == "etcd.password") cfg->etcd_password = get_string(path, key, v);
+      else if (key == "etcd.password_file") cfg->etcd_password_file = get_string(path, key, v);
+      else if (key == "etcd.status_ttl") cfg->etcd_status_ttl = get_uint(path, key, v);
       else if (const char* m = moved_to(key)) fail(path, key, fmt::format("unknown key (now {})", m));
       else fail(path, key, "unknown key");
     }
@@ -312,6 +321,36 @@ ConfigCheck check_config(const Config& c) {
            c.metrics_listen);
   }
 
+  // Fleet mode (etcd).
+  if (c.etcd_endpoints.empty()) {
+    if (!c.etcd_node.empty()) err("etcd.node (--node) {}: needs etcd.endpoints (--etcd)", c.etcd_node);
+  } else {
+    if (c.etcd_node.empty()) err("etcd.endpoints (--etcd) given without etcd.node (--node)");
+    else if (auto e = check_node_name(c.etcd_node)) err("etcd.node (--node): {}", *e);
+    for (const auto& ep : c.etcd_endpoints) {
+      std::string e = ep, host;
+      uint16_t port = 0;
+      if (e.rfind("https://", 0) == 0) e = e.substr(8);
+      else if (e.rfind("http://", 0) == 0) e = e.substr(7);
+      if (auto why = parse_listen(e, &host, &port))
+        err("etcd.endpoints (--etcd) {}: {}", ep, *why);
+    }
+    if (c.etcd_cert.empty() != c.etcd_key.empty())
+      err("etcd: a client certificate needs its key (etcd.cert and etcd.key, --etcd-cert and "
+          "--etcd-key)");
+    for (auto [what, path] : {std::pair{"etcd.ca", &c.etcd_ca}, std::pair{"etcd.cert", &c.etcd_cert},
+                              std::pair{"etcd.key", &c.etcd_key},
+                              std::pair{"etcd.password_file", &c.etcd_password_file}})
+      if (!path->empty())
+        if (auto e = unreadable(*path)) err("{} {}: cannot read: {}", what, *path, *e);
+    if (!c.etcd_password.empty() && !c.etcd_password_file.empty())
+      err("etcd: give password or password_file, not both");
+    if ((!c.etcd_password.empty() || !c.etcd_password_file.empty()) && c.etcd_username.empty())
+      err("etcd: a password needs etcd.username (--etcd-username)");
+    if (c.etcd_status_ttl < 2 || c.etcd_status_ttl > 3600)
+      err("etcd.status_ttl {}: expected 2..3600 seconds", c.etcd_status_ttl);
+  }
+
   // Log.
   if (spdlog::level::from_str(c.log_level) == spdlog::level::off && c.log_level != "off")
     err("log.level (--log-level) {}: expected trace, debug, info, warn, error, critical or off",
@@ -355,6 +394,26 @@ ServerOptions to_server_options(const Config& c) {
   s.tls_client_ca = c.tls_client_ca;
   s.insecure_tcp = c.insecure_tcp;
   return s;
+}
+
+std::optional<FleetOptions> to_fleet_options(const Config& c) {
+  if (c.etcd_endpoints.empty()) return std::nullopt;
+  FleetOptions f;
+  for (const auto& e : c.etcd_endpoints)
+    for (auto& s : split_endpoints(e)) f.etcd.endpoints.push_back(s);
+  f.node = c.etcd_node;
+  f.etcd.ca = c.etcd_ca;
+  f.etcd.cert = c.etcd_cert;
+  f.etcd.key = c.etcd_key;
+  f.etcd.username = c.etcd_username;
+  f.etcd.password = c.etcd_password;
+  if (!c.etcd_password_file.empty()) {
+    std::ifstream in(c.etcd_password_file);
+    if (!in) throw std::runtime_error("etcd.password_file " + c.etcd_password_file + ": cannot read");
+    std::getline(in, f.etcd.password);
+  }
+  f.status_ttl_seconds = static_cast<uint32_t>(c.etcd_status_ttl);
+  return f;
 }
 
 ReloadPlan plan_reload(const Config& a, const Config& b) {
@@ -414,6 +473,15 @@ ReloadPlan plan_reload(const Config& a, const Config& b) {
   refuse("grpc.tls_client_ca", a.tls_client_ca, b.tls_client_ca, kGrpc, kRestart);
   refuse("grpc.insecure_tcp", fmt::format("{}", a.insecure_tcp),
          fmt::format("{}", b.insecure_tcp), kGrpc, kRestart);
+  constexpr const char* kEtcd = "the fleet reconciler connects and reads its prefix at start";
+  refuse("etcd.endpoints", join(a.etcd_endpoints), join(b.etcd_endpoints), kEtcd, kRestart);
+  refuse("etcd.node", a.etcd_node, b.etcd_node, kEtcd, kRestart);
+  refuse("etcd (TLS, credentials, status_ttl)",
+         fmt::format("{}|{}|{}|{}|{}|{}|{}", a.etcd_ca, a.etcd_cert, a.etcd_key, a.etcd_username,
+                     a.etcd_password.empty() ? "" : "*", a.etcd_password_file, a.etcd_status_ttl),
+         fmt::format("{}|{}|{}|{}|{}|{}|{}", b.etcd_ca, b.etcd_cert, b.etcd_key, b.etcd_username,
+                     b.etcd_password.empty() ? "" : "*", b.etcd_password_file, b.etcd_status_ttl),
+         kEtcd, kRestart);
   return p;
 }
 

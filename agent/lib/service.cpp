@@ -43,11 +43,14 @@ SubscribersService::SubscribersService(SubscriberStore* store, EventHub* hub,
       started_ns_(unix_now_ns()) {}
 
 #define XBNG_BOOT_ID(ctx) (ctx)->AddInitialMetadata("xbng-boot-id", boot_id_)
+#define XBNG_WRITABLE() \
+  if (!read_only_.empty()) return Status(StatusCode::FAILED_PRECONDITION, read_only_)
 
 Status SubscribersService::UpsertSubscribers(ServerContext* ctx,
                                              const v1::UpsertSubscribersRequest* req,
                                              v1::UpsertSubscribersResponse* resp) {
   XBNG_BOOT_ID(ctx);
+  XBNG_WRITABLE();
   std::vector<const v1::Subscriber*> in;
   in.reserve(req->subscribers_size());
   for (const auto& s : req->subscribers()) in.push_back(&s);
@@ -65,6 +68,7 @@ Status SubscribersService::StreamSubscribers(ServerContext* ctx,
                                              grpc::ServerReader<v1::Subscriber>* reader,
                                              v1::StreamSubscribersResponse* resp) {
   XBNG_BOOT_ID(ctx);
+  XBNG_WRITABLE();
   StreamResult r;
   store_->stream([&](v1::Subscriber* m) { return reader->Read(m); }, &r);
   resp->set_applied(r.applied);
@@ -78,6 +82,7 @@ Status SubscribersService::DeleteSubscribers(ServerContext* ctx,
                                              const v1::DeleteSubscribersRequest* req,
                                              v1::DeleteSubscribersResponse* resp) {
   XBNG_BOOT_ID(ctx);
+  XBNG_WRITABLE();
   std::vector<const v1::SubscriberKey*> keys;
   keys.reserve(req->keys_size());
   for (const auto& k : req->keys()) keys.push_back(&k);

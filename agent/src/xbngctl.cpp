@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "xbng/agent/ctl.h"
+#include "xbng/agent/fleet.h"
 
 using namespace xbng::agent;
 
@@ -61,6 +62,20 @@ int main(int argc, char** argv) {
   imp->add_option("FILE", import_file, "CSV with header " + std::string(kCsvHeader) +
                                            " or JSON Lines (.jsonl)")
       ->required();
+  // Fleet mode: write into etcd instead of xbngd.
+  std::string etcd, node, etcd_password_file;
+  EtcdOptions eo;
+  uint32_t txn_ops = 128, inflight = 8;
+  imp->add_option("--etcd", etcd, "write into etcd (fleet mode): HOST:PORT[,HOST:PORT...]");
+  imp->add_option("--node", node, "with --etcd: the node whose prefix receives the entries");
+  imp->add_option("--etcd-ca", eo.ca, "CA of the etcd servers (PEM; enables TLS)");
+  imp->add_option("--etcd-cert", eo.cert, "client certificate for etcd (PEM)");
+  imp->add_option("--etcd-key", eo.key, "client key for etcd (PEM)");
+  imp->add_option("--etcd-username", eo.username, "etcd user");
+  imp->add_option("--etcd-password-file", etcd_password_file, "file holding the etcd password");
+  imp->add_option("--txn-ops", txn_ops, "puts per etcd transaction (etcd's --max-txn-ops)")
+      ->default_str("128");
+  imp->add_option("--inflight", inflight, "transactions in flight")->default_str("8");
   auto* stats = app.add_subcommand("stats", "counters by reason, ports, map fill");
   int count = 0;
   auto* events = app.add_subcommand("events", "print events until interrupted");
@@ -73,6 +88,17 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   try {
     if (*dump) return ctl_bpf_dump(o, bpffs);
+    if (*imp && !etcd.empty()) {
+      if (node.empty()) throw std::runtime_error("sub import --etcd needs --node");
+      eo.endpoints = split_endpoints(etcd);
+      if (!etcd_password_file.empty()) {
+        std::ifstream in(etcd_password_file);
+        if (!in) throw std::runtime_error("cannot read " + etcd_password_file);
+        std::getline(in, eo.password);
+      }
+      return ctl_etcd_import(eo, node, import_file, txn_ops, inflight);
+    }
+    if (*imp && !node.empty()) throw std::runtime_error("sub import --node needs --etcd");
     Ctl ctl(o);
     if (*add) return ctl.sub_add(a);
     if (*del) {

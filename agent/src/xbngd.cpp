@@ -78,6 +78,17 @@ int main(int argc, char** argv) {
   app.add_flag("--teardown", teardown, "detach the XDP links and remove every pin, then exit");
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error")->default_str("info");
   app.add_flag("--version", version, "print the version and exit");
+  std::string etcd_endpoints;
+  app.add_option("--etcd", etcd_endpoints,
+                 "fleet mode: etcd endpoints HOST:PORT[,HOST:PORT...] (http:// or https://); "
+                 "subscribers come from etcd, gRPC writes are refused");
+  app.add_option("--node", flags.etcd_node, "fleet mode: this node's name in the etcd keys");
+  app.add_option("--etcd-ca", flags.etcd_ca, "CA of the etcd servers (PEM; enables TLS)");
+  app.add_option("--etcd-cert", flags.etcd_cert, "client certificate for etcd (PEM)");
+  app.add_option("--etcd-key", flags.etcd_key, "client key for etcd (PEM)");
+  app.add_option("--etcd-username", flags.etcd_username, "etcd user (authentication)");
+  app.add_option("--etcd-password-file", flags.etcd_password_file,
+                 "file holding the etcd user's password");
   CLI11_PARSE(app, argc, argv);
 
   if (version) {
@@ -103,6 +114,16 @@ int main(int argc, char** argv) {
     if (given("--outer-tpid")) cfg.outer_tpid = outer_tpid;
     if (given("--xdp-generic")) cfg.xdp_generic = true;
     if (given("--log-level")) cfg.log_level = log_level;
+    if (given("--etcd")) cfg.etcd_endpoints = split_endpoints(etcd_endpoints);
+    if (given("--node")) cfg.etcd_node = flags.etcd_node;
+    if (given("--etcd-ca")) cfg.etcd_ca = flags.etcd_ca;
+    if (given("--etcd-cert")) cfg.etcd_cert = flags.etcd_cert;
+    if (given("--etcd-key")) cfg.etcd_key = flags.etcd_key;
+    if (given("--etcd-username")) cfg.etcd_username = flags.etcd_username;
+    if (given("--etcd-password-file")) {
+      cfg.etcd_password_file = flags.etcd_password_file;
+      cfg.etcd_password.clear();
+    }
   };
   auto read_config = [&](const std::string& file) {
     Config cfg;
@@ -151,6 +172,7 @@ int main(int argc, char** argv) {
     o.dataplane = to_dataplane_options(cfg);
     o.server = to_server_options(cfg);
     o.metrics_listen = cfg.metrics_listen;
+    o.fleet = to_fleet_options(cfg);
   } catch (const std::exception& e) {
     spdlog::error("{}", e.what());
     return 2;

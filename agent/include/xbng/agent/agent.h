@@ -7,10 +7,12 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "xbng/agent/dataplane.h"
 #include "xbng/agent/events.h"
+#include "xbng/agent/fleet.h"
 #include "xbng/agent/metrics.h"
 #include "xbng/agent/service.h"
 #include "xbng/agent/store.h"
@@ -21,6 +23,8 @@ struct AgentOptions {
   DataplaneOptions dataplane;
   ServerOptions server;        // server.metrics is set by the agent
   std::string metrics_listen;  // HOST:PORT; empty: no metrics endpoint
+  // Fleet mode (issue 13): subscribers come from etcd; gRPC writes are refused.
+  std::optional<FleetOptions> fleet;
 };
 
 class Agent {
@@ -43,6 +47,7 @@ class Agent {
   void set_metrics_listen(const std::string& listen);
   std::string metrics_listen() const { return metrics_ ? metrics_->listen() : ""; }
   void set_last_reload_ok(bool ok) { last_reload_ok_ = ok; }
+  Fleet* fleet() { return fleet_.get(); }  // null unless in fleet mode
 
  private:
   std::string boot_id_;
@@ -55,6 +60,7 @@ class Agent {
   std::unique_ptr<SubscribersService> service_;
   GrpcMetrics grpc_metrics_;  // outlives the server's interceptors
   std::unique_ptr<GrpcServer> server_;
+  std::unique_ptr<Fleet> fleet_;  // writes the store: stopped before the server goes
   std::unique_ptr<MetricsServer> metrics_;  // first to go: it reads everything above
 };
 

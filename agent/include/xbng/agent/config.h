@@ -10,6 +10,10 @@
 //   [metrics] listen = "127.0.0.1:9469" ("" disables)
 //   [bpf]     bpffs = "/sys/fs/bpf/xbng"
 //   [log]     level = "info"
+//   [etcd]    (issue 13, fleet mode) endpoints = ["10.0.0.1:2379", ...] (--etcd a,b,c),
+//             node = "bng1" (--node), ca, cert, key (TLS to etcd: --etcd-ca/--etcd-cert/
+//             --etcd-key), username, password or password_file (--etcd-username,
+//             --etcd-password-file), status_ttl = 10 (seconds)
 // Unknown sections or keys are errors (a typo must not be silently ignored).
 // Nothing here touches the system: no BPF, netlink or sockets (check_config
 // reads the TLS files to prove they are readable, nothing more).
@@ -23,6 +27,7 @@
 #include <vector>
 
 #include "xbng/agent/dataplane.h"
+#include "xbng/agent/fleet.h"
 #include "xbng/agent/service.h"
 
 namespace xbng::agent {
@@ -53,6 +58,12 @@ struct Config {
   uint64_t events_per_sec = XBNG_DEFAULT_EVENTS_PER_SEC;
   uint64_t unknown_interval_ms = XBNG_DEFAULT_UNKNOWN_INTERVAL_NS / 1000000;
   std::string log_level = "info";
+  // Fleet mode (issue 13): no endpoints = single node driven by gRPC.
+  std::vector<std::string> etcd_endpoints;
+  std::string etcd_node;
+  std::string etcd_ca, etcd_cert, etcd_key;
+  std::string etcd_username, etcd_password, etcd_password_file;
+  uint64_t etcd_status_ttl = 10;
 };
 
 // Merges the TOML file into cfg. Throws std::runtime_error naming the file,
@@ -74,6 +85,8 @@ ConfigCheck check_config(const Config& cfg);
 // check_config.
 DataplaneOptions to_dataplane_options(const Config& cfg);
 ServerOptions to_server_options(const Config& cfg);
+// Fleet options when etcd endpoints are configured (reads password_file).
+std::optional<FleetOptions> to_fleet_options(const Config& cfg);
 
 // "HOST:PORT" with HOST an IPv4 address, a bracketed IPv6 address or a
 // host name. Returns the error, or nullopt and fills host/port.

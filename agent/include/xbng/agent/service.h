@@ -41,6 +41,9 @@ class SubscribersService final : public xbng::v1::Subscribers::Service {
 
   const std::string& boot_id() const { return boot_id_; }
   void shutdown() { stopping_ = true; }
+  // Fleet mode (issue 13): writes get FAILED_PRECONDITION with this message.
+  // Set before serving.
+  void set_read_only(std::string why) { read_only_ = std::move(why); }
 
  private:
   void to_proto(const AgentEvent& e, xbng::v1::Event* out) const;
@@ -51,6 +54,7 @@ class SubscribersService final : public xbng::v1::Subscribers::Service {
   std::string boot_id_;
   uint64_t started_ns_;
   std::atomic<bool> stopping_{false};
+  std::string read_only_;
 };
 
 class GrpcMetrics;

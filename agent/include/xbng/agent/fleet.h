@@ -1,0 +1,136 @@
+// Fleet mode: the desired subscribers of this node live in etcd, and xbngd
+// reconciles its maps to them (docs/fleet.md has the key schema: it is part
+// of the API).
+//
+//   /xbng/v1/nodes/<node>/subscribers/<port>/<outer_vlan>/<inner_vlan>
+//       value: xbng.v1.Subscriber in canonical proto3 JSON; port, outer_vlan
+//       and inner_vlan in the value must match the key (else refused)
+//   /xbng/v1/status/<node>
+//       written by the node under a lease: boot id, revision fully applied,
+//       subscriber count, refused keys with reasons, etcd outages
+//
+// At start: one consistent, paged range read at a single revision,
+// reconciled into the store (add, update, delete; unchanged entries are not
+// touched), then a watch from that revision + 1. A watch that falls behind
+// compaction triggers a full re-read. etcd unreachable: the maps keep
+// forwarding with the last applied state while the node retries with backoff.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace xbng::v1 {
+class Subscriber;
+}
+
+namespace xbng::agent {
+
+class SubscriberStore;
+
+// How to reach etcd (shared by xbngd and `xbngctl sub import --etcd`).
+struct EtcdOptions {
+  std::vector<std::string> endpoints;  // HOST:PORT, http://HOST:PORT or https://HOST:PORT
+  std::string ca, cert, key;           // TLS: CA of the servers, client cert/key (PEM files)
+  std::string username, password;      // etcd authentication (empty: none)
+  std::chrono::milliseconds timeout{5000};  // per unary request
+};
+
+struct FleetOptions {
+  EtcdOptions etcd;
+  std::string node;
+  uint32_t status_ttl_seconds = 10;  // lease of the status key
+  uint32_t page_size = 20000;        // keys per range read page
+};
+
+// --- key schema --------------------------------------------------------------
+inline constexpr std::string_view kKeyRoot = "/xbng/v1/";
+// A node name: 1..64 of [A-Za-z0-9._-] (no '/'). Returns the error or nullopt.
+std::optional<std::string> check_node_name(std::string_view node);
+std::string node_subscribers_prefix(std::string_view node);  // ".../nodes/<node>/subscribers/"
+std::string subscriber_etcd_key(std::string_view node, std::string_view port, uint32_t outer,
+                                uint32_t inner);
+std::string status_etcd_key(std::string_view node);
+// The smallest key greater than every key starting with `prefix`.
+std::string prefix_range_end(std::string_view prefix);
+// "<port>/<outer>/<inner>" (the part after the node's prefix), decimal VLANs
+// without leading zeros. Returns the error or nullopt.
+std::optional<std::string> parse_subscriber_key_suffix(std::string_view suffix, std::string* port,
+                                                       uint32_t* outer, uint32_t* inner);
+// The value: canonical proto3 JSON (JsonStringToMessage), and its key fields
+// must equal the key's. Returns the error or nullopt. Address validation is
+// the store's (the same path as gRPC).
+std::optional<std::string> decode_subscriber_value(std::string_view json, std::string_view port,
+                                                   uint32_t outer, uint32_t inner,
+                                                   xbng::v1::Subscriber* out);
+std::string encode_subscriber_value(const xbng::v1::Subscriber& s);  // MessageToJsonString
+
+// Endpoint list from "a:2379,b:2379" (also accepts http(s):// prefixes).
+std::vector<std::string> split_endpoints(std::string_view s);
+
+// --- the reconciler ----------------------------------------------------------
+struct FleetState {
+  bool etcd_up = false;
+  bool synced = false;               // a full read has been applied and the watch runs
+  int64_t applied_revision = 0;      // every change of this node's keys up to it is applied
+  uint64_t refused = 0;              // keys refused now
+  uint64_t outages = 0;              // etcd became unreachable (count)
+  uint64_t full_syncs = 0;           // full reads applied (1 + resyncs)
+  uint64_t compactions = 0;          // watches that fell behind compaction
+  uint64_t events = 0;               // watch events applied
+  double outage_seconds = 0;         // current outage (0 when up)
+  std::string last_error;
+  std::string endpoint;
+};
+
+class Fleet {
+ public:
+  // Starts the reconciler's threads. Throws std::runtime_error on a bad
+  // option (node name, endpoints, unreadable TLS file).
+  Fleet(const FleetOptions& o, SubscriberStore* store, std::string boot_id);
+  ~Fleet();
+  void stop();  // idempotent: stops the threads, revokes the status lease
+  FleetState state() const;
+  // Prometheus exposition lines (xbng_fleet_*).
+  std::string render_metrics() const;
+  // The status value as it would be written now.
+  std::string status_json() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// `xbngctl sub import --etcd`: writes subscribers into a node's prefix in
+// transactions of at most `txn_ops` puts, `inflight` transactions at once.
+struct EtcdImportResult {
+  uint64_t written = 0, txns = 0;
+  double seconds = 0;
+};
+class EtcdWriter {
+ public:
+  EtcdWriter(const EtcdOptions& o, std::string node, uint32_t txn_ops = 128, uint32_t inflight = 8);
+  ~EtcdWriter();
+  // Queues a put (the key comes from the value's port/outer_vlan/inner_vlan).
+  // Throws std::runtime_error when etcd refuses a transaction.
+  void put(const xbng::v1::Subscriber& s);
+  void del(std::string_view port, uint32_t outer, uint32_t inner);
+  EtcdImportResult finish();  // waits for every transaction
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// The CLI command; returns the exit code (1: some entries invalid or
+// unreadable, nothing of them written). Throws std::runtime_error.
+int ctl_etcd_import(const EtcdOptions& eo, const std::string& node, const std::string& file,
+                    uint32_t txn_ops, uint32_t inflight);
+
+}  // namespace xbng::agent

@@ -1,0 +1,698 @@
+// The fleet reconciler: full read → store, then watch → store; the status
+// key under a lease. Two threads: `sync` (range reads, the watch, applying
+// to the store) and `status` (lease, keepalive, status puts).
+#include <absl/container/flat_hash_map.h>
+#include <absl/container/flat_hash_set.h>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <random>
+#include <thread>
+
+#include "etcd_client.h"
+#include "xbng/agent/fleet.h"
+#include "xbng/agent/store.h"
+#include "xbng/v1/xbng.pb.h"
+
+namespace xbng::agent {
+
+using fleet::EtcdClient;
+using fleet::EtcdConn;
+using fleet::status_text;
+using Clock = std::chrono::steady_clock;
+namespace pb = etcdserverpb;
+
+namespace {
+constexpr size_t kStatusRefusedListed = 100;  // refused keys listed in the status value
+constexpr size_t kDeleteChunk = 50000;
+constexpr auto kProgressIdle = std::chrono::milliseconds(300);
+constexpr auto kStatusInterval = std::chrono::milliseconds(200);
+}  // namespace
+
+struct Fleet::Impl {
+  FleetOptions o;
+  SubscriberStore* store;
+  std::string boot_id;
+  std::string prefix, prefix_end, status_key;
+  EtcdClient client;
+
+  std::atomic<bool> stopping{false};
+  std::mutex mu;  // everything below
+  std::condition_variable cv;
+  FleetState st;
+  int64_t event_rev = 0;  // resume point: every event up to it has been applied
+  std::map<std::string, std::string> refused;  // etcd key → reason
+  uint64_t refused_unlisted = 0;  // store refusals beyond the store's report limit
+  bool was_up = false;
+  Clock::time_point down_since{};
+  Clock::time_point last_down_log{};
+  double last_outage_seconds = 0;
+  std::string last_outage_error;
+  grpc::ClientContext* watch_ctx = nullptr;  // cancelled by stop()
+  int64_t lease_id = 0;
+
+  std::thread sync_thread, status_thread;
+
+  Impl(const FleetOptions& opts, SubscriberStore* s, std::string boot)
+      : o(opts),
+        store(s),
+        boot_id(std::move(boot)),
+        prefix(node_subscribers_prefix(opts.node)),
+        prefix_end(prefix_range_end(prefix)),
+        status_key(status_etcd_key(opts.node)),
+        client(opts.etcd) {}
+
+  // ---- outage accounting ----------------------------------------------------
+  void up(const std::shared_ptr<EtcdConn>& c) {
+    std::lock_guard l(mu);
+    st.endpoint = c->endpoint;
+    if (st.etcd_up) return;
+    if (was_up || st.outages) {
+      const double secs = std::chrono::duration<double>(Clock::now() - down_since).count();
+      last_outage_seconds = secs;
+      spdlog::info("fleet: etcd reachable again via {} after {:.1f} s", c->endpoint, secs);
+    } else {
+      spdlog::info("fleet: etcd reachable via {}", c->endpoint);
+    }
+    st.etcd_up = true;
+    was_up = true;
+    st.outage_seconds = 0;
+  }
+  void down(const std::shared_ptr<EtcdConn>& c, const std::string& what, const grpc::Status& s) {
+    client.failed(c, s);
+    std::lock_guard l(mu);
+    const std::string err = fmt::format("{} via {}: {}", what, c->endpoint, status_text(s));
+    st.last_error = err;
+    last_outage_error = err;
+    const auto now = Clock::now();
+    if (st.etcd_up || (!was_up && st.outages == 0 && down_since == Clock::time_point{})) {
+      st.etcd_up = false;
+      ++st.outages;
+      down_since = now;
+      last_down_log = now;
+      spdlog::warn("fleet: etcd unreachable ({}); forwarding continues with the last applied "
+                   "state, retrying with backoff",
+                   err);
+    } else if (now - last_down_log > std::chrono::seconds(30)) {
+      last_down_log = now;
+      spdlog::warn("fleet: etcd still unreachable after {:.0f} s ({})",
+                   std::chrono::duration<double>(now - down_since).count(), err);
+    } else {
+      spdlog::debug("fleet: {}", err);
+    }
+  }
+  bool sleep_for(std::chrono::milliseconds d) {
+    std::unique_lock l(mu);
+    return !cv.wait_for(l, d, [&] { return stopping.load(); });
+  }
+  std::chrono::milliseconds backoff(int attempt) {
+    static thread_local std::mt19937 rng{std::random_device{}()};
+    const int64_t base = std::min<int64_t>(5000, 100ll << std::min(attempt, 6));
+    return std::chrono::milliseconds(base / 2 + std::uniform_int_distribution<int64_t>(0, base / 2)(rng));
+  }
+
+  // ---- decoding -------------------------------------------------------------
+  // Decodes a kv of this node's prefix. Returns false (and records the
+  // refusal) when the key or value is refused. `rank` gets the store rank of
+  // the key when its port is an access port of this node.
+  bool decode(const std::string& key, const std::string& value, xbng::v1::Subscriber* m,
+              std::optional<uint64_t>* rank, std::map<std::string, std::string>* refusals) {
+    std::string port;
+    uint32_t outer = 0, inner = 0;
+    const std::string_view suffix = std::string_view(key).substr(prefix.size());
+    if (auto e = parse_subscriber_key_suffix(suffix, &port, &outer, &inner)) {
+      (*refusals)[key] = *e;
+      return false;
+    }
+    if (auto ifx = store->ports().access_ifindex(port)) {
+      SubKey k{};
+      k.ifindex = *ifx;
+      k.outer_vid = static_cast<uint16_t>(outer);
+      k.inner_vid = static_cast<uint16_t>(inner);
+      *rank = key_rank(k);
+    }
+    if (auto e = decode_subscriber_value(value, port, outer, inner, m)) {
+      (*refusals)[key] = *e;
+      return false;
+    }
+    return true;
+  }
+
+  // Store refusals (validation, overlaps) of a stream call, by etcd key.
+  void take_failures(const StreamResult& r, std::map<std::string, std::string>* refusals,
+                     uint64_t* unlisted) {
+    for (const auto& f : r.failures)
+      (*refusals)[subscriber_etcd_key(o.node, f.key().port(), f.key().outer_vlan(),
+                                      f.key().inner_vlan())] = f.message();
+    *unlisted += r.failed - r.failures.size();
+  }
+
+  // ---- full read ------------------------------------------------------------
+  // One consistent range read at a single revision, paged, streamed into the
+  // store as pages arrive; then deletes what the store has and etcd has not.
+  // Returns false when etcd failed (what was applied stays; retried later).
+  bool full_sync() {
+    auto c = client.conn();
+    const auto t0 = Clock::now();
+    pb::RangeResponse page;
+    int page_pos = 0;
+    int64_t rev = 0;
+    bool more = true, failed = false;
+    grpc::Status err;
+    std::string next_key = prefix;
+    uint64_t kvs = 0;
+    auto fetch = [&]() -> bool {
+      pb::RangeRequest rq;
+      rq.set_key(next_key);
+      rq.set_range_end(prefix_end);
+      rq.set_limit(o.page_size);
+      if (rev) rq.set_revision(rev);
+      grpc::ClientContext ctx;
+      grpc::Status s = client.prepare(c, &ctx, std::chrono::milliseconds(30000));
+      if (s.ok()) s = c->kv->Range(&ctx, rq, &page);
+      if (!s.ok()) {
+        err = s;
+        failed = true;
+        return false;
+      }
+      if (!rev) rev = page.header().revision();
+      more = page.more();
+      page_pos = 0;
+      if (page.kvs_size()) next_key = page.kvs(page.kvs_size() - 1).key() + '\0';
+      kvs += page.kvs_size();
+      return true;
+    };
+    if (!fetch()) {
+      down(c, "range read", err);
+      return false;
+    }
+    up(c);
+    absl::flat_hash_set<uint64_t> present;
+    std::map<std::string, std::string> refusals;
+    uint64_t unlisted = 0;
+    auto next = [&](xbng::v1::Subscriber* m) -> bool {
+      for (;;) {
+        if (stopping) return false;
+        if (page_pos == page.kvs_size()) {
+          if (!more || !fetch() || page.kvs_size() == 0) return false;
+        }
+        const auto& kv = page.kvs(page_pos++);
+        std::optional<uint64_t> rank;
+        const bool ok = decode(kv.key(), kv.value(), m, &rank, &refusals);
+        if (rank) present.insert(*rank);
+        if (ok) return true;
+      }
+    };
+    StreamResult r;
+    store->stream(next, &r);
+    if (failed || stopping) {
+      if (failed) down(c, "range read", err);
+      spdlog::warn("fleet: full read at revision {} interrupted after {} keys ({} applied); "
+                   "will read again", rev, kvs, r.applied);
+      return false;
+    }
+    take_failures(r, &refusals, &unlisted);
+    const auto t1 = Clock::now();
+    // Delete what etcd does not have. Every applied key is in the store and
+    // distinct: when the store holds exactly those, nothing is stale.
+    uint64_t deleted = 0;
+    if (store->size() != r.applied) {
+      std::vector<xbng::v1::SubscriberKey> stale;
+      ListQuery q;
+      q.page_size = 10000;
+      for (;;) {
+        std::vector<xbng::v1::Subscriber> subs;
+        std::string tok;
+        uint64_t total = 0;
+        if (!store->list(q, &subs, &tok, &total).ok()) break;
+        for (const auto& s : subs) {
+          SubKey k{};
+          k.ifindex = *store->ports().access_ifindex(s.port());
+          k.outer_vid = static_cast<uint16_t>(s.outer_vlan());
+          k.inner_vid = static_cast<uint16_t>(s.inner_vlan());
+          if (present.contains(key_rank(k))) continue;
+          auto& sk = stale.emplace_back();
+          sk.set_port(s.port());
+          sk.set_outer_vlan(s.outer_vlan());
+          sk.set_inner_vlan(s.inner_vlan());
+        }
+        if (tok.empty()) break;
+        q.page_token = tok;
+      }
+      if (!remove_keys(stale, &deleted)) return false;
+    }
+    {
+      std::lock_guard l(mu);
+      refused.swap(refusals);
+      refused_unlisted = unlisted;
+      event_rev = rev;
+      st.applied_revision = rev;
+      st.refused = refused.size() + refused_unlisted;
+      ++st.full_syncs;
+    }
+    cv.notify_all();
+    spdlog::info("fleet: full read of {} at revision {}: {} keys in {:.2f} s, {} applied ({} "
+                 "refused), {} stale deleted in {:.2f} s; {} subscribers",
+                 prefix, rev, kvs, std::chrono::duration<double>(t1 - t0).count(), r.applied,
+                 st.refused, deleted, std::chrono::duration<double>(Clock::now() - t1).count(),
+                 store->size());
+    return true;
+  }
+
+  bool remove_keys(const std::vector<xbng::v1::SubscriberKey>& keys, uint64_t* deleted) {
+    for (size_t i = 0; i < keys.size(); i += kDeleteChunk) {
+      std::vector<const xbng::v1::SubscriberKey*> ptrs;
+      for (size_t j = i; j < std::min(keys.size(), i + kDeleteChunk); ++j) ptrs.push_back(&keys[j]);
+      uint64_t d = 0, nf = 0;
+      grpc::Status s = store->remove(ptrs, &d, &nf);
+      if (!s.ok()) {
+        spdlog::error("fleet: deleting {} subscribers failed: {}; will read everything again",
+                      ptrs.size(), s.error_message());
+        return false;
+      }
+      *deleted += d;
+    }
+    return true;
+  }
+
+  // ---- watch ------------------------------------------------------------------
+  enum class WatchEnd { kStopped, kCompacted, kError, kApplyFailed };
+
+  // Applies events in order: runs of puts go through store->stream, runs of
+  // deletes through store->remove.
+  bool apply_events(const std::vector<mvccpb::Event>& evs) {
+    std::vector<xbng::v1::Subscriber> puts;
+    std::vector<xbng::v1::SubscriberKey> dels;
+    std::map<std::string, std::string> refusals;  // new refusals
+    std::vector<std::string> cleared;              // keys no longer refused
+    uint64_t unlisted = 0;
+    bool ok = true;
+    auto flush_puts = [&] {
+      if (puts.empty()) return;
+      size_t i = 0;
+      StreamResult r;
+      store->stream(
+          [&](xbng::v1::Subscriber* m) {
+            if (i == puts.size()) return false;
+            m->Swap(&puts[i++]);
+            return true;
+          },
+          &r);
+      take_failures(r, &refusals, &unlisted);
+      puts.clear();
+    };
+    auto flush_dels = [&] {
+      if (dels.empty()) return;
+      uint64_t d = 0;
+      ok = remove_keys(dels, &d) && ok;
+      dels.clear();
+    };
+    for (const auto& ev : evs) {
+      const std::string& key = ev.kv().key();
+      if (key.compare(0, prefix.size(), prefix) != 0) continue;
+      std::optional<uint64_t> rank;
+      if (ev.type() == mvccpb::Event::PUT) {
+        xbng::v1::Subscriber m;
+        std::map<std::string, std::string> bad;
+        if (!decode(key, ev.kv().value(), &m, &rank, &bad)) {
+          // Refused: the key keeps what was applied before (as a refused
+          // gRPC upsert would).
+          for (auto& [k, v] : bad) refusals[k] = std::move(v);
+          continue;
+        }
+        refusals.erase(key);
+        cleared.push_back(key);
+        flush_dels();
+        puts.push_back(std::move(m));
+      } else {
+        refusals.erase(key);
+        cleared.push_back(key);
+        std::string port;
+        uint32_t outer = 0, inner = 0;
+        if (parse_subscriber_key_suffix(std::string_view(key).substr(prefix.size()), &port, &outer,
+                                        &inner) ||
+            !store->ports().access_ifindex(port))
+          continue;  // never applied
+        flush_puts();
+        auto& k = dels.emplace_back();
+        k.set_port(port);
+        k.set_outer_vlan(outer);
+        k.set_inner_vlan(inner);
+      }
+    }
+    flush_puts();
+    flush_dels();
+    std::lock_guard l(mu);
+    for (const auto& k : cleared) refused.erase(k);
+    for (auto& [k, v] : refusals) refused[k] = std::move(v);
+    refused_unlisted += unlisted;
+    st.refused = refused.size() + refused_unlisted;
+    st.events += evs.size();
+    return ok;
+  }
+
+  WatchEnd watch() {
+    auto c = client.conn();
+    grpc::ClientContext ctx;
+    if (grpc::Status s = client.prepare(c, &ctx, std::chrono::milliseconds(0), true); !s.ok()) {
+      down(c, "watch", s);
+      return WatchEnd::kError;
+    }
+    {
+      std::lock_guard l(mu);
+      if (stopping) return WatchEnd::kStopped;
+      watch_ctx = &ctx;
+    }
+    auto stream = c->watch->Watch(&ctx);
+    int64_t start;
+    {
+      std::lock_guard l(mu);
+      start = event_rev + 1;
+    }
+    pb::WatchRequest rq;
+    auto* cr = rq.mutable_create_request();
+    cr->set_key(prefix);
+    cr->set_range_end(prefix_end);
+    cr->set_start_revision(start);
+    stream->Write(rq);
+
+    // A reader thread queues responses; this thread applies everything
+    // queued at once (runs of changes become one store call).
+    std::mutex qmu;
+    std::condition_variable qcv;
+    std::deque<pb::WatchResponse> q;
+    bool ended = false;
+    std::thread reader([&] {
+      pb::WatchResponse r;
+      while (stream->Read(&r)) {
+        std::lock_guard l(qmu);
+        q.push_back(std::move(r));
+        qcv.notify_one();
+        r.Clear();
+      }
+      std::lock_guard l(qmu);
+      ended = true;
+      qcv.notify_one();
+    });
+    WatchEnd end = WatchEnd::kError;
+    bool created = false, progress_pending = false;
+    int64_t watch_id = -1;
+    std::vector<mvccpb::Event> evs;
+    for (;;) {
+      std::deque<pb::WatchResponse> got;
+      bool is_end;
+      {
+        std::unique_lock l(qmu);
+        const bool woke = qcv.wait_for(l, kProgressIdle, [&] { return !q.empty() || ended; });
+        got.swap(q);
+        is_end = ended && got.empty();
+        if (!woke && created && !progress_pending) {
+          // Idle: ask where the stream stands, so that the status revision
+          // follows the store's even when other nodes' keys change.
+          pb::WatchRequest pr;
+          pr.mutable_progress_request();
+          l.unlock();
+          progress_pending = stream->Write(pr);
+        }
+      }
+      if (is_end) break;
+      evs.clear();
+      int64_t last_rev = 0, progress_rev = 0;
+      bool stop_now = false;
+      for (auto& r : got) {
+        if (r.created()) {
+          created = true;
+          watch_id = r.watch_id();
+          up(c);
+          spdlog::info("fleet: watching {} from revision {} via {}", prefix, start, c->endpoint);
+        }
+        if (r.canceled()) {
+          if (r.compact_revision() > 0) {
+            spdlog::warn("fleet: watch fell behind compaction (compacted up to {}, needed {}): "
+                         "reading everything again",
+                         r.compact_revision(), start);
+            end = WatchEnd::kCompacted;
+          } else {
+            down(c, "watch", grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                          "watch canceled: " + r.cancel_reason()));
+            end = WatchEnd::kError;
+          }
+          stop_now = true;
+          break;
+        }
+        if (r.events_size() == 0 && !r.created() && (r.watch_id() == watch_id || r.watch_id() == -1)) {
+          progress_rev = std::max(progress_rev, r.header().revision());
+          progress_pending = false;
+        }
+        for (auto& e : *r.mutable_events()) {
+          last_rev = std::max(last_rev, e.kv().mod_revision());
+          evs.push_back(std::move(e));
+        }
+      }
+      if (!evs.empty()) {
+        if (!apply_events(evs)) {
+          end = WatchEnd::kApplyFailed;
+          stop_now = true;
+        }
+      }
+      {
+        std::lock_guard l(mu);
+        if (!stop_now || end != WatchEnd::kApplyFailed) {
+          event_rev = std::max(event_rev, last_rev);
+          st.applied_revision = std::max({st.applied_revision, event_rev, progress_rev});
+        }
+        st.synced = created && !stop_now;
+      }
+      if (!evs.empty() || progress_rev) cv.notify_all();
+      if (stop_now) break;
+    }
+    {
+      std::lock_guard l(mu);
+      watch_ctx = nullptr;
+      st.synced = false;
+    }
+    ctx.TryCancel();
+    reader.join();
+    grpc::Status fs = stream->Finish();
+    if (stopping) return WatchEnd::kStopped;
+    if (end == WatchEnd::kError && !fs.ok() && fs.error_code() != grpc::StatusCode::CANCELLED)
+      down(c, "watch", fs);
+    else if (end == WatchEnd::kError && !created)
+      down(c, "watch", grpc::Status(grpc::StatusCode::UNAVAILABLE, "watch stream closed"));
+    else if (end == WatchEnd::kError)
+      down(c, "watch", fs.ok() ? grpc::Status(grpc::StatusCode::UNAVAILABLE, "watch stream closed")
+                                 : fs);
+    return end;
+  }
+
+  void sync_loop() {
+    bool need_full = true;
+    int attempt = 0;
+    while (!stopping) {
+      if (need_full) {
+        if (!full_sync()) {
+          if (!sleep_for(backoff(attempt++))) break;
+          continue;
+        }
+        need_full = false;
+        attempt = 0;
+      }
+      const auto t = Clock::now();
+      switch (watch()) {
+        case WatchEnd::kStopped:
+          return;
+        case WatchEnd::kCompacted: {
+          std::lock_guard l(mu);
+          ++st.compactions;
+          need_full = true;
+          break;
+        }
+        case WatchEnd::kApplyFailed:
+          need_full = true;
+          [[fallthrough]];
+        case WatchEnd::kError:
+          if (Clock::now() - t > std::chrono::seconds(10)) attempt = 0;
+          if (!sleep_for(backoff(attempt++))) return;
+          break;
+      }
+    }
+  }
+
+  // ---- status -------------------------------------------------------------------
+  std::string status_json() {
+    nlohmann::json j;
+    std::lock_guard l(mu);
+    j["node"] = o.node;
+    j["boot_id"] = boot_id;
+    j["revision"] = st.applied_revision;
+    j["subscribers"] = store->size();
+    j["synced"] = st.synced;
+    j["refused_count"] = st.refused;
+    auto& arr = j["refused"] = nlohmann::json::array();
+    for (const auto& [k, why] : refused) {
+      if (arr.size() >= kStatusRefusedListed) break;
+      arr.push_back({{"key", k}, {"reason", why}});
+    }
+    j["etcd"] = {{"endpoint", st.endpoint},
+                 {"outages", st.outages},
+                 {"last_outage_seconds", last_outage_seconds},
+                 {"last_error", last_outage_error},
+                 {"full_syncs", st.full_syncs},
+                 {"compactions", st.compactions}};
+    return j.dump();
+  }
+
+  void status_loop() {
+    std::string last_put;
+    auto last_keepalive = Clock::now();
+    int attempt = 0;
+    while (!stopping) {
+      auto c = client.conn();
+      const auto ttl = std::chrono::seconds(o.status_ttl_seconds);
+      if (!lease_id) {
+        pb::LeaseGrantRequest rq;
+        rq.set_ttl(o.status_ttl_seconds);
+        pb::LeaseGrantResponse rs;
+        grpc::ClientContext ctx;
+        grpc::Status s = client.prepare(c, &ctx, o.etcd.timeout);
+        if (s.ok()) s = c->lease->LeaseGrant(&ctx, rq, &rs);
+        if (!s.ok() || !rs.error().empty()) {
+          down(c, "lease grant", s.ok() ? grpc::Status(grpc::StatusCode::UNAVAILABLE, rs.error()) : s);
+          if (!sleep_for(backoff(attempt++))) break;
+          continue;
+        }
+        lease_id = rs.id();
+        last_keepalive = Clock::now();
+        last_put.clear();
+        spdlog::info("fleet: status {} under lease {:x} (ttl {} s)", status_key, lease_id,
+                     o.status_ttl_seconds);
+      }
+      if (Clock::now() - last_keepalive >= ttl / 3) {
+        grpc::ClientContext ctx;
+        grpc::Status s = client.prepare(c, &ctx, o.etcd.timeout);
+        pb::LeaseKeepAliveResponse rs;
+        bool got = false;
+        if (s.ok()) {
+          auto ka = c->lease->LeaseKeepAlive(&ctx);
+          pb::LeaseKeepAliveRequest rq;
+          rq.set_id(lease_id);
+          got = ka->Write(rq) && ka->Read(&rs);
+          ka->WritesDone();
+          ctx.TryCancel();
+          s = ka->Finish();
+          if (got) s = grpc::Status::OK;
+        }
+        if (!got) {
+          down(c, "lease keepalive", s.ok() ? grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                                           "keepalive stream closed")
+                                            : s);
+          if (!sleep_for(backoff(attempt++))) break;
+          continue;
+        }
+        last_keepalive = Clock::now();
+        if (rs.ttl() <= 0) {
+          spdlog::warn("fleet: status lease {:x} expired; granting a new one", lease_id);
+          lease_id = 0;
+          continue;
+        }
+      }
+      const std::string js = status_json();
+      if (js != last_put) {
+        pb::PutRequest rq;
+        rq.set_key(status_key);
+        rq.set_value(js);
+        rq.set_lease(lease_id);
+        pb::PutResponse rs;
+        grpc::ClientContext ctx;
+        grpc::Status s = client.prepare(c, &ctx, o.etcd.timeout);
+        if (s.ok()) s = c->kv->Put(&ctx, rq, &rs);
+        if (!s.ok()) {
+          if (s.error_message().find("lease not found") != std::string::npos) {
+            lease_id = 0;
+            continue;
+          }
+          down(c, "status put", s);
+          if (!sleep_for(backoff(attempt++))) break;
+          continue;
+        }
+        last_put = js;
+      }
+      attempt = 0;
+      if (!sleep_for(kStatusInterval)) break;
+    }
+    if (lease_id) {  // a clean stop: the status goes now, not at the lease's expiry
+      auto c = client.conn();
+      pb::LeaseRevokeRequest rq;
+      rq.set_id(lease_id);
+      pb::LeaseRevokeResponse rs;
+      grpc::ClientContext ctx;
+      if (client.prepare(c, &ctx, std::chrono::milliseconds(2000)).ok())
+        (void)c->lease->LeaseRevoke(&ctx, rq, &rs);
+    }
+  }
+};
+
+Fleet::Fleet(const FleetOptions& o, SubscriberStore* store, std::string boot_id) {
+  if (auto e = check_node_name(o.node)) throw std::runtime_error("fleet: " + *e);
+  if (o.status_ttl_seconds < 2) throw std::runtime_error("fleet: status ttl must be >= 2 s");
+  impl_ = std::make_unique<Impl>(o, store, std::move(boot_id));
+  spdlog::info("fleet: node {}: desired state {} in etcd [{}]; gRPC writes are refused",
+               o.node, impl_->prefix, fmt::join(o.etcd.endpoints, ","));
+  impl_->sync_thread = std::thread([this] { impl_->sync_loop(); });
+  impl_->status_thread = std::thread([this] { impl_->status_loop(); });
+}
+
+Fleet::~Fleet() { stop(); }
+
+void Fleet::stop() {
+  if (!impl_ || impl_->stopping.exchange(true)) return;
+  {
+    std::lock_guard l(impl_->mu);
+    if (impl_->watch_ctx) impl_->watch_ctx->TryCancel();
+  }
+  impl_->cv.notify_all();
+  if (impl_->sync_thread.joinable()) impl_->sync_thread.join();
+  if (impl_->status_thread.joinable()) impl_->status_thread.join();
+}
+
+FleetState Fleet::state() const {
+  std::lock_guard l(impl_->mu);
+  FleetState s = impl_->st;
+  if (!s.etcd_up && impl_->down_since != Clock::time_point{})
+    s.outage_seconds = std::chrono::duration<double>(Clock::now() - impl_->down_since).count();
+  return s;
+}
+
+std::string Fleet::status_json() const { return impl_->status_json(); }
+
+std::string Fleet::render_metrics() const {
+  const FleetState s = state();
+  std::string out;
+  auto metric = [&](const char* name, const char* type, const char* help, auto v) {
+    fmt::format_to(std::back_inserter(out), "# HELP {} {}\n# TYPE {} {}\n{}{{node=\"{}\"}} {}\n",
+                   name, help, name, type, name, impl_->o.node, v);
+  };
+  metric("xbng_fleet_etcd_up", "gauge", "1 when etcd answers, 0 during an outage",
+         s.etcd_up ? 1 : 0);
+  metric("xbng_fleet_synced", "gauge", "1 when the maps follow etcd (full read done, watch up)",
+         s.synced ? 1 : 0);
+  metric("xbng_fleet_applied_revision", "gauge", "etcd revision fully applied to the maps",
+         s.applied_revision);
+  metric("xbng_fleet_refused_keys", "gauge", "keys of this node refused (see the status key)",
+         s.refused);
+  metric("xbng_fleet_etcd_outages_total", "counter", "times etcd became unreachable", s.outages);
+  metric("xbng_fleet_outage_seconds", "gauge", "length of the current etcd outage",
+         s.outage_seconds);
+  metric("xbng_fleet_full_syncs_total", "counter", "full reads of the node's prefix applied",
+         s.full_syncs);
+  metric("xbng_fleet_compactions_total", "counter",
+         "watches that fell behind compaction (each followed by a full read)", s.compactions);
+  metric("xbng_fleet_events_total", "counter", "watch events applied", s.events);
+  return out;
+}
+
+}  // namespace xbng::agent

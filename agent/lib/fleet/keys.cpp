@@ -1,0 +1,111 @@
+// The fleet key schema (docs/fleet.md): names, parsing, value codec.
+#include <fmt/format.h>
+#include <google/protobuf/util/json_util.h>
+
+#include <charconv>
+
+#include "xbng/agent/fleet.h"
+#include "xbng/v1/xbng.pb.h"
+
+namespace xbng::agent {
+
+std::optional<std::string> check_node_name(std::string_view node) {
+  if (node.empty()) return "node name is empty";
+  if (node.size() > 64) return fmt::format("node name \"{}\" is longer than 64 characters", node);
+  for (char c : node)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-'))
+      return fmt::format("node name \"{}\": only letters, digits, '.', '_' and '-' are allowed",
+                         node);
+  return std::nullopt;
+}
+
+std::string node_subscribers_prefix(std::string_view node) {
+  return fmt::format("{}nodes/{}/subscribers/", kKeyRoot, node);
+}
+
+std::string subscriber_etcd_key(std::string_view node, std::string_view port, uint32_t outer,
+                                uint32_t inner) {
+  return fmt::format("{}nodes/{}/subscribers/{}/{}/{}", kKeyRoot, node, port, outer, inner);
+}
+
+std::string status_etcd_key(std::string_view node) {
+  return fmt::format("{}status/{}", kKeyRoot, node);
+}
+
+std::string prefix_range_end(std::string_view prefix) {
+  std::string end(prefix);
+  while (!end.empty()) {
+    if (static_cast<unsigned char>(end.back()) < 0xff) {
+      ++end.back();
+      return end;
+    }
+    end.pop_back();
+  }
+  return std::string(1, '\0');  // every key
+}
+
+namespace {
+std::optional<uint32_t> parse_vid(std::string_view s) {
+  if (s.empty() || s.size() > 4 || s[0] == '0') return std::nullopt;
+  uint32_t v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || p != s.data() + s.size() || v < 1 || v > 4094) return std::nullopt;
+  return v;
+}
+}  // namespace
+
+std::optional<std::string> parse_subscriber_key_suffix(std::string_view suffix, std::string* port,
+                                                       uint32_t* outer, uint32_t* inner) {
+  const auto a = suffix.find('/');
+  const auto b = a == std::string_view::npos ? a : suffix.find('/', a + 1);
+  if (b == std::string_view::npos || suffix.find('/', b + 1) != std::string_view::npos)
+    return fmt::format("key must end in <port>/<outer_vlan>/<inner_vlan>, found \"{}\"", suffix);
+  const std::string_view p = suffix.substr(0, a), o = suffix.substr(a + 1, b - a - 1),
+                         i = suffix.substr(b + 1);
+  if (p.empty()) return "key has an empty port";
+  auto ov = parse_vid(o), iv = parse_vid(i);
+  if (!ov)
+    return fmt::format("key outer_vlan \"{}\": expected 1..4094 in decimal, no leading zero", o);
+  if (!iv)
+    return fmt::format("key inner_vlan \"{}\": expected 1..4094 in decimal, no leading zero", i);
+  *port = std::string(p);
+  *outer = *ov;
+  *inner = *iv;
+  return std::nullopt;
+}
+
+std::optional<std::string> decode_subscriber_value(std::string_view json, std::string_view port,
+                                                   uint32_t outer, uint32_t inner,
+                                                   xbng::v1::Subscriber* out) {
+  out->Clear();
+  auto st = google::protobuf::util::JsonStringToMessage(
+      google::protobuf::StringPiece(json.data(), json.size()), out);
+  if (!st.ok()) return fmt::format("value is not an xbng.v1.Subscriber in JSON: {}", std::string(st.message()));
+  if (out->port() != port || out->outer_vlan() != outer || out->inner_vlan() != inner)
+    return fmt::format("value says {}/{}/{} but the key says {}/{}/{}", out->port(),
+                       out->outer_vlan(), out->inner_vlan(), port, outer, inner);
+  return std::nullopt;
+}
+
+std::string encode_subscriber_value(const xbng::v1::Subscriber& s) {
+  std::string out;
+  (void)google::protobuf::util::MessageToJsonString(s, &out);
+  return out;
+}
+
+std::vector<std::string> split_endpoints(std::string_view s) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while (pos <= s.size()) {
+    size_t c = s.find(',', pos);
+    if (c == std::string_view::npos) c = s.size();
+    std::string_view e = s.substr(pos, c - pos);
+    while (!e.empty() && e.front() == ' ') e.remove_prefix(1);
+    while (!e.empty() && e.back() == ' ') e.remove_suffix(1);
+    if (!e.empty()) out.emplace_back(e);
+    pos = c + 1;
+  }
+  return out;
+}
+
+}  // namespace xbng::agent
