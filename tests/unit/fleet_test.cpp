@@ -1,0 +1,106 @@
+// Fleet key schema (docs/fleet.md) and the [etcd] config section.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "xbng/agent/config.h"
+#include "xbng/agent/fleet.h"
+#include "xbng/v1/xbng.pb.h"
+
+using namespace xbng::agent;
+
+TEST(FleetKeys, Schema) {
+  EXPECT_EQ(subscriber_etcd_key("bng1", "eth1", 100, 7), "/xbng/v1/nodes/bng1/subscribers/eth1/100/7");
+  EXPECT_EQ(node_subscribers_prefix("bng1"), "/xbng/v1/nodes/bng1/subscribers/");
+  EXPECT_EQ(status_etcd_key("bng1"), "/xbng/v1/status/bng1");
+  EXPECT_EQ(prefix_range_end("/a/"), "/a0");
+  EXPECT_EQ(prefix_range_end(std::string("a\xff", 2)), "b");
+}
+
+TEST(FleetKeys, NodeNames) {
+  EXPECT_FALSE(check_node_name("bng-1.pop_a"));
+  EXPECT_TRUE(check_node_name(""));
+  EXPECT_TRUE(check_node_name("a/b"));
+  EXPECT_TRUE(check_node_name(std::string(65, 'a')));
+}
+
+TEST(FleetKeys, Suffix) {
+  std::string port;
+  uint32_t o = 0, i = 0;
+  EXPECT_FALSE(parse_subscriber_key_suffix("eth1/100/4094", &port, &o, &i));
+  EXPECT_EQ(port, "eth1");
+  EXPECT_EQ(o, 100u);
+  EXPECT_EQ(i, 4094u);
+  for (const char* bad : {"eth1/100", "eth1/100/7/8", "/100/7", "eth1/0100/7", "eth1/100/4095",
+                          "eth1/0/7", "eth1/x/7", "eth1/100/", "eth1/+1/7"})
+    EXPECT_TRUE(parse_subscriber_key_suffix(bad, &port, &o, &i)) << bad;
+}
+
+TEST(FleetKeys, ValueRoundTripAndMismatch) {
+  xbng::v1::Subscriber s;
+  s.set_port("eth1");
+  s.set_outer_vlan(100);
+  s.set_inner_vlan(7);
+  s.set_ipv4("100.64.0.7");
+  s.add_ipv6_prefixes("2001:db8:2000::/64");
+  const std::string js = encode_subscriber_value(s);
+  EXPECT_NE(js.find("\"outerVlan\":100"), std::string::npos) << js;  // canonical proto3 JSON
+  xbng::v1::Subscriber back;
+  EXPECT_FALSE(decode_subscriber_value(js, "eth1", 100, 7, &back));
+  EXPECT_EQ(back.SerializeAsString(), s.SerializeAsString());
+  // Original field names are accepted too (JsonStringToMessage).
+  EXPECT_FALSE(decode_subscriber_value(
+      R"({"port":"eth1","outer_vlan":100,"inner_vlan":7})", "eth1", 100, 7, &back));
+  auto e = decode_subscriber_value(js, "eth1", 100, 8, &back);
+  ASSERT_TRUE(e);
+  EXPECT_NE(e->find("key says eth1/100/8"), std::string::npos) << *e;
+  EXPECT_TRUE(decode_subscriber_value(js, "eth2", 100, 7, &back));
+  EXPECT_TRUE(decode_subscriber_value("{not json", "eth1", 100, 7, &back));
+  EXPECT_TRUE(decode_subscriber_value(R"({"port":"eth1","bogus":1})", "eth1", 100, 7, &back));
+}
+
+TEST(FleetKeys, Endpoints) {
+  EXPECT_EQ(split_endpoints("a:1, b:2,,https://c:3"),
+            (std::vector<std::string>{"a:1", "b:2", "https://c:3"}));
+}
+
+TEST(FleetConfig, SectionAndChecks) {
+  const std::string path = ::testing::TempDir() + "/fleet.toml";
+  {
+    std::ofstream f(path);
+    f << "[etcd]\nendpoints = [\"10.0.0.1:2379\", \"https://10.0.0.2:2379\"]\nnode = \"bng1\"\n"
+         "username = \"xbng\"\npassword = \"secret\"\nstatus_ttl = 5\n";
+  }
+  Config c;
+  c.access = {"eth1"};
+  c.uplink = {"eth0"};
+  c.gateway_ipv4 = "100.64.0.1";
+  load_config_file(path, &c);
+  EXPECT_TRUE(check_config(c).ok());
+  auto fo = to_fleet_options(c);
+  ASSERT_TRUE(fo);
+  EXPECT_EQ(fo->node, "bng1");
+  EXPECT_EQ(fo->etcd.endpoints.size(), 2u);
+  EXPECT_EQ(fo->etcd.password, "secret");
+  EXPECT_EQ(fo->status_ttl_seconds, 5u);
+
+  Config no = c;
+  no.etcd_node.clear();
+  EXPECT_FALSE(check_config(no).ok());
+  no = c;
+  no.etcd_endpoints = {"nohostport"};
+  EXPECT_FALSE(check_config(no).ok());
+  no = c;
+  no.etcd_node = "a/b";
+  EXPECT_FALSE(check_config(no).ok());
+  no = c;
+  no.etcd_username.clear();
+  EXPECT_FALSE(check_config(no).ok());  // a password without a user
+  Config single = c;
+  single.etcd_endpoints.clear();
+  single.etcd_node.clear();
+  EXPECT_FALSE(to_fleet_options(single));  // without etcd nothing changes
+  EXPECT_FALSE(plan_reload(c, no).refused.empty());
+  std::remove(path.c_str());
+}
