@@ -1,4 +1,5 @@
 // Fleet key schema (docs/fleet.md) and the [etcd] config section.
+#include <google/protobuf/util/json_util.h>
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -103,4 +104,35 @@ TEST(FleetConfig, SectionAndChecks) {
   EXPECT_FALSE(to_fleet_options(single));  // without etcd nothing changes
   EXPECT_FALSE(plan_reload(c, no).refused.empty());
   std::remove(path.c_str());
+}
+
+// The fast value parser and JsonStringToMessage agree: same message, or both
+// refuse (the fast path declines anything unusual and the exact one decides).
+TEST(FleetKeys, FastAndExactParsersAgree) {
+  const char* cases[] = {
+      R"({"port":"eth1","outerVlan":100,"innerVlan":7,"ipv4":"100.64.0.7","ipv6Prefixes":["2001:db8::/64"]})",
+      R"( { "port" : "eth1" , "outer_vlan" : 100 , "inner_vlan" : 7 , "mac" : "02:00:00:00:00:01" } )",
+      R"({"port":"eth1","outerVlan":"100","innerVlan":7})",
+      R"({"port":"eth\u0031","outerVlan":100,"innerVlan":7})",
+      R"({"port":"eth1","outerVlan":100,"innerVlan":7,"counters":{"upPackets":"1"}})",
+      R"({"port":"eth1","outerVlan":100,"innerVlan":7,"macLearned":true})",
+      R"({"port":"eth1","outerVlan":100,"outerVlan":100,"innerVlan":7})",
+      R"({"port":"eth1","outerVlan":100,"innerVlan":7,"ipv4Prefixes":[]})",
+      R"({"port":"eth1","outerVlan":100,"innerVlan":7,"ipv4":null})",
+      R"({"port":"eth1","outerVlan":0100,"innerVlan":7})",
+      R"({"port":"eth1","outerVlan":100.0,"innerVlan":7})",
+      R"({"port":"eth1","outerVlan":100,"innerVlan":7} x)",
+      R"({"port":"eth1","outerVlan":100,"innerVlan":7,})",
+  };
+  for (const char* c : cases) {
+    xbng::v1::Subscriber fast, exact;
+    auto e1 = decode_subscriber_value(c, "eth1", 100, 7, &fast);
+    auto st = google::protobuf::util::JsonStringToMessage(c, &exact);
+    EXPECT_EQ(!e1, st.ok() && exact.port() == "eth1" && exact.outer_vlan() == 100 &&
+                       exact.inner_vlan() == 7)
+        << c;
+    if (!e1) {
+      EXPECT_EQ(fast.SerializeAsString(), exact.SerializeAsString()) << c;
+    }
+  }
 }

@@ -158,57 +158,96 @@ struct Fleet::Impl {
   bool full_sync() {
     auto c = client.conn();
     const auto t0 = Clock::now();
-    pb::RangeResponse page;
-    int page_pos = 0;
     int64_t rev = 0;
-    bool more = true, failed = false;
+    bool failed = false;
     grpc::Status err;
     std::string next_key = prefix;
     uint64_t kvs = 0;
-    auto fetch = [&]() -> bool {
+    double range_s = 0, decode_s = 0;
+    // Pages are fetched by their own thread, one or two ahead of decoding.
+    auto fetch = [&](pb::RangeResponse* page) -> bool {
+      const auto f0 = Clock::now();
       pb::RangeRequest rq;
       rq.set_key(next_key);
       rq.set_range_end(prefix_end);
       rq.set_limit(o.page_size);
       if (rev) rq.set_revision(rev);
       grpc::ClientContext ctx;
-      grpc::Status s = client.prepare(c, &ctx, std::chrono::milliseconds(30000));
-      if (s.ok()) s = c->kv->Range(&ctx, rq, &page);
+      grpc::Status s = client.prepare(c, &ctx, std::chrono::milliseconds(60000));
+      if (s.ok()) s = c->kv->Range(&ctx, rq, page);
       if (!s.ok()) {
         err = s;
         failed = true;
         return false;
       }
-      if (!rev) rev = page.header().revision();
-      more = page.more();
-      page_pos = 0;
-      if (page.kvs_size()) next_key = page.kvs(page.kvs_size() - 1).key() + '\0';
-      kvs += page.kvs_size();
+      if (!rev) rev = page->header().revision();
+      if (page->kvs_size()) next_key = page->kvs(page->kvs_size() - 1).key() + '\0';
+      kvs += page->kvs_size();
+      range_s += std::chrono::duration<double>(Clock::now() - f0).count();
       return true;
     };
-    if (!fetch()) {
+    auto first = std::make_unique<pb::RangeResponse>();
+    if (!fetch(first.get())) {
       down(c, "range read", err);
       return false;
     }
     up(c);
+    std::mutex pmu;
+    std::condition_variable pcv;
+    std::deque<std::unique_ptr<pb::RangeResponse>> pages;
+    bool fetch_done = !first->more(), abort_fetch = false;
+    pages.push_back(std::move(first));
+    std::thread fetcher([&] {
+      bool more = !fetch_done;
+      while (more) {
+        auto pg = std::make_unique<pb::RangeResponse>();
+        if (!fetch(pg.get())) break;
+        more = pg->more() && pg->kvs_size() > 0;
+        std::unique_lock l(pmu);
+        pcv.wait(l, [&] { return pages.size() < 2 || abort_fetch; });
+        if (abort_fetch) break;
+        pages.push_back(std::move(pg));
+        pcv.notify_all();
+      }
+      std::lock_guard l(pmu);
+      fetch_done = true;
+      pcv.notify_all();
+    });
+    std::unique_ptr<pb::RangeResponse> page;
+    int page_pos = 0;
     absl::flat_hash_set<uint64_t> present;
     std::map<std::string, std::string> refusals;
     uint64_t unlisted = 0;
     auto next = [&](xbng::v1::Subscriber* m) -> bool {
       for (;;) {
         if (stopping) return false;
-        if (page_pos == page.kvs_size()) {
-          if (!more || !fetch() || page.kvs_size() == 0) return false;
+        if (!page || page_pos == page->kvs_size()) {
+          std::unique_lock l(pmu);
+          pcv.wait(l, [&] { return !pages.empty() || fetch_done; });
+          if (pages.empty()) return false;
+          page = std::move(pages.front());
+          pages.pop_front();
+          page_pos = 0;
+          pcv.notify_all();
+          continue;
         }
-        const auto& kv = page.kvs(page_pos++);
+        const auto& kv = page->kvs(page_pos++);
         std::optional<uint64_t> rank;
+        const auto d0 = Clock::now();
         const bool ok = decode(kv.key(), kv.value(), m, &rank, &refusals);
+        decode_s += std::chrono::duration<double>(Clock::now() - d0).count();
         if (rank) present.insert(*rank);
         if (ok) return true;
       }
     };
     StreamResult r;
     store->stream(next, &r);
+    {
+      std::lock_guard l(pmu);
+      abort_fetch = true;
+      pcv.notify_all();
+    }
+    fetcher.join();
     if (failed || stopping) {
       if (failed) down(c, "range read", err);
       spdlog::warn("fleet: full read at revision {} interrupted after {} keys ({} applied); "
@@ -255,9 +294,11 @@ struct Fleet::Impl {
       ++st.full_syncs;
     }
     cv.notify_all();
-    spdlog::info("fleet: full read of {} at revision {}: {} keys in {:.2f} s, {} applied ({} "
-                 "refused), {} stale deleted in {:.2f} s; {} subscribers",
-                 prefix, rev, kvs, std::chrono::duration<double>(t1 - t0).count(), r.applied,
+    spdlog::info("fleet: full read of {} at revision {}: {} keys in {:.2f} s (range reads {:.2f} s, "
+                 "decoding {:.2f} s), {} applied ({} refused), {} stale deleted in {:.2f} s; {} "
+                 "subscribers",
+                 prefix, rev, kvs, std::chrono::duration<double>(t1 - t0).count(), range_s,
+                 decode_s, r.applied,
                  st.refused, deleted, std::chrono::duration<double>(Clock::now() - t1).count(),
                  store->size());
     return true;

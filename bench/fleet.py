@@ -1,0 +1,199 @@
+"""Fleet-mode benchmark (issue 13): xbngd driven from a real etcd.
+
+One etcd member (Debian's /usr/bin/etcd, data dir on disk) and one xbngd node
+in namespaces of a lab. For each size N:
+  write     `xbngctl sub import --etcd` of N subscribers (128 puts per
+            transaction, 8 in flight): wall time, keys/s
+  start     xbngd started with the N keys already in etcd: time from the
+            process start to the status key's revision = etcd's and N
+            subscribers applied (polled through the metrics endpoint); the
+            node's own "full read" log line (read+apply, delete phase);
+            xbngd VmRSS and VmHWM after it
+  restart   the same with the pins of the first run adopted (every entry
+            unchanged: the cost of a reconcile that writes nothing)
+  watch     M changes (new MACs) written by xbngctl while the node follows:
+            the writer's rate, the node's applied rate over the same window,
+            and the lag at the end (last put acknowledged -> applied)
+  latency   single puts through etcd's JSON gateway, time from before the put
+            until xbngd's applied revision covers it (metrics endpoint polled
+            every ~1 ms): median, p90, max of 30
+
+Prints figures (and --json); asserts nothing. The machine is shared: compare
+within one run.
+"""
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "integration"))
+
+from fleet_lab import EtcdCluster, FleetNode  # noqa: E402
+from lab import Lab, wait_for  # noqa: E402
+from xbng_lab import find_bin, find_pass_obj, plan, write_jsonl  # noqa: E402
+
+C_PER_S = 4000
+
+
+def proc_kb(pid: int, key: str) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+class Bench:
+    def __init__(self, workdir: str):
+        self.lab = Lab("xbngbench")
+        lab = self.lab
+        self.etcd_ns, peer = lab.netns("etcd"), lab.netns("peer")
+        self.cluster = EtcdCluster(lab, self.etcd_ns, members=1)
+        self.cluster.dir = os.path.join(workdir, f"etcd-{os.getpid()}")  # on disk, not tmpfs
+        shutil.rmtree(self.cluster.dir, ignore_errors=True)
+        self.cluster.start_member(0)
+        self.cluster.wait_healthy()
+        self.node = FleetNode(lab, 1, self.etcd_ns, peer, find_pass_obj())
+        self.workdir = workdir
+        self.gw = f"http://127.0.0.1:2379"
+
+    def close(self):
+        self.lab.close()
+        shutil.rmtree(self.cluster.dir, ignore_errors=True)
+
+    def metrics(self) -> dict:
+        try:
+            return self.node.metrics()
+        except OSError:
+            return {}
+
+    def applied(self) -> int:
+        return int(self.metrics().get("xbng_fleet_applied_revision", 0))
+
+    def gw_put(self, key: str, value: str) -> int:
+        body = json.dumps({"key": base64.b64encode(key.encode()).decode(),
+                           "value": base64.b64encode(value.encode()).decode()}).encode()
+        with self.etcd_ns.entered():
+            r = urllib.request.urlopen(urllib.request.Request(f"{self.gw}/v3/kv/put", data=body),
+                                       timeout=10).read()
+        return int(json.loads(r)["header"]["revision"])
+
+    def write(self, subs, name: str) -> tuple[float, str]:
+        path = os.path.join(self.workdir, name)
+        write_jsonl(path, subs)
+        t0 = time.monotonic()
+        r = subprocess.run(self.etcd_ns.nsenter_argv([
+            find_bin("xbngctl"), "sub", "import", "--etcd", self.cluster.endpoint(0), "--node", "n1",
+            path]), capture_output=True, text=True, timeout=3600)
+        dt = time.monotonic() - t0
+        os.unlink(path)
+        if r.returncode:
+            raise RuntimeError(r.stderr)
+        return dt, r.stderr.strip().splitlines()[0]
+
+    def start_and_wait(self, n: int, max_subs: int) -> dict:
+        rev = self.cluster.revision()
+        t0 = time.monotonic()
+        self.node.start(members=(0,), max_subscribers=max_subs)
+        wait_for(lambda: self.applied() >= rev and
+                 self.metrics().get("xbng_fleet_synced") == 1, 600, 0.05, "full apply")
+        dt = time.monotonic() - t0
+        pid = self.node.daemon.pid
+        line = next((l for l in self.node.read_log().splitlines() if "full read" in l), "")
+        m = re.search(r"(\d+) keys in ([\d.]+) s .*, (\d+) applied .* deleted in ([\d.]+) s", line)
+        return {"seconds": dt, "read_apply_s": float(m.group(2)) if m else None,
+                "delete_phase_s": float(m.group(4)) if m else None,
+                "rss_mb": proc_kb(pid, "VmRSS") / 1024, "hwm_mb": proc_kb(pid, "VmHWM") / 1024,
+                "log": line.split("fleet: ", 1)[-1]}
+
+    def run(self, n: int, changes: int) -> dict:
+        res = {"n": n}
+        subs = [plan(i, C_PER_S) for i in range(n)]
+        dt, line = self.write(subs, "load.jsonl")
+        res["write_s"], res["write_per_s"] = dt, n / dt
+        print(f"N={n:,}: xbngctl wrote {n:,} keys into etcd in {dt:.1f} s ({n / dt:,.0f}/s): {line}",
+              flush=True)
+        max_subs = max(65536, n + n // 8)
+        s = self.start_and_wait(n, max_subs)
+        res["start"] = s
+        print(f"  start -> {n:,} applied: {s['seconds']:.2f} s (full read+apply {s['read_apply_s']} s, "
+              f"delete phase {s['delete_phase_s']} s); xbngd RSS {s['rss_mb']:.0f} MB, "
+              f"peak {s['hwm_mb']:.0f} MB\n    xbngd: {s['log']}", flush=True)
+        self.node.kill()  # SIGKILL: the pins stay, the next start adopts them
+        s = self.start_and_wait(n, max_subs)
+        res["restart"] = s
+        print(f"  restart with pins adopted -> applied: {s['seconds']:.2f} s (full read+reconcile "
+              f"{s['read_apply_s']} s); RSS {s['rss_mb']:.0f} MB, peak {s['hwm_mb']:.0f} MB\n"
+              f"    xbngd: {s['log']}",
+              flush=True)
+        # Steady-state watch: M changes while the node follows.
+        m = min(changes, n)
+        upd = [{**plan(i, C_PER_S), "mac": "02:cc:%02x:%02x:%02x:%02x" % tuple(i.to_bytes(4, "big"))}
+               for i in range(m)]
+        ev0 = self.metrics().get("xbng_fleet_events_total", 0)
+        t0 = time.monotonic()
+        dt, line = self.write(upd, "changes.jsonl")
+        t_written = time.monotonic()
+        rev = self.cluster.revision()
+        wait_for(lambda: self.applied() >= rev, 600, 0.005, "changes applied")
+        t_applied = time.monotonic()
+        ev = self.metrics().get("xbng_fleet_events_total", 0) - ev0
+        res["watch"] = {"changes": m, "writer_per_s": m / dt, "applied_per_s": m / (t_applied - t0),
+                        "lag_after_last_put_ms": 1000 * (t_applied - t_written), "events": ev}
+        print(f"  watch: {m:,} changes written at {m / dt:,.0f}/s; applied at "
+              f"{m / (t_applied - t0):,.0f}/s over the same window; applied "
+              f"{1000 * (t_applied - t_written):.0f} ms after the last put returned "
+              f"({int(ev):,} events)", flush=True)
+        # Single-change latency.
+        lat = []
+        for k in range(30):
+            s0 = {**plan(k, C_PER_S), "mac": "02:dd:00:00:00:%02x" % k}
+            key = f"/xbng/v1/nodes/n1/subscribers/{s0['port']}/{s0['outer_vlan']}/{s0['inner_vlan']}"
+            t0 = time.monotonic()
+            rev = self.gw_put(key, json.dumps(s0))
+            while self.applied() < rev:
+                time.sleep(0.001)
+            lat.append(1000 * (time.monotonic() - t0))
+            time.sleep(0.05)
+        lat.sort()
+        res["latency_ms"] = {"median": statistics.median(lat), "p90": lat[int(0.9 * len(lat))],
+                             "max": lat[-1]}
+        print(f"  single change put -> applied in the maps: median {statistics.median(lat):.1f} ms, "
+              f"p90 {lat[int(0.9 * len(lat))]:.1f} ms, max {lat[-1]:.1f} ms (30 puts)", flush=True)
+        self.node.kill()
+        return res
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes", default="60000,1000000")
+    ap.add_argument("--changes", type=int, default=100000)
+    ap.add_argument("--json")
+    ap.add_argument("--workdir", default="/var/tmp")
+    a = ap.parse_args()
+    os.makedirs(a.workdir, exist_ok=True)
+    print(f"\n## Fleet mode: xbngd from etcd (one etcd 3.4 member, data on disk; shared, noisy "
+          f"machine, load {open('/proc/loadavg').read().split()[0]})", flush=True)
+    out = []
+    for n in [int(s) for s in a.sizes.split(",")]:
+        b = Bench(a.workdir)
+        try:
+            out.append(b.run(n, a.changes))
+        finally:
+            b.close()
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(out, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
