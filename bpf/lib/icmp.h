@@ -151,14 +151,14 @@ XBNG_INLINE int icmp6_may_answer(struct ipv6hdr *ip6, void *end)
 }
 
 /* ---- building the error ------------------------------------------------------------- */
-/* Sum (RFC 1071, unfolded) of the `len` bytes from frame offset `off`:
+/* Sum (RFC 1071, unfolded, < 2^34) of the `len` bytes from frame offset `off`:
  * copied to the per-CPU scratch buffer (zero-padded to 4 bytes) and summed
  * with bpf_csum_diff in chunks of at most 512 bytes. Returns -1 on error. */
 XBNG_INLINE __s64 icmp_sum(struct xdp_md *ctx, __u32 off, __u32 len)
 {
 	__u32 zero = 0, rounded;
 	struct xbng_icmp_scratch *s = bpf_map_lookup_elem(&icmp_scratch, &zero);
-	__s64 c = 0;
+	__s64 sum = 0, c;
 
 	if (!s || len < XBNG_ICMP_HLEN || len > XBNG_ICMP6_MAX_LEN)
 		return -1;
@@ -175,11 +175,14 @@ XBNG_INLINE __s64 icmp_sum(struct xdp_md *ctx, __u32 off, __u32 len)
 		sz = rounded - i * 512;
 		if (sz > 512)
 			sz = 512;
-		c = bpf_csum_diff(NULL, 0, (__be32 *)(s->buf + i * 512), sz, (__u32)c);
+		/* Each chunk summed on its own (seed 0) and added here: the
+		 * helper's folding of a seed differs between kernels. */
+		c = bpf_csum_diff(NULL, 0, (__be32 *)(s->buf + i * 512), sz, 0);
 		if (c < 0)
 			return -1;
+		sum += (__u32)c;
 	}
-	return c;
+	return sum;
 }
 
 /* The L2 header of the answer: the received one with the MACs swapped (the
@@ -296,7 +299,7 @@ static __noinline int icmp4_error(const struct xbng_pkt *p, __u32 l2, __u32 kind
 	icmp = data + l2 + sizeof(struct iphdr);
 	if ((void *)(icmp + 1) > end)
 		return drop(p, XBNG_DROP_INTERNAL);
-	icmp->csum = csum_fold((__u32)c);
+	icmp->csum = csum_fold(c);
 	return icmp_sent(p, kind, l2 + hlen + qlen);
 }
 
@@ -376,9 +379,9 @@ static __noinline int icmp6_error(const struct xbng_pkt *p, __u32 l2, __u32 kind
 	c = icmp_sum(ctx, l2 + sizeof(struct ipv6hdr), XBNG_ICMP_HLEN + qlen);
 	if (c < 0)
 		return drop(p, XBNG_DROP_INTERNAL);
-	sum = csum_add_ipv6((__u32)c, src);
+	sum = csum_add_ipv6(c, src);
 	sum = csum_add_ipv6(sum, dst);
-	sum += bpf_htonl(XBNG_ICMP_HLEN + qlen) + bpf_htonl(XBNG_IPPROTO_ICMPV6);
+	sum += (__u64)bpf_htonl(XBNG_ICMP_HLEN + qlen) + bpf_htonl(XBNG_IPPROTO_ICMPV6);
 	data = (void *)(long)ctx->data;
 	end = (void *)(long)ctx->data_end;
 	icmp = data + l2 + sizeof(struct ipv6hdr);

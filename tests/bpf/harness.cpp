@@ -234,6 +234,10 @@ Harness::Harness()
 				 skel_->maps.routes_v6_64, skel_->maps.prefixes_v4, skel_->maps.prefixes_v6};
 	for (auto *m : big)
 		bpf_map__set_max_entries(m, 4096);
+	// ICMP errors: one token per second (burst 50), so that the time a row
+	// takes adds no token between its steps (the rate-limit rows).
+	skel_->rodata->icmp_token_ns = 1000000000ull;
+	skel_->rodata->icmp_burst_ns = 50 * 1000000000ull;
 	int err = xbng__load(skel_);
 	if (err)
 		throw std::runtime_error(std::string("xbng__load failed (verifier?): ") + std::strerror(-err));

@@ -229,7 +229,7 @@ std::vector<Row> router_rows()
 			access(kAcc0, unreach6, XDP_DROP, XBNG_DROP_TTL_EXCEEDED)));
 		Bytes frag = udp4(from_sub(s1), s1.v4, kRemote4, v4opts(1, 0x0010)); // offset 128 bytes
 		add(row("up IPv4 later fragment with TTL 1: no error", access(kAcc0, frag, XDP_DROP, XBNG_DROP_TTL_EXCEEDED)));
-		Bytes big_err = from_sub(s1).ipv4(s1.v4, kRemote4).icmp4(11, 0, cat(rest(0), Bytes(1500 - 28, 0x45))).build();
+		Bytes big_err = from_sub(s1).ipv4(s1.v4, kRemote4).icmp4(11, 0, cat(rest(0), Bytes(1473, 0x45))).build();
 		add(row("up ICMP error larger than the uplink MTU: no error about an error",
 			access(kAcc0, big_err, XDP_DROP, XBNG_DROP_TOO_BIG)));
 		Bytes spoofed = udp4(from_sub(s1), ip4("100.64.77.77"), kRemote4, ttl4(1));
@@ -249,7 +249,7 @@ std::vector<Row> router_rows()
 			uplink(down, XDP_DROP, XBNG_DROP_TTL_EXCEEDED).count(XBNG_ICMP_RATE_LIMITED).pre(empty_bucket)));
 		// One token left: the first error goes, the second is suppressed.
 		Step first = tx_access(kAcc0, in, XBNG_TX_ICMP_TIME_EXCEEDED, up_err4(s1, in, kIcmpTimeExceeded, 0, 0));
-		first.pre([](Harness &h) { h.set_icmp_budget(Harness::now_ns(), 1000000); }); // 1 ms = one token
+		first.pre([](Harness &h) { h.set_icmp_budget(Harness::now_ns(), 1000000000); }); // one token (1 s, see harness.cpp)
 		Step second = access(kAcc0, in, XDP_DROP, XBNG_DROP_TTL_EXCEEDED).count(XBNG_ICMP_RATE_LIMITED);
 		add(row("one token left: one error sent, the next suppressed", {first, second}));
 	}
@@ -322,6 +322,12 @@ std::vector<Row> router_rows()
 		Bytes v6 = sized6(from_router(), kRemote6, s1.v6, kSubMtu + 1);
 		add(row("down IPv6 above the subscriber MTU gets packet too big with that MTU",
 			tx_uplink(v6, XBNG_TX_ICMP_TOO_BIG, down_err6(kRemote6, v6, kIcmp6TooBig, 0, kSubMtu))));
+		for (uint16_t size : {600, 700, 1000, 1100, 1300}) {
+			Bytes mid = sized6(from_router(), kRemote6, s1.v6, size);
+			add(row("down IPv6 of " + std::to_string(size) + " above a subscriber MTU of 580: whole packet quoted",
+				tx_uplink(mid, XBNG_TX_ICMP_TOO_BIG, down_err6(kRemote6, mid, kIcmp6TooBig, 0, 580))
+					.pre([](Harness &h) { h.edit_port("acc0", [](struct xbng_port &p) { p.sub_mtu = 580; }); })));
+		}
 		Bytes fits = sized4(from_router(), kRemote4, s1.v4, 1400, v4opts(64, 0x4000));
 		add(row("down IPv4 at a subscriber MTU of 1400: 1400 fits",
 			uplink(fits, XDP_REDIRECT, XBNG_FWD_DOWNSTREAM)
