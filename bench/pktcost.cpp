@@ -74,9 +74,9 @@ const std::vector<Case>& cases() {
       {"arp", "xbng ARP reply", "xbng", PC_SLOT_XDP_ACCESS, PC_MODE_ARP, Tmpl::kArp, false,
        XDP_TX, XBNG_TX_ARP_REPLY, 0},
       // Issue 11: TCP SYNs whose MSS option is clamped on every pass.
-      {"up_syn4", "xbng upstream IPv4 SYN, MSS clamped", "xbng", PC_SLOT_XDP_ACCESS,
+      {"up_syn4", "xbng up IPv4 SYN, MSS clamped", "xbng", PC_SLOT_XDP_ACCESS,
        PC_MODE_UP_V4, Tmpl::kUpSyn4, false, XDP_REDIRECT, XBNG_FWD_UPSTREAM, -8},
-      {"down_syn4", "xbng downstream IPv4 SYN, MSS clamped", "xbng", PC_SLOT_XDP_UPLINK,
+      {"down_syn4", "xbng down IPv4 SYN, MSS clamped", "xbng", PC_SLOT_XDP_UPLINK,
        PC_MODE_DOWN_V4, Tmpl::kDownSyn4, true, XDP_REDIRECT, XBNG_FWD_DOWNSTREAM, 8},
   };
   return c;

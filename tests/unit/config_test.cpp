@@ -233,7 +233,7 @@ TEST(Config, AcceptsAndWarns) {
              x.gateway_ipv4 = "";
              x.access_options["acc0"].gateway_ipv6 = "2001:db8::1";
            },
-           [](Config& x) { x.access_options["acc0"] = {"0x9100", 1508, "", ""}; },
+           [](Config& x) { AccessPortConfig o; o.outer_tpid = "0x9100"; o.mtu = 1508; x.access_options["acc0"] = o; },
        }) {
     ConfigCheck chk = check_with(mutate);
     EXPECT_TRUE(chk.ok()) << errors_of(chk);
@@ -282,7 +282,8 @@ TEST(Config, ExampleConfigIsValid) {
   EXPECT_EQ(d.access.size(), 2u);
   ASSERT_EQ(d.access_overrides.count("eth2"), 1u);
   EXPECT_EQ(d.access_overrides["eth2"].outer_tpid, std::optional<uint16_t>(0x8100));
-  EXPECT_EQ(d.access_overrides["eth2"].mtu, 1508);
+  EXPECT_EQ(d.access_overrides["eth2"].sub_mtu, 1500);
+  EXPECT_EQ(d.access_overrides["eth2"].pools.size(), 3u);
 }
 
 TEST(Config, ReloadAppliesLiveSettingsAndRefusesTheRest) {
