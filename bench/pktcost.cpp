@@ -34,7 +34,7 @@ using namespace xbench;
 
 namespace {
 
-enum class Tmpl { kUpV4, kUpV6, kArp, kDownV4, kDownV6, kDownV6_64 };
+enum class Tmpl { kUpV4, kUpV6, kArp, kDownV4, kDownV6, kDownV6_64, kUpSyn4, kDownSyn4 };
 
 struct Case {
   std::string id;
@@ -73,6 +73,11 @@ const std::vector<Case>& cases() {
        Tmpl::kDownV6_64, true, XDP_REDIRECT, XBNG_FWD_DOWNSTREAM, 8},
       {"arp", "xbng ARP reply", "xbng", PC_SLOT_XDP_ACCESS, PC_MODE_ARP, Tmpl::kArp, false,
        XDP_TX, XBNG_TX_ARP_REPLY, 0},
+      // Issue 11: TCP SYNs whose MSS option is clamped on every pass.
+      {"up_syn4", "xbng up IPv4 SYN, MSS clamped", "xbng", PC_SLOT_XDP_ACCESS,
+       PC_MODE_UP_V4, Tmpl::kUpSyn4, false, XDP_REDIRECT, XBNG_FWD_UPSTREAM, -8},
+      {"down_syn4", "xbng down IPv4 SYN, MSS clamped", "xbng", PC_SLOT_XDP_UPLINK,
+       PC_MODE_DOWN_V4, Tmpl::kDownSyn4, true, XDP_REDIRECT, XBNG_FWD_DOWNSTREAM, 8},
   };
   return c;
 }
@@ -121,6 +126,8 @@ Env setup_namespace() {
   e.frames[Tmpl::kDownV4] = frame_down_v4(down, 0xcb007101);
   e.frames[Tmpl::kDownV6] = frame_down_v6(down, false);
   e.frames[Tmpl::kDownV6_64] = frame_down_v6(down, true);
+  e.frames[Tmpl::kUpSyn4] = frame_up_syn4(up);
+  e.frames[Tmpl::kDownSyn4] = frame_down_syn4(down, 0xcb007101);
   return e;
 }
 

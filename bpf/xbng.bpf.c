@@ -15,6 +15,8 @@
 #include "lib/arp.h"
 #include "lib/nd.h"
 #include "lib/ip.h"
+#include "lib/icmp.h"
+#include "lib/mss.h"
 #include "lib/forward.h"
 
 #define STEP(expr)                                                             \
@@ -38,9 +40,14 @@ static __always_inline int access_ipv4(const struct xbng_pkt *p, struct xbng_sub
 	STEP(ipv4_check_dhcp(p, ip));
 	STEP(check_dst_mac(p, eth));
 	STEP(ipv4_check_addresses(p, ip, sub, key));
+	if (ip->protocol == XBNG_IPPROTO_ICMP)
+		STEP(access_icmp4(p, ip));
 	learn_mac(sub, key, eth->h_source);
 	if (ip->ttl <= 1)
-		return drop(p, XBNG_DROP_TTL_EXCEEDED);
+		return icmp_error(p, XBNG_QINQ_HLEN, 1, XBNG_ERR_TIME_EXCEEDED, 0,
+				  XBNG_DROP_TTL_EXCEEDED);
+	if (ip->protocol == IPPROTO_TCP)
+		mss_clamp_v4(p, p->port, ip, XBNG_QINQ_HLEN);
 
 	fib.family = XBNG_AF_INET;
 	fib.tos = ip->tos;
@@ -62,14 +69,19 @@ static __always_inline int access_ipv6(const struct xbng_pkt *p, struct xbng_sub
 	if ((void *)(ip6 + 1) > end)
 		return drop(p, XBNG_DROP_TRUNCATED);
 	STEP(ipv6_check_header(p, ip6, p->len - XBNG_QINQ_HLEN));
-	if (ip6->nexthdr == XBNG_IPPROTO_ICMPV6)
+	if (ip6->nexthdr == XBNG_IPPROTO_ICMPV6) {
 		STEP(access_icmpv6(p, eth, ip6));
+		STEP(access_icmp6_echo(p, eth, ip6, sub, key));
+	}
 	STEP(ipv6_check_dhcp(p, ip6));
 	STEP(check_dst_mac(p, eth));
 	STEP(ipv6_check_addresses(p, ip6, sub, key));
 	learn_mac(sub, key, eth->h_source);
 	if (ip6->hop_limit <= 1)
-		return drop(p, XBNG_DROP_TTL_EXCEEDED);
+		return icmp_error(p, XBNG_QINQ_HLEN, 0, XBNG_ERR_TIME_EXCEEDED, 0,
+				  XBNG_DROP_TTL_EXCEEDED);
+	if (ip6->nexthdr == IPPROTO_TCP)
+		mss_clamp_v6(p, p->port, ip6, XBNG_QINQ_HLEN);
 
 	fib.family = XBNG_AF_INET6;
 	fib.flowinfo = *(__be32 *)ip6 & bpf_htonl(0x0fffffff);
@@ -126,7 +138,7 @@ static __always_inline int uplink_ipv4(const struct xbng_pkt *p)
 		return drop(p, XBNG_DROP_TRUNCATED);
 	route = route_lookup_v4(&ip->daddr);
 	if (!route)
-		return verdict(p, XBNG_PASS_NOT_SUBSCRIBER, XDP_PASS);
+		return uplink_miss_v4(p, ip);
 	STEP(ipv4_check_header(p, ip, p->len - sizeof(struct ethhdr)));
 	return downstream_forward(p, route, ip, 1, bpf_ntohs(ip->tot_len));
 }
@@ -141,7 +153,7 @@ static __always_inline int uplink_ipv6(const struct xbng_pkt *p)
 		return drop(p, XBNG_DROP_TRUNCATED);
 	route = route_lookup_v6(ip6->daddr.in6_u.u6_addr32);
 	if (!route)
-		return verdict(p, XBNG_PASS_NOT_SUBSCRIBER, XDP_PASS);
+		return uplink_miss_v6(p, ip6);
 	STEP(ipv6_check_header(p, ip6, p->len - sizeof(struct ethhdr)));
 	return downstream_forward(p, route, ip6, 0, sizeof(*ip6) + bpf_ntohs(ip6->payload_len));
 }

@@ -84,11 +84,51 @@ void get_access(const std::string& path, const toml::node& n, Config* cfg) {
       else if (k == "mtu") o.mtu = get_uint(path, key, v);
       else if (k == "gateway_ipv4") o.gateway_ipv4 = get_string(path, key, v);
       else if (k == "gateway_ipv6") o.gateway_ipv6 = get_string(path, key, v);
-      else fail(path, key, "unknown key (a port table has name, outer_tpid, mtu, gateway_ipv4, "
-                           "gateway_ipv6)");
+      else if (k == "subscriber_mtu") o.subscriber_mtu = get_uint(path, key, v);
+      else if (k == "mss_clamp") o.mss_clamp = get_bool(path, key, v);
+      else if (k == "pools") o.pools = get_strings(path, key, v);
+      else fail(path, key, "unknown key (a port table has name, outer_tpid, subscriber_mtu, "
+                           "mss_clamp, pools, gateway_ipv4, gateway_ipv6, mtu)");
     }
     cfg->access.push_back(port);
     if (!cfg->access_options.emplace(port, o).second)
+      fail(path, where, fmt::format("port {} has two tables", port));
+  }
+}
+
+// ports.uplink: names, or tables { name, icmp_source_ipv4, icmp_source_ipv6 }.
+void get_uplink(const std::string& path, const toml::node& n, Config* cfg) {
+  cfg->uplink.clear();
+  cfg->uplink_options.clear();
+  if (auto s = n.value<std::string>()) {
+    cfg->uplink.push_back(*s);
+    return;
+  }
+  const toml::array* a = n.as_array();
+  if (!a) fail(path, "ports.uplink", "expected an array of port names or port tables");
+  size_t i = 0;
+  for (const auto& e : *a) {
+    const std::string where = fmt::format("ports.uplink[{}]", i++);
+    if (e.is_string()) {
+      cfg->uplink.push_back(*e.value<std::string>());
+      continue;
+    }
+    const toml::table* t = e.as_table();
+    if (!t) fail(path, where, "expected a port name or a table with `name`");
+    const toml::node* name = t->get("name");
+    if (!name) fail(path, where, "a port table needs `name`");
+    const std::string port = get_string(path, where + ".name", *name);
+    UplinkPortConfig o;
+    for (const auto& [k, v] : *t) {
+      const std::string key = where + "." + std::string(k.str());
+      if (k == "name") continue;
+      if (k == "icmp_source_ipv4") o.icmp_source_ipv4 = get_string(path, key, v);
+      else if (k == "icmp_source_ipv6") o.icmp_source_ipv6 = get_string(path, key, v);
+      else fail(path, key, "unknown key (an uplink table has name, icmp_source_ipv4, "
+                           "icmp_source_ipv6)");
+    }
+    cfg->uplink.push_back(port);
+    if (!cfg->uplink_options.emplace(port, o).second)
       fail(path, where, fmt::format("port {} has two tables", port));
   }
 }
@@ -139,7 +179,9 @@ void load_config_file(const std::string& path, Config* cfg) {
     for (const auto& [k, v] : *tab) {
       const std::string key = s + "." + std::string(k.str());
       if (key == "ports.access") get_access(path, v, cfg);
-      else if (key == "ports.uplink") cfg->uplink = get_strings(path, key, v);
+      else if (key == "ports.uplink") get_uplink(path, v, cfg);
+      else if (key == "icmp.rate_per_sec") cfg->icmp_rate_per_sec = get_uint(path, key, v);
+      else if (key == "icmp.burst") cfg->icmp_burst = get_uint(path, key, v);
       else if (key == "ports.outer_tpid") cfg->outer_tpid = get_tpid(path, key, v);
       else if (key == "ports.xdp_generic") cfg->xdp_generic = get_bool(path, key, v);
       else if (key == "gateway.ipv4") cfg->gateway_ipv4 = get_string(path, key, v);
@@ -255,16 +297,63 @@ ConfigCheck check_config(const Config& c) {
     if (!o.outer_tpid.empty()) check_tpid(w + " outer_tpid", o.outer_tpid);
     if (!o.gateway_ipv4.empty()) check_gw4(w + " gateway_ipv4", o.gateway_ipv4);
     if (!o.gateway_ipv6.empty()) check_gw6(w + " gateway_ipv6", o.gateway_ipv6);
-    if (o.mtu && (o.mtu < 76 || o.mtu > 65535))
+    if (o.mtu && o.subscriber_mtu)
+      err("{}: both mtu {} and subscriber_mtu {}: give subscriber_mtu only (mtu is the older "
+          "form of subscriber_mtu + 8)",
+          w, o.mtu, o.subscriber_mtu);
+    else if (o.mtu && (o.mtu < 76 || o.mtu > 65535))
       err("{} mtu {}: expected 76..65535 (an IPv4 minimum of 68 plus 8 bytes of tags)", w, o.mtu);
     else if (o.mtu && o.mtu < 1288)
       warn("{} mtu {}: below 1288, IPv6 (1280 minimum) cannot reach subscribers", w, o.mtu);
+    if (o.subscriber_mtu && (o.subscriber_mtu < 68 || o.subscriber_mtu > 65527))
+      err("{} subscriber_mtu {}: expected 68..65527 (IPv4 minimum; plus 8 bytes of tags, at most "
+          "65535)",
+          w, o.subscriber_mtu);
+    else if (o.subscriber_mtu && o.subscriber_mtu < 1280)
+      warn("{} subscriber_mtu {}: below 1280, IPv6 cannot reach subscribers", w,
+           o.subscriber_mtu);
+    for (const auto& pool : o.pools) {
+      auto pf = parse_prefix(pool);
+      if (!pf)
+        err("{} pools: \"{}\" is not a prefix (A.B.C.D/N or X::/N)", w, pool);
+      else if (!host_bits_zero(pf->addr.data(), pf->family == 4 ? 4 : 16, pf->len))
+        err("{} pools: {} has host bits set", w, pool);
+      else if (pf->len < (pf->family == 4 ? 8 : 16))
+        err("{} pools: {} is shorter than /{}: not a subscriber pool", w, pool,
+            pf->family == 4 ? 8 : 16);
+    }
     if (c.gateway_ipv4.empty() && c.gateway_ipv6.empty() && o.gateway_ipv4.empty() &&
         o.gateway_ipv6.empty())
       err("access port {} has no gateway: set gateway.ipv4 and/or gateway.ipv6 "
           "(--gateway-ipv4/--gateway-ipv6) or per port",
           name);
   }
+
+  // Pools of different ports must not overlap (one owner per address).
+  {
+    std::vector<std::pair<std::string, Prefix>> all;
+    for (const auto& name : c.access) {
+      auto it = c.access_options.find(name);
+      if (it == c.access_options.end()) continue;
+      for (const auto& pool : it->second.pools)
+        if (auto pf = parse_prefix(pool)) all.emplace_back(name, *pf);
+    }
+    for (size_t i = 0; i < all.size(); ++i)
+      for (size_t j = i + 1; j < all.size(); ++j)
+        if (prefixes_overlap(all[i].second, all[j].second))
+          err("pools {} (port {}) and {} (port {}) overlap", format_prefix(all[i].second),
+              all[i].first, format_prefix(all[j].second), all[j].first);
+  }
+  for (const auto& [name, o] : c.uplink_options) {
+    const std::string w = "ports.uplink " + name;
+    if (!o.icmp_source_ipv4.empty()) check_gw4(w + " icmp_source_ipv4", o.icmp_source_ipv4);
+    if (!o.icmp_source_ipv6.empty()) check_gw6(w + " icmp_source_ipv6", o.icmp_source_ipv6);
+  }
+  if (c.icmp_rate_per_sec > 1'000'000)
+    err("icmp.rate_per_sec {}: expected 0..1000000 (0: no ICMP errors from XDP)",
+        c.icmp_rate_per_sec);
+  if (c.icmp_burst < 1 || c.icmp_burst > 100'000)
+    err("icmp.burst {}: expected 1..100000", c.icmp_burst);
 
   // Limits.
   if (c.max_subscribers < 1 || c.max_subscribers > 16'000'000)
@@ -374,10 +463,22 @@ DataplaneOptions to_dataplane_options(const Config& c) {
     AccessPortOverride ov;
     if (!a.outer_tpid.empty()) ov.outer_tpid = *parse_u16(a.outer_tpid);
     ov.mtu = static_cast<uint16_t>(a.mtu);
+    if (a.subscriber_mtu) ov.sub_mtu = static_cast<uint16_t>(a.subscriber_mtu);
+    else if (a.mtu) ov.sub_mtu = static_cast<uint16_t>(a.mtu - XBNG_QINQ_TAGS_BYTES);
+    ov.mss_clamp = a.mss_clamp.value_or(true);
+    for (const auto& pool : a.pools) ov.pools.push_back(*parse_prefix(pool));
     if (!a.gateway_ipv4.empty()) ov.gateway_ipv4 = *parse_ipv4(a.gateway_ipv4);
     if (!a.gateway_ipv6.empty()) ov.gateway_ipv6 = *parse_ipv6(a.gateway_ipv6);
     o.access_overrides[name] = ov;
   }
+  for (const auto& [name, u] : c.uplink_options) {
+    UplinkPortOverride ov;
+    if (!u.icmp_source_ipv4.empty()) ov.icmp_source_ipv4 = *parse_ipv4(u.icmp_source_ipv4);
+    if (!u.icmp_source_ipv6.empty()) ov.icmp_source_ipv6 = *parse_ipv6(u.icmp_source_ipv6);
+    o.uplink_overrides[name] = ov;
+  }
+  o.icmp_rate_per_sec = c.icmp_rate_per_sec;
+  o.icmp_burst = c.icmp_burst;
   o.max_subscribers = static_cast<uint32_t>(c.max_subscribers);
   o.bpffs = c.bpffs;
   o.xdp_generic = c.xdp_generic;
@@ -443,8 +544,14 @@ ReloadPlan plan_reload(const Config& a, const Config& b) {
   auto opts = [](const Config& c) {
     std::vector<std::string> v;
     for (const auto& [n, o] : c.access_options)
-      v.push_back(fmt::format("{}{{tpid={},mtu={},gw4={},gw6={}}}", n, o.outer_tpid, o.mtu,
-                              o.gateway_ipv4, o.gateway_ipv6));
+      v.push_back(fmt::format("{}{{tpid={},mtu={},gw4={},gw6={},subscriber_mtu={},mss_clamp={},"
+                              "pools={}}}",
+                              n, o.outer_tpid, o.mtu, o.gateway_ipv4, o.gateway_ipv6,
+                              o.subscriber_mtu, o.mss_clamp ? (*o.mss_clamp ? "on" : "off") : "-",
+                              join(o.pools)));
+    for (const auto& [n, o] : c.uplink_options)
+      v.push_back(fmt::format("{}{{icmp_source={},{}}}", n, o.icmp_source_ipv4,
+                              o.icmp_source_ipv6));
     return join(v);
   };
   constexpr const char* kPorts = "the XDP links and the ports map are set at start";
@@ -457,6 +564,11 @@ ReloadPlan plan_reload(const Config& a, const Config& b) {
          "needs `xbngd --teardown` (stops forwarding) and a fresh start");
   refuse("gateway.ipv4", a.gateway_ipv4, b.gateway_ipv4, kPorts, kRestart);
   refuse("gateway.ipv6", a.gateway_ipv6, b.gateway_ipv6, kPorts, kRestart);
+  refuse("icmp.rate_per_sec", fmt::format("{}", a.icmp_rate_per_sec),
+         fmt::format("{}", b.icmp_rate_per_sec),
+         "a `const volatile` of the XDP program, frozen when it is loaded", kRestart);
+  refuse("icmp.burst", fmt::format("{}", a.icmp_burst), fmt::format("{}", b.icmp_burst),
+         "a `const volatile` of the XDP program, frozen when it is loaded", kRestart);
   refuse("limits.max_subscribers", fmt::format("{}", a.max_subscribers),
          fmt::format("{}", b.max_subscribers), "a BPF map's size is fixed at creation", kTeardown);
   refuse("limits.events_per_sec", fmt::format("{}", a.events_per_sec),

@@ -26,6 +26,7 @@
 #include <set>
 
 #include "skeleton.h"
+#include "xbng/agent/router.h"
 
 namespace fs = std::filesystem;
 
@@ -36,7 +37,7 @@ namespace {
 constexpr const char* kMapNames[kMapCount] = {
     "subscribers", "routes_v4", "routes_v6", "routes_v6_64", "prefixes_v4",  "prefixes_v6",
     "ports",       "tx_ports",  "stats",     "port_stats",   "events",       "unknown_seen",
-    "event_budget"};
+    "event_budget", "icmp_budget", "icmp_scratch", "pools_v4", "pools_v6"};
 
 // Maps whose size follows --max-subscribers.
 bool sized_by_subscribers(MapId id) {
@@ -272,6 +273,7 @@ std::unique_ptr<Dataplane> Dataplane::start(const DataplaneOptions& opts) {
 
   dp->open_and_load();
   dp->configure_ports();
+  dp->configure_pools();
   dp->attach_ports();
   return dp;
 }
@@ -282,6 +284,10 @@ void Dataplane::open_and_load() {
     throw DataplaneError(fmt::format("opening the BPF skeleton: {}", errstr(errno)));
   *skel_->events_per_sec = opts_.events_per_sec;
   *skel_->unknown_interval_ns = opts_.unknown_interval_ns;
+  // ICMP error bucket: rate 0 leaves token_ns 0, which sends nothing.
+  const uint64_t token_ns = opts_.icmp_rate_per_sec ? 1000000000ull / opts_.icmp_rate_per_sec : 0;
+  *skel_->icmp_token_ns = token_ns;
+  *skel_->icmp_burst_ns = token_ns * (opts_.icmp_burst ? opts_.icmp_burst : 1);
   struct bpf_map** maps = skel_->maps;
   bool pinned[kMapCount] = {};
   int npinned = 0;
@@ -395,6 +401,10 @@ void Dataplane::configure_ports() {
     c.role = static_cast<uint16_t>(p.role);
     c.outer_tpid = p.role == XBNG_ROLE_ACCESS ? opts_.outer_tpid : 0;
     netdev_info(p.name, c.mac, &c.mtu);
+    if (p.role == XBNG_ROLE_ACCESS) {
+      c.sub_mtu = XBNG_DEFAULT_SUBSCRIBER_MTU;
+      c.flags = XBNG_PORT_F_MSS_CLAMP;
+    }
     c.gw_ipv4 = opts_.gateway_ipv4;
     std::memcpy(c.gw_ipv6, opts_.gateway_ipv6.data(), 16);
     if (auto it = opts_.access_overrides.find(p.name);
@@ -403,19 +413,24 @@ void Dataplane::configure_ports() {
       if (o.outer_tpid) c.outer_tpid = *o.outer_tpid;
       if (o.gateway_ipv4) c.gw_ipv4 = *o.gateway_ipv4;
       if (o.gateway_ipv6) std::memcpy(c.gw_ipv6, o.gateway_ipv6->data(), 16);
-      if (o.mtu) {
-        // Frames larger than the netdev's MTU are dropped by the driver on
-        // redirect, silently: say so now rather than lose them later.
-        if (o.mtu > c.mtu) {
-          auto w = fmt::format("port {}: configured mtu {} exceeds the interface's MTU {}: "
-                               "downstream frames above {} bytes may be dropped by the "
-                               "driver (raise it: `ip link set dev {} mtu {}`)",
-                               p.name, o.mtu, c.mtu, c.mtu, p.name, o.mtu);
-          spdlog::warn("{}", w);
-          warnings_.push_back(w);
+      if (o.sub_mtu) c.sub_mtu = o.sub_mtu;
+      if (!o.mss_clamp) c.flags &= static_cast<uint16_t>(~XBNG_PORT_F_MSS_CLAMP);
+    }
+    if (p.role == XBNG_ROLE_ACCESS) {
+      // The netdev must carry subscriber_mtu plus both tags: drivers drop
+      // larger frames on redirect, silently.
+      c.mtu = static_cast<uint16_t>(c.sub_mtu + XBNG_QINQ_TAGS_BYTES);
+      if (opts_.configure_netdevs) {
+        try {
+          ensure_mtu(p.name, c.mtu,
+                     fmt::format("subscriber_mtu {} + {} bytes of tags", c.sub_mtu,
+                                 XBNG_QINQ_TAGS_BYTES));
+        } catch (const std::runtime_error& e) {
+          throw DataplaneError(e.what());
         }
-        c.mtu = o.mtu;
       }
+    } else {
+      configure_uplink_icmp_source(p.name, &c);
     }
     if (bpf_map_update_elem(fd(MapId::kPorts), &p.ifindex, &c, BPF_ANY) != 0)
       throw DataplaneError(fmt::format("{}: writing map ports: {}", p.name, errstr(errno)));
@@ -434,16 +449,120 @@ void Dataplane::configure_ports() {
     }
     if (p.role == XBNG_ROLE_ACCESS)
       spdlog::info("port {} (ifindex {}): access, mac {}, mtu {}, outer tpid {:#06x}, "
-                   "gateway {} {}, slot {}",
-                   p.name, p.ifindex, format_mac(c.mac), c.mtu, c.outer_tpid,
+                   "subscriber mtu {}, mss clamp {}, gateway {} {}, slot {}",
+                   p.name, p.ifindex, format_mac(c.mac), c.mtu, c.outer_tpid, c.sub_mtu,
+                   c.flags & XBNG_PORT_F_MSS_CLAMP ? "on" : "off",
                    c.gw_ipv4 ? format_ipv4(c.gw_ipv4) : "-",
                    (c.gw_ipv6[0] | c.gw_ipv6[1] | c.gw_ipv6[2] | c.gw_ipv6[3]) == 0
                        ? std::string("-")
                        : format_ipv6(reinterpret_cast<const uint8_t*>(c.gw_ipv6)),
                    c.slot);
     else
-      spdlog::info("port {} (ifindex {}): uplink, mac {}, mtu {}, slot {}", p.name, p.ifindex,
-                   format_mac(c.mac), c.mtu, c.slot);
+      spdlog::info("port {} (ifindex {}): uplink, mac {}, mtu {}, icmp source {} {}, slot {}",
+                   p.name, p.ifindex, format_mac(c.mac), c.mtu,
+                   c.icmp_src4 ? format_ipv4(c.icmp_src4) : "-",
+                   (c.icmp_src6[0] | c.icmp_src6[1] | c.icmp_src6[2] | c.icmp_src6[3]) == 0
+                       ? std::string("-")
+                       : format_ipv6(reinterpret_cast<const uint8_t*>(c.icmp_src6)),
+                   c.slot);
+  }
+}
+
+std::optional<std::string> Dataplane::ensure_access_mtu() {
+  if (!opts_.configure_netdevs) return std::nullopt;
+  std::string errors;
+  for (const auto& p : ports_) {
+    if (p.role != XBNG_ROLE_ACCESS) continue;
+    try {
+      ensure_mtu(p.name, p.cfg.mtu,
+                 fmt::format("subscriber_mtu {} + {} bytes of tags", p.cfg.sub_mtu,
+                             XBNG_QINQ_TAGS_BYTES));
+    } catch (const std::runtime_error& e) {
+      errors += std::string(errors.empty() ? "" : "; ") + e.what();
+    }
+  }
+  if (errors.empty()) return std::nullopt;
+  return errors;
+}
+
+void Dataplane::configure_uplink_icmp_source(const std::string& name, struct xbng_port* c) {
+  const auto addrs = interface_addresses(name);
+  UplinkPortOverride o;
+  if (auto it = opts_.uplink_overrides.find(name); it != opts_.uplink_overrides.end())
+    o = it->second;
+  if (o.icmp_source_ipv4) {
+    c->icmp_src4 = *o.icmp_source_ipv4;
+  } else if (auto a = first_global(addrs, 4)) {
+    std::memcpy(&c->icmp_src4, a->addr.data(), 4);
+  } else {
+    auto w = fmt::format("uplink {}: no IPv4 address and no icmp_source_ipv4: no ICMPv4 error "
+                         "goes to the network (time exceeded, fragmentation needed, "
+                         "unreachable)",
+                         name);
+    spdlog::warn("{}", w);
+    warnings_.push_back(w);
+  }
+  if (o.icmp_source_ipv6) {
+    std::memcpy(c->icmp_src6, o.icmp_source_ipv6->data(), 16);
+  } else if (auto a = first_global(addrs, 6)) {
+    std::memcpy(c->icmp_src6, a->addr.data(), 16);
+  } else {
+    auto w = fmt::format("uplink {}: no global IPv6 address and no icmp_source_ipv6: no ICMPv6 "
+                         "error goes to the network (time exceeded, packet too big, "
+                         "unreachable)",
+                         name);
+    spdlog::warn("{}", w);
+    warnings_.push_back(w);
+  }
+}
+
+// The pools of every access port, checked against the uplinks' subnets, then
+// written whole (the tries are emptied first: a restart may drop pools).
+void Dataplane::configure_pools() {
+  std::vector<std::pair<std::string, std::vector<Prefix>>> uplinks;
+  for (const auto& p : ports_)
+    if (p.role == XBNG_ROLE_UPLINK) uplinks.emplace_back(p.name, interface_addresses(p.name));
+  struct Entry {
+    Prefix pool;
+    uint32_t ifindex;
+  };
+  std::vector<Entry> entries;
+  for (const auto& p : ports_) {
+    if (p.role != XBNG_ROLE_ACCESS) continue;
+    auto it = opts_.access_overrides.find(p.name);
+    if (it == opts_.access_overrides.end()) continue;
+    for (const auto& pool : it->second.pools) {
+      for (const auto& [uname, addrs] : uplinks)
+        if (auto e = pool_overlap(pool, uname, addrs))
+          throw DataplaneError(fmt::format("port {}: {}", p.name, *e));
+      entries.push_back({pool, p.ifindex});
+    }
+  }
+  for (MapId id : {MapId::kPoolsV4, MapId::kPoolsV6}) {
+    const size_t ks = id == MapId::kPoolsV4 ? sizeof(xbng_lpm_v4_key) : sizeof(xbng_lpm_v6_key);
+    std::vector<uint8_t> key(ks);
+    while (bpf_map_get_next_key(fd(id), nullptr, key.data()) == 0)
+      if (bpf_map_delete_elem(fd(id), key.data()) != 0)
+        throw DataplaneError(fmt::format("clearing map {}: {}", map_name(id), errstr(errno)));
+  }
+  for (const auto& e : entries) {
+    struct xbng_pool v {};
+    v.ifindex = e.ifindex;
+    int rc;
+    if (e.pool.family == 4) {
+      struct xbng_lpm_v4_key k {};
+      k.prefixlen = e.pool.len;
+      std::memcpy(&k.addr, e.pool.addr.data(), 4);
+      rc = bpf_map_update_elem(fd(MapId::kPoolsV4), &k, &v, BPF_ANY);
+    } else {
+      struct xbng_lpm_v6_key k {};
+      k.prefixlen = e.pool.len;
+      std::memcpy(k.addr, e.pool.addr.data(), 16);
+      rc = bpf_map_update_elem(fd(MapId::kPoolsV6), &k, &v, BPF_ANY);
+    }
+    if (rc != 0)
+      throw DataplaneError(fmt::format("writing pool {}: {}", format_prefix(e.pool), errstr(errno)));
+    spdlog::info("port {}: subscriber pool {}", ifname_of(e.ifindex), format_prefix(e.pool));
   }
 }
 

@@ -130,6 +130,16 @@ bool host_bits_zero(const uint8_t* addr, int bytes, int len) {
   return true;
 }
 
+bool prefixes_overlap(const Prefix& a, const Prefix& b) {
+  if (a.family != b.family) return false;
+  const int len = a.len < b.len ? a.len : b.len;
+  const int full = len / 8, rest = len % 8;
+  if (std::memcmp(a.addr.data(), b.addr.data(), full) != 0) return false;
+  if (!rest) return true;
+  const uint8_t mask = static_cast<uint8_t>(0xff << (8 - rest));
+  return (a.addr[full] & mask) == (b.addr[full] & mask);
+}
+
 std::optional<uint16_t> parse_u16(std::string_view s) {
   if (s.empty() || s.size() > 8) return std::nullopt;
   std::string str(s);

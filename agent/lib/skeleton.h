@@ -11,11 +11,13 @@ struct bpf_program;
 struct XbngSkelRefs {
   void* skel = nullptr;
   // In the order of xbng::agent::MapId.
-  struct bpf_map* maps[13] = {};
+  struct bpf_map* maps[17] = {};
   struct bpf_program* xdp_access = nullptr;
   struct bpf_program* xdp_uplink = nullptr;
   uint64_t* events_per_sec = nullptr;       // rodata, writable until load
   uint64_t* unknown_interval_ns = nullptr;  // rodata, writable until load
+  uint64_t* icmp_token_ns = nullptr;        // rodata, writable until load
+  uint64_t* icmp_burst_ns = nullptr;        // rodata, writable until load
 };
 
 bool xbng_skel_open(XbngSkelRefs* refs);  // false: errno set

@@ -230,6 +230,12 @@ int main(int argc, char** argv) {
     for (const auto& w : chk.warnings) spdlog::warn("reload: config: {}", w);
     ReloadPlan plan = plan_reload(cfg, next);
     bool ok = plan.refused.empty();
+    // The access netdevs must still carry subscriber_mtu + tags (someone
+    // may have lowered an MTU by hand).
+    if (auto err = agent->dataplane().ensure_access_mtu()) {
+      spdlog::error("reload: {}", *err);
+      ok = false;
+    }
     if (plan.log_level) {
       spdlog::set_level(spdlog::level::from_str(next.log_level));
       cfg.log_level = next.log_level;

@@ -91,6 +91,41 @@ void ipv4_udp(std::vector<uint8_t>& v, uint32_t src, uint32_t dst, size_t payloa
   for (size_t k = 0; k < payload; k++) v.push_back(static_cast<uint8_t>('x'));
 }
 
+// IPv4 TCP SYN with an MSS option of 8960 (jumbo): xbng clamps it to the
+// port's subscriber MTU - 40 on every pass.
+void ipv4_syn(std::vector<uint8_t>& v, uint32_t src, uint32_t dst) {
+  size_t ip = v.size();
+  put16(v, 0x4500);
+  put16(v, 20 + 24);
+  put32(v, 0x00004000);      // id 0, DF
+  put16(v, (64 << 8) | 6);   // TTL 64, TCP
+  put16(v, 0);
+  put32(v, src);
+  put32(v, dst);
+  uint16_t c = csum_fold(csum_add(0, v.data() + ip, 20));
+  v[ip + 10] = c >> 8;
+  v[ip + 11] = c & 0xff;
+  size_t tcp = v.size();
+  put16(v, 40000);
+  put16(v, 443);
+  put32(v, 0x01020304);  // sequence
+  put32(v, 0);           // acknowledgment
+  put16(v, (6 << 12) | 0x02);  // data offset 6 words, SYN
+  put16(v, 64240);       // window
+  put16(v, 0);           // checksum
+  put16(v, 0);           // urgent
+  put32(v, 0x02042300);  // MSS 8960
+  uint8_t ps[12];
+  std::memcpy(ps, v.data() + ip + 12, 8);
+  ps[8] = 0;
+  ps[9] = 6;
+  ps[10] = 0;
+  ps[11] = 24;
+  c = csum_fold(csum_add(csum_add(0, ps, 12), v.data() + tcp, 24));
+  v[tcp + 16] = c >> 8;
+  v[tcp + 17] = c & 0xff;
+}
+
 void ipv6_udp(std::vector<uint8_t>& v, const uint8_t* src, const uint8_t* dst, size_t payload) {
   size_t ip = v.size();
   put32(v, 0x60000000);
@@ -296,6 +331,20 @@ std::vector<uint8_t> frame_up_v4(const FrameAddrs& a) {
   return v;  // 22 + 20 + 8 + 22 = 72
 }
 
+std::vector<uint8_t> frame_up_syn4(const FrameAddrs& a) {
+  std::vector<uint8_t> v;
+  qinq(v, a, 0x0800);
+  ipv4_syn(v, sub_v4(0), a.v4_other);
+  return v;  // 22 + 20 + 24 = 66
+}
+
+std::vector<uint8_t> frame_down_syn4(const FrameAddrs& a, uint32_t src_v4) {
+  std::vector<uint8_t> v;
+  eth(v, a, 0x0800);
+  ipv4_syn(v, src_v4, sub_v4(0));
+  return v;  // 14 + 20 + 24 = 58
+}
+
 std::vector<uint8_t> frame_up_v6(const FrameAddrs& a) {
   std::vector<uint8_t> v;
   qinq(v, a, 0x86dd);
@@ -428,6 +477,11 @@ void xbng_add_port(::xbng* s, const PortConfig& p) {
   std::memcpy(v.mac, p.mac.data(), 6);
   v.mtu = 1500;
   v.slot = p.slot;
+  if (p.role == XBNG_ROLE_ACCESS) {  // issue 11: subscriber MTU, MSS clamping on
+    v.mtu = XBNG_DEFAULT_SUBSCRIBER_MTU + XBNG_QINQ_TAGS_BYTES;
+    v.sub_mtu = XBNG_DEFAULT_SUBSCRIBER_MTU;
+    v.flags = XBNG_PORT_F_MSS_CLAMP;
+  }
   v.gw_ipv4 = htonl(0x64400001);  // 100.64.0.1
   v.gw_ipv6[0] = htonl(PC_V6_HOST_W0);
   v.gw_ipv6[1] = htonl(PC_V6_HOST_W1);

@@ -87,6 +87,9 @@ std::vector<uint8_t> frame_up_v6(const FrameAddrs& a);    // QinQ IPv6/UDP, 72 b
 std::vector<uint8_t> frame_arp(const FrameAddrs& a, uint32_t target_v4);  // QinQ ARP request
 std::vector<uint8_t> frame_down_v4(const FrameAddrs& a, uint32_t src_v4);  // IPv4/UDP, 64 bytes
 std::vector<uint8_t> frame_down_v6(const FrameAddrs& a, bool prefix64);    // IPv6/UDP, 64 bytes
+// TCP SYNs with MSS 8960 (clamped by xbng on every pass), issue 11.
+std::vector<uint8_t> frame_up_syn4(const FrameAddrs& a);                    // QinQ, 66 bytes
+std::vector<uint8_t> frame_down_syn4(const FrameAddrs& a, uint32_t src_v4); // 58 bytes
 
 // ---- skeletons -------------------------------------------------------------------
 struct XbngDeleter {

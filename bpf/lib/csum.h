@@ -33,4 +33,15 @@ XBNG_INLINE void ipv4_decrement_ttl(struct iphdr *ip)
 	ip->ttl--;
 }
 
+/* RFC 1624 eqn. 3: the checksum `check` after one 16-bit word of the data
+ * it covers changes from `from` to `to` (all three as loaded from memory). */
+XBNG_INLINE __u16 csum_replace16(__u16 check, __u16 from, __u16 to)
+{
+	__u32 sum = (__u16)~check + (__u16)~from + (__u32)to;
+
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	return (__u16)~sum;
+}
+
 #endif /* XBNG_BPF_CSUM_H */

@@ -8,6 +8,8 @@
 #include "lib/counters.h"
 #include "lib/csum.h"
 #include "lib/qinq.h"
+#include "lib/icmp.h"
+#include "lib/mss.h"
 
 /* Frames the kernel is to handle leave untagged, MACs and TTL untouched
  * (the kernel decrements the TTL when it forwards). */
@@ -45,7 +47,11 @@ XBNG_INLINE int upstream_forward(const struct xbng_pkt *p, struct xbng_subscribe
 		subscriber_count_up(sub, p->len);
 		return upstream_pass(p, XBNG_PASS_NO_NEIGH);
 	case BPF_FIB_LKUP_RET_FRAG_NEEDED:
-		return upstream_pass(p, XBNG_PASS_FRAG_NEEDED);
+		/* Without DF the kernel fragments it; else the sender is told. */
+		if (is_v4 && !(((struct iphdr *)l3)->frag_off & bpf_htons(XBNG_IP_DF)))
+			return upstream_pass(p, XBNG_PASS_FRAG_NEEDED);
+		return icmp_error(p, XBNG_QINQ_HLEN, is_v4, XBNG_ERR_TOO_BIG, fib->mtu_result,
+				  XBNG_DROP_TOO_BIG);
 	case BPF_FIB_LKUP_RET_FWD_DISABLED:
 		return upstream_pass(p, XBNG_PASS_FWD_DISABLED);
 	case BPF_FIB_LKUP_RET_NOT_FWDED:
@@ -93,6 +99,47 @@ XBNG_INLINE int route_resolve_mac(struct xbng_route *route)
 	return 1;
 }
 
+/* Larger than the subscriber MTU: IPv6 and IPv4 with DF get "packet too
+ * big" / "fragmentation needed" with that MTU. IPv4 without DF is dropped
+ * and counted (drop_too_big_not_df): XDP cannot fragment, and the kernel
+ * has no route to subscribers (docs/design.md "MTU"). */
+static __noinline int downstream_too_big(const struct xbng_pkt *p, const struct xbng_port *port,
+					 void *l3, int is_v4)
+{
+	if (is_v4 && !(((struct iphdr *)l3)->frag_off & bpf_htons(XBNG_IP_DF)))
+		return drop(p, XBNG_DROP_TOO_BIG_NO_DF);
+	return icmp_error(p, sizeof(struct ethhdr), is_v4, XBNG_ERR_TOO_BIG, port->sub_mtu,
+			  XBNG_DROP_TOO_BIG);
+}
+
+/* Not a subscriber: an address of a declared pool that nobody holds is
+ * dropped with an unreachable (the kernel would route it back upstream and
+ * loop); anything else is the host's. */
+XBNG_INLINE int uplink_miss_v4(const struct xbng_pkt *p, struct iphdr *ip)
+{
+	struct xbng_lpm_v4_key k = {.prefixlen = 32, .addr = ip->daddr};
+
+	if (!bpf_map_lookup_elem(&pools_v4, &k))
+		return verdict(p, XBNG_PASS_NOT_SUBSCRIBER, XDP_PASS);
+	if (ipv4_check_header(p, ip, p->len - sizeof(struct ethhdr)) != XBNG_CONTINUE)
+		return XDP_DROP;
+	return icmp_error(p, sizeof(struct ethhdr), 1, XBNG_ERR_UNREACHABLE, 0,
+			  XBNG_DROP_POOL_UNASSIGNED);
+}
+
+XBNG_INLINE int uplink_miss_v6(const struct xbng_pkt *p, struct ipv6hdr *ip6)
+{
+	struct xbng_lpm_v6_key k = {.prefixlen = 128};
+
+	__builtin_memcpy(k.addr, ip6->daddr.in6_u.u6_addr32, 16);
+	if (!bpf_map_lookup_elem(&pools_v6, &k))
+		return verdict(p, XBNG_PASS_NOT_SUBSCRIBER, XDP_PASS);
+	if (ipv6_check_header(p, ip6, p->len - sizeof(struct ethhdr)) != XBNG_CONTINUE)
+		return XDP_DROP;
+	return icmp_error(p, sizeof(struct ethhdr), 0, XBNG_ERR_UNREACHABLE, 0,
+			  XBNG_DROP_POOL_UNASSIGNED);
+}
+
 /* Route found: MAC, access port, MTU, TTL; then push the tags and redirect.
  * `l3` is the IPv4 or IPv6 header (`is_v4` says which), `l3_len` its
  * validated length. The route's counters sit in the value the lookup just
@@ -109,17 +156,23 @@ XBNG_INLINE int downstream_forward(const struct xbng_pkt *p, struct xbng_route *
 	port = bpf_map_lookup_elem(&ports, &route->sub.ifindex);
 	if (!port || port->role != XBNG_ROLE_ACCESS)
 		return drop(p, XBNG_DROP_NO_EGRESS_PORT);
-	if (l3_len + XBNG_QINQ_TAGS_LEN > port->mtu)
-		return drop(p, XBNG_DROP_TOO_BIG);
 	if (ttl <= 1)
-		return drop(p, XBNG_DROP_TTL_EXCEEDED);
+		return icmp_error(p, sizeof(struct ethhdr), is_v4, XBNG_ERR_TIME_EXCEEDED, 0,
+				  XBNG_DROP_TTL_EXCEEDED);
+	if (l3_len > port->sub_mtu)
+		return downstream_too_big(p, port, l3, is_v4);
 	if (bpf_redirect_map(&tx_ports, route->sub.ifindex, XDP_DROP) != XDP_REDIRECT)
 		return drop(p, XBNG_DROP_NO_EGRESS_PORT);
 
-	if (is_v4)
+	if (is_v4) {
+		if (((struct iphdr *)l3)->protocol == IPPROTO_TCP)
+			mss_clamp_v4(p, port, l3, sizeof(struct ethhdr));
 		ipv4_decrement_ttl(l3);
-	else
+	} else {
+		if (((struct ipv6hdr *)l3)->nexthdr == IPPROTO_TCP)
+			mss_clamp_v6(p, port, l3, sizeof(struct ethhdr));
 		((struct ipv6hdr *)l3)->hop_limit--;
+	}
 	if (qinq_push(p->ctx, route->mac, port->mac, port->outer_tpid, route->sub.outer_vid,
 		      route->sub.inner_vid))
 		return drop(p, XBNG_DROP_INTERNAL);

@@ -116,4 +116,44 @@ struct {
 	__type(value, struct xbng_event_budget);
 } event_budget SEC(".maps");
 
+/* ---- issue 11: ICMP errors, subscriber pools ----------------------------- */
+/* ICMP error token bucket (load-time; defaults: 1000/s, burst 50 per CPU). */
+const volatile __u64 icmp_token_ns = 1000000000ull / XBNG_DEFAULT_ICMP_RATE;
+const volatile __u64 icmp_burst_ns =
+	XBNG_DEFAULT_ICMP_BURST * (1000000000ull / XBNG_DEFAULT_ICMP_RATE);
+
+/* Per-CPU ICMP error token bucket; fast path. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct xbng_icmp_budget);
+} icmp_budget SEC(".maps");
+
+/* Per-CPU scratch buffer of the ICMP builders (checksum input); fast path. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct xbng_icmp_scratch);
+} icmp_scratch SEC(".maps");
+
+/* Subscriber pools (IPv4) declared per access port; agent at start. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, XBNG_MAX_POOLS);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct xbng_lpm_v4_key);
+	__type(value, struct xbng_pool);
+} pools_v4 SEC(".maps");
+
+/* Subscriber pools (IPv6); agent at start. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, XBNG_MAX_POOLS);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct xbng_lpm_v6_key);
+	__type(value, struct xbng_pool);
+} pools_v6 SEC(".maps");
+
 #endif /* XBNG_BPF_MAPS_H */

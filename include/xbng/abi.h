@@ -102,7 +102,13 @@ struct xbng_port {
 	__u32 slot;        /* index into port_stats */
 	__be32 gw_ipv4;    /* unnumbered gateway, network order */
 	__u32 gw_ipv6[4];  /* global gateway, network order (fe80::1 is implicit) */
+	/* ---- issue 11: router correctness ---- */
+	__u16 sub_mtu;     /* access: largest L3 packet to/from a subscriber */
+	__u16 flags;       /* XBNG_PORT_F_* */
+	__be32 icmp_src4;  /* uplink: source of ICMPv4 errors sent from XDP (0: none sent) */
+	__u32 icmp_src6[4];/* uplink: source of ICMPv6 errors (::: none sent) */
 };
+#define XBNG_PORT_F_MSS_CLAMP (1u << 0) /* access: clamp TCP MSS of SYNs to sub_mtu */
 
 /* Value of `port_stats` (per-CPU array indexed by xbng_port.slot). */
 struct xbng_port_stats {
@@ -152,6 +158,39 @@ struct xbng_event_budget {
 #define XBNG_DEFAULT_EVENTS_PER_SEC 1000
 #define XBNG_DEFAULT_UNKNOWN_INTERVAL_NS 1000000000ull
 
+/* ---- issue 11: ICMP errors from XDP, subscriber pools -------------------------- */
+/* Per-CPU token bucket of ICMP errors (like the kernel's icmp_msgs_per_sec /
+ * icmp_msgs_burst): value of `icmp_budget` (per-CPU array, 1 entry). One
+ * token costs 1e9 / rate ns of credit; credit is capped at burst tokens. */
+struct xbng_icmp_budget {
+	__u64 last_ns;   /* bpf_ktime_get_ns() of the last refill */
+	__u64 credit_ns; /* accumulated credit, in ns */
+};
+#define XBNG_DEFAULT_ICMP_RATE 1000 /* errors per second per CPU */
+#define XBNG_DEFAULT_ICMP_BURST 50
+
+/* Value of `pools_v4` / `pools_v6` (LPM tries of the subscriber pools the
+ * operator declares per access port): traffic from the uplink to a pool
+ * address no subscriber holds is dropped (never handed to the kernel, which
+ * would route it back upstream) and answered with a rate-limited ICMP
+ * unreachable. */
+struct xbng_pool {
+	__u32 ifindex; /* access port that owns the pool */
+};
+#define XBNG_MAX_POOLS 4096
+
+/* Value of `icmp_scratch` (per-CPU array, 1 entry): the ICMP message being
+ * built is copied here to be checksummed (bpf_csum_diff). */
+#define XBNG_ICMP_SCRATCH_LEN 2048
+struct xbng_icmp_scratch {
+	__u8 buf[XBNG_ICMP_SCRATCH_LEN];
+};
+
+#define XBNG_DEFAULT_SUBSCRIBER_MTU 1500
+#define XBNG_QINQ_TAGS_BYTES 8 /* two VLAN tags: access netdev MTU >= subscriber_mtu + 8 */
+#define XBNG_ICMP4_MAX_LEN 576  /* RFC 792/1812: error datagram, IP header included */
+#define XBNG_ICMP6_MAX_LEN 1280 /* RFC 4443: error packet, IPv6 header included */
+
 #ifdef __cplusplus
 static_assert(sizeof(struct xbng_sub_key) == 8, "ABI");
 static_assert(sizeof(struct xbng_subscriber) == 48, "ABI");
@@ -160,7 +199,9 @@ static_assert(sizeof(struct xbng_v6_key) == 16, "ABI");
 static_assert(sizeof(struct xbng_v6_64_key) == 8, "ABI");
 static_assert(sizeof(struct xbng_lpm_v4_key) == 8, "ABI");
 static_assert(sizeof(struct xbng_lpm_v6_key) == 20, "ABI");
-static_assert(sizeof(struct xbng_port) == 40, "ABI");
+static_assert(sizeof(struct xbng_port) == 64, "ABI");
+static_assert(sizeof(struct xbng_icmp_budget) == 16, "ABI");
+static_assert(sizeof(struct xbng_pool) == 4, "ABI");
 static_assert(sizeof(struct xbng_port_stats) == 32, "ABI");
 static_assert(sizeof(struct xbng_counter) == 16, "ABI");
 static_assert(sizeof(struct xbng_event) == 32, "ABI");
@@ -168,7 +209,7 @@ static_assert(sizeof(struct xbng_event) == 32, "ABI");
 _Static_assert(sizeof(struct xbng_sub_key) == 8, "ABI");
 _Static_assert(sizeof(struct xbng_subscriber) == 48, "ABI");
 _Static_assert(sizeof(struct xbng_route) == 32, "ABI");
-_Static_assert(sizeof(struct xbng_port) == 40, "ABI");
+_Static_assert(sizeof(struct xbng_port) == 64, "ABI");
 _Static_assert(sizeof(struct xbng_event) == 32, "ABI");
 #endif
 

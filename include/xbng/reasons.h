@@ -55,7 +55,15 @@
 	X(DROP_INTERNAL, "drop_internal_error", XBNG_KIND_DROP)                \
 	X(EVENT_SENT, "event_sent", XBNG_KIND_INFO)                            \
 	X(EVENT_SUPPRESSED, "event_rate_limited", XBNG_KIND_INFO)              \
-	X(EVENT_RINGBUF_FULL, "event_ringbuf_full", XBNG_KIND_INFO)
+	X(EVENT_RINGBUF_FULL, "event_ringbuf_full", XBNG_KIND_INFO)              \
+	X(TX_ICMP_TIME_EXCEEDED, "icmp_time_exceeded", XBNG_KIND_TX)           \
+	X(TX_ICMP_TOO_BIG, "icmp_too_big", XBNG_KIND_TX)                       \
+	X(TX_ICMP_UNREACHABLE, "icmp_unreachable", XBNG_KIND_TX)               \
+	X(TX_ECHO_REPLY, "echo_reply", XBNG_KIND_TX)                           \
+	X(DROP_TOO_BIG_NO_DF, "drop_too_big_not_df", XBNG_KIND_DROP)           \
+	X(DROP_POOL_UNASSIGNED, "drop_pool_unassigned", XBNG_KIND_DROP)        \
+	X(ICMP_RATE_LIMITED, "icmp_rate_limited", XBNG_KIND_INFO)              \
+	X(MSS_CLAMPED, "mss_clamped", XBNG_KIND_INFO)
 
 #define XBNG_REASON_ENUM_(name, str, kind) XBNG_##name,
 enum xbng_reason {

@@ -84,6 +84,9 @@ const Ip6 kNoNeigh6 = ip6("2001:db8:dead::7");
 const Ip4 kUnreachable4 = ip4("203.0.113.130");
 const Ip4 kBlackhole4 = ip4("203.0.113.200");
 const Ip4 kUplinkAddr4 = ip4("192.0.2.1");
+const Ip6 kUplinkAddr6 = ip6("2001:db8:ffff::1");
+const char *const kPool4 = "100.64.0.0/16";
+const char *const kPool6 = "2001:db8:1::/48";
 
 struct xbng_sub_key SubDef::key() const
 {
@@ -231,6 +234,10 @@ Harness::Harness()
 				 skel_->maps.routes_v6_64, skel_->maps.prefixes_v4, skel_->maps.prefixes_v6};
 	for (auto *m : big)
 		bpf_map__set_max_entries(m, 4096);
+	// ICMP errors: one token per second (burst 50), so that the time a row
+	// takes adds no token between its steps (the rate-limit rows).
+	skel_->rodata->icmp_token_ns = 1000000000ull;
+	skel_->rodata->icmp_burst_ns = 50 * 1000000000ull;
 	int err = xbng__load(skel_);
 	if (err)
 		throw std::runtime_error(std::string("xbng__load failed (verifier?): ") + std::strerror(-err));
@@ -300,10 +307,26 @@ void Harness::fill_baseline()
 		v.slot = p->slot;
 		v.gw_ipv4 = p->gw4.be();
 		std::memcpy(v.gw_ipv6, p->gw6.b.data(), 16);
+		if (p->role == XBNG_ROLE_ACCESS) {
+			v.sub_mtu = kSubMtu;
+			v.flags = XBNG_PORT_F_MSS_CLAMP;
+		} else {
+			v.icmp_src4 = kUplinkAddr4.be();
+			std::memcpy(v.icmp_src6, kUplinkAddr6.b.data(), 16);
+		}
 		if (bpf_map_update_elem(map_fd("ports"), &idx, &v, BPF_ANY))
 			throw std::runtime_error("ports update");
 		if (p->in_tx_ports && bpf_map_update_elem(map_fd("tx_ports"), &idx, &idx, BPF_ANY))
 			throw std::runtime_error("tx_ports update: " + std::string(std::strerror(errno)));
+	}
+	{
+		struct xbng_pool pool{(uint32_t)ifindex("acc0")};
+		struct xbng_lpm_v4_key k4{16, ip4("100.64.0.0").be()};
+		struct xbng_lpm_v6_key k6{48, {}};
+		std::memcpy(k6.addr, ip6("2001:db8:1::").b.data(), 16);
+		if (bpf_map_update_elem(map_fd("pools_v4"), &k4, &pool, BPF_ANY) ||
+		    bpf_map_update_elem(map_fd("pools_v6"), &k6, &pool, BPF_ANY))
+			throw std::runtime_error("pools update");
 	}
 	for (auto *s : kSubs) {
 		struct xbng_subscriber v{};
@@ -332,9 +355,10 @@ void Harness::fill_baseline()
 void Harness::reset()
 {
 	for (const char *m : {"subscribers", "routes_v4", "routes_v6", "routes_v6_64", "prefixes_v4",
-			      "prefixes_v6", "ports", "tx_ports", "unknown_seen"})
+			      "prefixes_v6", "ports", "tx_ports", "unknown_seen", "pools_v4", "pools_v6"})
 		clear_map(m);
 	set_event_budget(0, 0);
+	set_icmp_budget(0, 0); // a full bucket on first use
 	set_forwarding("acc0", true); // a row may have turned it off
 	fill_baseline();
 	drain_events();
@@ -394,6 +418,29 @@ void Harness::set_event_budget(uint64_t window_start_ns, uint64_t used)
 	uint32_t zero = 0;
 	if (bpf_map_update_elem(map_fd("event_budget"), &zero, v.data(), BPF_ANY))
 		throw std::runtime_error("event_budget update");
+}
+
+void Harness::set_icmp_budget(uint64_t last_ns, uint64_t credit_ns)
+{
+	std::vector<struct xbng_icmp_budget> v(ncpus_);
+	for (auto &b : v) {
+		b.last_ns = last_ns;
+		b.credit_ns = credit_ns;
+	}
+	uint32_t zero = 0;
+	if (bpf_map_update_elem(map_fd("icmp_budget"), &zero, v.data(), BPF_ANY))
+		throw std::runtime_error("icmp_budget update");
+}
+
+void Harness::edit_port(const std::string &ifname, const std::function<void(struct xbng_port &)> &f)
+{
+	uint32_t idx = (uint32_t)ifindex(ifname);
+	struct xbng_port v{};
+	if (bpf_map_lookup_elem(map_fd("ports"), &idx, &v))
+		throw std::runtime_error("no ports entry for " + ifname);
+	f(v);
+	if (bpf_map_update_elem(map_fd("ports"), &idx, &v, BPF_ANY))
+		throw std::runtime_error("ports update " + ifname);
 }
 
 Harness::Snapshot Harness::snapshot()

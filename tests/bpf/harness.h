@@ -86,6 +86,13 @@ extern const Ip6 kNoNeigh6;
 extern const Ip4 kUnreachable4;    // `unreachable` route
 extern const Ip4 kBlackhole4;      // `blackhole` route
 extern const Ip4 kUplinkAddr4;     // the host's own address on up0
+extern const Ip6 kUplinkAddr6;     // its global IPv6 address (ICMP errors' source)
+// Baseline of the router settings (issue 11): every access port has
+// subscriber MTU kSubMtu (= its MTU - 8) and MSS clamping on; acc0 owns the
+// pools kPool4 / kPool6; up0 sends ICMP errors from kUplinkAddr4/6.
+constexpr uint16_t kSubMtu = 1492;
+extern const char *const kPool4;   // "100.64.0.0/16"
+extern const char *const kPool6;   // "2001:db8:1::/48"
 
 // ---- rows -------------------------------------------------------------------
 enum class Prog { Access, Uplink };
@@ -156,6 +163,9 @@ public:
 	void set_unknown_seen(const struct xbng_sub_key &k, uint64_t last_ns);
 	bool unknown_seen(const struct xbng_sub_key &k);
 	void set_event_budget(uint64_t window_start_ns, uint64_t used); // all CPUs
+	void set_icmp_budget(uint64_t last_ns, uint64_t credit_ns);     // all CPUs
+	// Reads, edits and writes back the `ports` entry of `ifname`.
+	void edit_port(const std::string &ifname, const std::function<void(struct xbng_port &)> &f);
 	static uint64_t now_ns(); // CLOCK_MONOTONIC = bpf_ktime_get_ns()
 	// net.ipv{4,6}.conf.<ifname>.forwarding in the private namespace.
 	static void set_forwarding(const std::string &ifname, bool on);
@@ -188,6 +198,7 @@ Row row(std::string desc, std::vector<Step> steps);
 std::vector<Row> upstream_rows();
 std::vector<Row> control_rows();
 std::vector<Row> downstream_rows();
+std::vector<Row> router_rows();
 
 // ---- frame helpers used by the row files ------------------------------------
 // Frame from subscriber `s` as its port expects it (port MAC as destination).

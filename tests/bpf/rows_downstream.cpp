@@ -110,8 +110,7 @@ std::vector<Row> downstream_rows()
 				.expect_out(sized4(to_sub(s1), 1492, 63))
 				.via(kAcc0)
 				.down("r4-s1")));
-		add(drop_row("IPv4 too big: MTU - 7", sized4(from_router(), 1493, 64), XBNG_DROP_TOO_BIG));
-		add(drop_row("IPv4 too big: 1500", sized4(from_router(), 1500, 64), XBNG_DROP_TOO_BIG));
+		// Larger: frag needed / packet too big from XDP (rows_router.cpp).
 		auto sized6 = [&](Packet l2, uint16_t tot, uint8_t hl) {
 			return l2.ipv6(kRemote6, s1.v6, hlim6(hl)).udp(1, 2).payload(tot - 48u).build();
 		};
@@ -120,14 +119,10 @@ std::vector<Row> downstream_rows()
 				.expect_out(sized6(to_sub(s1), 1492, 63))
 				.via(kAcc0)
 				.down("r6-s1")));
-		add(drop_row("IPv6 too big: MTU - 7", sized6(from_router(), 1493, 64), XBNG_DROP_TOO_BIG));
 	}
 
 	// ---- dropped -----------------------------------------------------------------------------
-	add(drop_row("IPv4 TTL 1", udp4(from_router(), kRemote4, s1.v4, ttl4(1)), XBNG_DROP_TTL_EXCEEDED));
-	add(drop_row("IPv4 TTL 0", udp4(from_router(), kRemote4, s1.v4, ttl4(0)), XBNG_DROP_TTL_EXCEEDED));
-	add(drop_row("IPv6 hop limit 1", udp6(from_router(), kRemote6, s1.v6, hlim6(1)), XBNG_DROP_TTL_EXCEEDED));
-	add(drop_row("IPv6 hop limit 0", udp6(from_router(), kRemote6, s1.v6, hlim6(0)), XBNG_DROP_TTL_EXCEEDED));
+	// TTL 1 and 0 get time exceeded: rows_router.cpp.
 	add(drop_row("unknown MAC IPv4", udp4(from_router(), kRemote4, kS5Learn.v4), XBNG_DROP_MAC_UNKNOWN));
 	add(drop_row("unknown MAC IPv6", udp6(from_router(), kRemote6, kS5Learn.v6), XBNG_DROP_MAC_UNKNOWN));
 	add(drop_row("access port missing from tx_ports", udp4(from_router(), kRemote4, kS6Acc3.v4),

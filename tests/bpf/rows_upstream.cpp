@@ -252,13 +252,7 @@ std::vector<Row> upstream_rows()
 		     udp6(plain(kAcc1.mac, s1.mac).qinq(0x88a8, 100, 200), s1.v6, kRemote6),
 		     XBNG_DROP_NOT_OUR_MAC));
 
-	// ---- TTL -------------------------------------------------------------------
-	add(drop_row("IPv4 TTL 1", kAcc0, udp4(from_sub(s1), s1.v4, kRemote4, ttl4(1)), XBNG_DROP_TTL_EXCEEDED));
-	add(drop_row("IPv4 TTL 0", kAcc0, udp4(from_sub(s1), s1.v4, kRemote4, ttl4(0)), XBNG_DROP_TTL_EXCEEDED));
-	add(drop_row("IPv6 hop limit 1", kAcc0, udp6(from_sub(s1), s1.v6, kRemote6, hlim6(1)),
-		     XBNG_DROP_TTL_EXCEEDED));
-	add(drop_row("IPv6 hop limit 0", kAcc0, udp6(from_sub(s1), s1.v6, kRemote6, hlim6(0)),
-		     XBNG_DROP_TTL_EXCEEDED));
+	// TTL 1 and 0 get time exceeded: rows_router.cpp.
 
 	// ---- FIB results -------------------------------------------------------------
 	// Handed to the kernel: tags popped, MACs and TTL as received.
@@ -278,9 +272,12 @@ std::vector<Row> upstream_rows()
 		access(kAcc0, udp4(from_sub(s1), s1.v4, kUplinkAddr4), XDP_PASS, XBNG_PASS_FIB_LOCAL)
 			.expect_out(udp4(untagged_from(s1), s1.v4, kUplinkAddr4))));
 	{
-		Bytes big = from_sub(s1).ipv4(s1.v4, kRemote4).udp(40000, 443).payload(1501 - 28).build();
-		Bytes big_out = untagged_from(s1).ipv4(s1.v4, kRemote4).udp(40000, 443).payload(1501 - 28).build();
-		add(row("larger than the uplink MTU passed untagged (FRAG_NEEDED)",
+		// Without DF (with DF: frag needed from XDP, rows_router.cpp).
+		Ipv4Opts nodf;
+		nodf.frag = 0;
+		Bytes big = from_sub(s1).ipv4(s1.v4, kRemote4, nodf).udp(40000, 443).payload(1501 - 28).build();
+		Bytes big_out = untagged_from(s1).ipv4(s1.v4, kRemote4, nodf).udp(40000, 443).payload(1501 - 28).build();
+		add(row("larger than the uplink MTU without DF passed untagged (FRAG_NEEDED)",
 			access(kAcc0, big, XDP_PASS, XBNG_PASS_FRAG_NEEDED).expect_out(big_out)));
 		Bytes fits = from_sub(s1).ipv4(s1.v4, kRemote4).udp(40000, 443).payload(1500 - 28).build();
 		Bytes fits_out = to_router().ipv4(s1.v4, kRemote4, ttl4(63)).udp(40000, 443).payload(1500 - 28).build();

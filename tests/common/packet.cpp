@@ -230,6 +230,33 @@ Packet &Packet::tcp_syn(uint16_t sport, uint16_t dport)
 	return *this;
 }
 
+Packet &Packet::tcp(uint16_t sport, uint16_t dport, uint8_t flags, const Bytes &options)
+{
+	Bytes opts = options;
+	while (opts.size() % 4)
+		opts.push_back(0);
+	Layer l{Kind::Tcp, Bytes(20, 0)};
+	put16(l.hdr, 0, sport);
+	put16(l.hdr, 2, dport);
+	put32(l.hdr, 4, 0x01020304); // sequence
+	if (flags & 0x10)
+		put32(l.hdr, 8, 0x0a0b0c0d); // acknowledgment
+	l.hdr[12] = (uint8_t)((5 + opts.size() / 4) << 4);
+	l.hdr[13] = flags;
+	put16(l.hdr, 14, 64240); // window
+	append(l.hdr, opts.data(), opts.size());
+	layers_.push_back(std::move(l));
+	return *this;
+}
+
+Packet &Packet::icmp4(uint8_t type, uint8_t code, const Bytes &body)
+{
+	Layer l{Kind::Icmp4, {type, code, 0, 0}};
+	append(l.hdr, body.data(), body.size());
+	layers_.push_back(std::move(l));
+	return *this;
+}
+
 Packet &Packet::icmp_echo(uint16_t id, uint16_t seq)
 {
 	Layer l{Kind::Icmp4, Bytes(8, 0)};
@@ -502,6 +529,17 @@ bool udp_checksum_ok(const Bytes &f, size_t l3)
 	return inet_checksum(&f[l4], len, pseudo_sum(f, l3, kProtoUdp, (uint32_t)len)) == 0;
 }
 
+bool tcp_checksum_ok(const Bytes &f, size_t l3)
+{
+	bool v4 = (f.at(l3) >> 4) == 4;
+	size_t l4 = v4 ? l3 + (f.at(l3) & 0xf) * 4u : l3 + 40;
+	size_t end = v4 ? l3 + get16(f, l3 + 2) : l3 + 40 + get16(f, l3 + 4);
+	if (l4 + 20 > end || end > f.size())
+		return false;
+	size_t len = end - l4;
+	return inet_checksum(&f[l4], len, pseudo_sum(f, l3, kProtoTcp, (uint32_t)len)) == 0;
+}
+
 bool all_checksums_ok(const Bytes &f, std::string *why)
 {
 	auto fail = [&](const char *what) {
@@ -526,6 +564,8 @@ bool all_checksums_ok(const Bytes &f, std::string *why)
 			return fail("UDP checksum (IPv4)");
 		if (whole && f[l3 + 9] == kProtoIcmp && tot >= ihl + 4 && !icmpv4_checksum_ok(f, l3))
 			return fail("ICMP checksum");
+		if (whole && f[l3 + 9] == kProtoTcp && tot >= ihl + 20 && !tcp_checksum_ok(f, l3))
+			return fail("TCP checksum (IPv4)");
 	} else if (type == kEthIpv6 && l3 + 40 <= f.size() && (f[l3] >> 4) == 6) {
 		size_t len = get16(f, l3 + 4);
 		if (l3 + 40 + len > f.size())
@@ -534,6 +574,8 @@ bool all_checksums_ok(const Bytes &f, std::string *why)
 			return fail("ICMPv6 checksum");
 		if (f[l3 + 6] == kProtoUdp && len >= 8 && !udp_checksum_ok(f, l3))
 			return fail("UDP checksum (IPv6)");
+		if (f[l3 + 6] == kProtoTcp && len >= 20 && !tcp_checksum_ok(f, l3))
+			return fail("TCP checksum (IPv6)");
 	}
 	return true;
 }

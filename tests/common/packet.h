@@ -96,6 +96,10 @@ public:
 	Packet &ipv6(const Ip6 &src, const Ip6 &dst, const Ipv6Opts &o = {});
 	Packet &udp(uint16_t sport, uint16_t dport);
 	Packet &tcp_syn(uint16_t sport, uint16_t dport);
+	// TCP with the given flags (0x02 SYN, 0x12 SYN-ACK, 0x10 ACK) and raw
+	// option bytes (padded to 4 bytes with EOL).
+	Packet &tcp(uint16_t sport, uint16_t dport, uint8_t flags, const Bytes &options = {});
+	Packet &icmp4(uint8_t type, uint8_t code, const Bytes &body); // any ICMPv4 message
 	Packet &icmp_echo(uint16_t id, uint16_t seq);   // ICMPv4 echo request
 	Packet &icmp6_echo(uint16_t id, uint16_t seq);  // ICMPv6 echo request
 	Packet &icmp6_ns(const Ip6 &target, std::optional<Mac> source_lladdr = std::nullopt);
@@ -142,6 +146,8 @@ bool icmpv6_checksum_ok(const Bytes &frame, size_t l3);
 bool icmpv4_checksum_ok(const Bytes &frame, size_t l3);
 // UDP after the IPv4 or IPv6 header at `l3` (a zero IPv4 UDP checksum is ok).
 bool udp_checksum_ok(const Bytes &frame, size_t l3);
+// TCP after the IPv4 or IPv6 header at `l3`, length from the IP header.
+bool tcp_checksum_ok(const Bytes &frame, size_t l3);
 // Every checksum the frame carries (IPv4 header, ICMP, ICMPv6, UDP); on
 // failure `why` says which.
 bool all_checksums_ok(const Bytes &frame, std::string *why = nullptr);

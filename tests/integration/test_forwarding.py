@@ -218,12 +218,12 @@ class ForwardingTest(unittest.TestCase):
         self.send_up(wrong)                                                          # 0x9100+0x8100 on a 0x88a8 port
         untagged = Ether(src=s["mac"], dst=self.acc_mac) / IP(src=s["ipv4"], dst=UPLINK_NET4) / UDP()
         self.send_up(untagged)
-        self.send_up(up_v4(s, self.acc_mac, UPLINK_NET4, ttl=1))                    # TTL 1
+        self.send_up(up_v4(s, self.acc_mac, UPLINK_NET4, ttl=1))                    # TTL 1: time exceeded back to s
         self.expect_nothing_at_net(from_subscriber_space)
         after = self.x.stats()
         expected = {"drop_spoofed_ipv4": 1, "drop_spoofed_ipv6": 1, "drop_unknown_subscriber": 1,
                     "drop_wrong_outer_tpid": 1, "drop_single_tag": 2, "drop_too_many_tags": 1,
-                    "drop_untagged": 1, "drop_ttl_exceeded": 1, "forward_upstream": 0}
+                    "drop_untagged": 1, "icmp_time_exceeded": 1, "forward_upstream": 0}
         got = {r: self.stats_delta(before, after, r) for r in expected}
         self.assertEqual(got, expected)
         out, _ = watch.communicate(timeout=10)

@@ -233,7 +233,7 @@ TEST(Config, AcceptsAndWarns) {
              x.gateway_ipv4 = "";
              x.access_options["acc0"].gateway_ipv6 = "2001:db8::1";
            },
-           [](Config& x) { x.access_options["acc0"] = {"0x9100", 1508, "", ""}; },
+           [](Config& x) { AccessPortConfig o; o.outer_tpid = "0x9100"; o.mtu = 1508; x.access_options["acc0"] = o; },
        }) {
     ConfigCheck chk = check_with(mutate);
     EXPECT_TRUE(chk.ok()) << errors_of(chk);
@@ -282,7 +282,8 @@ TEST(Config, ExampleConfigIsValid) {
   EXPECT_EQ(d.access.size(), 2u);
   ASSERT_EQ(d.access_overrides.count("eth2"), 1u);
   EXPECT_EQ(d.access_overrides["eth2"].outer_tpid, std::optional<uint16_t>(0x8100));
-  EXPECT_EQ(d.access_overrides["eth2"].mtu, 1508);
+  EXPECT_EQ(d.access_overrides["eth2"].sub_mtu, 1500);
+  EXPECT_EQ(d.access_overrides["eth2"].pools.size(), 3u);
 }
 
 TEST(Config, ReloadAppliesLiveSettingsAndRefusesTheRest) {
@@ -351,4 +352,76 @@ TEST(Ctl, ParsesCsvLines) {
   EXPECT_EQ(s.ipv6_prefixes_size(), 0);
   EXPECT_NE(parse_csv_line("acc0,100,200", &s), "");
   EXPECT_NE(parse_csv_line("acc0,x,200,,100.64.0.1,,,", &s), "");
+}
+
+// Issue 11: subscriber MTU, MSS clamping, pools, uplink ICMP sources, [icmp].
+TEST(Config, RouterSettings) {
+  auto p = write_tmp(R"(
+[ports]
+access = [{ name = "acc0", subscriber_mtu = 1400, mss_clamp = false,
+            pools = ["100.64.0.0/16", "2001:db8:1000::/36"] },
+          { name = "acc1", mtu = 1508 }, "acc2"]
+uplink = [{ name = "upl0", icmp_source_ipv4 = "192.0.2.1", icmp_source_ipv6 = "2001:db8:ffff::1" }]
+[gateway]
+ipv4 = "100.64.0.1"
+[icmp]
+rate_per_sec = 200
+burst = 10
+)");
+  Config c;
+  load_config_file(p, &c);
+  std::remove(p.c_str());
+  EXPECT_EQ(c.uplink, (std::vector<std::string>{"upl0"}));
+  EXPECT_EQ(c.access_options["acc0"].subscriber_mtu, 1400u);
+  EXPECT_EQ(c.icmp_rate_per_sec, 200u);
+  ConfigCheck chk = check_config(c);
+  EXPECT_TRUE(chk.ok()) << errors_of(chk);
+  auto d = to_dataplane_options(c);
+  EXPECT_EQ(d.access_overrides["acc0"].sub_mtu, 1400);
+  EXPECT_FALSE(d.access_overrides["acc0"].mss_clamp);
+  ASSERT_EQ(d.access_overrides["acc0"].pools.size(), 2u);
+  EXPECT_EQ(format_prefix(d.access_overrides["acc0"].pools[1]), "2001:db8:1000::/36");
+  EXPECT_EQ(d.access_overrides["acc1"].sub_mtu, 1500);  // mtu 1508 = 1500 + tags
+  EXPECT_TRUE(d.access_overrides["acc1"].mss_clamp);
+  EXPECT_EQ(d.access_overrides.count("acc2"), 0u);      // defaults: 1500, clamp on
+  EXPECT_EQ(d.uplink_overrides["upl0"].icmp_source_ipv4, parse_ipv4("192.0.2.1"));
+  EXPECT_EQ(d.icmp_rate_per_sec, 200u);
+  EXPECT_EQ(d.icmp_burst, 10u);
+}
+
+TEST(Config, RouterSettingsChecked) {
+  Config base;
+  base.access = {"acc0", "acc1"};
+  base.uplink = {"upl0"};
+  base.gateway_ipv4 = "100.64.0.1";
+  auto fails = [&](auto edit, const std::string& what) {
+    Config c = base;
+    edit(c);
+    ConfigCheck chk = check_config(c);
+    EXPECT_FALSE(chk.ok()) << what;
+    EXPECT_NE(errors_of(chk).find(what), std::string::npos) << errors_of(chk);
+  };
+  fails([](Config& x) { x.access_options["acc0"].subscriber_mtu = 60; }, "subscriber_mtu 60");
+  fails([](Config& x) {
+    x.access_options["acc0"].subscriber_mtu = 1500;
+    x.access_options["acc0"].mtu = 1508;
+  }, "both mtu");
+  fails([](Config& x) { x.access_options["acc0"].pools = {"100.64.0.1/16"}; }, "host bits");
+  fails([](Config& x) { x.access_options["acc0"].pools = {"banana"}; }, "not a prefix");
+  fails([](Config& x) {
+    x.access_options["acc0"].pools = {"100.64.0.0/16"};
+    x.access_options["acc1"].pools = {"100.64.128.0/17"};
+  }, "overlap");
+  fails([](Config& x) { x.uplink_options["upl0"].icmp_source_ipv4 = "x"; }, "icmp_source_ipv4");
+  fails([](Config& x) { x.icmp_burst = 0; }, "icmp.burst");
+}
+
+TEST(Net, PrefixesOverlap) {
+  auto P = [](const char* s) { return *parse_prefix(s); };
+  EXPECT_TRUE(prefixes_overlap(P("100.64.0.0/10"), P("100.64.1.0/24")));
+  EXPECT_TRUE(prefixes_overlap(P("100.64.1.0/24"), P("100.64.0.0/10")));
+  EXPECT_FALSE(prefixes_overlap(P("100.64.0.0/16"), P("100.65.0.0/16")));
+  EXPECT_FALSE(prefixes_overlap(P("100.64.0.0/16"), P("2001:db8::/32")));
+  EXPECT_TRUE(prefixes_overlap(P("2001:db8:1000::/36"), P("2001:db8:1fff::/48")));
+  EXPECT_FALSE(prefixes_overlap(P("2001:db8:1000::/36"), P("2001:db8:2000::/36")));
 }

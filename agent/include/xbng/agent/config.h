@@ -1,8 +1,11 @@
 // xbngd configuration: a TOML file (--config) overridden by command-line
 // flags. deploy/xbngd.toml is the annotated reference; in short:
-//   [ports]   access = ["eth1", { name = "eth2", outer_tpid = "0x8100", mtu = 1508 }]
-//             (or [[ports.access]] tables), uplink = ["eth0"], outer_tpid = "0x88a8",
+//   [ports]   access = ["eth1", { name = "eth2", outer_tpid = "0x8100", subscriber_mtu = 1500,
+//             mss_clamp = true, pools = ["100.64.0.0/16", "2001:db8:1000::/36"] }]
+//             (or [[ports.access]] tables), uplink = ["eth0"] (or tables
+//             { name, icmp_source_ipv4, icmp_source_ipv6 }), outer_tpid = "0x88a8",
 //             xdp_generic = false
+//   [icmp]    rate_per_sec = 1000, burst = 50 (ICMP errors sent from XDP, per CPU)
 //   [gateway] ipv4 = "100.64.0.1", ipv6 = "2001:db8::1"
 //   [limits]  max_subscribers = 1000000, events_per_sec = 1000, unknown_event_interval_ms = 1000
 //   [grpc]    listen = "unix:///run/xbng/xbngd.sock", tls_cert, tls_key, tls_client_ca,
@@ -34,11 +37,23 @@ namespace xbng::agent {
 
 // Per access port settings; empty/0 = the global value (outer TPID and
 // gateways) or the netdev's MTU.
+// Issue 11: subscriber_mtu (0 = 1500, or `mtu` - 8 when only the older `mtu`
+// key is given), mss_clamp (default on), pools (CIDR prefixes).
 struct AccessPortConfig {
   std::string outer_tpid;
-  uint64_t mtu = 0;
+  uint64_t mtu = 0;  // older form: subscriber_mtu + 8
   std::string gateway_ipv4, gateway_ipv6;
+  uint64_t subscriber_mtu = 0;
+  std::optional<bool> mss_clamp;
+  std::vector<std::string> pools;
   friend bool operator==(const AccessPortConfig&, const AccessPortConfig&) = default;
+};
+
+// Per uplink: the source of ICMP errors sent from XDP toward the network;
+// empty = the uplink's first global address of that family.
+struct UplinkPortConfig {
+  std::string icmp_source_ipv4, icmp_source_ipv6;
+  friend bool operator==(const UplinkPortConfig&, const UplinkPortConfig&) = default;
 };
 
 inline constexpr const char* kDefaultMetricsListen = "127.0.0.1:9469";
@@ -46,6 +61,9 @@ inline constexpr const char* kDefaultMetricsListen = "127.0.0.1:9469";
 struct Config {
   std::vector<std::string> access, uplink;
   std::map<std::string, AccessPortConfig> access_options;  // by access port name
+  std::map<std::string, UplinkPortConfig> uplink_options;  // by uplink name
+  uint64_t icmp_rate_per_sec = XBNG_DEFAULT_ICMP_RATE;      // 0: no ICMP errors
+  uint64_t icmp_burst = XBNG_DEFAULT_ICMP_BURST;
   std::string gateway_ipv4, gateway_ipv6;
   std::string grpc = "unix:///run/xbng/xbngd.sock";
   std::string tls_cert, tls_key, tls_client_ca;

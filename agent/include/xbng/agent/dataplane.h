@@ -36,6 +36,10 @@ enum class MapId : int {
   kEvents,
   kUnknownSeen,
   kEventBudget,
+  kIcmpBudget,
+  kIcmpScratch,
+  kPoolsV4,
+  kPoolsV6,
   kCount
 };
 inline constexpr int kMapCount = static_cast<int>(MapId::kCount);
@@ -58,12 +62,24 @@ struct AccessPortOverride {
   uint16_t mtu = 0;  // 0: the netdev's MTU
   std::optional<uint32_t> gateway_ipv4;  // network order
   std::optional<Ipv6> gateway_ipv6;
+  uint16_t sub_mtu = 0;  // 0: XBNG_DEFAULT_SUBSCRIBER_MTU
+  bool mss_clamp = true;
+  std::vector<Prefix> pools;
+};
+
+// Settings of one uplink.
+struct UplinkPortOverride {
+  std::optional<uint32_t> icmp_source_ipv4;  // network order; default: first global address
+  std::optional<Ipv6> icmp_source_ipv6;
 };
 
 struct DataplaneOptions {
   std::vector<std::string> access;
   std::map<std::string, AccessPortOverride> access_overrides;  // by access port name
   std::vector<std::string> uplink;
+  std::map<std::string, UplinkPortOverride> uplink_overrides;  // by uplink name
+  uint64_t icmp_rate_per_sec = XBNG_DEFAULT_ICMP_RATE;
+  uint64_t icmp_burst = XBNG_DEFAULT_ICMP_BURST;
   uint32_t gateway_ipv4 = 0;  // network order, 0 = none
   Ipv6 gateway_ipv6{};
   std::string bpffs = "/sys/fs/bpf/xbng";
@@ -100,12 +116,17 @@ class Dataplane {
   const std::string& bpffs() const { return opts_.bpffs; }
   PortResolver resolver() const;
   const std::vector<std::string>& warnings() const { return warnings_; }
+  // Raises each access netdev's MTU back to subscriber_mtu + 8 if it was
+  // lowered (SIGHUP). Returns the errors, if any.
+  std::optional<std::string> ensure_access_mtu();
 
  private:
   Dataplane() = default;
   void open_and_load();
   void attach_ports();
   void configure_ports();
+  void configure_pools();
+  void configure_uplink_icmp_source(const std::string& name, struct xbng_port* c);
 
   DataplaneOptions opts_;
   std::unique_ptr<XbngSkelRefs> skel_;

@@ -43,6 +43,9 @@ bool mac_is_multicast(const uint8_t* mac);  // group bit (includes broadcast)
 // True when every bit of addr past `len` is zero.
 bool host_bits_zero(const uint8_t* addr, int bytes, int len);
 
+// Same family and one contains the other.
+bool prefixes_overlap(const Prefix& a, const Prefix& b);
+
 // Parses "0x88a8", "34984" etc. (base auto-detected) into a 16-bit value.
 std::optional<uint16_t> parse_u16(std::string_view s);
 
