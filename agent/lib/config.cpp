@@ -11,6 +11,7 @@
 #include <fstream>
 #include <set>
 #include <stdexcept>
+#include <tuple>
 #include <toml++/toml.h>
 
 #include "xbng/agent/net.h"
@@ -207,6 +208,12 @@ void load_config_file(const std::string& path, Config* cfg) {
       else if (key == "etcd.password") cfg->etcd_password = get_string(path, key, v);
       else if (key == "etcd.password_file") cfg->etcd_password_file = get_string(path, key, v);
       else if (key == "etcd.status_ttl") cfg->etcd_status_ttl = get_uint(path, key, v);
+      // issue 14
+      else if (key == "grpc.tls_no_client_auth") cfg->tls_no_client_auth = get_bool(path, key, v);
+      else if (key == "api.max_connections") cfg->api_max_connections = get_uint(path, key, v);
+      else if (key == "api.max_request_bytes") cfg->api_max_request_bytes = get_uint(path, key, v);
+      else if (key == "api.max_watchers") cfg->api_max_watchers = get_uint(path, key, v);
+      else if (key == "api.watcher_queue") cfg->api_watcher_queue = get_uint(path, key, v);
       else if (const char* m = moved_to(key)) fail(path, key, fmt::format("unknown key (now {})", m));
       else fail(path, key, "unknown key");
     }
@@ -390,12 +397,31 @@ ConfigCheck check_config(const Config& c) {
       warn("grpc.listen {}: plaintext TCP (insecure_tcp): anyone who reaches it can provision "
            "subscribers",
            c.grpc);
+    if (!c.tls_cert.empty() && c.tls_client_ca.empty() && !c.tls_no_client_auth)
+      err("grpc.listen {}: TLS without tls_client_ca accepts clients without certificates: give "
+          "grpc.tls_client_ca (--tls-client-ca), or tls_no_client_auth = true "
+          "(--tls-no-client-auth) to allow that explicitly",
+          c.grpc);
+    else if (!c.tls_cert.empty() && c.tls_client_ca.empty())
+      warn("grpc.listen {}: TLS without client certificates (tls_no_client_auth): anyone who "
+           "reaches it can provision subscribers",
+           c.grpc);
     for (auto [what, path] : {std::pair{"grpc.tls_cert", &c.tls_cert},
                               std::pair{"grpc.tls_key", &c.tls_key},
                               std::pair{"grpc.tls_client_ca", &c.tls_client_ca}})
       if (!path->empty())
         if (auto e = unreadable(*path)) err("{} {}: cannot read: {}", what, *path, *e);
   }
+
+  // API limits (issue 14).
+  if (c.api_max_connections < 1 || c.api_max_connections > 1'000'000)
+    err("api.max_connections {}: expected 1..1000000", c.api_max_connections);
+  if (c.api_max_request_bytes < 65536 || c.api_max_request_bytes > (256u << 20))
+    err("api.max_request_bytes {}: expected 65536..268435456", c.api_max_request_bytes);
+  if (c.api_max_watchers < 1 || c.api_max_watchers > 10'000)
+    err("api.max_watchers {}: expected 1..10000", c.api_max_watchers);
+  if (c.api_watcher_queue < 16 || c.api_watcher_queue > 16'000'000)
+    err("api.watcher_queue {}: expected 16..16000000", c.api_watcher_queue);
 
   // Metrics.
   if (!c.metrics_listen.empty()) {
@@ -494,6 +520,11 @@ ServerOptions to_server_options(const Config& c) {
   s.tls_key = c.tls_key;
   s.tls_client_ca = c.tls_client_ca;
   s.insecure_tcp = c.insecure_tcp;
+  s.tls_no_client_auth = c.tls_no_client_auth;
+  s.max_connections = c.api_max_connections;
+  s.max_request_bytes = c.api_max_request_bytes;
+  s.max_watchers = c.api_max_watchers;
+  s.watcher_queue = c.api_watcher_queue;
   return s;
 }
 
@@ -594,6 +625,16 @@ ReloadPlan plan_reload(const Config& a, const Config& b) {
          fmt::format("{}|{}|{}|{}|{}|{}|{}", b.etcd_ca, b.etcd_cert, b.etcd_key, b.etcd_username,
                      b.etcd_password.empty() ? "" : "*", b.etcd_password_file, b.etcd_status_ttl),
          kEtcd, kRestart);
+  refuse("grpc.tls_no_client_auth", fmt::format("{}", a.tls_no_client_auth),
+         fmt::format("{}", b.tls_no_client_auth), kGrpc, kRestart);
+  for (auto [key, x, y] : {std::tuple{"api.max_connections", a.api_max_connections,
+                                      b.api_max_connections},
+                           std::tuple{"api.max_request_bytes", a.api_max_request_bytes,
+                                      b.api_max_request_bytes},
+                           std::tuple{"api.max_watchers", a.api_max_watchers, b.api_max_watchers},
+                           std::tuple{"api.watcher_queue", a.api_watcher_queue,
+                                      b.api_watcher_queue}})
+    refuse(key, fmt::format("{}", x), fmt::format("{}", y), kGrpc, kRestart);
   return p;
 }
 

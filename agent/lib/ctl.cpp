@@ -1,6 +1,7 @@
 #include "xbng/agent/ctl.h"
 
 #include <absl/synchronization/mutex.h>
+#include <grpcpp/generic/generic_stub.h>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <unistd.h>
@@ -666,6 +667,52 @@ int Ctl::events(int count) {
   }
   auto st = reader->Finish();
   if (!st.ok()) return fail(st);
+  return 0;
+}
+
+grpc::Status check_health(const std::shared_ptr<grpc::Channel>& ch,
+                          std::chrono::milliseconds timeout) {
+  // grpc.health.v1.Health/Check without the generated health stubs: the
+  // request (service "") is empty; the response is field 1, the status enum
+  // (SERVING = 1): bytes 08 01.
+  grpc::GenericStub stub(ch);
+  grpc::CompletionQueue cq;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + timeout);
+  grpc::Slice empty("");
+  grpc::ByteBuffer req(&empty, 1), resp;
+  auto call = stub.PrepareUnaryCall(&ctx, "/grpc.health.v1.Health/Check", req, &cq);
+  call->StartCall();
+  grpc::Status st;
+  call->Finish(&resp, &st, reinterpret_cast<void*>(1));
+  void* tag = nullptr;
+  bool ok = false;
+  cq.Next(&tag, &ok);
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
+  }
+  if (!st.ok()) return st;
+  std::vector<grpc::Slice> slices;
+  std::string bytes;
+  if (resp.Dump(&slices).ok())
+    for (const auto& sl : slices) bytes.append(reinterpret_cast<const char*>(sl.begin()), sl.size());
+  if (bytes != std::string("\x08\x01", 2))
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "health check: not SERVING");
+  return grpc::Status::OK;
+}
+
+int Ctl::health(int timeout_ms) {
+  auto st = check_health(make_channel(o_), std::chrono::milliseconds(timeout_ms));
+  if (!st.ok()) {
+    if (o_.json)
+      std::printf("{\"status\":\"NOT_SERVING\",\"code\":\"%s\",\"message\":%s}\n",
+                  code_name(st.error_code()), nlohmann::json(st.error_message()).dump().c_str());
+    std::fprintf(stderr, "xbngctl: %s: NOT SERVING: %s: %s\n", o_.server.c_str(),
+                 code_name(st.error_code()), st.error_message().c_str());
+    return 1;
+  }
+  if (o_.json) std::printf("{\"status\":\"SERVING\"}\n");
+  else std::printf("%s: SERVING\n", o_.server.c_str());
   return 0;
 }
 

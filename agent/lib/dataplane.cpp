@@ -27,6 +27,7 @@
 
 #include "skeleton.h"
 #include "xbng/agent/router.h"
+#include "xbng/agent/pinlock.h"
 
 namespace fs = std::filesystem;
 
@@ -73,8 +74,54 @@ bool is_bpffs(const std::string& path) {
   return statfs(path.c_str(), &st) == 0 && static_cast<unsigned long>(st.f_type) == BPF_FS_MAGIC;
 }
 
+std::string mount_ns(const char* pid) {
+  char buf[64] = {};
+  const std::string link = fmt::format("/proc/{}/ns/mnt", pid);
+  ssize_t n = readlink(link.c_str(), buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+}
+
+// Pins must outlive the agent: they must live on the host's bpf filesystem,
+// never on one mounted inside a private mount namespace (systemd's
+// ProtectSystem/PrivateTmp give the service one), which dies with the
+// agent and takes the pins, and so the XDP programs, with it. The pin
+// directory must be the same inode on the same filesystem as PID 1 sees.
+void refuse_private_bpffs(const std::string& bpffs) {
+  struct stat ours {}, host {};
+  if (stat(bpffs.c_str(), &ours) != 0)
+    throw DataplaneError(fmt::format("{}: {}", bpffs, errstr(errno)));
+  const std::string host_path = "/proc/1/root" + bpffs;
+  if (stat(host_path.c_str(), &host) == 0) {
+    if (host.st_dev == ours.st_dev && host.st_ino == ours.st_ino) return;
+  } else if (errno != ENOENT) {
+    // PID 1's root is out of reach (no CAP_SYS_PTRACE over it, hidepid):
+    // the same mount namespace is proof enough, a different one is not.
+    const std::string self = mount_ns("self"), init = mount_ns("1");
+    if (!self.empty() && self == init) return;
+    spdlog::warn("cannot verify that {} is on the host's bpf filesystem ({}: {}); xbngd runs in "
+                 "another mount namespace: make sure bpffs is the host's, or the pins die with "
+                 "this process",
+                 bpffs, host_path, errstr(errno));
+    return;
+  }
+  throw DataplaneError(fmt::format(
+      "{} is not on the host's bpf filesystem: it was mounted inside a private mount namespace "
+      "({} differs from PID 1's view of it), so the pins, and the XDP programs with them, would "
+      "die with this process. Mount bpffs on the host (`mount -t bpf bpf /sys/fs/bpf`; systemd "
+      "does it at boot) and do not let xbngd mount its own; nothing was changed",
+      bpffs, bpffs));
+}
+
 void ensure_bpffs(const std::string& bpffs) {
   if (!is_bpffs("/sys/fs/bpf") && bpffs.rfind("/sys/fs/bpf", 0) == 0) {
+    // Only in the host's mount namespace: a mount made in a private one
+    // vanishes with the agent (refuse_private_bpffs).
+    const std::string self = mount_ns("self"), init = mount_ns("1");
+    if (self.empty() || self != init)
+      throw DataplaneError(
+          "/sys/fs/bpf is not a bpf filesystem in xbngd's mount namespace, which is not the "
+          "host's: mount bpffs on the host (`mount -t bpf bpf /sys/fs/bpf`; systemd does it at "
+          "boot), so that the pins outlive xbngd");
     if (mount("bpf", "/sys/fs/bpf", "bpf", 0, "mode=0700") != 0)
       throw DataplaneError(fmt::format("/sys/fs/bpf is not a bpf filesystem and mounting one "
                                        "failed: {}",
@@ -86,6 +133,7 @@ void ensure_bpffs(const std::string& bpffs) {
     throw DataplaneError(fmt::format("{} is not on a bpf filesystem (mount -t bpf bpf "
                                      "/sys/fs/bpf)",
                                      bpffs));
+  refuse_private_bpffs(bpffs);
 }
 
 // Pins of another ABI version are never adopted nor silently replaced.
@@ -248,6 +296,9 @@ std::unique_ptr<Dataplane> Dataplane::start(const DataplaneOptions& opts) {
   for (int& f : dp->fds_) f = -1;
   dp->opts_ = opts;
   ensure_bpffs(opts.bpffs);
+  // Before anything under the pin directory is read or written: a second
+  // agent stops here, having touched nothing.
+  dp->lock_ = PinLock::acquire(opts.bpffs);
   refuse_other_abi(opts.bpffs);
   mkdirs(pin_root(opts.bpffs) + "/maps");
   mkdirs(pin_root(opts.bpffs) + "/links");
@@ -642,31 +693,81 @@ PortResolver Dataplane::resolver() const {
   return r;
 }
 
-void Dataplane::teardown(const std::string& bpffs, std::vector<std::string>* log) {
-  std::error_code ec;
-  if (!fs::exists(bpffs, ec)) {
-    log->push_back(fmt::format("{} does not exist: nothing to tear down", bpffs));
-    return;
+Dataplane::TeardownReport Dataplane::teardown(const std::string& bpffs) {
+  TeardownReport r;
+  auto fail = [&](const std::string& what, int err) {
+    r.errors.push_back(fmt::format("{}: {}", what, errstr(err)));
+  };
+  struct stat st {};
+  if (lstat(bpffs.c_str(), &st) != 0) {
+    if (errno == ENOENT) r.nothing_to_remove = true;
+    else fail(bpffs, errno);
+    return r;
   }
-  for (const auto& v : fs::directory_iterator(bpffs, ec)) {
-    const std::string vname = v.path().filename();
-    if (vname.size() < 2 || vname[0] != 'v' || !v.is_directory()) continue;
-    for (const auto& l : fs::directory_iterator(v.path() / "links", ec)) {
-      Fd lfd(bpf_obj_get(l.path().c_str()));
-      if (lfd.fd >= 0 && bpf_link_detach(lfd.fd) != 0 && errno != ENOLINK)
-        log->push_back(fmt::format("{}: detach: {}", l.path().string(), errstr(errno)));
-      if (unlink(l.path().c_str()) == 0)
-        log->push_back(fmt::format("detached and unpinned {}", l.path().string()));
+  if (!S_ISDIR(st.st_mode)) {
+    r.errors.push_back(fmt::format("{}: not a directory", bpffs));
+    return r;
+  }
+  PinLock lock;
+  try {
+    lock = PinLock::acquire(bpffs);
+  } catch (const DataplaneError& e) {
+    const auto pid = pin_lock_holder(bpffs);
+    r.errors.push_back(pid ? fmt::format("xbngd (PID {}) is running on {}: stop it before the "
+                                         "teardown; nothing was removed",
+                                         *pid, bpffs)
+                           : std::string(e.what()));
+    return r;
+  }
+  // Every directory entry is looked at; every failure is reported.
+  auto list = [&](const fs::path& dir, std::vector<fs::path>* out) {
+    std::error_code ec;
+    fs::directory_iterator it(dir, ec), end;
+    if (ec) {
+      if (ec.value() != ENOENT) fail(dir.string(), ec.value());
+      return;
     }
-    for (const auto& m : fs::directory_iterator(v.path() / "maps", ec))
-      if (unlink(m.path().c_str()) == 0)
-        log->push_back(fmt::format("unpinned {}", m.path().string()));
-    fs::remove(v.path() / "links", ec);
-    fs::remove(v.path() / "maps", ec);
-    fs::remove(v.path(), ec);
-    if (ec) log->push_back(fmt::format("{}: not removed: {}", v.path().string(), ec.message()));
+    for (; it != end; it.increment(ec)) {
+      if (ec) {
+        fail(dir.string(), ec.value());
+        return;
+      }
+      out->push_back(it->path());
+    }
+  };
+  std::vector<fs::path> versions;
+  list(bpffs, &versions);
+  for (const auto& v : versions) {
+    const std::string vname = v.filename();
+    if (vname.size() < 2 || vname[0] != 'v' ||
+        vname.find_first_not_of("0123456789", 1) != std::string::npos)
+      continue;
+    std::vector<fs::path> links, maps;
+    list(v / "links", &links);
+    for (const auto& l : links) {
+      Fd lfd(bpf_obj_get(l.c_str()));
+      if (lfd.fd < 0) {
+        fail(fmt::format("{}: opening the pinned link", l.string()), errno);
+        continue;
+      }
+      if (bpf_link_detach(lfd.fd) != 0 && errno != ENOLINK) {
+        fail(fmt::format("{}: detach", l.string()), errno);
+        continue;
+      }
+      if (unlink(l.c_str()) != 0) fail(fmt::format("{}: unpin", l.string()), errno);
+      else r.removed.push_back(fmt::format("detached and unpinned {}", l.string()));
+    }
+    list(v / "maps", &maps);
+    for (const auto& m : maps) {
+      if (unlink(m.c_str()) != 0) fail(fmt::format("{}: unpin", m.string()), errno);
+      else r.removed.push_back(fmt::format("unpinned {}", m.string()));
+    }
+    for (const fs::path& d : {v / "links", v / "maps", v})
+      if (rmdir(d.c_str()) != 0 && errno != ENOENT) fail(fmt::format("{}: rmdir", d.string()), errno);
   }
-  fs::remove(bpffs, ec);
+  if (rmdir(bpffs.c_str()) != 0) fail(fmt::format("{}: rmdir", bpffs), errno);
+  r.nothing_to_remove = r.removed.empty() && r.errors.empty();
+  return r;
 }
 
 PinnedMaps::PinnedMaps(const std::string& bpffs) {

@@ -4,6 +4,9 @@
 #include <fmt/format.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/server_posix.h>
+#include <grpcpp/create_channel_posix.h>
+#include <sys/socket.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
@@ -12,6 +15,7 @@
 #include <random>
 #include <sstream>
 
+#include "xbng/agent/ctl.h"
 #include "xbng/agent/metrics.h"
 #include "xbng/agent/stats.h"
 
@@ -223,40 +227,41 @@ GrpcServer::GrpcServer(const ServerOptions& o, SubscribersService* service) : se
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder b;
-  std::shared_ptr<grpc::ServerCredentials> creds;
-  std::string socket_path;
-  if (o.listen.rfind("unix:", 0) == 0) {
-    socket_path = o.listen.substr(o.listen.rfind("unix://", 0) == 0 ? 7 : 5);
-    if (socket_path.empty() || socket_path[0] != '/')
-      throw std::runtime_error(fmt::format("--grpc {}: expected unix:///absolute/path", o.listen));
-    std::error_code ec;
-    std::filesystem::create_directories(std::filesystem::path(socket_path).parent_path(), ec);
-    if (ec)
-      throw std::runtime_error(fmt::format("cannot create the directory of {}: {}", socket_path,
-                                           ec.message()));
-    std::filesystem::remove(socket_path, ec);  // stale socket of a previous run
-    address_ = "unix://" + socket_path;
-    creds = grpc::InsecureServerCredentials();
-  } else {
+  // xbngd owns the listening socket (Listener): connections are bounded and
+  // accepted even when descriptors run short. Plaintext connections (unix
+  // socket, --insecure-tcp) are handed to gRPC as descriptors; TLS ones are
+  // relayed to gRPC's TLS listener on a private unix socket, since gRPC only
+  // takes descriptors of plaintext connections.
+  const bool is_unix = o.listen.rfind("unix:", 0) == 0;
+  std::shared_ptr<grpc::ServerCredentials> tls;
+  if (!is_unix) {
     if (o.listen.find(':') == std::string::npos)
       throw std::runtime_error(
           fmt::format("--grpc {}: expected unix:///path or HOST:PORT", o.listen));
-    address_ = o.listen;
     if (!o.tls_cert.empty() || !o.tls_key.empty()) {
       if (o.tls_cert.empty() || o.tls_key.empty())
         throw std::runtime_error("TLS needs both --tls-cert and --tls-key");
+      if (o.tls_client_ca.empty() && !o.tls_no_client_auth)
+        throw std::runtime_error(fmt::format(
+            "--grpc {}: TLS without a client CA lets anyone who reaches the port provision "
+            "subscribers: give grpc.tls_client_ca (--tls-client-ca), or tls_no_client_auth = "
+            "true (--tls-no-client-auth) to accept clients without certificates explicitly",
+            o.listen));
+      if (o.tls_client_ca.empty())
+        spdlog::warn("gRPC on TCP {} with TLS but WITHOUT client certificates "
+                     "(--tls-no-client-auth): anyone who reaches it can provision subscribers",
+                     o.listen);
       grpc::SslServerCredentialsOptions so(
           o.tls_client_ca.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
                                   : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
       so.pem_key_cert_pairs.push_back(
           {read_file(o.tls_key, "TLS key"), read_file(o.tls_cert, "TLS certificate")});
       if (!o.tls_client_ca.empty()) so.pem_root_certs = read_file(o.tls_client_ca, "client CA");
-      creds = grpc::SslServerCredentials(so);
+      tls = grpc::SslServerCredentials(so);
     } else if (o.insecure_tcp) {
       spdlog::warn("gRPC on TCP {} WITHOUT TLS (--insecure-tcp): anyone who reaches it can "
                    "provision subscribers",
                    o.listen);
-      creds = grpc::InsecureServerCredentials();
     } else {
       throw std::runtime_error(fmt::format(
           "--grpc {}: TCP needs TLS (--tls-cert and --tls-key), or --insecure-tcp to accept "
@@ -264,28 +269,70 @@ GrpcServer::GrpcServer(const ServerOptions& o, SubscribersService* service) : se
           o.listen));
     }
   }
-  b.AddListeningPort(address_, creds);
+  // Every connection costs a descriptor (three when relayed); the rest of
+  // the agent (maps, programs, gRPC's pollers, files) keeps kFdReserve.
+  constexpr size_t kFdReserve = 256;
+  max_connections_ = o.max_connections;
+  const size_t fit = connections_within_fd_limit(tls ? 3 : 1, kFdReserve);
+  if (max_connections_ > fit) {
+    spdlog::warn("grpc.max_connections {} does not fit in the descriptor limit (RLIMIT_NOFILE, "
+                 "systemd LimitNOFILE=): at most {} connections",
+                 max_connections_, fit);
+    max_connections_ = fit;
+  }
+  if (max_connections_ == 0)
+    throw std::runtime_error("the descriptor limit (RLIMIT_NOFILE) leaves no room for gRPC "
+                             "connections: raise it (LimitNOFILE=65536)");
+  listener_ = std::make_unique<Listener>(o.listen, max_connections_);
+  address_ = is_unix ? "unix://" + listener_->socket_path() : o.listen;
+  if (tls) {
+    char tmpl[] = "/tmp/xbngd-tls-XXXXXX";
+    if (!mkdtemp(tmpl)) throw std::runtime_error(fmt::format("mkdtemp: {}", std::strerror(errno)));
+    relay_dir_ = tmpl;
+    b.AddListeningPort("unix://" + relay_dir_ + "/grpc.sock", tls);
+  }
   b.RegisterService(service);
   if (o.metrics) {
     std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> ic;
     ic.push_back(make_metrics_interceptor_factory(o.metrics));
     b.experimental().SetInterceptorCreators(std::move(ic));
   }
-  b.SetMaxReceiveMessageSize(256 << 20);
+  b.SetMaxReceiveMessageSize(static_cast<int>(o.max_request_bytes));
   b.SetMaxSendMessageSize(256 << 20);
   server_ = b.BuildAndStart();
   if (!server_) throw std::runtime_error(fmt::format("gRPC cannot listen on {}", address_));
-  if (!socket_path.empty() && chmod(socket_path.c_str(), 0600) != 0)
-    throw std::runtime_error(
-        fmt::format("chmod 0600 {}: {}", socket_path, std::strerror(errno)));
+  if (tls) {
+    relay_ = std::make_unique<UnixRelay>(relay_dir_ + "/grpc.sock");
+    listener_->start([this](int fd) { relay_->add(fd); });
+  } else {
+    listener_->start([this](int fd) { grpc::AddInsecureChannelFromFd(server_.get(), fd); });
+  }
+}
+
+grpc::Status GrpcServer::probe(std::chrono::milliseconds timeout) {
+  if (!server_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "gRPC server stopped");
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv) != 0)
+    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                        fmt::format("socketpair: {}", std::strerror(errno)));
+  grpc::AddInsecureChannelFromFd(server_.get(), sv[0]);
+  auto ch = grpc::CreateInsecureChannelFromFd("xbngd-probe", sv[1]);
+  return check_health(ch, timeout);
 }
 
 void GrpcServer::shutdown() {
   if (!server_) return;
+  listener_->stop();
   service_->shutdown();
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   server_->Wait();
+  relay_.reset();
   server_.reset();
+  listener_.reset();
+  if (!relay_dir_.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(relay_dir_, ec);
+  }
 }
 
 GrpcServer::~GrpcServer() { shutdown(); }

@@ -80,6 +80,10 @@ int main(int argc, char** argv) {
   int count = 0;
   auto* events = app.add_subcommand("events", "print events until interrupted");
   events->add_option("--count", count, "exit after N events");
+  int health_timeout_ms = 3000;
+  auto* health = app.add_subcommand(
+      "health", "exit 0 when xbngd accepts a connection and answers a health check, else 1");
+  health->add_option("--timeout-ms", health_timeout_ms, "deadline")->default_str("3000");
   std::string bpffs = "/sys/fs/bpf/xbng";
   auto* bpf = app.add_subcommand("bpf", "read the pinned maps directly")->require_subcommand(1);
   auto* dump = bpf->add_subcommand("dump", "print subscribers and routes from the pinned maps");
@@ -100,6 +104,7 @@ int main(int argc, char** argv) {
     }
     if (*imp && !node.empty()) throw std::runtime_error("sub import --node needs --etcd");
     Ctl ctl(o);
+    if (*health) return ctl.health(health_timeout_ms);
     if (*add) return ctl.sub_add(a);
     if (*del) {
       if (!del_file.empty()) return ctl.sub_del_file(del_file);

@@ -61,6 +61,11 @@ int main(int argc, char** argv) {
   app.add_option("--tls-key", flags.tls_key, "server key (PEM) for TCP");
   app.add_option("--tls-client-ca", flags.tls_client_ca, "require client certificates from this CA");
   app.add_flag("--insecure-tcp", flags.insecure_tcp, "allow plaintext TCP (dangerous)");
+  app.add_flag("--tls-no-client-auth", flags.tls_no_client_auth,
+               "TLS without --tls-client-ca: accept clients without certificates (dangerous)");
+  app.add_option("--grpc-max-connections", flags.api_max_connections,
+                 "concurrent gRPC connections; more are refused")
+      ->default_str("1024");
   app.add_option("--metrics-listen", flags.metrics_listen,
                  "Prometheus endpoint HOST:PORT (GET /metrics); \"\" disables")
       ->default_str(kDefaultMetricsListen);
@@ -108,6 +113,8 @@ int main(int argc, char** argv) {
     if (given("--tls-key")) cfg.tls_key = flags.tls_key;
     if (given("--tls-client-ca")) cfg.tls_client_ca = flags.tls_client_ca;
     if (given("--insecure-tcp")) cfg.insecure_tcp = true;
+    if (given("--tls-no-client-auth")) cfg.tls_no_client_auth = true;
+    if (given("--grpc-max-connections")) cfg.api_max_connections = flags.api_max_connections;
     if (given("--metrics-listen")) cfg.metrics_listen = flags.metrics_listen;
     if (given("--bpffs")) cfg.bpffs = flags.bpffs;
     if (given("--max-subscribers")) cfg.max_subscribers = flags.max_subscribers;
@@ -158,10 +165,21 @@ int main(int argc, char** argv) {
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ xbngd: %v");
 
   if (teardown) {
-    std::vector<std::string> log;
-    Dataplane::teardown(cfg.bpffs, &log);
-    for (const auto& l : log) spdlog::info("teardown: {}", l);
-    spdlog::info("teardown of {} done: XDP detached, pins removed", cfg.bpffs);
+    // Exit 0 only when everything is gone (or nothing was there); 1 on any
+    // failure, with each one named.
+    const auto r = Dataplane::teardown(cfg.bpffs);
+    for (const auto& l : r.removed) spdlog::info("teardown: {}", l);
+    for (const auto& e : r.errors) spdlog::error("teardown: {}", e);
+    if (!r.ok()) {
+      spdlog::error("teardown of {} FAILED: {} problem(s), {} object(s) removed", cfg.bpffs,
+                    r.errors.size(), r.removed.size());
+      return 1;
+    }
+    if (r.nothing_to_remove)
+      spdlog::info("teardown of {}: nothing to remove", cfg.bpffs);
+    else
+      spdlog::info("teardown of {} done: XDP detached, {} pin(s) removed", cfg.bpffs,
+                   r.removed.size());
     return 0;
   }
 

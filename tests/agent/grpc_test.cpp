@@ -33,12 +33,8 @@ std::string g_rundir;   // /tmp/xbng-grpc-test-<pid>
 
 void cleanup() {
   if (g_root.empty()) return;
-  std::vector<std::string> log;
-  Dataplane::teardown(g_root, &log);  // detaches links; pins of every test dir below
   std::error_code ec;
-  for (const auto& d : fs::directory_iterator(g_root, ec)) {
-    Dataplane::teardown(d.path(), &log);
-  }
+  for (const auto& d : fs::directory_iterator(g_root, ec)) Dataplane::teardown(d.path());
   fs::remove_all(g_root, ec);
   fs::remove_all(g_rundir, ec);
 }
@@ -85,8 +81,7 @@ class AgentTest : public ::testing::Test {
   }
   void TearDown() override {
     stop();
-    std::vector<std::string> log;
-    Dataplane::teardown(bpffs_, &log);
+    Dataplane::teardown(bpffs_);
   }
   void start(uint32_t max_subs = 4096) {
     AgentOptions o;

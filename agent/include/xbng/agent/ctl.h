@@ -3,6 +3,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -48,6 +49,10 @@ uint64_t read_import_file(const std::string& file,
                           const std::function<bool(const xbng::v1::Subscriber&)>& fn,
                           std::vector<std::string>* errors);
 std::shared_ptr<grpc::Channel> make_channel(const CtlOptions& o);
+// grpc.health.v1.Health/Check (the server's overall health) within
+// `timeout`: OK when SERVING.
+grpc::Status check_health(const std::shared_ptr<grpc::Channel>& ch,
+                          std::chrono::milliseconds timeout);
 
 class Ctl {
  public:
@@ -60,6 +65,7 @@ class Ctl {
   int sub_del_file(const std::string& file);
   int stats();
   int events(int count);
+  int health(int timeout_ms);
 
  private:
   int fail(const grpc::Status& st) const;

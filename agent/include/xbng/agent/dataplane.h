@@ -16,6 +16,7 @@
 
 #include "xbng/abi.h"
 #include "xbng/agent/net.h"
+#include "xbng/agent/pinlock.h"
 #include "xbng/agent/subscriber.h"
 
 struct XbngSkelRefs;
@@ -101,9 +102,15 @@ class Dataplane {
  public:
   // Throws DataplaneError with an actionable message.
   static std::unique_ptr<Dataplane> start(const DataplaneOptions& opts);
-  // Detaches every pinned link (all ABI versions) and removes every pin.
-  // Returns a one-line summary per removed object through `log`.
-  static void teardown(const std::string& bpffs, std::vector<std::string>* log);
+  // Detaches every pinned link (all ABI versions) and removes every pin,
+  // under the pin directory's lock (a running agent holds it: refused).
+  struct TeardownReport {
+    std::vector<std::string> removed;  // one line per detached/unpinned object
+    std::vector<std::string> errors;   // anything that failed or was refused
+    bool nothing_to_remove = false;    // no pin directory, or nothing in it
+    bool ok() const { return errors.empty(); }
+  };
+  static TeardownReport teardown(const std::string& bpffs);
 
   ~Dataplane();
   Dataplane(const Dataplane&) = delete;
@@ -128,6 +135,7 @@ class Dataplane {
   void configure_pools();
   void configure_uplink_icmp_source(const std::string& name, struct xbng_port* c);
 
+  PinLock lock_;  // the pin directory, held for the agent's life
   DataplaneOptions opts_;
   std::unique_ptr<XbngSkelRefs> skel_;
   int fds_[kMapCount];

@@ -5,11 +5,13 @@
 #include <grpcpp/grpcpp.h>
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <string>
 
 #include "xbng/agent/dataplane.h"
 #include "xbng/agent/events.h"
+#include "xbng/agent/listener.h"
 #include "xbng/agent/store.h"
 #include "xbng/v1/xbng.grpc.pb.h"
 
@@ -63,6 +65,12 @@ struct ServerOptions {
   std::string listen = "unix:///run/xbng/xbngd.sock";
   std::string tls_cert, tls_key, tls_client_ca;
   bool insecure_tcp = false;
+  // TLS without client certificates (no tls_client_ca) only when set.
+  bool tls_no_client_auth = false;
+  size_t max_connections = 1024;         // clamped to what RLIMIT_NOFILE allows
+  size_t max_request_bytes = 16u << 20;  // largest request message
+  size_t max_watchers = 16;              // concurrent WatchEvents streams
+  size_t watcher_queue = 65536;          // events queued per watcher
   GrpcMetrics* metrics = nullptr;  // counts requests and latency per method when set
 };
 
@@ -74,8 +82,17 @@ class GrpcServer {
   ~GrpcServer();
   void shutdown();
   const std::string& address() const { return address_; }
+  // A health check through a private connection (a socketpair handed to the
+  // server): proves that the server answers, whatever the listener's state.
+  grpc::Status probe(std::chrono::milliseconds timeout);
+  Listener& listener() { return *listener_; }
+  size_t max_connections() const { return max_connections_; }
 
  private:
+  std::unique_ptr<Listener> listener_;
+  std::unique_ptr<UnixRelay> relay_;
+  std::string relay_dir_;
+  size_t max_connections_ = 0;
   std::unique_ptr<grpc::Server> server_;
   std::string address_;
   SubscribersService* service_;
