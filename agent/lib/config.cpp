@@ -53,6 +53,25 @@ std::vector<std::string> get_strings(const std::string& path, const std::string&
   return out;
 }
 
+// Issue 12: a port's default rate plan, { up_rate_bps, up_burst_bytes,
+// down_rate_bps, down_burst_bytes } (omitted keys are 0).
+PolicySpec get_policy(const std::string& path, const std::string& where, const toml::node& n) {
+  const toml::table* t = n.as_table();
+  if (!t) fail(path, where, "expected a table { up_rate_bps, up_burst_bytes, down_rate_bps, "
+                            "down_burst_bytes }");
+  PolicySpec p;
+  for (const auto& [k, v] : *t) {
+    const std::string key = where + "." + std::string(k.str());
+    if (k == "up_rate_bps") p.up_rate = get_uint(path, key, v);
+    else if (k == "up_burst_bytes") p.up_burst = get_uint(path, key, v);
+    else if (k == "down_rate_bps") p.down_rate = get_uint(path, key, v);
+    else if (k == "down_burst_bytes") p.down_burst = get_uint(path, key, v);
+    else fail(path, key, "unknown key (a policy has up_rate_bps, up_burst_bytes, down_rate_bps, "
+                         "down_burst_bytes)");
+  }
+  return p;
+}
+
 // ports.access: names, or tables { name, outer_tpid, mtu, gateway_ipv4,
 // gateway_ipv6 } (inline or [[ports.access]]), mixed freely.
 void get_access(const std::string& path, const toml::node& n, Config* cfg) {
@@ -84,8 +103,9 @@ void get_access(const std::string& path, const toml::node& n, Config* cfg) {
       else if (k == "mtu") o.mtu = get_uint(path, key, v);
       else if (k == "gateway_ipv4") o.gateway_ipv4 = get_string(path, key, v);
       else if (k == "gateway_ipv6") o.gateway_ipv6 = get_string(path, key, v);
+      else if (k == "policy") o.policy = get_policy(path, key, v);
       else fail(path, key, "unknown key (a port table has name, outer_tpid, mtu, gateway_ipv4, "
-                           "gateway_ipv6)");
+                           "gateway_ipv6, policy)");
     }
     cfg->access.push_back(port);
     if (!cfg->access_options.emplace(port, o).second)
@@ -250,6 +270,8 @@ ConfigCheck check_config(const Config& c) {
       err("{} mtu {}: expected 76..65535 (an IPv4 minimum of 68 plus 8 bytes of tags)", w, o.mtu);
     else if (o.mtu && o.mtu < 1288)
       warn("{} mtu {}: below 1288, IPv6 (1280 minimum) cannot reach subscribers", w, o.mtu);
+    if (auto e = check_policy(o.policy, o.mtu ? static_cast<uint32_t>(o.mtu) : kDefaultMaxPacket))
+      err("{} policy: {}", w, *e);
     if (c.gateway_ipv4.empty() && c.gateway_ipv6.empty() && o.gateway_ipv4.empty() &&
         o.gateway_ipv6.empty())
       err("access port {} has no gateway: set gateway.ipv4 and/or gateway.ipv6 "
@@ -337,6 +359,7 @@ DataplaneOptions to_dataplane_options(const Config& c) {
     ov.mtu = static_cast<uint16_t>(a.mtu);
     if (!a.gateway_ipv4.empty()) ov.gateway_ipv4 = *parse_ipv4(a.gateway_ipv4);
     if (!a.gateway_ipv6.empty()) ov.gateway_ipv6 = *parse_ipv6(a.gateway_ipv6);
+    ov.default_policy = a.policy;
     o.access_overrides[name] = ov;
   }
   o.max_subscribers = static_cast<uint32_t>(c.max_subscribers);
@@ -384,8 +407,10 @@ ReloadPlan plan_reload(const Config& a, const Config& b) {
   auto opts = [](const Config& c) {
     std::vector<std::string> v;
     for (const auto& [n, o] : c.access_options)
-      v.push_back(fmt::format("{}{{tpid={},mtu={},gw4={},gw6={}}}", n, o.outer_tpid, o.mtu,
-                              o.gateway_ipv4, o.gateway_ipv6));
+      v.push_back(fmt::format("{}{{tpid={},mtu={},gw4={},gw6={},policy={}/{}/{}/{}}}", n,
+                              o.outer_tpid, o.mtu, o.gateway_ipv4, o.gateway_ipv6,
+                              o.policy.up_rate, o.policy.up_burst, o.policy.down_rate,
+                              o.policy.down_burst));
     return join(v);
   };
   constexpr const char* kPorts = "the XDP links and the ports map are set at start";

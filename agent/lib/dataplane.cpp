@@ -36,12 +36,13 @@ namespace {
 constexpr const char* kMapNames[kMapCount] = {
     "subscribers", "routes_v4", "routes_v6", "routes_v6_64", "prefixes_v4",  "prefixes_v6",
     "ports",       "tx_ports",  "stats",     "port_stats",   "events",       "unknown_seen",
-    "event_budget"};
+    "event_budget", "police"};
 
 // Maps whose size follows --max-subscribers.
 bool sized_by_subscribers(MapId id) {
   return id == MapId::kSubscribers || id == MapId::kRoutesV4 || id == MapId::kRoutesV6 ||
-         id == MapId::kRoutesV6_64 || id == MapId::kPrefixesV4 || id == MapId::kPrefixesV6;
+         id == MapId::kRoutesV6_64 || id == MapId::kPrefixesV4 || id == MapId::kPrefixesV6 ||
+         id == MapId::kPolice;
 }
 
 std::string errstr(int err) { return std::strerror(err < 0 ? -err : err); }
@@ -519,6 +520,19 @@ PortResolver Dataplane::resolver() const {
     for (const auto& p : ports_)
       if (p.ifindex == ifx) return p.name;
     return ifname_of(ifx);
+  };
+  r.default_policy = [this](uint32_t ifx) -> PolicySpec {
+    for (const auto& p : ports_)
+      if (p.ifindex == ifx) {
+        auto it = opts_.access_overrides.find(p.name);
+        return it == opts_.access_overrides.end() ? PolicySpec{} : it->second.default_policy;
+      }
+    return PolicySpec{};
+  };
+  r.max_packet = [this](uint32_t ifx) -> uint32_t {
+    for (const auto& p : ports_)
+      if (p.ifindex == ifx && p.cfg.mtu) return p.cfg.mtu;
+    return kDefaultMaxPacket;
   };
   return r;
 }

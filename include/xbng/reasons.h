@@ -55,7 +55,9 @@
 	X(DROP_INTERNAL, "drop_internal_error", XBNG_KIND_DROP)                \
 	X(EVENT_SENT, "event_sent", XBNG_KIND_INFO)                            \
 	X(EVENT_SUPPRESSED, "event_rate_limited", XBNG_KIND_INFO)              \
-	X(EVENT_RINGBUF_FULL, "event_ringbuf_full", XBNG_KIND_INFO)
+	X(EVENT_RINGBUF_FULL, "event_ringbuf_full", XBNG_KIND_INFO)            \
+	X(DROP_POLICED_UP, "drop_policed_upstream", XBNG_KIND_DROP)            \
+	X(DROP_POLICED_DOWN, "drop_policed_downstream", XBNG_KIND_DROP)
 
 #define XBNG_REASON_ENUM_(name, str, kind) XBNG_##name,
 enum xbng_reason {

@@ -25,6 +25,45 @@ def cpe_sub(i: int) -> dict:
     return s
 
 
+def make_cpes(x: XbngLab, subs) -> list:
+    """One CPE namespace per subscriber, bridged onto the access link: a veth
+    whose TC programs push/pop the subscriber's tags, its addresses, default
+    routes via the gateway. Returns the namespaces (x's lab removes them)."""
+    x.sub.ip("link", "add", "br0", "type", "bridge")
+    x.sub.ip("link", "set", "s0", "master", "br0")
+    x.sub.ip("link", "set", "br0", "up")
+    x.sub.sysctl("net.ipv6.conf.br0.disable_ipv6", "1")
+    # The bridge moves a frame's outer tag into skb metadata on receive;
+    # with TX VLAN offload off, s0 writes it back into the frame before
+    # xbng's XDP program (which sees only frame bytes) gets it.
+    x.sub.exec(["ethtool", "-K", "s0", "txvlan", "off", "tx-vlan-stag-hw-insert", "off"])
+    cpes = []
+    for i, s in enumerate(subs):
+        ns = x.lab.netns(f"cpe{i}")
+        x.lab.veth(ns, "c0", x.sub, f"cpe{i}")
+        x.sub.ip("link", "set", f"cpe{i}", "master", "br0")
+        ns.ip("link", "set", "c0", "address", s["mac"])
+        # veth hands TCP/UDP to its peer with the checksum still to be
+        # filled in (CHECKSUM_PARTIAL); XDP forwards frame bytes and
+        # that promise is lost on the way. Real NICs fill it; here the
+        # kernels must.
+        ns.exec(["ethtool", "-K", "c0", "tx", "off"])
+        ns.exec(["tc", "qdisc", "add", "dev", "c0", "clsact"])
+        ns.exec(["tc", "filter", "add", "dev", "c0", "egress", "bpf", "da", "obj",
+                 os.environ["XBNG_CPE_EGRESS_OBJ"], "sec", "tc"])
+        ns.exec(["tc", "filter", "add", "dev", "c0", "ingress", "bpf", "da", "obj",
+                 os.environ["XBNG_CPE_INGRESS_OBJ"], "sec", "tc"])
+        ns.ip("addr", "add", f"{s['ipv4']}/32", "dev", "c0")
+        ns.ip("route", "add", GW4, "dev", "c0")
+        ns.ip("route", "add", "default", "via", GW4, "dev", "c0", "mtu", str(CPE_MTU),
+              "advmss", str(CPE_MTU - 40))
+        ns.ip("-6", "addr", "add", f"{s['ipv6']}/128", "dev", "c0", "nodad")
+        ns.ip("-6", "route", "add", "default", "via", "fe80::1", "dev", "c0", "mtu",
+              str(CPE_MTU), "advmss", str(CPE_MTU - 60))
+        cpes.append(ns)
+    return cpes
+
+
 class CpeTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -35,38 +74,7 @@ class CpeTest(unittest.TestCase):
             out, _ = x.import_subs(cls.subs)
             assert int(out["applied"]) == 3, out
             x.resolve_uplink_neighbours()
-            x.sub.ip("link", "add", "br0", "type", "bridge")
-            x.sub.ip("link", "set", "s0", "master", "br0")
-            x.sub.ip("link", "set", "br0", "up")
-            x.sub.sysctl("net.ipv6.conf.br0.disable_ipv6", "1")
-            # The bridge moves a frame's outer tag into skb metadata on receive;
-            # with TX VLAN offload off, s0 writes it back into the frame before
-            # xbng's XDP program (which sees only frame bytes) gets it.
-            x.sub.exec(["ethtool", "-K", "s0", "txvlan", "off", "tx-vlan-stag-hw-insert", "off"])
-            cls.cpes = []
-            for i, s in enumerate(cls.subs):
-                ns = x.lab.netns(f"cpe{i}")
-                x.lab.veth(ns, "c0", x.sub, f"cpe{i}")
-                x.sub.ip("link", "set", f"cpe{i}", "master", "br0")
-                ns.ip("link", "set", "c0", "address", s["mac"])
-                # veth hands TCP/UDP to its peer with the checksum still to be
-                # filled in (CHECKSUM_PARTIAL); XDP forwards frame bytes and
-                # that promise is lost on the way. Real NICs fill it; here the
-                # kernels must.
-                ns.exec(["ethtool", "-K", "c0", "tx", "off"])
-                ns.exec(["tc", "qdisc", "add", "dev", "c0", "clsact"])
-                ns.exec(["tc", "filter", "add", "dev", "c0", "egress", "bpf", "da", "obj",
-                         os.environ["XBNG_CPE_EGRESS_OBJ"], "sec", "tc"])
-                ns.exec(["tc", "filter", "add", "dev", "c0", "ingress", "bpf", "da", "obj",
-                         os.environ["XBNG_CPE_INGRESS_OBJ"], "sec", "tc"])
-                ns.ip("addr", "add", f"{s['ipv4']}/32", "dev", "c0")
-                ns.ip("route", "add", GW4, "dev", "c0")
-                ns.ip("route", "add", "default", "via", GW4, "dev", "c0", "mtu", str(CPE_MTU),
-                      "advmss", str(CPE_MTU - 40))
-                ns.ip("-6", "addr", "add", f"{s['ipv6']}/128", "dev", "c0", "nodad")
-                ns.ip("-6", "route", "add", "default", "via", "fe80::1", "dev", "c0", "mtu",
-                      str(CPE_MTU), "advmss", str(CPE_MTU - 60))
-                cls.cpes.append(ns)
+            cls.cpes = make_cpes(x, cls.subs)
         except BaseException:
             x.close()
             raise

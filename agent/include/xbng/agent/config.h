@@ -1,6 +1,8 @@
 // xbngd configuration: a TOML file (--config) overridden by command-line
 // flags. deploy/xbngd.toml is the annotated reference; in short:
 //   [ports]   access = ["eth1", { name = "eth2", outer_tpid = "0x8100", mtu = 1508 }]
+//             (a port table may also hold `policy = { up_rate_bps = .., up_burst_bytes = ..,
+//              down_rate_bps = .., down_burst_bytes = .. }`: its default rate plan, issue 12)
 //             (or [[ports.access]] tables), uplink = ["eth0"], outer_tpid = "0x88a8",
 //             xdp_generic = false
 //   [gateway] ipv4 = "100.64.0.1", ipv6 = "2001:db8::1"
@@ -33,6 +35,11 @@ struct AccessPortConfig {
   std::string outer_tpid;
   uint64_t mtu = 0;
   std::string gateway_ipv4, gateway_ipv6;
+  // Issue 12: `policy = { up_rate_bps, up_burst_bytes, down_rate_bps,
+  // down_burst_bytes }`, the rate plan of this port's subscribers that have
+  // none of their own (xbng.v1.Policy; absent = unlimited). Applied at start
+  // (subscribers written under another default are rewritten then).
+  PolicySpec policy;
   friend bool operator==(const AccessPortConfig&, const AccessPortConfig&) = default;
 };
 

@@ -36,6 +36,7 @@ enum class MapId : int {
   kEvents,
   kUnknownSeen,
   kEventBudget,
+  kPolice,  // issue 12
   kCount
 };
 inline constexpr int kMapCount = static_cast<int>(MapId::kCount);
@@ -58,6 +59,7 @@ struct AccessPortOverride {
   uint16_t mtu = 0;  // 0: the netdev's MTU
   std::optional<uint32_t> gateway_ipv4;  // network order
   std::optional<Ipv6> gateway_ipv6;
+  PolicySpec default_policy;  // issue 12
 };
 
 struct DataplaneOptions {
