@@ -47,6 +47,7 @@ struct Case {
   uint32_t action;
   int reason;     // xbng verdict counted on success, -1 for the references
   int len_delta;  // output length - input length
+  bool police = false;  // issue 12: timed with every subscriber on a rate plan
 };
 
 const std::vector<Case>& cases() {
@@ -78,6 +79,24 @@ const std::vector<Case>& cases() {
        PC_MODE_UP_V4, Tmpl::kUpSyn4, false, XDP_REDIRECT, XBNG_FWD_UPSTREAM, -8},
       {"down_syn4", "xbng down IPv4 SYN, MSS clamped", "xbng", PC_SLOT_XDP_UPLINK,
        PC_MODE_DOWN_V4, Tmpl::kDownSyn4, true, XDP_REDIRECT, XBNG_FWD_DOWNSTREAM, 8},
+      // Issue 12: where a shared downstream bucket can live (ref_hash + bucket).
+      {"ref_pol_route", "ref: hash + bucket in route value", "reference", PC_SLOT_REF_POL_ROUTE,
+       PC_MODE_DOWN_V4, Tmpl::kDownV4, true, XDP_REDIRECT, -1, 0},
+      {"ref_pol_array", "ref: hash + slot -> array bucket", "reference", PC_SLOT_REF_POL_ARRAY,
+       PC_MODE_DOWN_V4, Tmpl::kDownV4, true, XDP_REDIRECT, -1, 0},
+      {"ref_pol_subhash", "ref: hash + subscriber hash bucket", "reference",
+       PC_SLOT_REF_POL_SUBHASH, PC_MODE_DOWN_V4, Tmpl::kDownV4, true, XDP_REDIRECT, -1, 0},
+      // Issue 12: the fast path with every subscriber on a rate plan.
+      {"up_v4_pol", "xbng upstream IPv4 +police", "xbng", PC_SLOT_XDP_ACCESS, PC_MODE_UP_V4,
+       Tmpl::kUpV4, false, XDP_REDIRECT, XBNG_FWD_UPSTREAM, -8, true},
+      {"up_v6_pol", "xbng upstream IPv6 +police", "xbng", PC_SLOT_XDP_ACCESS, PC_MODE_UP_V6,
+       Tmpl::kUpV6, false, XDP_REDIRECT, XBNG_FWD_UPSTREAM, -8, true},
+      {"down_v4_pol", "xbng downstream IPv4 +police", "xbng", PC_SLOT_XDP_UPLINK,
+       PC_MODE_DOWN_V4, Tmpl::kDownV4, true, XDP_REDIRECT, XBNG_FWD_DOWNSTREAM, 8, true},
+      {"down_v6_pol", "xbng downstream /128 +police", "xbng", PC_SLOT_XDP_UPLINK,
+       PC_MODE_DOWN_V6, Tmpl::kDownV6, true, XDP_REDIRECT, XBNG_FWD_DOWNSTREAM, 8, true},
+      {"down_v6_64_pol", "xbng downstream /64 +police", "xbng", PC_SLOT_XDP_UPLINK,
+       PC_MODE_DOWN_V6_64, Tmpl::kDownV6_64, true, XDP_REDIRECT, XBNG_FWD_DOWNSTREAM, 8, true},
   };
   return c;
 }
@@ -305,7 +324,15 @@ int main(int argc, char** argv) {
       attach_pass(p.get(), env.upl);
       xbng_add_port(x.get(), {env.acc, XBNG_ROLE_ACCESS, env.port_mac, 0});
       xbng_add_port(x.get(), {env.upl, XBNG_ROLE_UPLINK, env.upl_mac, 1});
-      double t_x = xbng_fill_subscribers(x.get(), env.acc, n);
+      double t_x = xbng_fill_subscribers(x.get(), env.acc, n, false);
+      bool policed = false;  // issue 12: the state the maps are in
+      auto set_police = [&](bool on) {
+        if (on == policed) return;
+        double t = xbng_fill_subscribers(x.get(), env.acc, n, on);
+        policed = on;
+        std::fprintf(stderr, "[N=%s] maps refilled with policing %s: %.2f s\n",
+                     size_label(n).c_str(), on ? "on" : "off", t);
+      };
       double t_r = pktcost_fill_refs(p.get(), env.acc, n);
       fills.push_back({{"n", n}, {"xbng_maps_s", t_x}, {"reference_maps_s", t_r}});
       pktcost_set_ref_tx(p.get(), env.upl);
@@ -316,12 +343,25 @@ int main(int argc, char** argv) {
       pktcost_set_slot(p.get(), PC_SLOT_REF_HASH, bpf_program__fd(p->progs.ref_hash));
       pktcost_set_slot(p.get(), PC_SLOT_REF_LPM, bpf_program__fd(p->progs.ref_lpm));
       pktcost_set_slot(p.get(), PC_SLOT_REF_FIB, bpf_program__fd(p->progs.ref_fib));
+      pktcost_set_slot(p.get(), PC_SLOT_REF_POL_ROUTE, bpf_program__fd(p->progs.ref_pol_route));
+      pktcost_set_slot(p.get(), PC_SLOT_REF_POL_ARRAY, bpf_program__fd(p->progs.ref_pol_array));
+      pktcost_set_slot(p.get(), PC_SLOT_REF_POL_SUBHASH,
+                       bpf_program__fd(p->progs.ref_pol_subhash));
       std::fprintf(stderr, "[N=%s] maps filled: xbng %.2f s, references %.2f s\n",
                    size_label(n).c_str(), t_x, t_r);
 
       Bench b{env, x.get(), p.get(), n};
       std::vector<const Case*> ok;
-      for (const Case& c : cases()) {
+      // Unpoliced cases and references with the plain maps, then the policed
+      // ones (the maps refilled with plans).
+      std::vector<const Case*> order;
+      for (const Case& c : cases())
+        if (!c.police) order.push_back(&c);
+      for (const Case& c : cases())
+        if (c.police) order.push_back(&c);
+      for (const Case* cp : order) {
+        const Case& c = *cp;
+        set_police(c.police);
         std::string err = b.verify(c, false);
         if (err.empty()) err = b.verify(c, true);
         if (!err.empty()) {
@@ -333,15 +373,20 @@ int main(int argc, char** argv) {
         }
         ok.push_back(&c);
       }
-      // Trials outermost: every case sees the same spread of machine noise.
+      // Trials outermost: every case sees the same spread of machine noise;
+      // within a trial, policing off then on (one refill each way).
       for (int t = 0; t < trials; t++)
-        for (bool random : {false, true})
+        for (bool pol : {false, true}) {
+          set_police(pol);
+          for (bool random : {false, true})
           for (const Case* c : ok) {
+            if (c->police != pol) continue;
             double ns = b.time(*c, random, repeat);
             raw[{c->id, n, random}].push_back(ns);
             std::fprintf(stderr, "[N=%s trial %d/%d %s] %-30s %6.0f ns\n", size_label(n).c_str(),
                          t + 1, trials, random ? "random" : "fixed ", c->label.c_str(), ns);
           }
+        }
       for (const Case* c : ok)
         for (bool random : {false, true}) res[{c->id, n, random}] = median(raw[{c->id, n, random}]);
       // Unpin from the devices before the programs go (next N reattaches).
@@ -413,6 +458,60 @@ int main(int argc, char** argv) {
                           {"lpm_over_case_random_net", jv(lxr_net)}});
       }
     }
+    // ---- issue 12: policing on / off, and where the downstream bucket lives ------------
+    std::printf("\nRate plans (issue 12): cost of policing, same run. on/off = policed case / "
+                "same case unpoliced;\n'net' subtracts the harness row from both first. Layout "
+                "references: / ref hash lookup.\n");
+    std::string ph = fmt::format("{:<31} {:>5} | {:>9} {:>9} {:>9} {:>9}", "case", "N", "on/off fix",
+                                 "on/off rnd", "net fix", "net rnd");
+    std::printf("%s\n%s\n", ph.c_str(), std::string(ph.size(), '-').c_str());
+    nlohmann::json pol_ratios = nlohmann::json::array();
+    for (const Case& c : cases()) {
+      const bool layout = c.id.rfind("ref_pol_", 0) == 0;
+      if (!c.police && !layout) continue;
+      const std::string base = layout ? "ref_hash" : c.id.substr(0, c.id.size() - 4);
+      for (uint32_t n : sizes) {
+        auto f = get(c.id, n, false), r = get(c.id, n, true);
+        auto bf = get(base, n, false), br = get(base, n, true);
+        auto hf = get("harness", n, false), hr = get("harness", n, true);
+        auto of = div(f, bf), orr = div(r, br);
+        auto nf = div(sub(f, hf), sub(bf, hf)), nr = div(sub(r, hr), sub(br, hr));
+        std::printf("%s\n", fmt::format("{:<31} {:>5} | {:>9} {:>9} {:>9} {:>9}", c.label,
+                                        size_label(n), fmt_ratio(of), fmt_ratio(orr),
+                                        fmt_ratio(nf), fmt_ratio(nr))
+                                .c_str());
+        auto jv = [](std::optional<double> v) { return v ? nlohmann::json(*v) : nlohmann::json(); };
+        pol_ratios.push_back({{"case", c.id}, {"base", base}, {"n", n}, {"fixed", jv(of)},
+                              {"random", jv(orr)}, {"net_fixed", jv(nf)}, {"net_random", jv(nr)}});
+      }
+    }
+    // Memory per subscriber: the kernel's accounting (memlock) of the
+    // subscriber-sized maps a subscriber with a /32, a /128 and a /64 uses,
+    // with the layouts before issue 12 (values 48 and 32 bytes, no police
+    // array) and now.
+    nlohmann::json memj = nlohmann::json::array();
+    std::printf("\nMemory per subscriber (fdinfo memlock of subscribers + routes_v4/v6/v6_64 "
+                "[+ police], prealloc):\n");
+    for (uint32_t n : sizes) {
+      auto maps_mem = [&](uint32_t sub_v, uint32_t route_v, bool police) {
+        uint64_t m = map_memlock(BPF_MAP_TYPE_HASH, 8, sub_v, n) +
+                     map_memlock(BPF_MAP_TYPE_HASH, 4, route_v, n) +
+                     map_memlock(BPF_MAP_TYPE_HASH, 16, route_v, n) +
+                     map_memlock(BPF_MAP_TYPE_HASH, 8, route_v, n);
+        if (police)
+          m += map_memlock(BPF_MAP_TYPE_ARRAY, 4, sizeof(xbng_police), n, BPF_F_MMAPABLE);
+        return m;
+      };
+      const uint64_t before = maps_mem(48, 32, false);
+      const uint64_t after = maps_mem(sizeof(xbng_subscriber), sizeof(xbng_route), true);
+      std::printf("  N=%-5s before %.0f B, after %.0f B per subscriber (+%.0f%%)\n",
+                  size_label(n).c_str(), double(before) / n, double(after) / n,
+                  100.0 * (double(after) / double(before) - 1));
+      memj.push_back({{"n", n}, {"before_bytes", before}, {"after_bytes", after}});
+    }
+    out["police_ratios"] = pol_ratios;
+    out["memory_per_subscriber"] = memj;
+
     std::printf("\n'/hash': xbng case / ref hash lookup at the same N and keys (same keys exactly "
                 "for downstream IPv4);\n'lpm/': ref LPM-trie lookup / xbng case. Compare within "
                 "this run only.\n");

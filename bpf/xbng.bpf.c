@@ -18,6 +18,7 @@
 #include "lib/icmp.h"
 #include "lib/mss.h"
 #include "lib/forward.h"
+#include "lib/police.h"
 
 #define STEP(expr)                                                             \
 	do {                                                                   \
@@ -55,6 +56,7 @@ static __always_inline int access_ipv4(const struct xbng_pkt *p, struct xbng_sub
 	fib.tot_len = bpf_ntohs(ip->tot_len);
 	fib.ipv4_src = ip->saddr;
 	fib.ipv4_dst = ip->daddr;
+	STEP(police_up(p, sub, fib.tot_len));
 	return upstream_forward(p, sub, &fib, ip, 1);
 }
 
@@ -89,6 +91,7 @@ static __always_inline int access_ipv6(const struct xbng_pkt *p, struct xbng_sub
 	fib.tot_len = sizeof(*ip6) + bpf_ntohs(ip6->payload_len);
 	__builtin_memcpy(fib.ipv6_src, ip6->saddr.in6_u.u6_addr32, 16);
 	__builtin_memcpy(fib.ipv6_dst, ip6->daddr.in6_u.u6_addr32, 16);
+	STEP(police_up(p, sub, fib.tot_len));
 	return upstream_forward(p, sub, &fib, ip6, 0);
 }
 
@@ -140,6 +143,7 @@ static __always_inline int uplink_ipv4(const struct xbng_pkt *p)
 	if (!route)
 		return uplink_miss_v4(p, ip);
 	STEP(ipv4_check_header(p, ip, p->len - sizeof(struct ethhdr)));
+	STEP(police_down(p, route, bpf_ntohs(ip->tot_len)));
 	return downstream_forward(p, route, ip, 1, bpf_ntohs(ip->tot_len));
 }
 
@@ -155,6 +159,7 @@ static __always_inline int uplink_ipv6(const struct xbng_pkt *p)
 	if (!route)
 		return uplink_miss_v6(p, ip6);
 	STEP(ipv6_check_header(p, ip6, p->len - sizeof(struct ethhdr)));
+	STEP(police_down(p, route, sizeof(*ip6) + bpf_ntohs(ip6->payload_len)));
 	return downstream_forward(p, route, ip6, 0, sizeof(*ip6) + bpf_ntohs(ip6->payload_len));
 }
 

@@ -1,5 +1,6 @@
 # xbng_bpf_skeleton(<target> <source.bpf.c> [DEPENDS hdr...] [CFLAGS flag...])
-# Compiles a BPF C file with clang -target bpf -O2 -g (BTF kept) and runs
+# Compiles a BPF C file with clang -target bpf -mcpu=v3 -O2 -g (BTF kept;
+# v3 for the compare-and-swap of the policers, kernel >= 5.12) and runs
 # `bpftool gen skeleton` on the object. <target> is an INTERFACE library whose
 # include directory holds <name>.skel.h; the object is embedded in the header.
 find_program(BPF_CLANG NAMES clang clang-14 REQUIRED)
@@ -19,7 +20,7 @@ function(xbng_bpf_skeleton target src)
   file(GLOB_RECURSE abi_headers ${CMAKE_SOURCE_DIR}/include/xbng/*.h ${CMAKE_SOURCE_DIR}/bpf/lib/*.h)
   add_custom_command(
     OUTPUT ${obj}
-    COMMAND ${BPF_CLANG} -target bpf -O2 -g -Wall -Werror ${ARG_CFLAGS}
+    COMMAND ${BPF_CLANG} -target bpf -mcpu=v3 -O2 -g -Wall -Werror ${ARG_CFLAGS}
             -D__TARGET_ARCH_x86
             -I${CMAKE_SOURCE_DIR}/include -I${CMAKE_SOURCE_DIR}/bpf
             -idirafter ${XBNG_BPF_ARCH_INCLUDE}

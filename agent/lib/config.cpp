@@ -54,6 +54,25 @@ std::vector<std::string> get_strings(const std::string& path, const std::string&
   return out;
 }
 
+// Issue 12: a port's default rate plan, { up_rate_bps, up_burst_bytes,
+// down_rate_bps, down_burst_bytes } (omitted keys are 0).
+PolicySpec get_policy(const std::string& path, const std::string& where, const toml::node& n) {
+  const toml::table* t = n.as_table();
+  if (!t) fail(path, where, "expected a table { up_rate_bps, up_burst_bytes, down_rate_bps, "
+                            "down_burst_bytes }");
+  PolicySpec p;
+  for (const auto& [k, v] : *t) {
+    const std::string key = where + "." + std::string(k.str());
+    if (k == "up_rate_bps") p.up_rate = get_uint(path, key, v);
+    else if (k == "up_burst_bytes") p.up_burst = get_uint(path, key, v);
+    else if (k == "down_rate_bps") p.down_rate = get_uint(path, key, v);
+    else if (k == "down_burst_bytes") p.down_burst = get_uint(path, key, v);
+    else fail(path, key, "unknown key (a policy has up_rate_bps, up_burst_bytes, down_rate_bps, "
+                         "down_burst_bytes)");
+  }
+  return p;
+}
+
 // ports.access: names, or tables { name, outer_tpid, mtu, gateway_ipv4,
 // gateway_ipv6 } (inline or [[ports.access]]), mixed freely.
 void get_access(const std::string& path, const toml::node& n, Config* cfg) {
@@ -88,8 +107,9 @@ void get_access(const std::string& path, const toml::node& n, Config* cfg) {
       else if (k == "subscriber_mtu") o.subscriber_mtu = get_uint(path, key, v);
       else if (k == "mss_clamp") o.mss_clamp = get_bool(path, key, v);
       else if (k == "pools") o.pools = get_strings(path, key, v);
+      else if (k == "policy") o.policy = get_policy(path, key, v);
       else fail(path, key, "unknown key (a port table has name, outer_tpid, subscriber_mtu, "
-                           "mss_clamp, pools, gateway_ipv4, gateway_ipv6, mtu)");
+                           "mss_clamp, pools, gateway_ipv4, gateway_ipv6, mtu, policy)");
     }
     cfg->access.push_back(port);
     if (!cfg->access_options.emplace(port, o).second)
@@ -329,6 +349,8 @@ ConfigCheck check_config(const Config& c) {
         err("{} pools: {} is shorter than /{}: not a subscriber pool", w, pool,
             pf->family == 4 ? 8 : 16);
     }
+    if (auto e = check_policy(o.policy, o.mtu ? static_cast<uint32_t>(o.mtu) : kDefaultMaxPacket))
+      err("{} policy: {}", w, *e);
     if (c.gateway_ipv4.empty() && c.gateway_ipv6.empty() && o.gateway_ipv4.empty() &&
         o.gateway_ipv6.empty())
       err("access port {} has no gateway: set gateway.ipv4 and/or gateway.ipv6 "
@@ -495,6 +517,7 @@ DataplaneOptions to_dataplane_options(const Config& c) {
     for (const auto& pool : a.pools) ov.pools.push_back(*parse_prefix(pool));
     if (!a.gateway_ipv4.empty()) ov.gateway_ipv4 = *parse_ipv4(a.gateway_ipv4);
     if (!a.gateway_ipv6.empty()) ov.gateway_ipv6 = *parse_ipv6(a.gateway_ipv6);
+    ov.default_policy = a.policy;
     o.access_overrides[name] = ov;
   }
   for (const auto& [name, u] : c.uplink_options) {
@@ -576,10 +599,11 @@ ReloadPlan plan_reload(const Config& a, const Config& b) {
     std::vector<std::string> v;
     for (const auto& [n, o] : c.access_options)
       v.push_back(fmt::format("{}{{tpid={},mtu={},gw4={},gw6={},subscriber_mtu={},mss_clamp={},"
-                              "pools={}}}",
+                              "pools={},policy={}/{}/{}/{}}}",
                               n, o.outer_tpid, o.mtu, o.gateway_ipv4, o.gateway_ipv6,
                               o.subscriber_mtu, o.mss_clamp ? (*o.mss_clamp ? "on" : "off") : "-",
-                              join(o.pools)));
+                              join(o.pools), o.policy.up_rate, o.policy.up_burst,
+                              o.policy.down_rate, o.policy.down_burst));
     for (const auto& [n, o] : c.uplink_options)
       v.push_back(fmt::format("{}{{icmp_source={},{}}}", n, o.icmp_source_ipv4,
                               o.icmp_source_ipv6));

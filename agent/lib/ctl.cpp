@@ -125,15 +125,18 @@ void for_each_field(std::string_view s, char sep, F&& fn) {
   }
 }
 
-std::string parse_csv(std::string_view l, v1::Subscriber* s) {
+// `ncols`: 8 (kCsvHeader) or 12 (kCsvHeaderPolicy).
+std::string parse_csv(std::string_view l, v1::Subscriber* s, size_t ncols = 8) {
   if (!l.empty() && l.back() == '\r') l.remove_suffix(1);
-  std::string_view f[8];
+  std::string_view f[12];
   size_t nf = 0;
   for_each_field(l, ',', [&](std::string_view x) {
-    if (nf < 8) f[nf] = x;
+    if (nf < 12) f[nf] = x;
     ++nf;
   });
-  if (nf != 8) return fmt::format("expected 8 columns ({}), got {}", kCsvHeader, nf);
+  if (nf != ncols)
+    return fmt::format("expected {} columns ({}), got {}", ncols,
+                       ncols == 8 ? kCsvHeader : kCsvHeaderPolicy, nf);
   s->Clear();
   s->set_port(f[0].data(), f[0].size());
   auto num = [](std::string_view t, uint32_t* v) {
@@ -156,6 +159,22 @@ std::string parse_csv(std::string_view l, v1::Subscriber* s) {
     for_each_field(f[6], ';', [&](std::string_view x) { s->add_ipv6_prefixes(x.data(), x.size()); });
   if (!f[7].empty())
     for_each_field(f[7], ';', [&](std::string_view x) { s->add_ipv4_prefixes(x.data(), x.size()); });
+  if (ncols == 12 && !(f[8].empty() && f[9].empty() && f[10].empty() && f[11].empty())) {
+    static constexpr const char* names[] = {"up_rate_bps", "up_burst_bytes", "down_rate_bps",
+                                            "down_burst_bytes"};
+    uint64_t v[4] = {};
+    for (int k = 0; k < 4; ++k) {
+      if (f[8 + k].empty()) continue;
+      auto n = parse_si(f[8 + k]);
+      if (!n) return fmt::format("{} \"{}\" is not a number", names[k], f[8 + k]);
+      v[k] = *n;
+    }
+    auto* p = s->mutable_policy();
+    p->set_up_rate_bps(v[0]);
+    p->set_up_burst_bytes(v[1]);
+    p->set_down_rate_bps(v[2]);
+    p->set_down_burst_bytes(v[3]);
+  }
   return "";
 }
 
@@ -335,7 +354,40 @@ class LineReader {
 }  // namespace
 
 std::string parse_csv_line(const std::string& line, v1::Subscriber* s) {
-  return parse_csv(line, s);
+  return parse_csv(line, s, std::count(line.begin(), line.end(), ',') >= 11 ? 12 : 8);
+}
+
+std::optional<uint64_t> parse_si(std::string_view s) {
+  if (s.empty()) return std::nullopt;
+  uint64_t mult = 1;
+  switch (s.back()) {
+    case 'k': case 'K': mult = 1000; break;
+    case 'm': case 'M': mult = 1000000; break;
+    case 'g': case 'G': mult = 1000000000; break;
+  }
+  if (mult != 1) s.remove_suffix(1);
+  if (s.empty() || s.size() > 20) return std::nullopt;
+  // Digits with at most one '.', scaled exactly (no floating point).
+  uint64_t whole = 0, frac = 0, scale = 1;
+  bool dot = false;
+  for (char c : s) {
+    if (c == '.' && !dot) {
+      dot = true;
+      continue;
+    }
+    if (c < '0' || c > '9') return std::nullopt;
+    if (!dot) {
+      if (whole > (UINT64_MAX - 9) / 10) return std::nullopt;
+      whole = whole * 10 + static_cast<uint64_t>(c - '0');
+    } else if (scale < mult) {
+      frac = frac * 10 + static_cast<uint64_t>(c - '0');
+      scale *= 10;
+    } else if (c != '0') {
+      return std::nullopt;  // finer than one unit
+    }
+  }
+  if (whole > UINT64_MAX / mult) return std::nullopt;
+  return whole * mult + frac * (mult / scale);
 }
 
 Ctl::Ctl(const CtlOptions& o) : o_(o), stub_(v1::Subscribers::NewStub(make_channel(o))) {}
@@ -360,6 +412,28 @@ int Ctl::sub_add(const SubArgs& a) {
   s->set_ipv6(a.ipv6);
   for (const auto& p : a.ipv6_prefixes) s->add_ipv6_prefixes(p);
   for (const auto& p : a.ipv4_prefixes) s->add_ipv4_prefixes(p);
+  if (a.unlimited || !a.up_rate.empty() || !a.up_burst.empty() || !a.down_rate.empty() ||
+      !a.down_burst.empty()) {
+    uint64_t v[4] = {};
+    const std::string* in[4] = {&a.up_rate, &a.up_burst, &a.down_rate, &a.down_burst};
+    static constexpr const char* flags[] = {"--up-rate", "--up-burst", "--down-rate",
+                                            "--down-burst"};
+    for (int k = 0; k < 4; ++k) {
+      if (in[k]->empty()) continue;
+      auto n = parse_si(*in[k]);
+      if (!n) {
+        std::fprintf(stderr, "xbngctl: %s \"%s\": not a number (k/M/G suffixes allowed)\n",
+                     flags[k], in[k]->c_str());
+        return 2;
+      }
+      v[k] = *n;
+    }
+    auto* p = s->mutable_policy();
+    p->set_up_rate_bps(v[0]);
+    p->set_up_burst_bytes(v[1]);
+    p->set_down_rate_bps(v[2]);
+    p->set_down_burst_bytes(v[3]);
+  }
   v1::UpsertSubscribersResponse resp;
   grpc::ClientContext ctx;
   auto st = stub_->UpsertSubscribers(&ctx, req, &resp);
@@ -417,6 +491,17 @@ int Ctl::sub_get(const SubArgs& a) {
               s.counters().up_bytes());
   std::printf("down         %lu packets, %lu bytes\n", s.counters().down_packets(),
               s.counters().down_bytes());
+  auto rate = [](uint64_t bps, uint64_t burst) {
+    return bps ? fmt::format("{} bit/s, burst {} bytes", bps, burst) : std::string("unlimited");
+  };
+  const auto& e = s.effective_policy();
+  const char* from = s.has_policy() ? "own" : "port default";
+  std::printf("policy up    %s (%s)\n", rate(e.up_rate_bps(), e.up_burst_bytes()).c_str(), from);
+  std::printf("policy down  %s (%s)\n", rate(e.down_rate_bps(), e.down_burst_bytes()).c_str(), from);
+  std::printf("policed up   %lu packets, %lu bytes\n", s.counters().up_policed_packets(),
+              s.counters().up_policed_bytes());
+  std::printf("policed down %lu packets, %lu bytes\n", s.counters().down_policed_packets(),
+              s.counters().down_policed_bytes());
   return 0;
 }
 
@@ -471,6 +556,7 @@ uint64_t read_import_file(const std::string& file,
   LineReader in(file);
   std::string_view line;
   bool csv = false, header_seen = false;
+  size_t ncols = 8;
   uint64_t lineno = 0, bad = 0;
   v1::Subscriber s;
   while (in.next(&line)) {
@@ -482,15 +568,17 @@ uint64_t read_import_file(const std::string& file,
         csv = true;
         std::string_view h = line;
         if (!h.empty() && h.back() == '\r') h.remove_suffix(1);
-        if (h != kCsvHeader)
-          throw std::runtime_error(
-              fmt::format("{}:1: CSV header must be \"{}\"", file, kCsvHeader));
+        if (h == kCsvHeaderPolicy)
+          ncols = 12;
+        else if (h != kCsvHeader)
+          throw std::runtime_error(fmt::format("{}:1: CSV header must be \"{}\" or \"{}\"", file,
+                                               kCsvHeader, kCsvHeaderPolicy));
         continue;
       }
     }
     std::string err;
     if (csv) {
-      err = parse_csv(line, &s);
+      err = parse_csv(line, &s, ncols);
     } else if (!FastJson(line).parse(&s)) {
       s.Clear();
       auto st = google::protobuf::util::JsonStringToMessage(

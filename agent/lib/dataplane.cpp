@@ -38,12 +38,16 @@ namespace {
 constexpr const char* kMapNames[kMapCount] = {
     "subscribers", "routes_v4", "routes_v6", "routes_v6_64", "prefixes_v4",  "prefixes_v6",
     "ports",       "tx_ports",  "stats",     "port_stats",   "events",       "unknown_seen",
-    "event_budget", "icmp_budget", "icmp_scratch", "pools_v4", "pools_v6"};
+    "event_budget",
+    "icmp_budget", "icmp_scratch", "pools_v4", "pools_v6",  // issue 11
+    "police",                                               // issue 12
+};
 
 // Maps whose size follows --max-subscribers.
 bool sized_by_subscribers(MapId id) {
   return id == MapId::kSubscribers || id == MapId::kRoutesV4 || id == MapId::kRoutesV6 ||
-         id == MapId::kRoutesV6_64 || id == MapId::kPrefixesV4 || id == MapId::kPrefixesV6;
+         id == MapId::kRoutesV6_64 || id == MapId::kPrefixesV4 || id == MapId::kPrefixesV6 ||
+         id == MapId::kPolice;
 }
 
 std::string errstr(int err) { return std::strerror(err < 0 ? -err : err); }
@@ -339,7 +343,12 @@ void Dataplane::open_and_load() {
   const uint64_t token_ns = opts_.icmp_rate_per_sec ? 1000000000ull / opts_.icmp_rate_per_sec : 0;
   *skel_->icmp_token_ns = token_ns;
   *skel_->icmp_burst_ns = token_ns * (opts_.icmp_burst ? opts_.icmp_burst : 1);
-  struct bpf_map** maps = skel_->maps;
+  struct bpf_map* maps[kMapCount];
+  for (int i = 0; i < kMapCount; ++i) {
+    maps[i] = bpf_object__find_map_by_name(skel_->obj, map_name(static_cast<MapId>(i)));
+    if (!maps[i])
+      throw DataplaneError(fmt::format("the BPF object has no map {}", map_name(static_cast<MapId>(i))));
+  }
   bool pinned[kMapCount] = {};
   int npinned = 0;
   for (int i = 0; i < kMapCount; ++i) {
@@ -689,6 +698,19 @@ PortResolver Dataplane::resolver() const {
     for (const auto& p : ports_)
       if (p.ifindex == ifx) return p.name;
     return ifname_of(ifx);
+  };
+  r.default_policy = [this](uint32_t ifx) -> PolicySpec {
+    for (const auto& p : ports_)
+      if (p.ifindex == ifx) {
+        auto it = opts_.access_overrides.find(p.name);
+        return it == opts_.access_overrides.end() ? PolicySpec{} : it->second.default_policy;
+      }
+    return PolicySpec{};
+  };
+  r.max_packet = [this](uint32_t ifx) -> uint32_t {
+    for (const auto& p : ports_)
+      if (p.ifindex == ifx && p.cfg.mtu) return p.cfg.mtu;
+    return kDefaultMaxPacket;
   };
   return r;
 }

@@ -6,13 +6,7 @@ bool xbng_skel_open(XbngSkelRefs* r) {
   struct xbng* s = xbng__open();
   if (!s) return false;
   r->skel = s;
-  struct bpf_map* maps[17] = {
-      s->maps.subscribers,  s->maps.routes_v4,   s->maps.routes_v6,    s->maps.routes_v6_64,
-      s->maps.prefixes_v4,  s->maps.prefixes_v6, s->maps.ports,        s->maps.tx_ports,
-      s->maps.stats,        s->maps.port_stats,  s->maps.events,       s->maps.unknown_seen,
-      s->maps.event_budget, s->maps.icmp_budget, s->maps.icmp_scratch, s->maps.pools_v4,
-      s->maps.pools_v6};
-  for (int i = 0; i < 17; ++i) r->maps[i] = maps[i];
+  r->obj = s->obj;
   r->xdp_access = s->progs.xdp_access;
   r->xdp_uplink = s->progs.xdp_uplink;
   r->events_per_sec = reinterpret_cast<uint64_t*>(&s->rodata->events_per_sec);

@@ -5,13 +5,14 @@
 
 #include <cstdint>
 
-struct bpf_map;
+struct bpf_object;
 struct bpf_program;
 
 struct XbngSkelRefs {
   void* skel = nullptr;
-  // In the order of xbng::agent::MapId.
-  struct bpf_map* maps[17] = {};
+  // The loaded object: Dataplane finds every map in it by its ABI name
+  // (xbng::agent::map_name), so no list of maps is kept twice.
+  struct bpf_object* obj = nullptr;
   struct bpf_program* xdp_access = nullptr;
   struct bpf_program* xdp_uplink = nullptr;
   uint64_t* events_per_sec = nullptr;       // rodata, writable until load

@@ -504,6 +504,13 @@ Status SubscriberStore::overlap(const RouteKey& c, uint64_t rank, const SubKey& 
   return Status::OK;
 }
 
+void SubscriberStore::place_record(uint32_t rec, SubscriberSpec&& s) {
+  // The caller owns the slot (taken from free_ or past the end); a rebuild
+  // recomputes free_ once all records are placed.
+  if (rec >= recs_.size()) recs_.resize(rec + 1);
+  recs_[rec] = std::move(s);
+}
+
 uint32_t SubscriberStore::alloc_record(SubscriberSpec&& s) {
   if (!free_.empty()) {
     uint32_t r = free_.back();
@@ -544,6 +551,11 @@ void SubscriberStore::publish(int type, const SubKey& k, const Mac* mac) {
 size_t SubscriberStore::rebuild(std::string* summary) {
   std::unique_lock l(mu_);
   const int sfd = maps_.fd[static_cast<int>(MapId::kSubscribers)];
+  const int pfd = maps_.fd[static_cast<int>(MapId::kPolice)];
+  // Issue 12: records whose entries must be rewritten (the port default
+  // changed since they were written, or their slot was unusable).
+  std::vector<uint32_t> refresh;
+  std::vector<SubscriberSpec> reslot;
   int rc = map_for_each(sfd, sizeof(SubKey), sizeof(struct xbng_subscriber),
                         [&](const void* k, const void* v) {
                           SubscriberSpec s;
@@ -557,12 +569,39 @@ size_t SubscriberStore::rebuild(std::string* summary) {
                           if (s.has_ipv4) s.ipv4 = sv.ipv4;
                           s.has_ipv6 = sv.flags & XBNG_SUB_F_HAS_IPV6;
                           if (s.has_ipv6) std::memcpy(s.ipv6.data(), sv.ipv6, 16);
+                          // Issue 12: the policy in force, from the
+                          // subscriber's bucket and its police entry.
+                          struct xbng_police pv {};
+                          const bool slot_ok =
+                              sv.slot < maps_.max_entries[static_cast<int>(MapId::kPolice)] &&
+                              (sv.slot >= recs_.size() || recs_[sv.slot].key.ifindex == 0) &&
+                              bpf_map_lookup_elem(pfd, &sv.slot, &pv) == 0;
+                          const PolicySpec in_maps{pv.up_rate_bps, sv.up.burst_bytes,
+                                                   pv.down_rate_bps, pv.down.burst_bytes};
+                          s.has_policy = sv.flags & XBNG_SUB_F_POLICY_SET;
+                          if (s.has_policy) s.policy = in_maps;
                           const SubKey key = s.key;
-                          uint32_t rec = alloc_record(std::move(s));
-                          index_.emplace(key_rank(key), rec);
+                          if (!slot_ok) {  // no usable slot: placed after the others
+                            reslot.push_back(std::move(s));
+                            return;
+                          }
+                          const bool stale = ports_.policy_of(s) != in_maps;
+                          place_record(sv.slot, std::move(s));
+                          index_.emplace(key_rank(key), sv.slot);
                           count_key(key, +1);
+                          if (stale) refresh.push_back(sv.slot);
                         });
   if (rc) throw DataplaneError(fmt::format("reading map subscribers: {}", std::strerror(-rc)));
+  for (uint32_t r = 0; r < recs_.size(); ++r)
+    if (recs_[r].key.ifindex == 0) free_.push_back(r);
+  std::reverse(free_.begin(), free_.end());  // lowest slots first
+  for (auto& s : reslot) {
+    const SubKey key = s.key;
+    const uint32_t rec = alloc_record(std::move(s));
+    index_.emplace(key_rank(key), rec);
+    count_key(key, +1);
+    refresh.push_back(rec);
+  }
   uint64_t routes = 0;
   std::vector<uint8_t> orphans[kMapCount];
   for (MapId m : kRouteMaps) {
@@ -637,8 +676,27 @@ size_t SubscriberStore::rebuild(std::string* summary) {
       }
     }
   }
+  if (!refresh.empty()) {
+    Plan p;
+    for (uint32_t rec : refresh) {
+      Plan::Entry e;
+      e.spec = recs_[rec];
+      e.old_rec = rec;
+      std::vector<RouteKey> cl;
+      claims_of(e.spec, &cl);
+      e.claims.assign(cl.begin(), cl.end());
+      e.owned = ~uint64_t{0};
+      for (const auto& c : cl) p.claims[c] = key_rank(e.spec.key);
+      p.entries.push_back(std::move(e));
+    }
+    if (Status st = apply(p); !st.ok())
+      spdlog::warn("adoption: rewriting {} subscribers with a changed default policy: {}",
+                   refresh.size(), st.error_message());
+  }
   *summary = fmt::format("{} subscribers and {} routes adopted from the pinned maps", index_.size(),
                          routes);
+  if (!refresh.empty())
+    *summary += fmt::format(", {} rewritten for the current default policies", refresh.size());
   if (norphans) *summary += fmt::format(", {} orphan routes removed", norphans);
   if (repaired) *summary += fmt::format(", {} missing host routes reinstalled", repaired);
   return index_.size();
@@ -787,17 +845,59 @@ uint64_t SubscriberStore::map_entries_locked(MapId id) const {
 Status SubscriberStore::apply(Plan& p) {
   if (p.entries.empty()) return Status::OK;
   const int sfd = maps_.fd[static_cast<int>(MapId::kSubscribers)];
+  const int pfd = maps_.fd[static_cast<int>(MapId::kPolice)];
   const size_t n = p.entries.size();
   std::vector<SubKey> skeys(n);
   std::vector<struct xbng_subscriber> svals(n);
   std::vector<std::optional<struct xbng_subscriber>> sold(n);
   std::vector<Mac> mac(n);
   std::vector<bool> mac_valid(n);
+  // Issue 12: each record's index is its slot in `police`; new entries take
+  // theirs now (returned if the plan is rolled back).
+  std::vector<uint32_t> slots(n);
+  std::vector<uint32_t> taken;
+  std::vector<struct xbng_police> pvals(n);
+  std::vector<std::optional<struct xbng_police>> pold(n);
+  std::vector<bool> down_policed(n);
+  uint32_t next_slot = static_cast<uint32_t>(recs_.size());
+  for (size_t i = 0; i < n; ++i) {
+    if (p.entries[i].old_rec >= 0) {
+      slots[i] = static_cast<uint32_t>(p.entries[i].old_rec);
+    } else if (!free_.empty()) {
+      slots[i] = free_.back();
+      free_.pop_back();
+      taken.push_back(slots[i]);
+    } else {
+      slots[i] = next_slot++;
+    }
+  }
+  auto give_back_slots = [&] { free_.insert(free_.end(), taken.begin(), taken.end()); };
   for (size_t i = 0; i < n; ++i) {
     const auto& e = p.entries[i];
     const SubscriberSpec& s = e.spec;
     struct xbng_subscriber v {};
     uint16_t flags = 0;
+    const PolicySpec pol = ports_.policy_of(s);
+    struct xbng_police pv {};
+    if (e.old_rec >= 0) {
+      struct xbng_police opv;
+      if (bpf_map_lookup_elem(pfd, &slots[i], &opv) == 0) {
+        pold[i] = opv;
+        pv = opv;  // counters carried over
+      }
+    }
+    // A changed rate or depth starts from a full bucket; an unchanged one
+    // keeps its state (no free burst on every unrelated update).
+    pv.up_rate_bps = pol.up_rate;
+    pv.down_rate_bps = pol.down_rate;
+    const uint32_t down_fp = policy_byte_ns_fp(pol.down_rate);
+    if (pv.down.byte_ns_fp != down_fp || pv.down.burst_bytes != pol.down_burst)
+      pv.down = {0, down_fp, static_cast<uint32_t>(pol.down_burst)};
+    pvals[i] = pv;
+    down_policed[i] = pol.down_rate != 0;
+    v.slot = slots[i];
+    v.up = {0, policy_byte_ns_fp(pol.up_rate), static_cast<uint32_t>(pol.up_burst)};
+    if (s.has_policy) flags |= XBNG_SUB_F_POLICY_SET;
     if (s.has_ipv4) flags |= XBNG_SUB_F_HAS_IPV4, v.ipv4 = s.ipv4;
     if (s.has_ipv6) flags |= XBNG_SUB_F_HAS_IPV6, std::memcpy(v.ipv6, s.ipv6.data(), 16);
     for (const auto& pf : s.prefixes)
@@ -814,6 +914,8 @@ Status SubscriberStore::apply(Plan& p) {
         sold[i] = ov;
         v.up_packets = ov.up_packets;
         v.up_bytes = ov.up_bytes;
+        if (ov.up.byte_ns_fp == v.up.byte_ns_fp && ov.up.burst_bytes == v.up.burst_bytes)
+          v.up.tat_ns = ov.up.tat_ns;
         // Keep a learned MAC when the request still asks to learn.
         if (!s.has_mac && !recs_[e.old_rec].has_mac && (ov.flags & XBNG_SUB_F_MAC_VALID)) {
           flags |= XBNG_SUB_F_MAC_VALID;
@@ -836,10 +938,12 @@ Status SubscriberStore::apply(Plan& p) {
       const RouteKey& c = e.claims[ci];
       struct xbng_route r {};
       r.sub = e.spec.key;
+      r.slot = slots[i];
       if (mac_valid[i]) {
         std::memcpy(r.mac, mac[i].data(), 6);
         r.flags = XBNG_ROUTE_F_MAC_VALID;
       }
+      if (down_policed[i]) r.flags |= XBNG_ROUTE_F_POLICED;
       std::optional<struct xbng_route> old;
       if (ci < 64 ? (e.owned >> ci) & 1 : owner_of(c) >= 0) {
         struct xbng_route orv;
@@ -848,7 +952,9 @@ Status SubscriberStore::apply(Plan& p) {
           if (orv.sub == r.sub) {  // our own route, kept: keep its counters
             r.down_packets = orv.down_packets;
             r.down_bytes = orv.down_bytes;
-            if (std::memcmp(orv.mac, r.mac, 6) == 0 && orv.flags == r.flags) continue;
+            if (std::memcmp(orv.mac, r.mac, 6) == 0 && orv.flags == r.flags &&
+                orv.slot == r.slot)
+              continue;
           }
         }
       }
@@ -888,10 +994,25 @@ Status SubscriberStore::apply(Plan& p) {
     }
   };
 
+  auto undo_police = [&](size_t upto) {
+    for (size_t i = 0; i < upto; ++i)
+      if (pold[i]) bpf_map_update_elem(pfd, &slots[i], &*pold[i], BPF_ANY);
+  };
+  // Policers first: a route flagged POLICED always finds its bucket.
   size_t done = 0;
+  if (int rc = map_update_many(pfd, slots.data(), pvals.data(), n, sizeof(uint32_t),
+                               sizeof(struct xbng_police), &done)) {
+    undo_police(done);
+    give_back_slots();
+    return kernel_status(rc, fmt::format("writing map police (entry {})",
+                                         p.entries[std::min(done, n - 1)].input));
+  }
+  done = 0;
   if (int rc = map_update_many(sfd, skeys.data(), svals.data(), n, sizeof(SubKey),
                                sizeof(struct xbng_subscriber), &done)) {
     undo_subs(done);
+    undo_police(n);
+    give_back_slots();
     return kernel_status(rc, fmt::format("writing map subscribers (entry {})",
                                          p.entries[std::min(done, n - 1)].input));
   }
@@ -929,6 +1050,8 @@ Status SubscriberStore::apply(Plan& p) {
       undo_routes(m, wr[mj].rc ? wr[mj].done : w[static_cast<int>(m)].vals.size());
     }
     undo_subs(n);
+    undo_police(n);
+    give_back_slots();
     return kernel_status(wr[mi].rc, fmt::format("writing map {}", map_name(kRouteMaps[mi])));
   }
   for (MapId m : kRouteMaps) {
@@ -961,7 +1084,8 @@ Status SubscriberStore::apply(Plan& p) {
       recs_[rec] = std::move(e.spec);
     } else {
       const SubKey key = e.spec.key;
-      rec = alloc_record(std::move(e.spec));
+      rec = slots[i];
+      place_record(rec, std::move(e.spec));
       index_.emplace(key_rank(key), rec);
       count_key(key, +1);
     }
@@ -1260,6 +1384,13 @@ void SubscriberStore::fill_counters(uint32_t rec, xbng::v1::Subscriber* out) con
   }
   c->set_down_packets(pk);
   c->set_down_bytes(by);
+  struct xbng_police pv;
+  if (bpf_map_lookup_elem(maps_.fd[static_cast<int>(MapId::kPolice)], &rec, &pv) == 0) {
+    c->set_up_policed_packets(pv.up_policed_packets);
+    c->set_up_policed_bytes(pv.up_policed_bytes);
+    c->set_down_policed_packets(pv.down_policed_packets);
+    c->set_down_policed_bytes(pv.down_policed_bytes);
+  }
 }
 
 void SubscriberStore::to_proto(uint32_t rec, bool counters, xbng::v1::Subscriber* out) const {

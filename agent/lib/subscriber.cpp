@@ -12,7 +12,43 @@ namespace xbng::agent {
 bool SubscriberSpec::same_provisioning(const SubscriberSpec& o) const {
   return key == o.key && has_mac == o.has_mac && (!has_mac || mac == o.mac) &&
          has_ipv4 == o.has_ipv4 && (!has_ipv4 || ipv4 == o.ipv4) && has_ipv6 == o.has_ipv6 &&
-         (!has_ipv6 || ipv6 == o.ipv6) && prefixes == o.prefixes;
+         (!has_ipv6 || ipv6 == o.ipv6) && prefixes == o.prefixes && has_policy == o.has_policy &&
+         (!has_policy || policy == o.policy);
+}
+
+PolicySpec PortResolver::policy_of(const SubscriberSpec& s) const {
+  if (s.has_policy) return s.policy;
+  return default_policy ? default_policy(s.key.ifindex) : PolicySpec{};
+}
+
+uint32_t policy_byte_ns_fp(uint64_t rate_bps) {
+  if (rate_bps == 0) return 0;
+  constexpr uint64_t k = 8000000000ull << XBNG_POLICE_FP_SHIFT;  // ns per byte at 1 bit/s
+  return static_cast<uint32_t>((k + rate_bps / 2) / rate_bps);
+}
+
+std::optional<std::string> check_policy(const PolicySpec& p, uint32_t max_packet) {
+  auto dir = [&](const char* d, uint64_t rate, uint64_t burst) -> std::optional<std::string> {
+    if (rate == 0) {
+      if (burst != 0)
+        return fmt::format("{}_burst_bytes {} is set but {}_rate_bps is 0 (unlimited): set a rate "
+                           "or a burst of 0",
+                           d, burst, d);
+      return std::nullopt;
+    }
+    if (rate < kMinRateBps || rate > kMaxRateBps)
+      return fmt::format("{}_rate_bps {} is outside {}..{} bits/s (0 = unlimited)", d, rate,
+                         kMinRateBps, kMaxRateBps);
+    if (burst < max_packet)
+      return fmt::format("{}_burst_bytes {} is smaller than one maximum-size packet ({} bytes, "
+                         "the port's MTU): no such packet could ever pass",
+                         d, burst, max_packet);
+    if (burst > kMaxBurstBytes)
+      return fmt::format("{}_burst_bytes {} is above {} (1 GiB)", d, burst, kMaxBurstBytes);
+    return std::nullopt;
+  };
+  if (auto e = dir("up", p.up_rate, p.up_burst)) return e;
+  return dir("down", p.down_rate, p.down_burst);
 }
 
 std::optional<std::string> check_vid(uint32_t vid) {
@@ -134,6 +170,15 @@ grpc::Status validate_subscriber(const xbng::v1::Subscriber& in, const PortResol
     if (auto e = check_ipv4_host(a)) return bad(where, field(), t, *e);
     s.prefixes.push_back(*p);
   }
+  if (in.has_policy()) {
+    const auto& pp = in.policy();
+    s.has_policy = true;
+    s.policy = PolicySpec{pp.up_rate_bps(), pp.up_burst_bytes(), pp.down_rate_bps(),
+                          pp.down_burst_bytes()};
+    if (auto e = check_policy(s.policy, ports.max_packet_of(s.key.ifindex)))
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          fmt::format("{}: field policy: {}", where, *e));
+  }
   std::sort(s.prefixes.begin(), s.prefixes.end());
   for (size_t i = 1; i < s.prefixes.size(); ++i)
     if (s.prefixes[i] == s.prefixes[i - 1])
@@ -156,6 +201,14 @@ void spec_to_proto(const SubscriberSpec& s, const PortResolver& ports, xbng::v1:
     else
       out->add_ipv4_prefixes(format_prefix(p));
   }
+  auto put = [](const PolicySpec& p, xbng::v1::Policy* o) {
+    o->set_up_rate_bps(p.up_rate);
+    o->set_up_burst_bytes(p.up_burst);
+    o->set_down_rate_bps(p.down_rate);
+    o->set_down_burst_bytes(p.down_burst);
+  };
+  if (s.has_policy) put(s.policy, out->mutable_policy());
+  put(ports.policy_of(s), out->mutable_effective_policy());
 }
 
 std::string key_to_string(const SubKey& k, const PortResolver& ports) {

@@ -41,6 +41,13 @@ int main(int argc, char** argv) {
   add->add_option("--ipv6", a.ipv6, "IPv6 host address");
   add->add_option("--ipv6-prefix", a.ipv6_prefixes, "delegated IPv6 prefix; repeatable");
   add->add_option("--ipv4-prefix", a.ipv4_prefixes, "routed IPv4 prefix; repeatable");
+  add->add_option("--up-rate", a.up_rate, "upstream rate, bits/s (k/M/G suffix; 0 = unlimited)");
+  add->add_option("--up-burst", a.up_burst, "upstream burst, bytes (>= the port MTU; k/M/G)");
+  add->add_option("--down-rate", a.down_rate, "downstream rate, bits/s (k/M/G suffix; 0 = unlimited)");
+  add->add_option("--down-burst", a.down_burst, "downstream burst, bytes (>= the port MTU; k/M/G)");
+  add->add_flag("--unlimited", a.unlimited,
+                "own policy, unlimited (overrides the port default); with rate flags: unset "
+                "directions unlimited. Without any policy flag: the port default applies");
   auto* del = sub->add_subcommand("del", "delete a subscriber, or every key of an import file");
   std::string del_file;
   del->add_option("--port", a.port, "access port");
@@ -60,7 +67,9 @@ int main(int argc, char** argv) {
   std::string import_file;
   auto* imp = sub->add_subcommand("import", "bulk load a CSV or JSON Lines file (StreamSubscribers)");
   imp->add_option("FILE", import_file, "CSV with header " + std::string(kCsvHeader) +
-                                           " or JSON Lines (.jsonl)")
+                                           " (optionally followed by ,up_rate_bps,up_burst_bytes,"
+                                           "down_rate_bps,down_burst_bytes)"
+                                           " or JSON Lines (.jsonl; \"policy\": {...})")
       ->required();
   // Fleet mode: write into etcd instead of xbngd.
   std::string etcd, node, etcd_password_file;

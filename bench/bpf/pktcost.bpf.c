@@ -26,6 +26,7 @@
 #include <bpf/bpf_helpers.h>
 
 #include "xbng/abi.h"
+#include "lib/bucket.h"
 #include "pktcost.h"
 
 /* ---- configuration (written by user space between runs) ------------------ */
@@ -72,6 +73,31 @@ struct {
 	__type(key, struct xbng_lpm_v4_key);
 	__type(value, struct xbng_route);
 } ref_lpm_map SEC(".maps");
+
+/* Issue 12 references, resized to N before load: routes with their own
+ * bucket (same keys as ref_hash_map), per-subscriber entries by slot, and
+ * subscribers by key with the downstream bucket in the entry. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1);
+	__type(key, __be32);
+	__type(value, struct pc_route_bkt);
+} ref_route_bkt_map SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct xbng_police);
+} ref_police_map SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1);
+	__type(key, struct xbng_sub_key);
+	__type(value, struct pc_sub_bkt);
+} ref_sub_map SEC(".maps");
 
 /* [0] reference lookups that missed (must stay 0), [1] sink frames. */
 struct {
@@ -236,6 +262,86 @@ int ref_hash(struct xdp_md *ctx)
 		return XDP_DROP;
 	}
 	return bpf_redirect_map(&ref_tx, 0, 0);
+}
+
+/* Issue 12: ref_hash plus a bucket charged, the bucket in three places. A
+ * policed packet counts as a miss (the plans are set far above what the
+ * harness can send). */
+static __always_inline int ref_charge(struct xbng_bucket *b, struct xdp_md *ctx)
+{
+	void *d = (void *)(long)ctx->data, *end = (void *)(long)ctx->data_end;
+	struct iphdr *ip = d + OFF_L3;
+
+	if ((void *)(ip + 1) > end)
+		return XDP_ABORTED;
+	if (!bucket_take(b, bpf_ktime_get_ns(), bpf_ntohs(ip->tot_len))) {
+		count(PC_CNT_REF_MISS);
+		return XDP_DROP;
+	}
+	return bpf_redirect_map(&ref_tx, 0, 0);
+}
+
+/* In the route value: no extra line, but one bucket per route. */
+SEC("xdp")
+int ref_pol_route(struct xdp_md *ctx)
+{
+	void *d = (void *)(long)ctx->data, *end = (void *)(long)ctx->data_end;
+	struct pc_route_bkt *r;
+
+	if (d + OFF_L3 + 20 > end)
+		return XDP_ABORTED;
+	r = bpf_map_lookup_elem(&ref_route_bkt_map, d + OFF_L3 + 16);
+	if (!r || !(r->r.flags & XBNG_ROUTE_F_MAC_VALID)) {
+		count(PC_CNT_REF_MISS);
+		return XDP_DROP;
+	}
+	return ref_charge(&r->down, ctx);
+}
+
+/* The route carries the subscriber's slot: one array entry (one line). */
+SEC("xdp")
+int ref_pol_array(struct xdp_md *ctx)
+{
+	void *d = (void *)(long)ctx->data, *end = (void *)(long)ctx->data_end;
+	struct xbng_police *pol;
+	struct xbng_route *r;
+
+	if (d + OFF_L3 + 20 > end)
+		return XDP_ABORTED;
+	r = bpf_map_lookup_elem(&ref_hash_map, d + OFF_L3 + 16);
+	if (!r || !(r->flags & XBNG_ROUTE_F_MAC_VALID)) {
+		count(PC_CNT_REF_MISS);
+		return XDP_DROP;
+	}
+	pol = bpf_map_lookup_elem(&ref_police_map, &r->slot);
+	if (!pol) {
+		count(PC_CNT_REF_MISS);
+		return XDP_DROP;
+	}
+	return ref_charge(&pol->down, ctx);
+}
+
+/* The route carries the owner's key: a second hash lookup. */
+SEC("xdp")
+int ref_pol_subhash(struct xdp_md *ctx)
+{
+	void *d = (void *)(long)ctx->data, *end = (void *)(long)ctx->data_end;
+	struct pc_sub_bkt *s;
+	struct xbng_route *r;
+
+	if (d + OFF_L3 + 20 > end)
+		return XDP_ABORTED;
+	r = bpf_map_lookup_elem(&ref_hash_map, d + OFF_L3 + 16);
+	if (!r || !(r->flags & XBNG_ROUTE_F_MAC_VALID)) {
+		count(PC_CNT_REF_MISS);
+		return XDP_DROP;
+	}
+	s = bpf_map_lookup_elem(&ref_sub_map, &r->sub);
+	if (!s) {
+		count(PC_CNT_REF_MISS);
+		return XDP_DROP;
+	}
+	return ref_charge(&s->down, ctx);
 }
 
 /* One LPM-trie lookup (/32 entries) of the IPv4 destination, then redirect:

@@ -28,7 +28,11 @@ enum pc_slot {
 	PC_SLOT_REF_HASH = 4,     /* one hash lookup of the IPv4 destination */
 	PC_SLOT_REF_LPM = 5,      /* one LPM-trie lookup of the IPv4 destination */
 	PC_SLOT_REF_FIB = 6,      /* one bpf_fib_lookup (what upstream pays per packet) */
-	PC_SLOT_MAX = 8,
+	/* Issue 12: where the downstream bucket lives (ref_hash + a bucket). */
+	PC_SLOT_REF_POL_ROUTE = 7,   /* in the route value (per route: NOT shared; the floor) */
+	PC_SLOT_REF_POL_ARRAY = 8,   /* slot in the route -> array of per-subscriber entries */
+	PC_SLOT_REF_POL_SUBHASH = 9, /* owner key in the route -> subscriber hash lookup */
+	PC_SLOT_MAX = 12,
 };
 
 /* Subscriber addressing shared by the wrapper and the map fill:
@@ -42,5 +46,19 @@ enum pc_slot {
 #define PC_V6_HOST_W3_BASE 0x16u
 #define PC_V6_PFX_W0 0x20010db8u     /* 2001:db8:2000::/36, i-th /64: word 1 += i */
 #define PC_V6_PFX_W1_BASE 0x20000000u
+
+#ifdef __cplusplus
+#include "xbng/abi.h"
+#endif
+/* Issue 12 references: a route value with its own bucket, and a subscriber
+ * value with the downstream bucket in it. */
+struct pc_route_bkt {
+	struct xbng_route r;
+	struct xbng_bucket down;
+};
+struct pc_sub_bkt {
+	struct xbng_subscriber s;
+	struct xbng_bucket down;
+};
 
 #endif /* XBNG_BENCH_PKTCOST_H */

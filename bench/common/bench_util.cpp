@@ -403,7 +403,8 @@ XbngSkel load_xbng(uint32_t n) {
   if (!s) throw BenchError(fmt::format("opening the xbng skeleton: {}", errstr(errno)));
   uint32_t entries = std::max<uint32_t>(n, 1);
   for (bpf_map* m : {s->maps.subscribers, s->maps.routes_v4, s->maps.routes_v6,
-                     s->maps.routes_v6_64, s->maps.prefixes_v4, s->maps.prefixes_v6})
+                     s->maps.routes_v6_64, s->maps.prefixes_v4, s->maps.prefixes_v6,
+                     s->maps.police})
     bpf_map__set_max_entries(m, entries);
   if (int err = xbng__load(s.get()))
     throw BenchError(fmt::format("loading xbng (N={}): {}", n, errstr(err)));
@@ -416,6 +417,9 @@ PktcostSkel load_pktcost(uint32_t n) {
   uint32_t entries = std::max<uint32_t>(n, 1);
   bpf_map__set_max_entries(s->maps.ref_hash_map, entries);
   bpf_map__set_max_entries(s->maps.ref_lpm_map, entries);
+  bpf_map__set_max_entries(s->maps.ref_route_bkt_map, entries);
+  bpf_map__set_max_entries(s->maps.ref_police_map, entries);
+  bpf_map__set_max_entries(s->maps.ref_sub_map, entries);
   if (int err = pktcost__load(s.get()))
     throw BenchError(fmt::format("loading pktcost (N={}): {}", n, errstr(err)));
   return s;
@@ -450,7 +454,17 @@ xbng_route route_of(uint32_t access_ifindex, uint32_t i) {
   Mac m = sub_mac(i);
   std::memcpy(r.mac, m.data(), 6);
   r.flags = XBNG_ROUTE_F_MAC_VALID;
+  r.slot = i;
   return r;
+}
+
+// 100 Gbit/s (the largest plan), 1 MB deep.
+xbng_bucket bench_bucket() {
+  xbng_bucket b{};
+  b.byte_ns_fp = static_cast<uint32_t>(((8000000000ull << XBNG_POLICE_FP_SHIFT) + 50000000000ull) /
+                                       100000000000ull);
+  b.burst_bytes = 1000000;
+  return b;
 }
 
 uint64_t percpu_sum_u64(int fd, uint32_t key, size_t value_size, size_t field_off) {
@@ -490,7 +504,9 @@ void xbng_add_port(::xbng* s, const PortConfig& p) {
   update(bpf_map__fd(s->maps.tx_ports), &p.ifindex, &p.ifindex, "tx_ports");
 }
 
-double xbng_fill_subscribers(::xbng* s, uint32_t access_ifindex, uint32_t n) {
+double xbng_fill_subscribers(::xbng* s, uint32_t access_ifindex, uint32_t n, bool police) {
+  std::vector<uint32_t> pk(n);
+  std::vector<xbng_police> pv(n);
   std::vector<xbng_sub_key> sk(n);
   std::vector<xbng_subscriber> sv(n);
   std::vector<__be32> k4(n);
@@ -513,8 +529,18 @@ double xbng_fill_subscribers(::xbng* s, uint32_t access_ifindex, uint32_t n) {
     auto p = sub_v6_64(i);
     std::memcpy(k64[i].addr, p.data(), 8);
     rv[i] = route_of(access_ifindex, i);
+    v.slot = i;
+    pk[i] = i;
+    pv[i] = {};
+    if (police) {
+      v.up = bench_bucket();
+      pv[i].down = bench_bucket();
+      pv[i].up_rate_bps = pv[i].down_rate_bps = 100000000000ull;
+      rv[i].flags |= XBNG_ROUTE_F_POLICED;
+    }
   }
   double t0 = now_s();
+  batch_update(bpf_map__fd(s->maps.police), pk, pv, "police");
   batch_update(bpf_map__fd(s->maps.subscribers), sk, sv, "subscribers");
   batch_update(bpf_map__fd(s->maps.routes_v4), k4, rv, "routes_v4");
   batch_update(bpf_map__fd(s->maps.routes_v6), k6, rv, "routes_v6");
@@ -531,10 +557,43 @@ double pktcost_fill_refs(::pktcost* s, uint32_t access_ifindex, uint32_t n) {
     kl[i] = {32, k4[i]};
     rv[i] = route_of(access_ifindex, i);
   }
+  std::vector<pc_route_bkt> rb(n);
+  std::vector<uint32_t> pk(n);
+  std::vector<xbng_police> pv(n);
+  std::vector<xbng_sub_key> sk(n);
+  std::vector<pc_sub_bkt> sv(n);
+  for (uint32_t i = 0; i < n; i++) {
+    rb[i] = {rv[i], bench_bucket()};
+    pk[i] = i;
+    pv[i] = {};
+    pv[i].down = bench_bucket();
+    sk[i] = rv[i].sub;
+    sv[i] = {};
+    sv[i].s.slot = i;
+    sv[i].down = bench_bucket();
+  }
   double t0 = now_s();
   batch_update(bpf_map__fd(s->maps.ref_hash_map), k4, rv, "ref_hash_map");
   batch_update(bpf_map__fd(s->maps.ref_lpm_map), kl, rv, "ref_lpm_map");
+  batch_update(bpf_map__fd(s->maps.ref_route_bkt_map), k4, rb, "ref_route_bkt_map");
+  batch_update(bpf_map__fd(s->maps.ref_police_map), pk, pv, "ref_police_map");
+  batch_update(bpf_map__fd(s->maps.ref_sub_map), sk, sv, "ref_sub_map");
   return now_s() - t0;
+}
+
+uint64_t map_memlock(uint32_t type, uint32_t key_size, uint32_t value_size, uint32_t n,
+                     uint32_t flags) {
+  LIBBPF_OPTS(bpf_map_create_opts, o, .map_flags = flags);
+  int fd = bpf_map_create(static_cast<bpf_map_type>(type), "memlock_probe", key_size, value_size,
+                          n, &o);
+  if (fd < 0) throw BenchError(fmt::format("bpf_map_create (memory probe): {}", errstr(errno)));
+  std::ifstream f(fmt::format("/proc/self/fdinfo/{}", fd));
+  std::string line;
+  uint64_t mem = 0;
+  while (std::getline(f, line))
+    if (line.rfind("memlock:", 0) == 0) mem = std::stoull(line.substr(8));
+  close(fd);
+  return mem;
 }
 
 void pktcost_set_ref_tx(::pktcost* s, uint32_t ifindex) {

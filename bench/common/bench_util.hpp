@@ -119,7 +119,14 @@ struct PortConfig {
 void xbng_add_port(::xbng* s, const PortConfig& p);
 // N subscribers on access port `access_ifindex`: subscribers, routes_v4,
 // routes_v6, routes_v6_64 (bpf_map_update_batch). Returns seconds taken.
-double xbng_fill_subscribers(::xbng* s, uint32_t access_ifindex, uint32_t n);
+// police: every subscriber gets a rate plan (issue 12) far above what the
+// harness sends (100 Gbit/s, 1 MB bursts, both directions): the buckets are
+// charged on every packet, nothing is dropped. Else: unlimited.
+double xbng_fill_subscribers(::xbng* s, uint32_t access_ifindex, uint32_t n, bool police = false);
+// Issue 12: kernel memory (fdinfo memlock) of a map of `type` with N entries
+// of these sizes, created and closed again.
+uint64_t map_memlock(uint32_t type, uint32_t key_size, uint32_t value_size, uint32_t n,
+                     uint32_t flags = 0);
 // Reference maps over the same IPv4 keys; ref_tx[0] = redirect_ifindex
 // (call in that device's namespace).
 double pktcost_fill_refs(::pktcost* s, uint32_t access_ifindex, uint32_t n);

@@ -155,5 +155,16 @@ struct {
 	__type(key, struct xbng_lpm_v6_key);
 	__type(value, struct xbng_pool);
 } pools_v6 SEC(".maps");
+/* Issue 12: per-subscriber policer state by xbng_subscriber.slot (the
+ * downstream bucket, configured rates, policed counters); written by the
+ * agent, buckets and policed counters by the fast path. Mmapable so that
+ * its values start page-aligned: each 64-byte entry is one cache line. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, XBNG_DEFAULT_MAX_SUBSCRIBERS);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct xbng_police);
+} police SEC(".maps");
 
 #endif /* XBNG_BPF_MAPS_H */

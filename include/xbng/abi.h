@@ -40,6 +40,22 @@ struct xbng_sub_key {
 #define XBNG_SUB_F_LEARN_MAC  (1u << 3) /* provisioned without MAC: learn it */
 #define XBNG_SUB_F_V4_PREFIX  (1u << 4) /* owns routed IPv4 prefixes */
 #define XBNG_SUB_F_V6_PREFIX  (1u << 5) /* owns delegated IPv6 prefixes */
+#define XBNG_SUB_F_POLICY_SET (1u << 6) /* issue 12: own policy (else the port's default) */
+/* bits 8..11: reserved for issue 14 (MAC policy) */
+
+/* ---- issue 12: rate plans ------------------------------------------------ */
+/* A token bucket in GCRA form (virtual scheduling): one 64-bit state word,
+ * updated with compare-and-swap. The bucket is full when tat_ns <= now; a
+ * packet of L bytes conforms when max(tat_ns, now) + cost(L) - now <= the
+ * cost of burst_bytes, and then moves tat_ns there. This is RFC 2697's
+ * committed bucket (CIR, CBS; color-blind, red dropped) with the token count
+ * expressed as the time it takes to refill. See docs/design.md "Rate plans". */
+#define XBNG_POLICE_FP_SHIFT 12 /* byte_ns_fp: ns per byte in 1/4096 ns */
+struct xbng_bucket {
+	__u64 tat_ns;      /* theoretical arrival time (bpf_ktime_get_ns clock) */
+	__u32 byte_ns_fp;  /* (8e9 / rate_bps) << XBNG_POLICE_FP_SHIFT; 0 = unlimited */
+	__u32 burst_bytes; /* bucket depth */
+};
 
 /* Value of `subscribers`: everything the upstream path needs in one lookup.
  * up_* counters are updated atomically by XDP; the agent carries them over
@@ -48,10 +64,11 @@ struct xbng_subscriber {
 	__u8 mac[6];
 	__u16 flags;      /* XBNG_SUB_F_* */
 	__be32 ipv4;      /* network order */
+	__u32 slot;       /* issue 12: this subscriber's entry in `police` */
 	__u32 ipv6[4];    /* network order */
-	__u32 pad;
 	__u64 up_packets;
 	__u64 up_bytes;
+	struct xbng_bucket up; /* issue 12: upstream policer (in the line the lookup fetched) */
 };
 
 /* Value of every downstream route map (host /32, /128, /64 hashes and the
@@ -64,10 +81,13 @@ struct xbng_route {
 	struct xbng_sub_key sub;
 	__u8 mac[6];
 	__u16 flags;      /* XBNG_ROUTE_F_* */
+	__u32 slot;       /* issue 12: the owner's entry in `police` (with F_POLICED) */
+	__u32 pad;
 	__u64 down_packets;
 	__u64 down_bytes;
 };
 #define XBNG_ROUTE_F_MAC_VALID (1u << 0)
+#define XBNG_ROUTE_F_POLICED   (1u << 1) /* issue 12: owner has a downstream rate */
 
 /* Keys of the downstream maps. */
 struct xbng_v6_key {            /* routes_v6: IPv6 /128 */
@@ -155,6 +175,20 @@ struct xbng_event_budget {
 	__u64 used;
 };
 
+/* ---- issue 12: value of `police` (array indexed by subscriber slot) ------- */
+/* One 64-byte line per subscriber: the downstream bucket every route of the
+ * subscriber shares, the configured rates (the agent's record: buckets hold
+ * a rounded cost), and the policed counters (written only by drops). */
+struct xbng_police {
+	struct xbng_bucket down;
+	__u64 up_rate_bps;
+	__u64 down_rate_bps;
+	__u64 up_policed_packets;
+	__u64 up_policed_bytes;
+	__u64 down_policed_packets;
+	__u64 down_policed_bytes;
+};
+
 #define XBNG_DEFAULT_EVENTS_PER_SEC 1000
 #define XBNG_DEFAULT_UNKNOWN_INTERVAL_NS 1000000000ull
 
@@ -193,8 +227,10 @@ struct xbng_icmp_scratch {
 
 #ifdef __cplusplus
 static_assert(sizeof(struct xbng_sub_key) == 8, "ABI");
-static_assert(sizeof(struct xbng_subscriber) == 48, "ABI");
-static_assert(sizeof(struct xbng_route) == 32, "ABI");
+static_assert(sizeof(struct xbng_subscriber) == 64, "ABI");
+static_assert(sizeof(struct xbng_route) == 40, "ABI");
+static_assert(sizeof(struct xbng_bucket) == 16, "ABI");
+static_assert(sizeof(struct xbng_police) == 64, "ABI");
 static_assert(sizeof(struct xbng_v6_key) == 16, "ABI");
 static_assert(sizeof(struct xbng_v6_64_key) == 8, "ABI");
 static_assert(sizeof(struct xbng_lpm_v4_key) == 8, "ABI");
@@ -207,8 +243,9 @@ static_assert(sizeof(struct xbng_counter) == 16, "ABI");
 static_assert(sizeof(struct xbng_event) == 32, "ABI");
 #else
 _Static_assert(sizeof(struct xbng_sub_key) == 8, "ABI");
-_Static_assert(sizeof(struct xbng_subscriber) == 48, "ABI");
-_Static_assert(sizeof(struct xbng_route) == 32, "ABI");
+_Static_assert(sizeof(struct xbng_subscriber) == 64, "ABI");
+_Static_assert(sizeof(struct xbng_route) == 40, "ABI");
+_Static_assert(sizeof(struct xbng_police) == 64, "ABI");
 _Static_assert(sizeof(struct xbng_port) == 64, "ABI");
 _Static_assert(sizeof(struct xbng_event) == 32, "ABI");
 #endif

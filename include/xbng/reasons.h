@@ -63,7 +63,9 @@
 	X(DROP_TOO_BIG_NO_DF, "drop_too_big_not_df", XBNG_KIND_DROP)           \
 	X(DROP_POOL_UNASSIGNED, "drop_pool_unassigned", XBNG_KIND_DROP)        \
 	X(ICMP_RATE_LIMITED, "icmp_rate_limited", XBNG_KIND_INFO)              \
-	X(MSS_CLAMPED, "mss_clamped", XBNG_KIND_INFO)
+	X(MSS_CLAMPED, "mss_clamped", XBNG_KIND_INFO)                          \
+	X(DROP_POLICED_UP, "drop_policed_upstream", XBNG_KIND_DROP)            \
+	X(DROP_POLICED_DOWN, "drop_policed_downstream", XBNG_KIND_DROP)
 
 #define XBNG_REASON_ENUM_(name, str, kind) XBNG_##name,
 enum xbng_reason {

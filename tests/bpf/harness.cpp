@@ -212,6 +212,7 @@ struct Harness::Snapshot {
 	std::vector<struct xbng_port_stats> ports;
 	std::map<std::string, std::pair<uint64_t, uint64_t>> sub_up;
 	std::map<std::string, std::pair<uint64_t, uint64_t>> route_down;
+	std::map<std::string, struct xbng_police> police; // by SubDef name
 };
 
 Harness &Harness::get()
@@ -231,13 +232,16 @@ Harness::Harness()
 	// The defaults size the subscriber maps for 1M entries (hundreds of MB
 	// preallocated); the tests need a few.
 	struct bpf_map *big[] = {skel_->maps.subscribers,  skel_->maps.routes_v4,   skel_->maps.routes_v6,
-				 skel_->maps.routes_v6_64, skel_->maps.prefixes_v4, skel_->maps.prefixes_v6};
+				 skel_->maps.routes_v6_64, skel_->maps.prefixes_v4, skel_->maps.prefixes_v6,
+				 skel_->maps.police};
 	for (auto *m : big)
 		bpf_map__set_max_entries(m, 4096);
 	// ICMP errors: one token per second (burst 50), so that the time a row
 	// takes adds no token between its steps (the rate-limit rows).
 	skel_->rodata->icmp_token_ns = 1000000000ull;
 	skel_->rodata->icmp_burst_ns = 50 * 1000000000ull;
+	// The policers read the test's clock (police_test_now_ns), set per row.
+	skel_->rodata->police_test_clock = 1;
 	int err = xbng__load(skel_);
 	if (err)
 		throw std::runtime_error(std::string("xbng__load failed (verifier?): ") + std::strerror(-err));
@@ -334,6 +338,7 @@ void Harness::fill_baseline()
 		if (s->flags & XBNG_SUB_F_MAC_VALID)
 			std::memcpy(v.mac, s->mac.b.data(), 6);
 		v.flags = s->flags;
+		v.slot = sub_slot(*s);
 		v.ipv4 = s->v4.be();
 		std::memcpy(v.ipv6, s->v6.b.data(), 16);
 		if (bpf_map_update_elem(map_fd("subscribers"), &k, &v, BPF_ANY))
@@ -342,6 +347,7 @@ void Harness::fill_baseline()
 	for (auto &r : kRoutes) {
 		struct xbng_route v{};
 		v.sub = r.sub->key();
+		v.slot = sub_slot(*r.sub);
 		if (r.sub->flags & XBNG_SUB_F_MAC_VALID) {
 			std::memcpy(v.mac, r.sub->mac.b.data(), 6);
 			v.flags = XBNG_ROUTE_F_MAC_VALID;
@@ -360,6 +366,9 @@ void Harness::reset()
 	set_event_budget(0, 0);
 	set_icmp_budget(0, 0); // a full bucket on first use
 	set_forwarding("acc0", true); // a row may have turned it off
+	for (auto *s : kSubs)
+		set_police(*s, {});
+	set_clock(0);
 	fill_baseline();
 	drain_events();
 }
@@ -378,6 +387,63 @@ struct xbng_subscriber Harness::subscriber(const SubDef &s)
 	if (bpf_map_lookup_elem(map_fd("subscribers"), &k, &v))
 		ADD_FAILURE() << "subscriber " << s.name << " missing";
 	return v;
+}
+
+uint32_t sub_slot(const SubDef &s)
+{
+	for (size_t i = 0; i < kSubs.size(); i++)
+		if (kSubs[i] == &s)
+			return (uint32_t)i + 1; // slot 0 stays unused: a zeroed slot field is visible
+	throw std::runtime_error("unknown subscriber " + s.name);
+}
+
+void Harness::set_clock(uint64_t now_ns)
+{
+	skel_->bss->police_test_now_ns = now_ns;
+}
+
+struct xbng_police Harness::police(const SubDef &s)
+{
+	struct xbng_police v{};
+	uint32_t slot = sub_slot(s);
+	if (bpf_map_lookup_elem(map_fd("police"), &slot, &v))
+		ADD_FAILURE() << "police[" << slot << "] lookup";
+	return v;
+}
+
+void Harness::set_police(const SubDef &s, const struct xbng_police &v)
+{
+	uint32_t slot = sub_slot(s);
+	if (bpf_map_update_elem(map_fd("police"), &slot, &v, BPF_ANY))
+		throw std::runtime_error("police update");
+}
+
+void Harness::set_up_bucket(const SubDef &s, const struct xbng_bucket &b)
+{
+	struct xbng_subscriber v = subscriber(s);
+	struct xbng_sub_key k = s.key();
+	v.up = b;
+	if (bpf_map_update_elem(map_fd("subscribers"), &k, &v, BPF_EXIST))
+		throw std::runtime_error("subscribers update");
+}
+
+void Harness::set_down_bucket(const SubDef &s, const struct xbng_bucket &b)
+{
+	struct xbng_police v = police(s);
+	v.down = b;
+	set_police(s, v);
+	for (auto &r : kRoutes) {
+		if (r.sub != &s)
+			continue;
+		struct xbng_route rv = route(r.name);
+		if (b.byte_ns_fp)
+			rv.flags |= XBNG_ROUTE_F_POLICED;
+		else
+			rv.flags &= (uint16_t)~XBNG_ROUTE_F_POLICED;
+		auto [map, key] = route_key(r);
+		if (bpf_map_update_elem(map_fd(map), key.data(), &rv, BPF_EXIST))
+			throw std::runtime_error("route update " + r.name);
+	}
 }
 
 struct xbng_route Harness::route(const std::string &name)
@@ -476,6 +542,8 @@ Harness::Snapshot Harness::snapshot()
 		struct xbng_route v = route(r.name);
 		s.route_down[r.name] = {v.down_packets, v.down_bytes};
 	}
+	for (auto *sub : kSubs)
+		s.police[sub->name] = police(*sub);
 	return s;
 }
 
@@ -562,6 +630,19 @@ void Harness::run(const Step &st)
 		uint64_t pk = it == st.route_down.end() ? 0 : it->second;
 		EXPECT_EQ(v.first - before.route_down[name].first, pk) << "route " << name << " down_packets";
 		EXPECT_EQ(v.second - before.route_down[name].second, pk * want.size()) << "route " << name << " down_bytes";
+	}
+
+	// Policed counters (issue 12): bytes are frames as received upstream, as
+	// they would have been sent (tags pushed) downstream.
+	for (auto &[name, a] : after.police) {
+		const auto &b = before.police[name];
+		auto up = st.policed_up.find(name), down = st.policed_down.find(name);
+		uint64_t pu = up == st.policed_up.end() ? 0 : up->second;
+		uint64_t pd = down == st.policed_down.end() ? 0 : down->second;
+		EXPECT_EQ(a.up_policed_packets - b.up_policed_packets, pu) << "police " << name << " up_policed_packets";
+		EXPECT_EQ(a.up_policed_bytes - b.up_policed_bytes, pu * st.in.size()) << "police " << name << " up_policed_bytes";
+		EXPECT_EQ(a.down_policed_packets - b.down_policed_packets, pd) << "police " << name << " down_policed_packets";
+		EXPECT_EQ(a.down_policed_bytes - b.down_policed_bytes, pd * (st.in.size() + 8)) << "police " << name << " down_policed_bytes";
 	}
 
 	// Ring-buffer events.

@@ -118,6 +118,8 @@ struct Step {
 	std::vector<ExpectedEvent> events;
 	std::map<std::string, uint64_t> sub_up;     // SubDef name -> packets
 	std::map<std::string, uint64_t> route_down; // RouteDef name -> packets
+	std::map<std::string, uint64_t> policed_up;   // SubDef name -> packets (issue 12)
+	std::map<std::string, uint64_t> policed_down; // SubDef name -> packets
 	std::function<void(Harness &)> before;
 	std::function<void(Harness &)> after;
 
@@ -128,6 +130,7 @@ struct Step {
 	Step &event(const ExpectedEvent &e) { events.push_back(e); return *this; }
 	Step &up(const std::string &sub, uint64_t n = 1) { sub_up[sub] += n; return *this; }
 	Step &down(const std::string &route, uint64_t n = 1) { route_down[route] += n; return *this; }
+	Step &policed(const std::string &sub, bool upstream) { (upstream ? policed_up : policed_down)[sub] += 1; return *this; }
 	Step &pre(std::function<void(Harness &)> f) { before = std::move(f); return *this; }
 	Step &post(std::function<void(Harness &)> f) { after = std::move(f); return *this; }
 };
@@ -167,6 +170,14 @@ public:
 	// Reads, edits and writes back the `ports` entry of `ifname`.
 	void edit_port(const std::string &ifname, const std::function<void(struct xbng_port &)> &f);
 	static uint64_t now_ns(); // CLOCK_MONOTONIC = bpf_ktime_get_ns()
+	// Issue 12: the policers' clock (police_test_now_ns; 0 after reset()),
+	// police entries and buckets. set_down_bucket also sets or clears
+	// XBNG_ROUTE_F_POLICED on every route of `s`, as the agent does.
+	void set_clock(uint64_t now_ns);
+	struct xbng_police police(const SubDef &s);
+	void set_police(const SubDef &s, const struct xbng_police &v);
+	void set_up_bucket(const SubDef &s, const struct xbng_bucket &b);
+	void set_down_bucket(const SubDef &s, const struct xbng_bucket &b);
 	// net.ipv{4,6}.conf.<ifname>.forwarding in the private namespace.
 	static void set_forwarding(const std::string &ifname, bool on);
 
@@ -199,6 +210,10 @@ std::vector<Row> upstream_rows();
 std::vector<Row> control_rows();
 std::vector<Row> downstream_rows();
 std::vector<Row> router_rows();
+std::vector<Row> police_rows(); // issue 12
+
+// Slot of `s` in the police map (index in kSubs + 1).
+uint32_t sub_slot(const SubDef &s);
 
 // ---- frame helpers used by the row files ------------------------------------
 // Frame from subscriber `s` as its port expects it (port MAC as destination).

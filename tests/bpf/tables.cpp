@@ -8,5 +8,6 @@ INSTANTIATE_TEST_SUITE_P(Upstream, Table, testing::ValuesIn(upstream_rows()), ro
 INSTANTIATE_TEST_SUITE_P(Control, Table, testing::ValuesIn(control_rows()), row_name);
 INSTANTIATE_TEST_SUITE_P(Downstream, Table, testing::ValuesIn(downstream_rows()), row_name);
 INSTANTIATE_TEST_SUITE_P(Router, Table, testing::ValuesIn(router_rows()), row_name);
+INSTANTIATE_TEST_SUITE_P(Police, Table, testing::ValuesIn(police_rows()), row_name);
 
 } // namespace bpftest

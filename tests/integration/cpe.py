@@ -59,6 +59,12 @@ def add_cpe(x: XbngLab, i: int, s: dict, ip_mtu: int, link_mtu: int | None = Non
     return ns
 
 
+def make_cpes(x: XbngLab, subs, ip_mtu: int = 1492) -> list:
+    """br0 and one CPE namespace per subscriber (cpe<i>); returns the namespaces."""
+    make_bridge(x)
+    return [add_cpe(x, i, s, ip_mtu) for i, s in enumerate(subs)]
+
+
 def tcp_transfer(test, server_ns, client_ns, server_addr, family, size=4 << 20):
     """Moves `size` random bytes client -> server over TCP; asserts they arrive intact."""
     data = os.urandom(size)

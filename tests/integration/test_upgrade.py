@@ -1,7 +1,8 @@
 """Upgrade without loss: a different build of xbngd replaces the running one
 while traffic flows. `xbngd-next` (built by tests/integration/CMakeLists.txt)
-is the same agent with the fast path compiled for another BPF ISA version, so
-its programs have other instructions and another tag. The new programs must be
+is the same agent with the fast path compiled with another policer retry
+bound (XBNG_POLICE_CAS_TRIES), so its programs have other instructions and
+another tag. The new programs must be
 swapped into the pinned XDP links (same link ids), every pinned map kept (same
 map ids), zero frames lost, and the old build must come back the same way.
 A pinned map whose layout differs from the build's is refused with a message
@@ -19,7 +20,9 @@ from xbng_lab import XbngLab, find_bin, plan
 
 MAPS = ("subscribers", "routes_v4", "routes_v6", "routes_v6_64", "prefixes_v4", "prefixes_v6",
         "ports", "tx_ports", "stats", "port_stats", "events", "unknown_seen", "event_budget",
-        "icmp_budget", "icmp_scratch", "pools_v4", "pools_v6")
+        "icmp_budget", "icmp_scratch", "pools_v4", "pools_v6",
+        "police",
+        )
 PORTS = ("acc0", "upl0")
 
 

@@ -425,3 +425,47 @@ TEST(Net, PrefixesOverlap) {
   EXPECT_TRUE(prefixes_overlap(P("2001:db8:1000::/36"), P("2001:db8:1fff::/48")));
   EXPECT_FALSE(prefixes_overlap(P("2001:db8:1000::/36"), P("2001:db8:2000::/36")));
 }
+
+// Issue 12: a port's default rate plan, its checks, and the CSV policy columns.
+TEST(Config, PortDefaultPolicy) {
+  auto p = write_tmp(R"(
+[ports]
+access = [{ name = "acc0", policy = { up_rate_bps = 20000000, up_burst_bytes = 125000, down_rate_bps = 50000000, down_burst_bytes = 312500 } }, "acc1"]
+uplink = ["up0"]
+[gateway]
+ipv4 = "100.64.0.1"
+)");
+  Config c;
+  load_config_file(p, &c);
+  std::remove(p.c_str());
+  EXPECT_EQ(c.access_options["acc0"].policy, (PolicySpec{20000000, 125000, 50000000, 312500}));
+  EXPECT_TRUE(check_config(c).ok());
+  EXPECT_EQ(to_dataplane_options(c).access_overrides["acc0"].default_policy.down_rate, 50000000u);
+  c.access_options["acc0"].policy.up_burst = 100;  // below one packet
+  auto chk = check_config(c);
+  ASSERT_FALSE(chk.ok());
+  EXPECT_NE(chk.errors[0].find("up_burst_bytes"), std::string::npos) << chk.errors[0];
+  EXPECT_NE(load_error("[ports]\naccess = [{ name = \"acc0\", policy = { up_rate = 1 } }]\n")
+                .find("unknown key"),
+            std::string::npos);
+}
+
+TEST(Ctl, ParsesCsvPolicyColumnsAndSiNumbers) {
+  xbng::v1::Subscriber s;
+  EXPECT_EQ(parse_csv_line("acc0,100,200,,100.64.0.1,,,,20M,125k,50M,312.5k", &s), "");
+  ASSERT_TRUE(s.has_policy());
+  EXPECT_EQ(s.policy().up_rate_bps(), 20000000u);
+  EXPECT_EQ(s.policy().up_burst_bytes(), 125000u);
+  EXPECT_EQ(s.policy().down_rate_bps(), 50000000u);
+  EXPECT_EQ(s.policy().down_burst_bytes(), 312500u);
+  EXPECT_EQ(parse_csv_line("acc0,100,200,,100.64.0.1,,,,,,,", &s), "");
+  EXPECT_FALSE(s.has_policy());  // four empty cells: the port default
+  EXPECT_EQ(parse_csv_line("acc0,100,200,,100.64.0.1,,,,0,,,", &s), "");
+  EXPECT_TRUE(s.has_policy());  // explicit: unlimited
+  EXPECT_NE(parse_csv_line("acc0,100,200,,100.64.0.1,,,,fast,,,", &s), "");
+  EXPECT_EQ(parse_si("1.5k"), 1500u);
+  EXPECT_EQ(parse_si("2G"), 2000000000u);
+  EXPECT_FALSE(parse_si("1.5"));
+  EXPECT_FALSE(parse_si(""));
+  EXPECT_FALSE(parse_si("-3"));
+}

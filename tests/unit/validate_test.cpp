@@ -229,3 +229,43 @@ TEST(Validate, KeyOrderIsPortOuterInner) {
   EXPECT_LT(key_rank(a), key_rank(b));
   EXPECT_LT(key_rank(b), key_rank(c));
 }
+
+// Issue 12: policy ranges.
+TEST(Validate, Policy) {
+  auto with = [](uint64_t ur, uint64_t ub, uint64_t dr, uint64_t db) {
+    auto s = good();
+    auto* p = s.mutable_policy();
+    p->set_up_rate_bps(ur);
+    p->set_up_burst_bytes(ub);
+    p->set_down_rate_bps(dr);
+    p->set_down_burst_bytes(db);
+    return s;
+  };
+  SubscriberSpec out;
+  ASSERT_TRUE(validate_subscriber(with(20000000, 125000, 0, 0), ports(), "s", &out).ok());
+  EXPECT_TRUE(out.has_policy);
+  EXPECT_EQ(out.policy, (PolicySpec{20000000, 125000, 0, 0}));
+  ASSERT_TRUE(validate_subscriber(good(), ports(), "s", &out).ok());
+  EXPECT_FALSE(out.has_policy);
+  struct Bad {
+    uint64_t ur, ub, dr, db;
+    const char* field;
+  } bad[] = {{20000000, 1499, 0, 0, "up_burst_bytes"},        // < one 1500-byte packet
+             {0, 0, 7999, 64000, "down_rate_bps"},            // < 8 kbit/s
+             {0, 0, 100000000001ull, 64000, "down_rate_bps"}, // > 100 Gbit/s
+             {0, 1500, 0, 0, "up_burst_bytes"},               // burst without a rate
+             {0, 0, 1000000, (1ull << 30) + 1, "down_burst_bytes"}};
+  for (const auto& b : bad) {
+    auto st = validate_subscriber(with(b.ur, b.ub, b.dr, b.db), ports(), "subscribers[3]", &out);
+    EXPECT_EQ(st.error_code(), StatusCode::INVALID_ARGUMENT) << b.field;
+    EXPECT_NE(st.error_message().find(b.field), std::string::npos) << st.error_message();
+    EXPECT_NE(st.error_message().find("subscribers[3]"), std::string::npos) << st.error_message();
+  }
+  // A port with a larger MTU raises the floor.
+  auto r = ports();
+  r.max_packet = [](uint32_t) { return 9000u; };
+  EXPECT_FALSE(validate_subscriber(with(20000000, 8999, 0, 0), r, "s", &out).ok());
+  EXPECT_TRUE(validate_subscriber(with(20000000, 9000, 0, 0), r, "s", &out).ok());
+  EXPECT_EQ(policy_byte_ns_fp(8000000), 4096000u);  // 1000 ns per byte, exact
+  EXPECT_EQ(policy_byte_ns_fp(0), 0u);
+}

@@ -4,6 +4,10 @@
 //             mss_clamp = true, pools = ["100.64.0.0/16", "2001:db8:1000::/36"] }]
 //             (or [[ports.access]] tables), uplink = ["eth0"] (or tables
 //             { name, icmp_source_ipv4, icmp_source_ipv6 }), outer_tpid = "0x88a8",
+//   [ports]   access = ["eth1", { name = "eth2", outer_tpid = "0x8100", mtu = 1508 }]
+//             (a port table may also hold `policy = { up_rate_bps = .., up_burst_bytes = ..,
+//              down_rate_bps = .., down_burst_bytes = .. }`: its default rate plan, issue 12)
+//             (or [[ports.access]] tables), uplink = ["eth0"], outer_tpid = "0x88a8",
 //             xdp_generic = false
 //   [icmp]    rate_per_sec = 1000, burst = 50 (ICMP errors sent from XDP, per CPU)
 //   [gateway] ipv4 = "100.64.0.1", ipv6 = "2001:db8::1"
@@ -49,6 +53,11 @@ struct AccessPortConfig {
   uint64_t subscriber_mtu = 0;
   std::optional<bool> mss_clamp;
   std::vector<std::string> pools;
+  // Issue 12: `policy = { up_rate_bps, up_burst_bytes, down_rate_bps,
+  // down_burst_bytes }`, the rate plan of this port's subscribers that have
+  // none of their own (xbng.v1.Policy; absent = unlimited). Applied at start
+  // (subscribers written under another default are rewritten then).
+  PolicySpec policy;
   friend bool operator==(const AccessPortConfig&, const AccessPortConfig&) = default;
 };
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,12 @@ namespace xbng::agent {
 
 inline constexpr const char* kCsvHeader =
     "port,outer_vlan,inner_vlan,mac,ipv4,ipv6,ipv6_prefixes,ipv4_prefixes";
+// Issue 12: the same with the rate plan's four columns (Policy's fields). On a
+// line, four empty cells = no policy of its own (the port default applies);
+// otherwise empty cells are 0 (unlimited).
+inline constexpr const char* kCsvHeaderPolicy =
+    "port,outer_vlan,inner_vlan,mac,ipv4,ipv6,ipv6_prefixes,ipv4_prefixes,"
+    "up_rate_bps,up_burst_bytes,down_rate_bps,down_burst_bytes";
 
 struct CtlOptions {
   std::string server = "unix:///run/xbng/xbngd.sock";
@@ -29,7 +36,15 @@ struct SubArgs {
   uint32_t outer = 0, inner = 0;
   std::string mac, ipv4, ipv6;
   std::vector<std::string> ipv6_prefixes, ipv4_prefixes;
+  // Issue 12: rate plan. Rates in bits/s, bursts in bytes, each a number
+  // with an optional k/M/G suffix (x1000). None given and !unlimited: no
+  // policy of its own (the port's default applies).
+  std::string up_rate, up_burst, down_rate, down_burst;
+  bool unlimited = false;
 };
+
+// "20M" -> 20000000, "1500" -> 1500, "1.5k" -> 1500; nullopt if not a number.
+std::optional<uint64_t> parse_si(std::string_view s);
 
 struct ListArgs {
   std::string port;

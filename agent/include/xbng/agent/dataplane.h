@@ -41,6 +41,7 @@ enum class MapId : int {
   kIcmpScratch,
   kPoolsV4,
   kPoolsV6,
+  kPolice,  // issue 12
   kCount
 };
 inline constexpr int kMapCount = static_cast<int>(MapId::kCount);
@@ -66,6 +67,7 @@ struct AccessPortOverride {
   uint16_t sub_mtu = 0;  // 0: XBNG_DEFAULT_SUBSCRIBER_MTU
   bool mss_clamp = true;
   std::vector<Prefix> pools;
+  PolicySpec default_policy;  // issue 12
 };
 
 // Settings of one uplink.

@@ -117,6 +117,8 @@ class SubscriberStore {
   void set_owner(const RouteKey& k, uint32_t rec);
   void erase_owner(const RouteKey& k, uint32_t rec);
   uint32_t alloc_record(SubscriberSpec&& s);
+  // Puts s at record (= police slot) `rec`, growing the table as needed.
+  void place_record(uint32_t rec, SubscriberSpec&& s);
   void count_key(const SubKey& k, int delta);
   std::string owner_name(uint32_t rec) const;
   void publish(int type, const SubKey& k, const Mac* mac);

@@ -37,6 +37,22 @@ struct SubKeyHash {
   size_t operator()(const SubKey& k) const { return std::hash<uint64_t>{}(key_rank(k)); }
 };
 
+// Issue 12: a rate plan (xbng.v1.Policy). Rates in bits/s of IP packets,
+// bursts in bytes; a zero rate is unlimited (and its burst zero).
+struct PolicySpec {
+  uint64_t up_rate = 0, up_burst = 0, down_rate = 0, down_burst = 0;
+  friend bool operator==(const PolicySpec&, const PolicySpec&) = default;
+};
+inline constexpr uint64_t kMinRateBps = 8000;                  // 8 kbit/s
+inline constexpr uint64_t kMaxRateBps = 100000000000ull;       // 100 Gbit/s
+inline constexpr uint64_t kMaxBurstBytes = uint64_t{1} << 30;  // 1 GiB
+inline constexpr uint32_t kDefaultMaxPacket = 1500;  // burst floor when the port's MTU is unknown
+// struct xbng_bucket.byte_ns_fp of a rate (0 for 0 = unlimited), rounded.
+uint32_t policy_byte_ns_fp(uint64_t rate_bps);
+// Range checks of one policy; `max_packet` is the largest IP packet of the
+// port (its MTU). Error text naming the field (e.g. "up_burst_bytes ...").
+std::optional<std::string> check_policy(const PolicySpec& p, uint32_t max_packet);
+
 // A validated subscriber. Prefixes are sorted (canonical form) so that two
 // specs compare equal exactly when they would program the same entries.
 struct SubscriberSpec {
@@ -48,6 +64,8 @@ struct SubscriberSpec {
   bool has_ipv6 = false;
   Ipv6 ipv6{};
   absl::InlinedVector<Prefix, 1> prefixes;
+  bool has_policy = false;  // false: the port's default policy applies
+  PolicySpec policy;
 
   bool same_provisioning(const SubscriberSpec& o) const;
 };
@@ -57,6 +75,14 @@ struct SubscriberSpec {
 struct PortResolver {
   std::function<std::optional<uint32_t>(std::string_view)> access_ifindex;
   std::function<std::string(uint32_t)> name;
+  // Issue 12 (both optional): an access port's default policy, and the
+  // largest IP packet it carries (its MTU).
+  std::function<PolicySpec(uint32_t)> default_policy;
+  std::function<uint32_t(uint32_t)> max_packet;
+  PolicySpec policy_of(const struct SubscriberSpec& s) const;  // own or the port's default
+  uint32_t max_packet_of(uint32_t ifindex) const {
+    return max_packet ? max_packet(ifindex) : kDefaultMaxPacket;
+  }
 };
 
 // Validation limits (issue 4).

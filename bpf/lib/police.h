@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* Rate plans (issue 12): a token bucket per subscriber per direction, in
+ * GCRA form (include/xbng/abi.h, struct xbng_bucket). Upstream the bucket
+ * sits in the subscriber entry the lookup already fetched; downstream every
+ * route of a subscriber carries its slot in `police`, whose 64-byte entry
+ * holds the one bucket they share (docs/design.md "Rate plans").
+ * Unlimited subscribers cost one flag test per packet, no clock read. */
+#ifndef XBNG_BPF_POLICE_H
+#define XBNG_BPF_POLICE_H
+
+#include "lib/common.h"
+#include "lib/counters.h"
+#include "lib/bucket.h"
+
+/* Tests only (tests/bpf): set before load, the clock is police_test_now_ns
+ * instead of bpf_ktime_get_ns(). Load-time constant: the verifier removes
+ * the test branch from a production load. */
+const volatile __u8 police_test_clock = 0;
+__u64 police_test_now_ns = 0;
+
+XBNG_INLINE __u64 police_now(void)
+{
+	if (police_test_clock)
+		return police_test_now_ns;
+	return bpf_ktime_get_ns();
+}
+
+XBNG_INLINE void police_count(__u64 *packets, __u64 *bytes, __u32 len)
+{
+	__sync_fetch_and_add(packets, 1);
+	__sync_fetch_and_add(bytes, len);
+}
+
+/* Upstream step: `l3_len` (IP header + payload) is what the plan counts. */
+XBNG_INLINE int police_up(const struct xbng_pkt *p, struct xbng_subscriber *sub, __u32 l3_len)
+{
+	struct xbng_police *pr;
+
+	if (!sub->up.byte_ns_fp || bucket_take(&sub->up, police_now(), l3_len))
+		return XBNG_CONTINUE;
+	pr = bpf_map_lookup_elem(&police, &sub->slot);
+	if (pr)
+		police_count(&pr->up_policed_packets, &pr->up_policed_bytes, p->len);
+	return drop(p, XBNG_DROP_POLICED_UP);
+}
+
+/* Downstream step, shared by every route of the subscriber. */
+XBNG_INLINE int police_down(const struct xbng_pkt *p, const struct xbng_route *route, __u32 l3_len)
+{
+	struct xbng_police *pr;
+
+	if (!(route->flags & XBNG_ROUTE_F_POLICED))
+		return XBNG_CONTINUE;
+	pr = bpf_map_lookup_elem(&police, &route->slot);
+	if (!pr || !pr->down.byte_ns_fp || bucket_take(&pr->down, police_now(), l3_len))
+		return XBNG_CONTINUE;
+	police_count(&pr->down_policed_packets, &pr->down_policed_bytes, p->len + XBNG_QINQ_TAGS_LEN);
+	return drop(p, XBNG_DROP_POLICED_DOWN);
+}
+
+#endif /* XBNG_BPF_POLICE_H */
