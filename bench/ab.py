@@ -37,8 +37,8 @@ def main():
     ap.add_argument("--sizes", default="1K,1M")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--json", help="write the figures here")
-    ap.add_argument("extra", nargs="*", help="more xbng_bench_pktcost arguments (after --)")
-    a = ap.parse_args()
+    a, extra = ap.parse_known_args()  # the rest goes to xbng_bench_pktcost
+    a.extra = [e for e in extra if e != "--"]
     figs = {"old": {}, "new": {}}
     labels = {}
     with tempfile.TemporaryDirectory() as d:

@@ -326,6 +326,11 @@ std::unique_ptr<Dataplane> Dataplane::start(const DataplaneOptions& opts) {
     throw DataplaneError(fmt::format("{} ports configured, at most {}", dp->ports_.size(),
                                      XBNG_MAX_PORTS));
 
+  // Router settings that can refuse the start do so before anything is
+  // loaded or pinned: pools overlapping an uplink subnet, access MTUs the
+  // driver will not raise.
+  dp->check_pools();
+  dp->ensure_access_mtu_or_throw();
   dp->open_and_load();
   dp->configure_ports();
   dp->configure_pools();
@@ -479,16 +484,8 @@ void Dataplane::configure_ports() {
     if (p.role == XBNG_ROLE_ACCESS) {
       // The netdev must carry subscriber_mtu plus both tags: drivers drop
       // larger frames on redirect, silently.
+      // (raised to that before loading, see ensure_access_mtu_or_throw)
       c.mtu = static_cast<uint16_t>(c.sub_mtu + XBNG_QINQ_TAGS_BYTES);
-      if (opts_.configure_netdevs) {
-        try {
-          ensure_mtu(p.name, c.mtu,
-                     fmt::format("subscriber_mtu {} + {} bytes of tags", c.sub_mtu,
-                                 XBNG_QINQ_TAGS_BYTES));
-        } catch (const std::runtime_error& e) {
-          throw DataplaneError(e.what());
-        }
-      }
     } else {
       configure_uplink_icmp_source(p.name, &c);
     }
@@ -528,21 +525,42 @@ void Dataplane::configure_ports() {
   }
 }
 
+uint16_t Dataplane::subscriber_mtu(const std::string& port) const {
+  auto it = opts_.access_overrides.find(port);
+  return it != opts_.access_overrides.end() && it->second.sub_mtu ? it->second.sub_mtu
+                                                                  : XBNG_DEFAULT_SUBSCRIBER_MTU;
+}
+
 std::optional<std::string> Dataplane::ensure_access_mtu() {
   if (!opts_.configure_netdevs) return std::nullopt;
   std::string errors;
   for (const auto& p : ports_) {
     if (p.role != XBNG_ROLE_ACCESS) continue;
+    const uint16_t sub = subscriber_mtu(p.name);
     try {
-      ensure_mtu(p.name, p.cfg.mtu,
-                 fmt::format("subscriber_mtu {} + {} bytes of tags", p.cfg.sub_mtu,
-                             XBNG_QINQ_TAGS_BYTES));
+      ensure_mtu(p.name, sub + XBNG_QINQ_TAGS_BYTES,
+                 fmt::format("subscriber_mtu {} + {} bytes of tags", sub, XBNG_QINQ_TAGS_BYTES));
     } catch (const std::runtime_error& e) {
       errors += std::string(errors.empty() ? "" : "; ") + e.what();
     }
   }
   if (errors.empty()) return std::nullopt;
   return errors;
+}
+
+void Dataplane::ensure_access_mtu_or_throw() {
+  if (auto err = ensure_access_mtu()) throw DataplaneError(*err);
+}
+
+void Dataplane::check_pools() const {
+  for (const auto& u : ports_) {
+    if (u.role != XBNG_ROLE_UPLINK) continue;
+    const auto addrs = interface_addresses(u.name);
+    for (const auto& [port, o] : opts_.access_overrides)
+      for (const auto& pool : o.pools)
+        if (auto e = pool_overlap(pool, u.name, addrs))
+          throw DataplaneError(fmt::format("port {}: {}", port, *e));
+  }
 }
 
 void Dataplane::configure_uplink_icmp_source(const std::string& name, struct xbng_port* c) {
@@ -576,12 +594,9 @@ void Dataplane::configure_uplink_icmp_source(const std::string& name, struct xbn
   }
 }
 
-// The pools of every access port, checked against the uplinks' subnets, then
-// written whole (the tries are emptied first: a restart may drop pools).
+// The pools of every access port (checked by check_pools), written whole:
+// the tries are emptied first, a restart may drop pools.
 void Dataplane::configure_pools() {
-  std::vector<std::pair<std::string, std::vector<Prefix>>> uplinks;
-  for (const auto& p : ports_)
-    if (p.role == XBNG_ROLE_UPLINK) uplinks.emplace_back(p.name, interface_addresses(p.name));
   struct Entry {
     Prefix pool;
     uint32_t ifindex;
@@ -591,12 +606,7 @@ void Dataplane::configure_pools() {
     if (p.role != XBNG_ROLE_ACCESS) continue;
     auto it = opts_.access_overrides.find(p.name);
     if (it == opts_.access_overrides.end()) continue;
-    for (const auto& pool : it->second.pools) {
-      for (const auto& [uname, addrs] : uplinks)
-        if (auto e = pool_overlap(pool, uname, addrs))
-          throw DataplaneError(fmt::format("port {}: {}", p.name, *e));
-      entries.push_back({pool, p.ifindex});
-    }
+    for (const auto& pool : it->second.pools) entries.push_back({pool, p.ifindex});
   }
   for (MapId id : {MapId::kPoolsV4, MapId::kPoolsV6}) {
     const size_t ks = id == MapId::kPoolsV4 ? sizeof(xbng_lpm_v4_key) : sizeof(xbng_lpm_v6_key);

@@ -8,6 +8,7 @@ access network carries baby giants).
 import os
 import re
 import socket
+import subprocess
 import unittest
 
 from cpe import add_cpe, cpe_sub, make_bridge, tcp_transfer
@@ -137,6 +138,39 @@ class DefaultMtuTest(RouterLab):
         # One unreachable each: no copy came back around.
         self.assertEqual(self.delta(before, after, "icmp_unreachable"), 2)
         self.assertEqual(self.delta(before, after, "drop_pool_unassigned"), 0)
+
+
+class RefusedStartTest(unittest.TestCase):
+    """What xbngd refuses at start, before loading anything."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.x = XbngLab()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.x.close()
+
+    def start_fails(self, config: str) -> str:
+        path = os.path.join(self.x.lab.rundir, "refused.toml")
+        with open(path, "w") as f:
+            f.write(config)
+        r = subprocess.run(self.x.xbngd_argv(extra=["--config", path]), capture_output=True,
+                           text=True, timeout=60)
+        self.assertNotEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertFalse(os.path.exists(f"{self.x.lab.bpffs}/v2/maps/subscribers"),
+                         "something was loaded and pinned")
+        return r.stdout + r.stderr
+
+    def test_pool_overlapping_the_uplink_subnet(self):
+        out = self.start_fails('[ports]\naccess = [{ name = "acc0", pools = ["192.0.2.0/25"] }]\n')
+        self.assertIn("pool 192.0.2.0/25 overlaps uplink upl0's subnet 192.0.2.0/24", out)
+
+    def test_mtu_the_driver_refuses(self):
+        # s0's XDP program caps what acc0 (its veth peer) may be set to.
+        out = self.start_fails('[ports]\naccess = [{ name = "acc0", subscriber_mtu = 9000 }]\n')
+        self.assertRegex(out, r"port acc0: needs MTU 9008 .*refused")
+        self.assertIn("mtu 1500", self.x.dut.ip("link", "show", "dev", "acc0").stdout)
 
 
 class Mtu1400Test(RouterLab):

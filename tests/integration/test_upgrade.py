@@ -43,7 +43,8 @@ class UpgradeTest(unittest.TestCase):
         self.x.resolve_uplink_neighbours()
 
     def pins(self) -> str:
-        return os.path.join(self.x.lab.bpffs, "v1")
+        # The running ABI's directory (<bpffs>/v<ABI>), as xbng_lab.pinned_map finds it.
+        return os.path.dirname(os.path.dirname(self.x.pinned_map("ports")))
 
     def dataplane(self) -> dict:
         """Link id, program id and program tag per port; map id per map."""
@@ -104,7 +105,8 @@ class UpgradeTest(unittest.TestCase):
         path = f"{self.pins()}/maps/ports"
         real = bpftool("map", "show", "pinned", path)
         os.unlink(path)
-        sh(["bpftool", "map", "create", path, "type", "hash", "key", "4", "value", "48",
+        size = int(real["bytes_value"])  # sizeof(struct xbng_port) of this build
+        sh(["bpftool", "map", "create", path, "type", "hash", "key", "4", "value", str(size + 8),
             "entries", "64", "name", "ports"])
         try:
             with Stream(self.x, self.subs[:10]) as st:
@@ -117,8 +119,8 @@ class UpgradeTest(unittest.TestCase):
                 msg = f.read()
             self.assertEqual(rc, 1, msg)
             self.assertIn(f"{path}: pinned map does not match this build", msg)
-            self.assertIn("pinned: hash key 4 value 48", msg)
-            self.assertIn("expected: hash key 4 value 40", msg)
+            self.assertIn(f"pinned: hash key 4 value {size + 8}", msg)
+            self.assertIn(f"expected: hash key 4 value {size}", msg)
             self.assertIn(f"xbngd --teardown --bpffs {self.x.lab.bpffs}", msg)
             self.assertIn("No migration exists", msg)
             lost = st.sent - len(st.seen)

@@ -358,8 +358,7 @@ TEST(Ctl, ParsesCsvLines) {
 TEST(Config, RouterSettings) {
   auto p = write_tmp(R"(
 [ports]
-access = [{ name = "acc0", subscriber_mtu = 1400, mss_clamp = false,
-            pools = ["100.64.0.0/16", "2001:db8:1000::/36"] },
+access = [{ name = "acc0", subscriber_mtu = 1400, mss_clamp = false, pools = ["100.64.0.0/16", "2001:db8:1000::/36"] },
           { name = "acc1", mtu = 1508 }, "acc2"]
 uplink = [{ name = "upl0", icmp_source_ipv4 = "192.0.2.1", icmp_source_ipv6 = "2001:db8:ffff::1" }]
 [gateway]

@@ -135,6 +135,9 @@ class Dataplane {
   void attach_ports();
   void configure_ports();
   void configure_pools();
+  void check_pools() const;
+  void ensure_access_mtu_or_throw();
+  uint16_t subscriber_mtu(const std::string& port) const;
   void configure_uplink_icmp_source(const std::string& name, struct xbng_port* c);
 
   PinLock lock_;  // the pin directory, held for the agent's life
