@@ -41,7 +41,8 @@ class UpgradeTest(unittest.TestCase):
         self.x.resolve_uplink_neighbours()
 
     def pins(self) -> str:
-        return os.path.join(self.x.lab.bpffs, "v1")
+        """<bpffs>/v<ABI> of the running build (the one version directory)."""
+        return os.path.dirname(os.path.dirname(self.x.pinned_map("ports")))
 
     def dataplane(self) -> dict:
         """Link id, program id and program tag per port; map id per map."""
