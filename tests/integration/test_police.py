@@ -9,7 +9,8 @@ test_cpe.py), iperf3 started in the namespaces by the test and killed by PID.
   /32) and upstream over IPv4.
 - Raising a plan under traffic takes effect within 1 s, counters kept.
 - Out-of-range policies are refused with INVALID_ARGUMENT and change nothing.
-- Policies and policed counters survive an agent restart (adoption).
+- Policies and policed counters survive an agent restart (adoption); a port
+  default from the config file applies at start to subscribers without a plan.
 
 Plans are 10-40 Mbit/s: far below what the shared lab carries, so that the
 figures measure the policer, not the machine. iperf3 UDP payloads are 1400
@@ -309,6 +310,39 @@ class PoliceTest(unittest.TestCase):
             for k in ("up_policed_packets", "up_policed_bytes", "up_packets"):
                 self.assertGreaterEqual(int(a["counters"].get(k, 0)), int(b["counters"].get(k, 0)), k)
         self.assertGreater(int(after[1]["counters"].get("up_policed_packets", 0)), 0)
+
+    def test_port_default_policy_applies_at_start(self):
+        # A subscriber without a plan of its own follows its port's default;
+        # one with its own plan does not. The default is read at start: the
+        # subscribers written under another default are rewritten.
+        import os
+        extra = cpe_sub(5)
+        key = ["--port", extra["port"], "--outer", str(extra["outer_vlan"]), "--inner",
+               str(extra["inner_vlan"])]
+        self.x.ctl("sub", "add", *key, "--ipv4", extra["ipv4"])
+        g = self.x.ctl("sub", "get", *key)["subscriber"]
+        self.assertNotIn("policy", g)
+        self.assertEqual(int(g["effective_policy"].get("down_rate_bps", 0)), 0)
+        default = policy(5 * MBIT, 6 * MBIT)
+        cfg = os.path.join(self.x.lab.rundir, "police.toml")
+        with open(cfg, "w") as f:
+            f.write('[ports]\naccess = [{ name = "acc0", policy = { %s } }]\n'
+                    % ", ".join(f"{k} = {v}" for k, v in default.items()))
+        own = self.get(0)
+        try:
+            self.x.stop()
+            self.x.start(max_subscribers=1024, extra=["--config", cfg])
+            g = self.x.ctl("sub", "get", *key)["subscriber"]
+            self.assertNotIn("policy", g)
+            self.assertEqual({k: int(v) for k, v in g["effective_policy"].items()}, default)
+            self.assertEqual(self.get(0)["effective_policy"], own["effective_policy"])
+            self.assertIn("rewritten for the current default policies", self.x.read_log())
+        finally:
+            self.x.stop()
+            self.x.start(max_subscribers=1024)
+            self.x.ctl("sub", "del", *key)
+        g = self.get(0)
+        self.assertEqual(g["effective_policy"], own["effective_policy"])
 
 
 if __name__ == "__main__":
