@@ -2,11 +2,13 @@
 // key under a lease. Two threads: `sync` (range reads, the watch, applying
 // to the store) and `status` (lease, keepalive, status puts).
 #include <absl/container/flat_hash_map.h>
-#include <absl/container/flat_hash_set.h>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include <malloc.h>
+
+#include <algorithm>
 #include <condition_variable>
 #include <deque>
 #include <map>
@@ -204,7 +206,7 @@ struct Fleet::Impl {
         if (!fetch(pg.get())) break;
         more = pg->more() && pg->kvs_size() > 0;
         std::unique_lock l(pmu);
-        pcv.wait(l, [&] { return pages.size() < 2 || abort_fetch; });
+        pcv.wait(l, [&] { return pages.empty() || abort_fetch; });
         if (abort_fetch) break;
         pages.push_back(std::move(pg));
         pcv.notify_all();
@@ -215,7 +217,8 @@ struct Fleet::Impl {
     });
     std::unique_ptr<pb::RangeResponse> page;
     int page_pos = 0;
-    absl::flat_hash_set<uint64_t> present;
+    // Ranks of the keys etcd has (sorted at the end: 8 bytes a key).
+    std::vector<uint64_t> present;
     std::map<std::string, std::string> refusals;
     uint64_t unlisted = 0;
     auto next = [&](xbng::v1::Subscriber* m) -> bool {
@@ -236,7 +239,7 @@ struct Fleet::Impl {
         const auto d0 = Clock::now();
         const bool ok = decode(kv.key(), kv.value(), m, &rank, &refusals);
         decode_s += std::chrono::duration<double>(Clock::now() - d0).count();
-        if (rank) present.insert(*rank);
+        if (rank) present.push_back(*rank);
         if (ok) return true;
       }
     };
@@ -260,6 +263,7 @@ struct Fleet::Impl {
     // distinct: when the store holds exactly those, nothing is stale.
     uint64_t deleted = 0;
     if (store->size() != r.applied) {
+      std::sort(present.begin(), present.end());
       std::vector<xbng::v1::SubscriberKey> stale;
       ListQuery q;
       q.page_size = 10000;
@@ -273,7 +277,7 @@ struct Fleet::Impl {
           k.ifindex = *store->ports().access_ifindex(s.port());
           k.outer_vid = static_cast<uint16_t>(s.outer_vlan());
           k.inner_vid = static_cast<uint16_t>(s.inner_vlan());
-          if (present.contains(key_rank(k))) continue;
+          if (std::binary_search(present.begin(), present.end(), key_rank(k))) continue;
           auto& sk = stale.emplace_back();
           sk.set_port(s.port());
           sk.set_outer_vlan(s.outer_vlan());
@@ -294,6 +298,8 @@ struct Fleet::Impl {
       ++st.full_syncs;
     }
     cv.notify_all();
+    present = {};
+    malloc_trim(0);  // the pages and the stream's buffers go back to the system
     spdlog::info("fleet: full read of {} at revision {}: {} keys in {:.2f} s (range reads {:.2f} s, "
                  "decoding {:.2f} s), {} applied ({} refused), {} stale deleted in {:.2f} s; {} "
                  "subscribers",

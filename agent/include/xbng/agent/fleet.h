@@ -45,7 +45,7 @@ struct FleetOptions {
   EtcdOptions etcd;
   std::string node;
   uint32_t status_ttl_seconds = 10;  // lease of the status key
-  uint32_t page_size = 50000;        // keys per range read page
+  uint32_t page_size = 20000;        // keys per range read page
 };
 
 // --- key schema --------------------------------------------------------------
