@@ -163,7 +163,9 @@ struct Fleet::Impl {
     int64_t rev = 0;
     bool failed = false;
     grpc::Status err;
-    std::string next_key = prefix;
+    const auto ranges = full_read_ranges(prefix, o.access_ports);
+    size_t range_i = 0;
+    std::string next_key = ranges[0].first;
     uint64_t kvs = 0;
     double range_s = 0, decode_s = 0;
     // Pages are fetched by their own thread, one or two ahead of decoding.
@@ -171,7 +173,7 @@ struct Fleet::Impl {
       const auto f0 = Clock::now();
       pb::RangeRequest rq;
       rq.set_key(next_key);
-      rq.set_range_end(prefix_end);
+      rq.set_range_end(ranges[range_i].second);
       rq.set_limit(o.page_size);
       if (rev) rq.set_revision(rev);
       grpc::ClientContext ctx;
@@ -183,7 +185,12 @@ struct Fleet::Impl {
         return false;
       }
       if (!rev) rev = page->header().revision();
-      if (page->kvs_size()) next_key = page->kvs(page->kvs_size() - 1).key() + '\0';
+      if (page->more() && page->kvs_size()) {
+        next_key = page->kvs(page->kvs_size() - 1).key() + '\0';
+      } else if (++range_i < ranges.size()) {  // the next range
+        next_key = ranges[range_i].first;
+        page->set_more(true);
+      }
       kvs += page->kvs_size();
       range_s += std::chrono::duration<double>(Clock::now() - f0).count();
       return true;
@@ -204,7 +211,8 @@ struct Fleet::Impl {
       while (more) {
         auto pg = std::make_unique<pb::RangeResponse>();
         if (!fetch(pg.get())) break;
-        more = pg->more() && pg->kvs_size() > 0;
+        more = pg->more();
+        if (pg->kvs_size() == 0) continue;
         std::unique_lock l(pmu);
         pcv.wait(l, [&] { return pages.empty() || abort_fetch; });
         if (abort_fetch) break;
