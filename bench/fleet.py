@@ -103,7 +103,7 @@ class Bench:
     def start_and_wait(self, n: int, max_subs: int) -> dict:
         rev = self.cluster.revision()
         t0 = time.monotonic()
-        self.node.start(members=(0,), max_subscribers=max_subs)
+        self.node.start(members=(0,), max_subscribers=max_subs, timeout=600)
         wait_for(lambda: self.applied() >= rev and
                  self.metrics().get("xbng_fleet_synced") == 1, 600, 0.05, "full apply")
         dt = time.monotonic() - t0

@@ -34,7 +34,12 @@ Agent::Agent(const AgentOptions& o)
   so.metrics = &grpc_metrics_;
   server_ = std::make_unique<GrpcServer>(so, service_.get());
   spdlog::info("gRPC serving on {} (boot id {})", server_->address(), boot_id_);
-  if (o.fleet) fleet_ = std::make_unique<Fleet>(*o.fleet, store_.get(), boot_id_);
+  if (o.fleet) {
+    FleetOptions fo = *o.fleet;
+    for (const auto& p : dp_->ports())
+      if (p.role == XBNG_ROLE_ACCESS) fo.access_ports.push_back(p.name);
+    fleet_ = std::make_unique<Fleet>(fo, store_.get(), boot_id_);
+  }
   set_metrics_listen(o.metrics_listen);
 }
 

@@ -75,6 +75,7 @@ class EtcdCluster:
 
     def ctl(self, *args: str, check: bool = True, endpoints: str | None = None,
             input: str | None = None) -> subprocess.CompletedProcess:
+        """etcdctl ARGS inside the etcd namespace (retried while an election runs)."""
         argv = self.ns.nsenter_argv([ETCDCTL, "--endpoints", endpoints or self.endpoints(),
                                      "--command-timeout", "10s", *args])
         for attempt in range(5):  # an election after a member is killed: retry
@@ -135,7 +136,8 @@ class FleetNode:
     def endpoints(self, members) -> str:
         return ",".join(f"{self.etcd_host}:{CLIENT_PORTS[i]}" for i in members)
 
-    def start(self, members=(0, 1, 2), config: str | None = None, max_subscribers: int = 65536):
+    def start(self, members=(0, 1, 2), config: str | None = None, max_subscribers: int = 65536,
+              extra: list[str] | None = None, timeout: float = 30):
         if os.path.exists(self.socket_path):
             os.unlink(self.socket_path)
         argv = [self.xbngd, "--access", "acc0", "--uplink", "upl0", "--gateway-ipv4", GW4,
@@ -145,6 +147,7 @@ class FleetNode:
             argv += ["--config", config]
         else:
             argv += ["--etcd", self.endpoints(members), "--node", self.name]
+        argv += extra or []
         self.daemon = self.lab.spawn(self.ns.nsenter_argv(argv), log=self.log)
 
         def ready():
@@ -152,7 +155,7 @@ class FleetNode:
                 raise RuntimeError(f"xbngd {self.name} exited {self.daemon.returncode}:\n"
                                    f"{self.read_log()}")
             return os.path.exists(self.socket_path) and self.ctl_raw("stats").returncode == 0
-        wait_for(ready, 30, 0.1, f"xbngd {self.name} to serve gRPC")
+        wait_for(ready, timeout, 0.1, f"xbngd {self.name} to serve gRPC")
 
     def kill(self, sig=signal.SIGKILL) -> None:
         self.lab.stop(self.daemon, sig)

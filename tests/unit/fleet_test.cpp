@@ -136,3 +136,27 @@ TEST(FleetKeys, FastAndExactParsersAgree) {
     }
   }
 }
+
+TEST(FleetKeys, FullReadRangesCoverThePrefix) {
+  const std::string pre = node_subscribers_prefix("n1");
+  auto r = full_read_ranges(pre, {"eth1", "acc0"});
+  ASSERT_FALSE(r.empty());
+  EXPECT_EQ(r.front().first, pre);
+  EXPECT_EQ(r.back().second, prefix_range_end(pre));
+  for (size_t i = 1; i < r.size(); ++i) {
+    EXPECT_EQ(r[i].first, r[i - 1].second);
+    EXPECT_LT(r[i].first, r[i].second);
+  }
+  // Every key falls in exactly one range; one (port, outer) never spans two.
+  auto where = [&](const std::string& k) {
+    int n = 0, at = -1;
+    for (size_t i = 0; i < r.size(); ++i)
+      if (r[i].first <= k && k < r[i].second) ++n, at = static_cast<int>(i);
+    EXPECT_EQ(n, 1) << k;
+    return at;
+  };
+  for (const char* port : {"eth1", "acc0", "zzz", "a"})
+    for (uint32_t outer : {1u, 9u, 10u, 100u, 109u, 1000u, 4094u})
+      EXPECT_EQ(where(subscriber_etcd_key("n1", port, outer, 1)),
+                where(subscriber_etcd_key("n1", port, outer, 4094)));
+}

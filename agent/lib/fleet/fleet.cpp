@@ -2,11 +2,13 @@
 // key under a lease. Two threads: `sync` (range reads, the watch, applying
 // to the store) and `status` (lease, keepalive, status puts).
 #include <absl/container/flat_hash_map.h>
-#include <absl/container/flat_hash_set.h>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include <malloc.h>
+
+#include <algorithm>
 #include <condition_variable>
 #include <deque>
 #include <map>
@@ -161,7 +163,9 @@ struct Fleet::Impl {
     int64_t rev = 0;
     bool failed = false;
     grpc::Status err;
-    std::string next_key = prefix;
+    const auto ranges = full_read_ranges(prefix, o.access_ports);
+    size_t range_i = 0;
+    std::string next_key = ranges[0].first;
     uint64_t kvs = 0;
     double range_s = 0, decode_s = 0;
     // Pages are fetched by their own thread, one or two ahead of decoding.
@@ -169,7 +173,7 @@ struct Fleet::Impl {
       const auto f0 = Clock::now();
       pb::RangeRequest rq;
       rq.set_key(next_key);
-      rq.set_range_end(prefix_end);
+      rq.set_range_end(ranges[range_i].second);
       rq.set_limit(o.page_size);
       if (rev) rq.set_revision(rev);
       grpc::ClientContext ctx;
@@ -181,7 +185,12 @@ struct Fleet::Impl {
         return false;
       }
       if (!rev) rev = page->header().revision();
-      if (page->kvs_size()) next_key = page->kvs(page->kvs_size() - 1).key() + '\0';
+      if (page->more() && page->kvs_size()) {
+        next_key = page->kvs(page->kvs_size() - 1).key() + '\0';
+      } else if (++range_i < ranges.size()) {  // the next range
+        next_key = ranges[range_i].first;
+        page->set_more(true);
+      }
       kvs += page->kvs_size();
       range_s += std::chrono::duration<double>(Clock::now() - f0).count();
       return true;
@@ -202,9 +211,10 @@ struct Fleet::Impl {
       while (more) {
         auto pg = std::make_unique<pb::RangeResponse>();
         if (!fetch(pg.get())) break;
-        more = pg->more() && pg->kvs_size() > 0;
+        more = pg->more();
+        if (pg->kvs_size() == 0) continue;
         std::unique_lock l(pmu);
-        pcv.wait(l, [&] { return pages.size() < 2 || abort_fetch; });
+        pcv.wait(l, [&] { return pages.empty() || abort_fetch; });
         if (abort_fetch) break;
         pages.push_back(std::move(pg));
         pcv.notify_all();
@@ -215,7 +225,8 @@ struct Fleet::Impl {
     });
     std::unique_ptr<pb::RangeResponse> page;
     int page_pos = 0;
-    absl::flat_hash_set<uint64_t> present;
+    // Ranks of the keys etcd has (sorted at the end: 8 bytes a key).
+    std::vector<uint64_t> present;
     std::map<std::string, std::string> refusals;
     uint64_t unlisted = 0;
     auto next = [&](xbng::v1::Subscriber* m) -> bool {
@@ -236,7 +247,7 @@ struct Fleet::Impl {
         const auto d0 = Clock::now();
         const bool ok = decode(kv.key(), kv.value(), m, &rank, &refusals);
         decode_s += std::chrono::duration<double>(Clock::now() - d0).count();
-        if (rank) present.insert(*rank);
+        if (rank) present.push_back(*rank);
         if (ok) return true;
       }
     };
@@ -260,6 +271,7 @@ struct Fleet::Impl {
     // distinct: when the store holds exactly those, nothing is stale.
     uint64_t deleted = 0;
     if (store->size() != r.applied) {
+      std::sort(present.begin(), present.end());
       std::vector<xbng::v1::SubscriberKey> stale;
       ListQuery q;
       q.page_size = 10000;
@@ -273,7 +285,7 @@ struct Fleet::Impl {
           k.ifindex = *store->ports().access_ifindex(s.port());
           k.outer_vid = static_cast<uint16_t>(s.outer_vlan());
           k.inner_vid = static_cast<uint16_t>(s.inner_vlan());
-          if (present.contains(key_rank(k))) continue;
+          if (std::binary_search(present.begin(), present.end(), key_rank(k))) continue;
           auto& sk = stale.emplace_back();
           sk.set_port(s.port());
           sk.set_outer_vlan(s.outer_vlan());
@@ -294,6 +306,8 @@ struct Fleet::Impl {
       ++st.full_syncs;
     }
     cv.notify_all();
+    present = {};
+    malloc_trim(0);  // the pages and the stream's buffers go back to the system
     spdlog::info("fleet: full read of {} at revision {}: {} keys in {:.2f} s (range reads {:.2f} s, "
                  "decoding {:.2f} s), {} applied ({} refused), {} stale deleted in {:.2f} s; {} "
                  "subscribers",

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 #include <google/protobuf/util/json_util.h>
 
+#include <algorithm>
 #include <charconv>
 
 #include "xbng/agent/fleet.h"
@@ -218,6 +219,30 @@ std::optional<std::string> decode_subscriber_value(std::string_view json, std::s
 std::string encode_subscriber_value(const xbng::v1::Subscriber& s) {
   std::string out;
   (void)google::protobuf::util::MessageToJsonString(s, &out);
+  return out;
+}
+
+std::vector<std::pair<std::string, std::string>> full_read_ranges(const std::string& prefix,
+                                                                 std::vector<std::string> ports) {
+  std::vector<std::string> cut;
+  for (const auto& p : ports) {
+    const std::string b = prefix + p + "/";
+    for (char d = '1'; d <= '9'; ++d) {
+      cut.push_back(b + d);
+      cut.push_back(b + d + "/");
+      for (char e = '0'; e <= '9'; ++e) cut.push_back(b + d + e);
+    }
+    cut.push_back(b + ":");  // after every digit
+  }
+  std::sort(cut.begin(), cut.end());
+  cut.erase(std::unique(cut.begin(), cut.end()), cut.end());
+  std::vector<std::pair<std::string, std::string>> out;
+  std::string from = prefix;
+  for (auto& c : cut) {
+    out.emplace_back(from, c);
+    from = c;
+  }
+  out.emplace_back(from, prefix_range_end(prefix));
   return out;
 }
 

@@ -45,8 +45,19 @@ struct FleetOptions {
   EtcdOptions etcd;
   std::string node;
   uint32_t status_ttl_seconds = 10;  // lease of the status key
-  uint32_t page_size = 50000;        // keys per range read page
+  uint32_t page_size = 20000;        // keys per range read page
+  // The node's access ports (set by the agent): the full read splits the
+  // prefix into key ranges per port and outer VLAN digits (see fleet.cpp).
+  std::vector<std::string> access_ports;
 };
+
+// The key ranges a full read fetches, in key order, together exactly
+// [prefix, prefix_range_end(prefix)): per access port, one range per first
+// two characters of the outer VLAN. etcd 3.4 walks its whole index from a
+// range's start to its end for every page, so paging one big range costs
+// O(N^2 / page): bounded ranges keep it linear.
+std::vector<std::pair<std::string, std::string>> full_read_ranges(
+    const std::string& prefix, std::vector<std::string> ports);
 
 // --- key schema --------------------------------------------------------------
 inline constexpr std::string_view kKeyRoot = "/xbng/v1/";
