@@ -64,6 +64,7 @@ std::shared_ptr<Watcher> EventHub::subscribe(size_t capacity, size_t max_watcher
 
 void EventHub::unsubscribe(const std::shared_ptr<Watcher>& w) {
   std::lock_guard<std::mutex> l(mu_);
+  if (w->overflowed_ && !w->cancelled_) ++overflowed_total_;  // else counted by reap
   watchers_.erase(std::remove(watchers_.begin(), watchers_.end(), w), watchers_.end());
   nwatchers_ = static_cast<int>(watchers_.size());
 }
@@ -81,6 +82,7 @@ size_t EventHub::reap(int grace_ms) {
     }
     if (now - since < int64_t(grace_ms) * 1000000) continue;
     w->cancelled_ = true;
+    ++overflowed_total_;
     if (w->cancel_) w->cancel_();
     ++n;
   }

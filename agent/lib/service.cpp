@@ -233,10 +233,7 @@ Status SubscribersService::WatchEvents(ServerContext* ctx, const v1::WatchEvents
   struct Unsub {
     EventHub* h;
     std::shared_ptr<Watcher> w;
-    ~Unsub() {
-      if (w->overflowed()) h->count_overflow();
-      h->unsubscribe(w);
-    }
+    ~Unsub() { h->unsubscribe(w); }
   } unsub{hub_, w};
   AgentEvent started;
   started.type = v1::Event::AGENT_STARTED;

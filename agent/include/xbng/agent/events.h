@@ -72,7 +72,6 @@ class EventHub {
   size_t watchers() const { return static_cast<size_t>(nwatchers_.load()); }
   uint64_t overflowed_total() const { return overflowed_total_.load(); }
   uint64_t refused_total() const { return refused_total_.load(); }
-  void count_overflow() { ++overflowed_total_; }
 
  private:
   std::mutex mu_;
