@@ -32,7 +32,9 @@ Agent::Agent(const AgentOptions& o)
         node_subscribers_prefix(o.fleet->node), o.fleet->node));
   ServerOptions so = o.server;
   so.metrics = &grpc_metrics_;
+  service_->set_watch_limits(o.server.max_watchers, o.server.watcher_queue);
   server_ = std::make_unique<GrpcServer>(so, service_.get());
+  service_->set_connection_stats([this] { return server_->listener().stats(); });
   spdlog::info("gRPC serving on {} (boot id {})", server_->address(), boot_id_);
   if (o.fleet) {
     FleetOptions fo = *o.fleet;
@@ -52,6 +54,16 @@ std::string Agent::render_metrics() const {
   s.abi = XBNG_ABI_VERSION;
   s.start_time_seconds = start_time_seconds_;
   s.last_reload_ok = last_reload_ok_;
+  s.api.watchers = hub_.watchers();
+  s.api.watchers_disconnected = hub_.overflowed_total();
+  s.api.watchers_refused = hub_.refused_total();
+  if (server_) {
+    const ListenerStats c = server_->listener().stats();
+    s.api.connections = c.open;
+    s.api.max_connections = c.max;
+    s.api.connections_refused = c.refused;
+    s.api.accept_errors = c.accept_errors;
+  }
   std::string out = xbng::agent::render_metrics(s);
   if (fleet_) out += fleet_->render_metrics();
   return out;
@@ -66,7 +78,8 @@ void Agent::set_metrics_listen(const std::string& listen) {
     if (!old.empty()) spdlog::info("metrics endpoint {} closed", old);
     return;
   }
-  auto scrape = [this] { return render_metrics(); };
+  MetricsServer::Handlers scrape{[this] { return render_metrics(); },
+                                 [this] { return health(); }};
   try {
     metrics_ = std::make_unique<MetricsServer>(listen, scrape);
   } catch (const std::exception& e) {
@@ -79,6 +92,21 @@ void Agent::set_metrics_listen(const std::string& listen) {
     }
     throw;
   }
+}
+
+std::string Agent::health(bool capacity) {
+  if (!server_) return "gRPC server stopped";
+  Listener& l = server_->listener();
+  if (!l.alive()) return "the gRPC accept loop is stuck";
+  if (capacity && !l.has_room()) {
+    const auto s = l.stats();
+    return fmt::format("{} gRPC connections open, the maximum (api.max_connections): new "
+                       "clients are refused",
+                       s.open);
+  }
+  if (auto st = server_->probe(std::chrono::seconds(2)); !st.ok())
+    return fmt::format("gRPC health check failed: {}", st.error_message());
+  return "";
 }
 
 void Agent::stop() {

@@ -726,6 +726,11 @@ int Ctl::stats() {
   for (const auto& m : resp.maps())
     std::printf("%-14s %10lu %12lu %5.1f%%\n", m.name().c_str(), m.entries(), m.max_entries(),
                 m.max_entries() ? 100.0 * double(m.entries()) / double(m.max_entries()) : 0.0);
+  std::printf("\napi: %lu/%lu gRPC connections (%lu refused), %lu watchers (%lu disconnected "
+              "for falling behind, %lu refused)\n",
+              resp.grpc_connections(), resp.grpc_max_connections(),
+              resp.grpc_connections_refused(), resp.watchers(), resp.watchers_disconnected(),
+              resp.watchers_refused());
   return 0;
 }
 

@@ -16,6 +16,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -24,6 +25,7 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <sstream>
 
 #include "skeleton.h"
 #include "xbng/agent/router.h"
@@ -98,15 +100,30 @@ void refuse_private_bpffs(const std::string& bpffs) {
   if (stat(host_path.c_str(), &host) == 0) {
     if (host.st_dev == ours.st_dev && host.st_ino == ours.st_ino) return;
   } else if (errno != ENOENT) {
-    // PID 1's root is out of reach (no CAP_SYS_PTRACE over it, hidepid):
-    // the same mount namespace is proof enough, a different one is not.
-    const std::string self = mount_ns("self"), init = mount_ns("1");
-    if (!self.empty() && self == init) return;
-    spdlog::warn("cannot verify that {} is on the host's bpf filesystem ({}: {}); xbngd runs in "
-                 "another mount namespace: make sure bpffs is the host's, or the pins die with "
-                 "this process",
-                 bpffs, host_path, errstr(errno));
-    return;
+    // PID 1's root is out of reach (no ptrace access to it, e.g. another
+    // user namespace): its mount table says which bpf filesystems the host
+    // has (field 3: the superblock's major:minor, as in st_dev).
+    const int e = errno;
+    std::ifstream mi("/proc/1/mountinfo");
+    if (mi) {
+      const std::string dev = fmt::format("{}:{}", major(ours.st_dev), minor(ours.st_dev));
+      std::string line;
+      while (std::getline(mi, line)) {
+        std::istringstream ls(line);
+        std::string id, parent, majmin;
+        ls >> id >> parent >> majmin;
+        const size_t dash = line.find(" - ");
+        if (majmin == dev && dash != std::string::npos && line.compare(dash + 3, 4, "bpf ") == 0)
+          return;
+      }
+    } else {
+      const std::string self = mount_ns("self"), init = mount_ns("1");
+      if (!self.empty() && self == init) return;
+      spdlog::warn("cannot verify that {} is on the host's bpf filesystem ({}: {}); make sure "
+                   "bpffs is the host's, or the pins die with this process",
+                   bpffs, host_path, errstr(e));
+      return;
+    }
   }
   throw DataplaneError(fmt::format(
       "{} is not on the host's bpf filesystem: it was mounted inside a private mount namespace "

@@ -22,8 +22,14 @@ uint64_t unix_now_ns() {
 void Watcher::push(const AgentEvent& e) {
   {
     std::lock_guard<std::mutex> l(mu_);
-    if (q_.size() >= capacity_) {
-      overflowed_ = true;
+    if (q_.size() >= capacity_ || overflowed_) {
+      // Fell behind: the stream ends with RESOURCE_EXHAUSTED; what it
+      // queued is of no use any more, free it now.
+      if (!overflowed_) {
+        overflowed_ = true;
+        overflow_ns_ = static_cast<int64_t>(unix_now_ns());
+        std::deque<AgentEvent>().swap(q_);
+      }
       ++dropped_;
       return;
     }
@@ -42,9 +48,15 @@ bool Watcher::pop(std::vector<AgentEvent>* out, int timeout_ms) {
   return true;
 }
 
-std::shared_ptr<Watcher> EventHub::subscribe(size_t capacity) {
+std::shared_ptr<Watcher> EventHub::subscribe(size_t capacity, size_t max_watchers,
+                                             std::function<void()> cancel) {
   auto w = std::make_shared<Watcher>(capacity);
+  w->cancel_ = std::move(cancel);
   std::lock_guard<std::mutex> l(mu_);
+  if (watchers_.size() >= max_watchers) {
+    ++refused_total_;
+    return nullptr;
+  }
   watchers_.push_back(w);
   nwatchers_ = static_cast<int>(watchers_.size());
   return w;
@@ -52,8 +64,29 @@ std::shared_ptr<Watcher> EventHub::subscribe(size_t capacity) {
 
 void EventHub::unsubscribe(const std::shared_ptr<Watcher>& w) {
   std::lock_guard<std::mutex> l(mu_);
+  if (w->overflowed_ && !w->cancelled_) ++overflowed_total_;  // else counted by reap
   watchers_.erase(std::remove(watchers_.begin(), watchers_.end(), w), watchers_.end());
   nwatchers_ = static_cast<int>(watchers_.size());
+}
+
+size_t EventHub::reap(int grace_ms) {
+  const int64_t now = static_cast<int64_t>(unix_now_ns());
+  size_t n = 0;
+  std::lock_guard<std::mutex> l(mu_);
+  for (auto& w : watchers_) {
+    if (w->cancelled_ || !w->overflowed_) continue;
+    int64_t since;
+    {
+      std::lock_guard<std::mutex> wl(w->mu_);
+      since = w->overflow_ns_;
+    }
+    if (now - since < int64_t(grace_ms) * 1000000) continue;
+    w->cancelled_ = true;
+    ++overflowed_total_;
+    if (w->cancel_) w->cancel_();
+    ++n;
+  }
+  return n;
 }
 
 void EventHub::publish(const AgentEvent& e) {

@@ -373,7 +373,8 @@ void UnixRelay::run(int client) {
       }
       // Blocking-ish write: wait for room on the other side.
       for (ssize_t off = 0; off < n && !fail && !stop_;) {
-        const ssize_t w = write(fds[1 - d], buf.data() + off, static_cast<size_t>(n - off));
+        const ssize_t w =
+            send(fds[1 - d], buf.data() + off, static_cast<size_t>(n - off), MSG_NOSIGNAL);
         if (w > 0) {
           off += w;
         } else if (w < 0 && (errno == EAGAIN || errno == EINTR)) {

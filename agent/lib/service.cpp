@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include <filesystem>
+#include <malloc.h>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -44,7 +45,40 @@ SubscribersService::SubscribersService(SubscriberStore* store, EventHub* hub,
       maps_(maps),
       ports_(std::move(ports)),
       boot_id_(std::move(boot_id)),
-      started_ns_(unix_now_ns()) {}
+      started_ns_(unix_now_ns()) {
+  maint_ = std::thread([this] { maintenance(); });
+}
+
+// Large requests: above this many entries, memory is trimmed afterwards.
+constexpr int kLargeRequest = 1000;
+
+void SubscribersService::maintenance() {
+  std::unique_lock l(maint_mu_);
+  while (!stopping_) {
+    maint_cv_.wait_for(l, std::chrono::milliseconds(500));
+    if (stopping_) break;
+    // A watcher that overflowed 2 s ago and is still there is blocked
+    // writing to a client that does not read: cancel its stream.
+    if (size_t n = hub_->reap(2000))
+      spdlog::warn("WatchEvents: {} stream(s) cancelled: their clients stopped reading and "
+                   "their event queues overflowed",
+                   n);
+    if (trim_due_.exchange(false)) malloc_trim(0);
+  }
+}
+
+void SubscribersService::shutdown() {
+  {
+    std::lock_guard l(maint_mu_);
+    stopping_ = true;
+  }
+  maint_cv_.notify_all();
+}
+
+SubscribersService::~SubscribersService() {
+  shutdown();
+  if (maint_.joinable()) maint_.join();
+}
 
 #define XBNG_BOOT_ID(ctx) (ctx)->AddInitialMetadata("xbng-boot-id", boot_id_)
 #define XBNG_WRITABLE() \
@@ -58,6 +92,7 @@ Status SubscribersService::UpsertSubscribers(ServerContext* ctx,
   std::vector<const v1::Subscriber*> in;
   in.reserve(req->subscribers_size());
   for (const auto& s : req->subscribers()) in.push_back(&s);
+  if (req->subscribers_size() > kLargeRequest) large_request();
   UpsertResult r;
   Status st = store_->upsert(in, &r);
   if (!st.ok()) return st;
@@ -75,6 +110,7 @@ Status SubscribersService::StreamSubscribers(ServerContext* ctx,
   XBNG_WRITABLE();
   StreamResult r;
   store_->stream([&](v1::Subscriber* m) { return reader->Read(m); }, &r);
+  if (r.applied + r.failed > kLargeRequest) large_request();
   resp->set_applied(r.applied);
   resp->set_failed(r.failed);
   for (auto& f : r.failures) *resp->add_failures() = std::move(f);
@@ -89,6 +125,7 @@ Status SubscribersService::DeleteSubscribers(ServerContext* ctx,
   XBNG_WRITABLE();
   std::vector<const v1::SubscriberKey*> keys;
   keys.reserve(req->keys_size());
+  if (req->keys_size() > kLargeRequest) large_request();
   for (const auto& k : req->keys()) keys.push_back(&k);
   uint64_t deleted = 0, not_found = 0;
   Status st = store_->remove(keys, &deleted, &not_found);
@@ -121,6 +158,7 @@ Status SubscribersService::ListSubscribers(ServerContext* ctx,
   std::vector<v1::Subscriber> subs;
   std::string next;
   uint64_t total = 0;
+  if (req->page_size() > kLargeRequest) large_request();
   Status st = store_->list(q, &subs, &next, &total);
   if (!st.ok()) return st;
   resp->mutable_subscribers()->Reserve(static_cast<int>(subs.size()));
@@ -162,6 +200,15 @@ Status SubscribersService::GetStats(ServerContext* ctx, const v1::GetStatsReques
     f->set_entries(m.entries);
     f->set_max_entries(m.max_entries);
   }
+  resp->set_watchers(hub_->watchers());
+  resp->set_watchers_disconnected(hub_->overflowed_total());
+  resp->set_watchers_refused(hub_->refused_total());
+  if (connection_stats_) {
+    const ListenerStats c = connection_stats_();
+    resp->set_grpc_connections(c.open);
+    resp->set_grpc_max_connections(c.max);
+    resp->set_grpc_connections_refused(c.refused + c.accept_errors);
+  }
   resp->set_boot_id(boot_id_);
   return Status::OK;
 }
@@ -182,7 +229,12 @@ void SubscribersService::to_proto(const AgentEvent& e, v1::Event* out) const {
 Status SubscribersService::WatchEvents(ServerContext* ctx, const v1::WatchEventsRequest*,
                                        grpc::ServerWriter<v1::Event>* writer) {
   XBNG_BOOT_ID(ctx);
-  auto w = hub_->subscribe();
+  auto w = hub_->subscribe(watcher_queue_, max_watchers_, [ctx] { ctx->TryCancel(); });
+  if (!w)
+    return Status(StatusCode::RESOURCE_EXHAUSTED,
+                  fmt::format("{} WatchEvents streams are open, the maximum (api.max_watchers): "
+                              "retry later",
+                              max_watchers_.load()));
   struct Unsub {
     EventHub* h;
     std::shared_ptr<Watcher> w;

@@ -1421,9 +1421,9 @@ Status SubscriberStore::list(const ListQuery& q, std::vector<xbng::v1::Subscribe
     after = std::strtoull(q.page_token.c_str(), &end, 16);
     if (errno || *end || q.page_token.size() != 16)
       return Status(StatusCode::INVALID_ARGUMENT,
-                    fmt::format("field page_token: \"{}\" is not a token returned by "
+                    fmt::format("field page_token: {} is not a token returned by "
                                 "ListSubscribers",
-                                q.page_token));
+                                quote_value(q.page_token)));
     has_after = true;
   }
   std::optional<uint32_t> port;
@@ -1431,7 +1431,8 @@ Status SubscriberStore::list(const ListQuery& q, std::vector<xbng::v1::Subscribe
     port = ports_.access_ifindex(q.port);
     if (!port)
       return Status(StatusCode::INVALID_ARGUMENT,
-                    fmt::format("field port: \"{}\" is not a configured access port", q.port));
+                    fmt::format("field port: {} is not a configured access port",
+                                quote_value(q.port)));
   }
   if (q.outer > 4094)
     return Status(StatusCode::INVALID_ARGUMENT,

@@ -76,12 +76,25 @@ std::optional<std::string> check_mac(const Mac& m) {
   return std::nullopt;
 }
 
+std::string quote_value(std::string_view v, size_t max) {
+  std::string out = "\"";
+  const std::string_view shown = v.substr(0, max);
+  for (unsigned char c : shown) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (c >= 0x20 && c < 0x7f) out += static_cast<char>(c);
+    else out += fmt::format("\\x{:02x}", c);
+  }
+  out += '"';
+  if (v.size() > max) out += fmt::format("… ({} bytes)", v.size());
+  return out;
+}
+
 namespace {
 
 grpc::Status bad(std::string_view where, std::string_view field, std::string_view value,
                  std::string_view why) {
   return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                      fmt::format("{}: field {}: \"{}\" {}", where, field, value, why));
+                      fmt::format("{}: field {}: {} {}", where, field, quote_value(value), why));
 }
 
 grpc::Status key_fields(const std::string& port, uint32_t outer, uint32_t inner,

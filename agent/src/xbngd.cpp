@@ -10,7 +10,10 @@
 #include <spdlog/spdlog.h>
 #include <systemd/sd-daemon.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdio>
+#include <thread>
 
 #include "xbng/abi.h"
 #include "xbng/agent/agent.h"
@@ -278,12 +281,34 @@ int main(int argc, char** argv) {
     sd_notify(0, "READY=1");
   };
 
+  // systemd's watchdog (WatchdogSec=): pinged only while the API works
+  // (accept loop alive, gRPC answering a health check). A refused flood is
+  // not a fault and does not stop the pings; a wedged API does, and systemd
+  // restarts the agent (forwarding continues: the pins stay).
+  std::atomic<bool> done{false};
+  std::thread watchdog;
+  uint64_t wd_usec = 0;
+  if (sd_watchdog_enabled(0, &wd_usec) > 0 && wd_usec > 0) {
+    watchdog = std::thread([&, period = std::chrono::microseconds(wd_usec / 3)] {
+      while (!done) {
+        const std::string why = agent->health(false);
+        if (why.empty()) sd_notify(0, "WATCHDOG=1");
+        else spdlog::error("health: {} (watchdog not pinged)", why);
+        for (auto t = std::chrono::steady_clock::now() + period;
+             !done && std::chrono::steady_clock::now() < t;)
+          std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+    });
+  }
+
   int sig = 0;
   for (;;) {
     sigwait(&sigs, &sig);
     if (sig != SIGHUP) break;
     reload();
   }
+  done = true;
+  if (watchdog.joinable()) watchdog.join();
   spdlog::info("{}: stopping gRPC; XDP programs, links and maps stay pinned (forwarding "
                "continues; `xbngd --teardown` removes them)",
                sig == SIGTERM ? "SIGTERM" : "SIGINT");

@@ -756,6 +756,64 @@ TEST_F(AgentTest, RestartAdoptsThePinnedMaps) {
   EXPECT_EQ(kernel_count(MapId::kSubscribers), 5000u);
 }
 
+// Issue 14 item 10: a rejected value is quoted by a short prefix only, so a
+// huge value neither bloats the status (gRPC caps its metadata at ~8 KB,
+// which turned the error into a client-side RESOURCE_EXHAUSTED) nor costs
+// memory to echo.
+TEST_F(AgentTest, RejectedValuesAreQuotedByAShortPrefix) {
+  start();
+  for (auto field : {"mac", "ipv4", "ipv6", "ipv6_prefixes", "port"}) {
+    auto s = make_sub(5, 5);
+    const std::string huge(1 << 20, 'z');
+    const std::string f = field;
+    if (f == "mac") s.set_mac(huge);
+    if (f == "ipv4") s.set_ipv4(huge);
+    if (f == "ipv6") s.set_ipv6(huge);
+    if (f == "ipv6_prefixes") s.add_ipv6_prefixes(huge);
+    if (f == "port") s.set_port(huge);
+    auto st = upsert({s});
+    EXPECT_EQ(st.error_code(), StatusCode::INVALID_ARGUMENT) << f << ": " << st.error_message().size();
+    EXPECT_LT(st.error_message().size(), 300u) << f;
+    EXPECT_NE(st.error_message().find("(1048576 bytes)"), std::string::npos) << st.error_message();
+  }
+  v1::ListSubscribersRequest req;
+  req.set_page_token(std::string(100000, '\x01'));
+  v1::ListSubscribersResponse resp;
+  grpc::ClientContext ctx;
+  auto st = stub_->ListSubscribers(&ctx, req, &resp);
+  EXPECT_EQ(st.error_code(), StatusCode::INVALID_ARGUMENT);
+  EXPECT_LT(st.error_message().size(), 400u);
+  EXPECT_NE(st.error_message().find("\\x01"), std::string::npos) << st.error_message();
+}
+
+// Issue 14 item 2: one agent per pin directory, in-process too (the lock is
+// per open file description).
+TEST_F(AgentTest, SecondAgentOnThePinsIsRefused) {
+  start();
+  AgentOptions o;
+  o.dataplane.access = {"acc0"};
+  o.dataplane.uplink = {"upl0"};
+  o.dataplane.gateway_ipv4 = *parse_ipv4("100.64.0.1");
+  o.dataplane.bpffs = bpffs_;
+  o.dataplane.xdp_generic = true;
+  o.server.listen = "unix://" + g_rundir + "/second.sock";
+  try {
+    Agent second(o);
+    FAIL() << "a second agent started on " << bpffs_;
+  } catch (const DataplaneError& e) {
+    EXPECT_NE(std::string(e.what()).find(fmt::format("PID {}", getpid())), std::string::npos)
+        << e.what();
+  }
+  EXPECT_FALSE(fs::exists(g_rundir + "/second.sock"));
+  const auto r = Dataplane::teardown(bpffs_);
+  EXPECT_FALSE(r.ok());
+  EXPECT_TRUE(r.removed.empty());
+  EXPECT_TRUE(fs::exists(link_pin_path(bpffs_, "acc0")));
+  v1::GetStatsResponse resp;
+  grpc::ClientContext ctx;
+  EXPECT_TRUE(stub_->GetStats(&ctx, v1::GetStatsRequest(), &resp).ok());
+}
+
 TEST_F(AgentTest, PinsOfAnotherAbiAreAClearError) {
   const std::string other = bpffs_ + "/v99/maps";
   fs::create_directories(other);

@@ -49,6 +49,13 @@ class Agent {
   void set_last_reload_ok(bool ok) { last_reload_ok_ = ok; }
   Fleet* fleet() { return fleet_.get(); }  // null unless in fleet mode
 
+  // Can the API take a client now? The accept loop runs, a connection would
+  // be accepted (below api.max_connections) unless `capacity` is false, and
+  // the gRPC server answers a health check on a private connection. Empty
+  // when healthy, else what is wrong. Used by /healthz and the systemd
+  // watchdog (without capacity: a flood is refused by design, not a fault).
+  std::string health(bool capacity = true);
+
  private:
   std::string boot_id_;
   double start_time_seconds_;

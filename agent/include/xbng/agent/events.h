@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -35,11 +36,18 @@ class Watcher {
   bool pop(std::vector<AgentEvent>* out, int timeout_ms);
   bool overflowed() const { return overflowed_.load(); }
   uint64_t dropped() const { return dropped_.load(); }
+  // Called (once, under the hub's lock) when the watcher overflowed more
+  // than the grace period ago and is still there: its stream is stuck
+  // writing to a client that does not read, and must be cancelled.
+  void set_cancel(std::function<void()> cancel) { cancel_ = std::move(cancel); }
 
  private:
   friend class EventHub;
   void push(const AgentEvent& e);
   const size_t capacity_;
+  std::function<void()> cancel_;
+  int64_t overflow_ns_ = 0;  // under mu_
+  bool cancelled_ = false;   // under the hub's lock
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<AgentEvent> q_;
@@ -50,15 +58,26 @@ class Watcher {
 class EventHub {
  public:
   static constexpr size_t kDefaultQueue = 65536;
-  std::shared_ptr<Watcher> subscribe(size_t capacity = kDefaultQueue);
+  // Null when `max_watchers` are subscribed already (counted as refused).
+  std::shared_ptr<Watcher> subscribe(size_t capacity = kDefaultQueue,
+                                     size_t max_watchers = SIZE_MAX,
+                                     std::function<void()> cancel = nullptr);
   void unsubscribe(const std::shared_ptr<Watcher>& w);
   bool has_watchers() const { return nwatchers_.load(std::memory_order_relaxed) > 0; }
   void publish(const AgentEvent& e);
+  // Cancels watchers that overflowed more than `grace_ms` ago (their
+  // stream is blocked on a client that does not read). Returns how many.
+  size_t reap(int grace_ms);
+
+  size_t watchers() const { return static_cast<size_t>(nwatchers_.load()); }
+  uint64_t overflowed_total() const { return overflowed_total_.load(); }
+  uint64_t refused_total() const { return refused_total_.load(); }
 
  private:
   std::mutex mu_;
   std::vector<std::shared_ptr<Watcher>> watchers_;
   std::atomic<int> nwatchers_{0};
+  std::atomic<uint64_t> overflowed_total_{0}, refused_total_{0};
 };
 
 class RingbufReader {

@@ -1,6 +1,6 @@
 // Prometheus metrics: gRPC request accounting (an interceptor fills
 // GrpcMetrics), the text exposition format rendered from a snapshot, and the
-// HTTP endpoint (cpp-httplib) serving GET /metrics.
+// HTTP endpoint serving GET /metrics and /healthz.
 #pragma once
 
 #include <array>
@@ -56,16 +56,29 @@ struct MetricsSnapshot {
   int abi = 0;
   double start_time_seconds = 0;
   bool last_reload_ok = true;
+  struct Api {  // issue 14: bounded API resources
+    uint64_t watchers = 0, watchers_disconnected = 0, watchers_refused = 0;
+    uint64_t connections = 0, max_connections = 0, connections_refused = 0, accept_errors = 0;
+  } api;
 };
 
 // The Prometheus text exposition format (version 0.0.4).
 std::string render_metrics(const MetricsSnapshot& s);
 
-// GET /metrics on HOST:PORT, served by a thread of its own until destroyed.
-// `scrape` returns the body, or throws std::runtime_error (HTTP 500).
+// GET /metrics (and /healthz) on HOST:PORT, served until destroyed. Bounded:
+// a request head must arrive whole within 3 s (else 408), at most 64 heads
+// are read at once, two threads answer and 16 complete requests wait at
+// most (else 503): slow or silent clients never hold up a scrape for long.
 class MetricsServer {
  public:
+  struct Handlers {
+    // The body of /metrics, or throws std::runtime_error (HTTP 500).
+    std::function<std::string()> metrics;
+    // /healthz: empty when healthy (200), else the reason (503). Unset: 404.
+    std::function<std::string()> health;
+  };
   // Throws std::runtime_error when the address is invalid or cannot be bound.
+  MetricsServer(const std::string& listen, Handlers handlers);
   MetricsServer(const std::string& listen, std::function<std::string()> scrape);
   ~MetricsServer();
   MetricsServer(const MetricsServer&) = delete;

@@ -5,6 +5,10 @@
 #include <grpcpp/grpcpp.h>
 
 #include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <thread>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -42,13 +46,33 @@ class SubscribersService final : public xbng::v1::Subscribers::Service {
                            grpc::ServerWriter<xbng::v1::Event>*) override;
 
   const std::string& boot_id() const { return boot_id_; }
-  void shutdown() { stopping_ = true; }
+  void shutdown();
+  ~SubscribersService() override;
+
+  // WatchEvents bounds: concurrent streams and events queued per stream.
+  void set_watch_limits(size_t max_watchers, size_t queue) {
+    max_watchers_ = max_watchers;
+    watcher_queue_ = queue;
+  }
+  // Connection counters for GetStats (set once the server listens).
+  void set_connection_stats(std::function<ListenerStats()> f) { connection_stats_ = std::move(f); }
   // Fleet mode (issue 13): writes get FAILED_PRECONDITION with this message.
   // Set before serving.
   void set_read_only(std::string why) { read_only_ = std::move(why); }
 
  private:
   void to_proto(const AgentEvent& e, xbng::v1::Event* out) const;
+  // After a large request, give freed memory back to the system (glibc
+  // keeps it otherwise): malloc_trim a moment later, on the maintenance
+  // thread, which also cancels watchers stuck on clients that do not read.
+  void large_request() { trim_due_ = true; }
+  void maintenance();
+  std::atomic<size_t> max_watchers_{16}, watcher_queue_{EventHub::kDefaultQueue};
+  std::function<ListenerStats()> connection_stats_;
+  std::atomic<bool> trim_due_{false};
+  std::mutex maint_mu_;
+  std::condition_variable maint_cv_;
+  std::thread maint_;
   SubscriberStore* store_;
   EventHub* hub_;
   StoreMaps maps_;

@@ -101,6 +101,10 @@ std::optional<std::string> check_vid(uint32_t vid);             // error text or
 std::optional<std::string> check_ipv4_host(uint32_t be);
 std::optional<std::string> check_ipv6_host(const Ipv6& a);
 std::optional<std::string> check_mac(const Mac& m);
+// A client's value for an error message: quoted, non-printable bytes as
+// \xNN, and only its first `max` bytes ("…" and the full length follow):
+// an error never grows with the input (gRPC caps status metadata at ~8 KB).
+std::string quote_value(std::string_view v, size_t max = 64);
 
 // Spec → proto (no counters).
 void spec_to_proto(const SubscriberSpec& s, const PortResolver& ports, xbng::v1::Subscriber* out);
