@@ -76,6 +76,12 @@ unknown_event_interval_ms = 250
 listen = "127.0.0.1:50051"
 tls_cert = "/c.pem"
 tls_key = "/k.pem"
+tls_no_client_auth = true
+[api]
+max_connections = 10
+max_request_bytes = 1048576
+max_watchers = 3
+watcher_queue = 100
 [metrics]
 listen = "[::1]:9100"
 [bpf]
@@ -115,6 +121,29 @@ level = "debug"
   EXPECT_FALSE(o.gateway_ipv6.has_value());
   auto s = to_server_options(c);
   EXPECT_EQ(s.listen, "127.0.0.1:50051");
+  EXPECT_TRUE(s.tls_no_client_auth);
+  EXPECT_EQ(s.max_connections, 10u);
+  EXPECT_EQ(s.max_request_bytes, 1048576u);
+  EXPECT_EQ(s.max_watchers, 3u);
+  EXPECT_EQ(s.watcher_queue, 100u);
+}
+
+// Issue 14 item 5: TLS without a client CA needs an explicit opt-out.
+TEST(Config, TlsWithoutClientCaNeedsTheExplicitFlag) {
+  Config c = valid_config();
+  c.grpc = "127.0.0.1:50051";
+  c.tls_cert = c.tls_key = "/dev/null";
+  auto chk = check_config(c);
+  ASSERT_FALSE(chk.ok());
+  EXPECT_THAT(chk.errors[0], ::testing::HasSubstr("tls_no_client_auth"));
+  c.tls_no_client_auth = true;
+  chk = check_config(c);
+  EXPECT_TRUE(chk.ok());
+  ASSERT_FALSE(chk.warnings.empty());
+  EXPECT_THAT(chk.warnings.back(), ::testing::HasSubstr("without client certificates"));
+  c.tls_no_client_auth = false;
+  c.tls_client_ca = "/dev/null";
+  EXPECT_TRUE(check_config(c).ok());
 }
 
 TEST(Config, PortTablesLongForm) {
