@@ -26,6 +26,7 @@
 #include <set>
 
 #include "skeleton.h"
+#include "xbng/agent/mac_policy.h"
 
 namespace fs = std::filesystem;
 
@@ -36,7 +37,7 @@ namespace {
 constexpr const char* kMapNames[kMapCount] = {
     "subscribers", "routes_v4", "routes_v6", "routes_v6_64", "prefixes_v4",  "prefixes_v6",
     "ports",       "tx_ports",  "stats",     "port_stats",   "events",       "unknown_seen",
-    "event_budget"};
+    "event_budget", "local_allow", "mac_seen"};
 
 // Maps whose size follows --max-subscribers.
 bool sized_by_subscribers(MapId id) {
@@ -272,6 +273,7 @@ std::unique_ptr<Dataplane> Dataplane::start(const DataplaneOptions& opts) {
 
   dp->open_and_load();
   dp->configure_ports();
+  dp->set_allow_to_host(opts.allow_to_host);
   dp->attach_ports();
   return dp;
 }
@@ -397,12 +399,14 @@ void Dataplane::configure_ports() {
     netdev_info(p.name, c.mac, &c.mtu);
     c.gw_ipv4 = opts_.gateway_ipv4;
     std::memcpy(c.gw_ipv6, opts_.gateway_ipv6.data(), 16);
+    c.mac_policy = p.role == XBNG_ROLE_ACCESS ? opts_.mac_policy : 0;
     if (auto it = opts_.access_overrides.find(p.name);
         p.role == XBNG_ROLE_ACCESS && it != opts_.access_overrides.end()) {
       const AccessPortOverride& o = it->second;
       if (o.outer_tpid) c.outer_tpid = *o.outer_tpid;
       if (o.gateway_ipv4) c.gw_ipv4 = *o.gateway_ipv4;
       if (o.gateway_ipv6) std::memcpy(c.gw_ipv6, o.gateway_ipv6->data(), 16);
+      if (o.mac_policy) c.mac_policy = *o.mac_policy;
       if (o.mtu) {
         // Frames larger than the netdev's MTU are dropped by the driver on
         // redirect, silently: say so now rather than lose them later.
@@ -434,8 +438,9 @@ void Dataplane::configure_ports() {
     }
     if (p.role == XBNG_ROLE_ACCESS)
       spdlog::info("port {} (ifindex {}): access, mac {}, mtu {}, outer tpid {:#06x}, "
-                   "gateway {} {}, slot {}",
+                   "mac policy {}, gateway {} {}, slot {}",
                    p.name, p.ifindex, format_mac(c.mac), c.mtu, c.outer_tpid,
+                   mac_policy_name(c.mac_policy),
                    c.gw_ipv4 ? format_ipv4(c.gw_ipv4) : "-",
                    (c.gw_ipv6[0] | c.gw_ipv6[1] | c.gw_ipv6[2] | c.gw_ipv6[3]) == 0
                        ? std::string("-")
@@ -500,6 +505,18 @@ void Dataplane::attach_ports() {
     unlink(e.path().c_str());
     spdlog::warn("port {} is no longer configured: its XDP link was detached and unpinned", name);
   }
+}
+
+void Dataplane::set_allow_to_host(const std::vector<LocalService>& services) {
+  try {
+    write_local_services(fd(MapId::kLocalAllow), services);
+  } catch (const std::runtime_error& e) {
+    throw DataplaneError(e.what());
+  }
+  std::string list;
+  for (const auto& s : services) list += (list.empty() ? "" : ", ") + format_local_service(s);
+  spdlog::info("subscribers may reach the host's own addresses on: {}",
+               list.empty() ? "nothing (every frame for the host is dropped: drop_to_host)" : list);
 }
 
 Dataplane::~Dataplane() {

@@ -6,12 +6,12 @@ bool xbng_skel_open(XbngSkelRefs* r) {
   struct xbng* s = xbng__open();
   if (!s) return false;
   r->skel = s;
-  struct bpf_map* maps[13] = {
+  struct bpf_map* maps[15] = {
       s->maps.subscribers,  s->maps.routes_v4,   s->maps.routes_v6,    s->maps.routes_v6_64,
       s->maps.prefixes_v4,  s->maps.prefixes_v6, s->maps.ports,        s->maps.tx_ports,
       s->maps.stats,        s->maps.port_stats,  s->maps.events,       s->maps.unknown_seen,
-      s->maps.event_budget};
-  for (int i = 0; i < 13; ++i) r->maps[i] = maps[i];
+      s->maps.event_budget, s->maps.local_allow, s->maps.mac_seen};
+  for (int i = 0; i < 15; ++i) r->maps[i] = maps[i];
   r->xdp_access = s->progs.xdp_access;
   r->xdp_uplink = s->progs.xdp_uplink;
   r->events_per_sec = reinterpret_cast<uint64_t*>(&s->rodata->events_per_sec);

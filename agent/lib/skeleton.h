@@ -11,7 +11,7 @@ struct bpf_program;
 struct XbngSkelRefs {
   void* skel = nullptr;
   // In the order of xbng::agent::MapId.
-  struct bpf_map* maps[13] = {};
+  struct bpf_map* maps[15] = {};
   struct bpf_program* xdp_access = nullptr;
   struct bpf_program* xdp_uplink = nullptr;
   uint64_t* events_per_sec = nullptr;       // rodata, writable until load

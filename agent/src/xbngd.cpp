@@ -224,6 +224,18 @@ int main(int argc, char** argv) {
         });
       }
     }
+    if (plan.allow_to_host) {
+      try {
+        agent->dataplane().set_allow_to_host(allow_to_host_of(next));
+        cfg.allow_to_host = next.allow_to_host;
+      } catch (const std::exception& e) {
+        spdlog::error("reload: {}; security.allow_to_host unchanged", e.what());
+        ok = false;
+        std::erase_if(plan.applied, [](const std::string& s) {
+          return s.rfind("security.allow_to_host", 0) == 0;
+        });
+      }
+    }
     for (const auto& a : plan.applied) spdlog::info("reload: applied {}", a);
     for (const auto& r : plan.refused) spdlog::warn("reload: refused {}", r);
     if (plan.applied.empty() && plan.refused.empty())

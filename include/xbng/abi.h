@@ -40,6 +40,7 @@ struct xbng_sub_key {
 #define XBNG_SUB_F_LEARN_MAC  (1u << 3) /* provisioned without MAC: learn it */
 #define XBNG_SUB_F_V4_PREFIX  (1u << 4) /* owns routed IPv4 prefixes */
 #define XBNG_SUB_F_V6_PREFIX  (1u << 5) /* owns delegated IPv6 prefixes */
+/* Bits 8..11 (issue 14): XBNG_SUB_F_MAC_POLICY_* below. */
 
 /* Value of `subscribers`: everything the upstream path needs in one lookup.
  * up_* counters are updated atomically by XDP; the agent carries them over
@@ -102,6 +103,8 @@ struct xbng_port {
 	__u32 slot;        /* index into port_stats */
 	__be32 gw_ipv4;    /* unnumbered gateway, network order */
 	__u32 gw_ipv6[4];  /* global gateway, network order (fe80::1 is implicit) */
+	__u8 mac_policy;   /* issue 14: enum xbng_mac_policy of subscribers without their own */
+	__u8 pad14[3];
 };
 
 /* Value of `port_stats` (per-CPU array indexed by xbng_port.slot). */
@@ -122,6 +125,8 @@ struct xbng_counter {
 enum xbng_event_type {
 	XBNG_EVENT_UNKNOWN_SUBSCRIBER = 1, /* frame on an unprovisioned key */
 	XBNG_EVENT_MAC_LEARNED = 2,        /* first valid frame of a LEARN_MAC subscriber */
+	XBNG_EVENT_MAC_CHANGED = 3,        /* issue 14: MAC policy "follow" took a new source MAC */
+	XBNG_EVENT_MAC_CONFLICT = 4,       /* issue 14: another source MAC, not followed */
 };
 
 struct xbng_event {
@@ -149,6 +154,36 @@ struct xbng_event_budget {
 	__u64 used;
 };
 
+/* ---- issue 14: hardening ----------------------------------------------------- */
+/* MAC policy of a subscriber: xbng_subscriber.flags bits 8..9 (0 = its
+ * port's xbng_port.mac_policy; a port's 0 means LEARN_ONCE). A frame whose
+ * source MAC differs from a valid MAC in the entry is
+ *   LEARN_ONCE: accepted, MAC unchanged, MAC_CONFLICT event (today's rule);
+ *   FOLLOW:     anti-spoof-clean frames move the MAC (MAC_CHANGED event);
+ *   ENFORCE:    dropped (DROP_MAC_MISMATCH), MAC_CONFLICT event.
+ * Events are rate-limited per subscriber (`mac_seen`) and per CPU. */
+enum xbng_mac_policy {
+	XBNG_MAC_POLICY_DEFAULT = 0,
+	XBNG_MAC_POLICY_LEARN_ONCE = 1,
+	XBNG_MAC_POLICY_FOLLOW = 2,
+	XBNG_MAC_POLICY_ENFORCE = 3,
+};
+#define XBNG_SUB_F_MAC_POLICY_SHIFT 8
+#define XBNG_SUB_F_MAC_POLICY_MASK (3u << XBNG_SUB_F_MAC_POLICY_SHIFT)
+/* bits 10..11 reserved for issue 14 */
+#define XBNG_MAC_SEEN_ENTRIES 16384 /* LRU rate-limiting MAC events and moves */
+
+/* Key of `local_allow`: a service on the host's own addresses that
+ * subscribers may reach. Frames from access ports that the FIB says are for
+ * the host itself (NOT_FWDED) are dropped (DROP_TO_HOST) unless their
+ * (protocol, destination port) or (protocol, 0) is in the map. */
+struct xbng_local_svc {
+	__u8 proto;  /* IPPROTO_*: 6 TCP, 17 UDP, 1 ICMP, 58 ICMPv6, ... */
+	__u8 pad;
+	__u16 port;  /* destination port, host order; 0 = every port (and non-first fragments) */
+};
+#define XBNG_LOCAL_ALLOW_ENTRIES 256
+
 #define XBNG_DEFAULT_EVENTS_PER_SEC 1000
 #define XBNG_DEFAULT_UNKNOWN_INTERVAL_NS 1000000000ull
 
@@ -160,7 +195,8 @@ static_assert(sizeof(struct xbng_v6_key) == 16, "ABI");
 static_assert(sizeof(struct xbng_v6_64_key) == 8, "ABI");
 static_assert(sizeof(struct xbng_lpm_v4_key) == 8, "ABI");
 static_assert(sizeof(struct xbng_lpm_v6_key) == 20, "ABI");
-static_assert(sizeof(struct xbng_port) == 40, "ABI");
+static_assert(sizeof(struct xbng_port) == 44, "ABI");
+static_assert(sizeof(struct xbng_local_svc) == 4, "ABI");
 static_assert(sizeof(struct xbng_port_stats) == 32, "ABI");
 static_assert(sizeof(struct xbng_counter) == 16, "ABI");
 static_assert(sizeof(struct xbng_event) == 32, "ABI");
@@ -168,7 +204,8 @@ static_assert(sizeof(struct xbng_event) == 32, "ABI");
 _Static_assert(sizeof(struct xbng_sub_key) == 8, "ABI");
 _Static_assert(sizeof(struct xbng_subscriber) == 48, "ABI");
 _Static_assert(sizeof(struct xbng_route) == 32, "ABI");
-_Static_assert(sizeof(struct xbng_port) == 40, "ABI");
+_Static_assert(sizeof(struct xbng_port) == 44, "ABI");
+_Static_assert(sizeof(struct xbng_local_svc) == 4, "ABI");
 _Static_assert(sizeof(struct xbng_event) == 32, "ABI");
 #endif
 

@@ -55,7 +55,10 @@
 	X(DROP_INTERNAL, "drop_internal_error", XBNG_KIND_DROP)                \
 	X(EVENT_SENT, "event_sent", XBNG_KIND_INFO)                            \
 	X(EVENT_SUPPRESSED, "event_rate_limited", XBNG_KIND_INFO)              \
-	X(EVENT_RINGBUF_FULL, "event_ringbuf_full", XBNG_KIND_INFO)
+	X(EVENT_RINGBUF_FULL, "event_ringbuf_full", XBNG_KIND_INFO)            \
+	/* issue 14 */                                                         \
+	X(DROP_TO_HOST, "drop_to_host", XBNG_KIND_DROP)                        \
+	X(DROP_MAC_MISMATCH, "drop_mac_mismatch", XBNG_KIND_DROP)
 
 #define XBNG_REASON_ENUM_(name, str, kind) XBNG_##name,
 enum xbng_reason {

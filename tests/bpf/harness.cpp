@@ -332,7 +332,7 @@ void Harness::fill_baseline()
 void Harness::reset()
 {
 	for (const char *m : {"subscribers", "routes_v4", "routes_v6", "routes_v6_64", "prefixes_v4",
-			      "prefixes_v6", "ports", "tx_ports", "unknown_seen"})
+			      "prefixes_v6", "ports", "tx_ports", "unknown_seen", "local_allow", "mac_seen"})
 		clear_map(m);
 	set_event_budget(0, 0);
 	set_forwarding("acc0", true); // a row may have turned it off

@@ -10,6 +10,9 @@
 //   [metrics] listen = "127.0.0.1:9469" ("" disables)
 //   [bpf]     bpffs = "/sys/fs/bpf/xbng"
 //   [log]     level = "info"
+//   [security] (issue 14) mac_policy = "learn-once" | "follow" | "enforce",
+//             allow_to_host = ["tcp/22", "icmp"], reserved = ["192.0.2.0/24"]
+//             (per access port too: { name = "eth1", mac_policy = "enforce" })
 // Unknown sections or keys are errors (a typo must not be silently ignored).
 // Nothing here touches the system: no BPF, netlink or sockets (check_config
 // reads the TLS files to prove they are readable, nothing more).
@@ -33,6 +36,7 @@ struct AccessPortConfig {
   std::string outer_tpid;
   uint64_t mtu = 0;
   std::string gateway_ipv4, gateway_ipv6;
+  std::string mac_policy;  // issue 14; "" = security.mac_policy
   friend bool operator==(const AccessPortConfig&, const AccessPortConfig&) = default;
 };
 
@@ -53,6 +57,10 @@ struct Config {
   uint64_t events_per_sec = XBNG_DEFAULT_EVENTS_PER_SEC;
   uint64_t unknown_interval_ms = XBNG_DEFAULT_UNKNOWN_INTERVAL_NS / 1000000;
   std::string log_level = "info";
+  // [security] (issue 14)
+  std::string mac_policy = "learn-once";   // of access ports without their own
+  std::vector<std::string> allow_to_host;  // "tcp/22", "udp/53", "icmp", ...
+  std::vector<std::string> reserved;       // prefixes never given to subscribers
 };
 
 // Merges the TOML file into cfg. Throws std::runtime_error naming the file,
@@ -74,6 +82,8 @@ ConfigCheck check_config(const Config& cfg);
 // check_config.
 DataplaneOptions to_dataplane_options(const Config& cfg);
 ServerOptions to_server_options(const Config& cfg);
+// security.allow_to_host parsed and deduplicated (issue 14). Throws on a bad entry.
+std::vector<LocalService> allow_to_host_of(const Config& cfg);
 
 // "HOST:PORT" with HOST an IPv4 address, a bracketed IPv6 address or a
 // host name. Returns the error, or nullopt and fills host/port.
@@ -84,6 +94,8 @@ std::optional<std::string> parse_listen(std::string_view s, std::string* host, u
 struct ReloadPlan {
   bool log_level = false;       // apply next.log_level
   bool metrics_listen = false;  // rebind the metrics server on next.metrics_listen
+  bool allow_to_host = false;   // rewrite local_allow from next.allow_to_host (issue 14)
+  bool reserved = false;        // new reserved ranges: check every subscriber again (issue 14)
   std::vector<std::string> applied;  // "log.level: info -> debug"
   std::vector<std::string> refused;  // "ports.access: [a] -> [a,b]: cannot change live; ..."
 };

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "xbng/abi.h"
+#include "xbng/agent/host_services.h"
 #include "xbng/agent/net.h"
 #include "xbng/agent/subscriber.h"
 
@@ -36,6 +37,8 @@ enum class MapId : int {
   kEvents,
   kUnknownSeen,
   kEventBudget,
+  kLocalAllow,  // issue 14
+  kMacSeen,     // issue 14
   kCount
 };
 inline constexpr int kMapCount = static_cast<int>(MapId::kCount);
@@ -58,6 +61,7 @@ struct AccessPortOverride {
   uint16_t mtu = 0;  // 0: the netdev's MTU
   std::optional<uint32_t> gateway_ipv4;  // network order
   std::optional<Ipv6> gateway_ipv6;
+  std::optional<uint8_t> mac_policy;  // enum xbng_mac_policy (issue 14)
 };
 
 struct DataplaneOptions {
@@ -72,6 +76,10 @@ struct DataplaneOptions {
   bool xdp_generic = false;
   uint64_t events_per_sec = XBNG_DEFAULT_EVENTS_PER_SEC;
   uint64_t unknown_interval_ns = XBNG_DEFAULT_UNKNOWN_INTERVAL_NS;
+  // Issue 14: MAC policy of access ports without their own, and the host
+  // services subscribers may reach.
+  uint8_t mac_policy = XBNG_MAC_POLICY_LEARN_ONCE;
+  std::vector<LocalService> allow_to_host;
   // Tests: skip writing /proc/sys forwarding and ethtool changes.
   bool configure_netdevs = true;
 };
@@ -100,6 +108,8 @@ class Dataplane {
   const std::string& bpffs() const { return opts_.bpffs; }
   PortResolver resolver() const;
   const std::vector<std::string>& warnings() const { return warnings_; }
+  // Rewrites `local_allow` (start, reload). Throws DataplaneError.
+  void set_allow_to_host(const std::vector<LocalService>& services);
 
  private:
   Dataplane() = default;
