@@ -637,6 +637,13 @@ int Ctl::stats() {
   for (const auto& m : resp.maps())
     std::printf("%-14s %10lu %12lu %5.1f%%\n", m.name().c_str(), m.entries(), m.max_entries(),
                 m.max_entries() ? 100.0 * double(m.entries()) / double(m.max_entries()) : 0.0);
+  if (resp.reserved_conflict_count()) {
+    std::printf("\nRESERVED ADDRESS CONFLICTS: %lu (first %d)\n", resp.reserved_conflict_count(),
+                resp.reserved_conflicts_size());
+    for (const auto& c : resp.reserved_conflicts())
+      std::printf("  %s/%u/%u %s %s overlaps %s\n", c.key().port().c_str(), c.key().outer_vlan(),
+                  c.key().inner_vlan(), c.field().c_str(), c.value().c_str(), c.reserved().c_str());
+  }
   return 0;
 }
 

@@ -151,6 +151,7 @@ int main(int argc, char** argv) {
     o.dataplane = to_dataplane_options(cfg);
     o.server = to_server_options(cfg);
     o.metrics_listen = cfg.metrics_listen;
+    o.reserved = cfg.reserved;
   } catch (const std::exception& e) {
     spdlog::error("{}", e.what());
     return 2;
@@ -235,6 +236,10 @@ int main(int argc, char** argv) {
           return s.rfind("security.allow_to_host", 0) == 0;
         });
       }
+    }
+    if (plan.reserved) {
+      agent->set_reserved_ranges(next.reserved);
+      cfg.reserved = next.reserved;
     }
     for (const auto& a : plan.applied) spdlog::info("reload: applied {}", a);
     for (const auto& r : plan.refused) spdlog::warn("reload: refused {}", r);

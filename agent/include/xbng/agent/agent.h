@@ -7,6 +7,8 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
+#include <vector>
 #include <string>
 
 #include "xbng/agent/dataplane.h"
@@ -21,6 +23,7 @@ struct AgentOptions {
   DataplaneOptions dataplane;
   ServerOptions server;        // server.metrics is set by the agent
   std::string metrics_listen;  // HOST:PORT; empty: no metrics endpoint
+  std::vector<std::string> reserved;  // security.reserved (issue 14)
 };
 
 class Agent {
@@ -43,6 +46,8 @@ class Agent {
   void set_metrics_listen(const std::string& listen);
   std::string metrics_listen() const { return metrics_ ? metrics_->listen() : ""; }
   void set_last_reload_ok(bool ok) { last_reload_ok_ = ok; }
+  // Issue 14: new operator ranges; every subscriber is checked again.
+  void set_reserved_ranges(const std::vector<std::string>& ranges);
 
  private:
   std::string boot_id_;
@@ -56,6 +61,11 @@ class Agent {
   GrpcMetrics grpc_metrics_;  // outlives the server's interceptors
   std::unique_ptr<GrpcServer> server_;
   std::unique_ptr<MetricsServer> metrics_;  // first to go: it reads everything above
+  // Issue 14: reserved addresses, re-read on address changes.
+  void refresh_reserved();
+  std::mutex reserved_mu_;
+  std::vector<std::string> reserved_ranges_;
+  std::unique_ptr<AddressWatcher> addr_watcher_;
 };
 
 }  // namespace xbng::agent

@@ -48,6 +48,7 @@ struct SubscriberSpec {
   bool has_ipv6 = false;
   Ipv6 ipv6{};
   absl::InlinedVector<Prefix, 1> prefixes;
+  uint8_t mac_policy = 0;  // enum xbng_mac_policy; 0 = the port's (issue 14)
 
   bool same_provisioning(const SubscriberSpec& o) const;
 };
