@@ -76,6 +76,7 @@ unknown_event_interval_ms = 250
 listen = "127.0.0.1:50051"
 tls_cert = "/c.pem"
 tls_key = "/k.pem"
+tls_client_ca = "/ca.pem"
 [metrics]
 listen = "[::1]:9100"
 [bpf]
@@ -99,7 +100,7 @@ level = "debug"
   EXPECT_EQ(c.log_level, "debug");
   // The TLS files do not exist: converting is refused, naming them.
   EXPECT_THROW(to_dataplane_options(c), std::runtime_error);
-  c.tls_cert = c.tls_key = "/dev/null";
+  c.tls_cert = c.tls_key = c.tls_client_ca = "/dev/null";
   auto d = to_dataplane_options(c);
   EXPECT_EQ(d.outer_tpid, 0x8100);
   EXPECT_EQ(d.max_subscribers, 5000u);
@@ -279,7 +280,7 @@ TEST(Config, ExampleConfigIsValid) {
   EXPECT_TRUE(chk.warnings.empty());
   EXPECT_EQ(c.metrics_listen, kDefaultMetricsListen);
   auto d = to_dataplane_options(c);
-  EXPECT_EQ(d.access.size(), 2u);
+  EXPECT_EQ(d.access.size(), 3u);
   ASSERT_EQ(d.access_overrides.count("eth2"), 1u);
   EXPECT_EQ(d.access_overrides["eth2"].outer_tpid, std::optional<uint16_t>(0x8100));
   EXPECT_EQ(d.access_overrides["eth2"].sub_mtu, 1500);
