@@ -12,6 +12,7 @@
 #include "lib/qinq.h"
 #include "lib/lookup.h"
 #include "lib/events.h"
+#include "lib/macpolicy.h"
 #include "lib/arp.h"
 #include "lib/nd.h"
 #include "lib/ip.h"
@@ -43,7 +44,7 @@ static __always_inline int access_ipv4(const struct xbng_pkt *p, struct xbng_sub
 	STEP(ipv4_check_addresses(p, ip, sub, key));
 	if (ip->protocol == XBNG_IPPROTO_ICMP)
 		STEP(access_icmp4(p, ip));
-	learn_mac(sub, key, eth->h_source);
+	mac_track(p, sub, key, eth->h_source);
 	if (ip->ttl <= 1)
 		return icmp_error(p, XBNG_QINQ_HLEN, 1, XBNG_ERR_TIME_EXCEEDED, 0,
 				  XBNG_DROP_TTL_EXCEEDED);
@@ -78,7 +79,7 @@ static __always_inline int access_ipv6(const struct xbng_pkt *p, struct xbng_sub
 	STEP(ipv6_check_dhcp(p, ip6));
 	STEP(check_dst_mac(p, eth));
 	STEP(ipv6_check_addresses(p, ip6, sub, key));
-	learn_mac(sub, key, eth->h_source);
+	mac_track(p, sub, key, eth->h_source);
 	if (ip6->hop_limit <= 1)
 		return icmp_error(p, XBNG_QINQ_HLEN, 0, XBNG_ERR_TIME_EXCEEDED, 0,
 				  XBNG_DROP_TTL_EXCEEDED);
@@ -118,6 +119,13 @@ int xdp_access(struct xdp_md *ctx)
 			return drop(&p, XBNG_DROP_INTERNAL);
 		report_unknown_subscriber(&key, eth->h_source);
 		return drop(&p, XBNG_DROP_UNKNOWN_SUBSCRIBER);
+	}
+	{
+		struct ethhdr *eth = pkt_data(&p);
+
+		if ((void *)(eth + 1) > pkt_end(&p))
+			return drop(&p, XBNG_DROP_INTERNAL);
+		STEP(mac_enforce(&p, sub, &key, eth->h_source));
 	}
 
 	switch (q.l3_proto) {

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "xbng/abi.h"
+#include "xbng/v1/xbng.pb.h"
 
 namespace xbng::agent {
 
@@ -23,7 +24,20 @@ Agent::Agent(const AgentOptions& o)
     store_->rebuild(&summary);
     spdlog::info("{}", summary);
   }
-  rb_ = std::make_unique<RingbufReader>(dp_->fd(MapId::kEvents), &hub_);
+  reserved_ranges_ = o.reserved;
+  // Watch first, then read: no address change falls between the two.
+  addr_watcher_ = std::make_unique<AddressWatcher>([this] { refresh_reserved(); });
+  refresh_reserved();
+  rb_ = std::make_unique<RingbufReader>(dp_->fd(MapId::kEvents), &hub_,
+                                        [this](const AgentEvent& e) {
+                                          if (e.type == xbng::v1::Event::MAC_CHANGED)
+                                            store_->follow_mac(e.key, e.mac);
+                                          else if (e.type == xbng::v1::Event::MAC_CONFLICT)
+                                            spdlog::warn("subscriber {}: frames from MAC {}, not "
+                                                         "its own (mac policy learn-once/enforce)",
+                                                         key_to_string(e.key, dp_->resolver()),
+                                                         format_mac(e.mac.data()));
+                                        });
   service_ = std::make_unique<SubscribersService>(store_.get(), &hub_, maps, dp_->ports(), boot_id_);
   if (o.fleet)
     service_->set_read_only(fmt::format(
@@ -109,7 +123,26 @@ std::string Agent::health(bool capacity) {
   return "";
 }
 
+void Agent::refresh_reserved() {
+  std::lock_guard l(reserved_mu_);
+  auto set = std::make_shared<ReservedSet>(
+      build_reserved(dp_->ports(), reserved_ranges_, read_if_addresses()));
+  spdlog::info("reserved addresses: {} (gateways, xbng port addresses, uplink subnets, "
+               "security.reserved)",
+               set->size());
+  store_->set_reserved(std::move(set));
+}
+
+void Agent::set_reserved_ranges(const std::vector<std::string>& ranges) {
+  {
+    std::lock_guard l(reserved_mu_);
+    reserved_ranges_ = ranges;
+  }
+  refresh_reserved();
+}
+
 void Agent::stop() {
+  addr_watcher_.reset();
   metrics_.reset();
   if (fleet_) fleet_->stop();
   if (server_) server_->shutdown();

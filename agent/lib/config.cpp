@@ -14,6 +14,8 @@
 #include <tuple>
 #include <toml++/toml.h>
 
+#include "xbng/agent/host_services.h"
+#include "xbng/agent/mac_policy.h"
 #include "xbng/agent/net.h"
 #include "xbng/agent/subscriber.h"
 
@@ -108,8 +110,10 @@ void get_access(const std::string& path, const toml::node& n, Config* cfg) {
       else if (k == "mss_clamp") o.mss_clamp = get_bool(path, key, v);
       else if (k == "pools") o.pools = get_strings(path, key, v);
       else if (k == "policy") o.policy = get_policy(path, key, v);
+      else if (k == "mac_policy") o.mac_policy = get_string(path, key, v);
       else fail(path, key, "unknown key (a port table has name, outer_tpid, subscriber_mtu, "
-                           "mss_clamp, pools, gateway_ipv4, gateway_ipv6, mtu, policy)");
+                           "mss_clamp, pools, gateway_ipv4, gateway_ipv6, mtu, policy, "
+                           "mac_policy)");
     }
     cfg->access.push_back(port);
     if (!cfg->access_options.emplace(port, o).second)
@@ -234,6 +238,9 @@ void load_config_file(const std::string& path, Config* cfg) {
       else if (key == "api.max_request_bytes") cfg->api_max_request_bytes = get_uint(path, key, v);
       else if (key == "api.max_watchers") cfg->api_max_watchers = get_uint(path, key, v);
       else if (key == "api.watcher_queue") cfg->api_watcher_queue = get_uint(path, key, v);
+      else if (key == "security.mac_policy") cfg->mac_policy = get_string(path, key, v);
+      else if (key == "security.allow_to_host") cfg->allow_to_host = get_strings(path, key, v);
+      else if (key == "security.reserved") cfg->reserved = get_strings(path, key, v);
       else if (const char* m = moved_to(key)) fail(path, key, fmt::format("unknown key (now {})", m));
       else fail(path, key, "unknown key");
     }
@@ -384,6 +391,26 @@ ConfigCheck check_config(const Config& c) {
   if (c.icmp_burst < 1 || c.icmp_burst > 100'000)
     err("icmp.burst {}: expected 1..100000", c.icmp_burst);
 
+  // Security (issue 14).
+  if (!parse_mac_policy(c.mac_policy) || c.mac_policy.empty())
+    err("security.mac_policy {}: expected learn-once, follow or enforce", c.mac_policy);
+  for (const auto& name : c.access)
+    if (auto it = c.access_options.find(name);
+        it != c.access_options.end() && !parse_mac_policy(it->second.mac_policy))
+      err("ports.access {} mac_policy {}: expected learn-once, follow or enforce", name,
+          it->second.mac_policy);
+  for (const auto& a : c.allow_to_host) {
+    LocalService ls;
+    if (auto e = parse_local_service(a, &ls)) err("security.allow_to_host {}", *e);
+  }
+  if (c.allow_to_host.size() > XBNG_LOCAL_ALLOW_ENTRIES)
+    err("security.allow_to_host: {} entries, at most {}", c.allow_to_host.size(),
+        XBNG_LOCAL_ALLOW_ENTRIES);
+  for (const auto& r : c.reserved)
+    if (!parse_prefix(r) && !parse_ipv4(r) && !parse_ipv6(r))
+      err("security.reserved \"{}\": expected an IPv4 or IPv6 address or prefix (A.B.C.D/N, X::/N)",
+          r.substr(0, 64));
+
   // Limits.
   if (c.max_subscribers < 1 || c.max_subscribers > 16'000'000)
     err("limits.max_subscribers (--max-subscribers) {}: expected 1..16000000", c.max_subscribers);
@@ -518,6 +545,7 @@ DataplaneOptions to_dataplane_options(const Config& c) {
     if (!a.gateway_ipv4.empty()) ov.gateway_ipv4 = *parse_ipv4(a.gateway_ipv4);
     if (!a.gateway_ipv6.empty()) ov.gateway_ipv6 = *parse_ipv6(a.gateway_ipv6);
     ov.default_policy = a.policy;
+    if (!a.mac_policy.empty()) ov.mac_policy = *parse_mac_policy(a.mac_policy);
     o.access_overrides[name] = ov;
   }
   for (const auto& [name, u] : c.uplink_options) {
@@ -528,12 +556,24 @@ DataplaneOptions to_dataplane_options(const Config& c) {
   }
   o.icmp_rate_per_sec = c.icmp_rate_per_sec;
   o.icmp_burst = c.icmp_burst;
+  o.mac_policy = *parse_mac_policy(c.mac_policy);
+  o.allow_to_host = allow_to_host_of(c);
   o.max_subscribers = static_cast<uint32_t>(c.max_subscribers);
   o.bpffs = c.bpffs;
   o.xdp_generic = c.xdp_generic;
   o.events_per_sec = c.events_per_sec;
   o.unknown_interval_ns = c.unknown_interval_ms * 1000000ull;
   return o;
+}
+
+std::vector<LocalService> allow_to_host_of(const Config& c) {
+  std::vector<LocalService> out;
+  for (const auto& a : c.allow_to_host) {
+    LocalService ls;
+    if (auto e = parse_local_service(a, &ls)) throw std::runtime_error("security.allow_to_host " + *e);
+    if (std::find(out.begin(), out.end(), ls) == out.end()) out.push_back(ls);
+  }
+  return out;
 }
 
 ServerOptions to_server_options(const Config& c) {
@@ -582,6 +622,16 @@ ReloadPlan plan_reload(const Config& a, const Config& b) {
     p.applied.push_back(fmt::format("metrics.listen: \"{}\" -> \"{}\"", a.metrics_listen,
                                     b.metrics_listen));
   }
+  if (a.allow_to_host != b.allow_to_host) {
+    p.allow_to_host = true;
+    p.applied.push_back(fmt::format("security.allow_to_host: {} -> {}", join(a.allow_to_host),
+                                    join(b.allow_to_host)));
+  }
+  if (a.reserved != b.reserved) {
+    p.reserved = true;
+    p.applied.push_back(
+        fmt::format("security.reserved: {} -> {}", join(a.reserved), join(b.reserved)));
+  }
   // Everything else is fixed while xbngd runs. Two ways to apply it:
   constexpr const char* kRestart =
       "restart xbngd to apply it (`systemctl restart xbngd`: the new programs and port settings "
@@ -599,11 +649,11 @@ ReloadPlan plan_reload(const Config& a, const Config& b) {
     std::vector<std::string> v;
     for (const auto& [n, o] : c.access_options)
       v.push_back(fmt::format("{}{{tpid={},mtu={},gw4={},gw6={},subscriber_mtu={},mss_clamp={},"
-                              "pools={},policy={}/{}/{}/{}}}",
+                              "pools={},policy={}/{}/{}/{},mac_policy={}}}",
                               n, o.outer_tpid, o.mtu, o.gateway_ipv4, o.gateway_ipv6,
                               o.subscriber_mtu, o.mss_clamp ? (*o.mss_clamp ? "on" : "off") : "-",
                               join(o.pools), o.policy.up_rate, o.policy.up_burst,
-                              o.policy.down_rate, o.policy.down_burst));
+                              o.policy.down_rate, o.policy.down_burst, o.mac_policy));
     for (const auto& [n, o] : c.uplink_options)
       v.push_back(fmt::format("{}{{icmp_source={},{}}}", n, o.icmp_source_ipv4,
                               o.icmp_source_ipv6));
@@ -617,6 +667,7 @@ ReloadPlan plan_reload(const Config& a, const Config& b) {
   refuse("ports.xdp_generic", fmt::format("{}", a.xdp_generic), fmt::format("{}", b.xdp_generic),
          "the attach mode is chosen when a link is created",
          "needs `xbngd --teardown` (stops forwarding) and a fresh start");
+  refuse("security.mac_policy", a.mac_policy, b.mac_policy, kPorts, kRestart);
   refuse("gateway.ipv4", a.gateway_ipv4, b.gateway_ipv4, kPorts, kRestart);
   refuse("gateway.ipv6", a.gateway_ipv6, b.gateway_ipv6, kPorts, kRestart);
   refuse("icmp.rate_per_sec", fmt::format("{}", a.icmp_rate_per_sec),

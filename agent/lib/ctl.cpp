@@ -731,6 +731,13 @@ int Ctl::stats() {
               resp.grpc_connections(), resp.grpc_max_connections(),
               resp.grpc_connections_refused(), resp.watchers(), resp.watchers_disconnected(),
               resp.watchers_refused());
+  if (resp.reserved_conflict_count()) {
+    std::printf("\nRESERVED ADDRESS CONFLICTS: %lu (first %d)\n", resp.reserved_conflict_count(),
+                resp.reserved_conflicts_size());
+    for (const auto& c : resp.reserved_conflicts())
+      std::printf("  %s/%u/%u %s %s overlaps %s\n", c.key().port().c_str(), c.key().outer_vlan(),
+                  c.key().inner_vlan(), c.field().c_str(), c.value().c_str(), c.reserved().c_str());
+  }
   return 0;
 }
 

@@ -30,6 +30,7 @@
 #include "skeleton.h"
 #include "xbng/agent/router.h"
 #include "xbng/agent/pinlock.h"
+#include "xbng/agent/mac_policy.h"
 
 namespace fs = std::filesystem;
 
@@ -43,6 +44,7 @@ constexpr const char* kMapNames[kMapCount] = {
     "event_budget",
     "icmp_budget", "icmp_scratch", "pools_v4", "pools_v6",  // issue 11
     "police",                                               // issue 12
+    "local_allow", "mac_seen",                              // issue 14
 };
 
 // Maps whose size follows --max-subscribers.
@@ -351,6 +353,7 @@ std::unique_ptr<Dataplane> Dataplane::start(const DataplaneOptions& opts) {
   dp->open_and_load();
   dp->configure_ports();
   dp->configure_pools();
+  dp->set_allow_to_host(opts.allow_to_host);
   dp->attach_ports();
   return dp;
 }
@@ -489,6 +492,7 @@ void Dataplane::configure_ports() {
     }
     c.gw_ipv4 = opts_.gateway_ipv4;
     std::memcpy(c.gw_ipv6, opts_.gateway_ipv6.data(), 16);
+    c.mac_policy = p.role == XBNG_ROLE_ACCESS ? opts_.mac_policy : 0;
     if (auto it = opts_.access_overrides.find(p.name);
         p.role == XBNG_ROLE_ACCESS && it != opts_.access_overrides.end()) {
       const AccessPortOverride& o = it->second;
@@ -496,6 +500,7 @@ void Dataplane::configure_ports() {
       if (o.gateway_ipv4) c.gw_ipv4 = *o.gateway_ipv4;
       if (o.gateway_ipv6) std::memcpy(c.gw_ipv6, o.gateway_ipv6->data(), 16);
       if (o.sub_mtu) c.sub_mtu = o.sub_mtu;
+      if (o.mac_policy) c.mac_policy = *o.mac_policy;
       if (!o.mss_clamp) c.flags &= static_cast<uint16_t>(~XBNG_PORT_F_MSS_CLAMP);
     }
     if (p.role == XBNG_ROLE_ACCESS) {
@@ -523,9 +528,9 @@ void Dataplane::configure_ports() {
     }
     if (p.role == XBNG_ROLE_ACCESS)
       spdlog::info("port {} (ifindex {}): access, mac {}, mtu {}, outer tpid {:#06x}, "
-                   "subscriber mtu {}, mss clamp {}, gateway {} {}, slot {}",
+                   "subscriber mtu {}, mss clamp {}, mac policy {}, gateway {} {}, slot {}",
                    p.name, p.ifindex, format_mac(c.mac), c.mtu, c.outer_tpid, c.sub_mtu,
-                   c.flags & XBNG_PORT_F_MSS_CLAMP ? "on" : "off",
+                   c.flags & XBNG_PORT_F_MSS_CLAMP ? "on" : "off", mac_policy_name(c.mac_policy),
                    c.gw_ipv4 ? format_ipv4(c.gw_ipv4) : "-",
                    (c.gw_ipv6[0] | c.gw_ipv6[1] | c.gw_ipv6[2] | c.gw_ipv6[3]) == 0
                        ? std::string("-")
@@ -706,6 +711,18 @@ void Dataplane::attach_ports() {
     unlink(e.path().c_str());
     spdlog::warn("port {} is no longer configured: its XDP link was detached and unpinned", name);
   }
+}
+
+void Dataplane::set_allow_to_host(const std::vector<LocalService>& services) {
+  try {
+    write_local_services(fd(MapId::kLocalAllow), services);
+  } catch (const std::runtime_error& e) {
+    throw DataplaneError(e.what());
+  }
+  std::string list;
+  for (const auto& s : services) list += (list.empty() ? "" : ", ") + format_local_service(s);
+  spdlog::info("subscribers may reach the host's own addresses on: {}",
+               list.empty() ? "nothing (every frame for the host is dropped: drop_to_host)" : list);
 }
 
 Dataplane::~Dataplane() {

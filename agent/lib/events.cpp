@@ -95,7 +95,9 @@ void EventHub::publish(const AgentEvent& e) {
   for (auto& w : watchers_) w->push(e);
 }
 
-RingbufReader::RingbufReader(int ringbuf_fd, EventHub* hub) : hub_(hub) {
+RingbufReader::RingbufReader(int ringbuf_fd, EventHub* hub,
+                             std::function<void(const AgentEvent&)> on_event)
+    : hub_(hub), on_event_(std::move(on_event)) {
   timespec mono{}, real{};
   clock_gettime(CLOCK_MONOTONIC, &mono);
   clock_gettime(CLOCK_REALTIME, &real);
@@ -135,6 +137,12 @@ int RingbufReader::on_sample(void* ctx, void* data, size_t size) {
     case XBNG_EVENT_MAC_LEARNED:
       e.type = xbng::v1::Event::MAC_LEARNED;
       break;
+    case XBNG_EVENT_MAC_CHANGED:
+      e.type = xbng::v1::Event::MAC_CHANGED;
+      break;
+    case XBNG_EVENT_MAC_CONFLICT:
+      e.type = xbng::v1::Event::MAC_CONFLICT;
+      break;
     default:
       return 0;
   }
@@ -145,6 +153,7 @@ int RingbufReader::on_sample(void* ctx, void* data, size_t size) {
   std::memcpy(e.mac.data(), ev.mac, 6);
   e.timestamp_unix_ns = ev.timestamp_ns ? ev.timestamp_ns + self->mono_to_unix_ns_ : unix_now_ns();
   self->received_++;
+  if (self->on_event_) self->on_event_(e);
   self->hub_->publish(e);
   return 0;
 }

@@ -194,6 +194,17 @@ Status SubscribersService::GetStats(ServerContext* ctx, const v1::GetStatsReques
     o->set_tx_bytes(p.tx_bytes);
   }
   resp->set_subscribers(snap.subscribers);
+  uint64_t nconf = 0;
+  for (const auto& c : store_->reserved_conflicts(&nconf)) {
+    auto* o = resp->add_reserved_conflicts();
+    o->mutable_key()->set_port(store_->ports().name(c.key.ifindex));
+    o->mutable_key()->set_outer_vlan(c.key.outer_vid);
+    o->mutable_key()->set_inner_vlan(c.key.inner_vid);
+    o->set_field(c.field);
+    o->set_value(c.value);
+    o->set_reserved(c.reserved);
+  }
+  resp->set_reserved_conflict_count(nconf);
   for (const auto& m : snap.maps) {
     auto* f = resp->add_maps();
     f->set_name(m.map);

@@ -258,6 +258,49 @@ SubscriberStore::SubscriberStore(const StoreMaps& maps, PortResolver ports, Even
   recs_.reserve(cap);
 }
 
+void SubscriberStore::set_reserved(std::shared_ptr<const ReservedSet> r) {
+  std::vector<ReservedConflict> found;
+  uint64_t total = 0;
+  {
+    std::unique_lock l(mu_);
+    reserved_ = std::move(r);
+    if (reserved_) {
+      std::vector<RouteKey> cl;
+      for (const auto& [rank, rec] : index_) {
+        cl.clear();
+        claims_of(recs_[rec], &cl);
+        for (const auto& c : cl)
+          if (const auto* e = reserved_->find(c.as_prefix())) {
+            ++total;
+            if (found.size() >= kMaxReportedConflicts) continue;
+            auto [field, value] = c.describe();
+            found.push_back({recs_[rec].key, field, value,
+                             fmt::format("{} ({})", e->what, format_prefix(e->prefix))});
+          }
+      }
+    }
+  }
+  for (size_t i = 0; i < found.size() && i < 20; ++i)
+    spdlog::warn("reserved address conflict: subscriber {} field {} \"{}\" overlaps {}",
+                 key_to_string(found[i].key, ports_), found[i].field, found[i].value,
+                 found[i].reserved);
+  if (total)
+    spdlog::warn("{} provisioned address(es)/prefix(es) overlap reserved addresses (router, "
+                 "gateways, uplink subnets, security.reserved): traffic for them may go to the "
+                 "wrong place; change or delete those subscribers (GetStats lists the first {})",
+                 total, kMaxReportedConflicts);
+  std::lock_guard l(conflicts_mu_);
+  if (conflicts_total_ && !total) spdlog::info("no reserved address conflicts any more");
+  conflicts_ = std::move(found);
+  conflicts_total_ = total;
+}
+
+std::vector<ReservedConflict> SubscriberStore::reserved_conflicts(uint64_t* total) const {
+  std::lock_guard l(conflicts_mu_);
+  *total = conflicts_total_;
+  return conflicts_;
+}
+
 size_t SubscriberStore::size() const {
   std::shared_lock l(mu_);
   return index_.size();
@@ -565,6 +608,9 @@ size_t SubscriberStore::rebuild(std::string* summary) {
                           s.has_mac = (sv.flags & XBNG_SUB_F_MAC_VALID) &&
                                       !(sv.flags & XBNG_SUB_F_LEARN_MAC);
                           if (s.has_mac) std::memcpy(s.mac.data(), sv.mac, 6);
+                          s.mac_policy = static_cast<uint8_t>(
+                              (sv.flags & XBNG_SUB_F_MAC_POLICY_MASK) >>
+                              XBNG_SUB_F_MAC_POLICY_SHIFT);
                           s.has_ipv4 = sv.flags & XBNG_SUB_F_HAS_IPV4;
                           if (s.has_ipv4) s.ipv4 = sv.ipv4;
                           s.has_ipv6 = sv.flags & XBNG_SUB_F_HAS_IPV6;
@@ -737,7 +783,9 @@ size_t SubscriberStore::plan(const std::vector<SubscriberSpec>& specs,
     if (!atomic && p->keys.contains(rank)) return i;  // needs the earlier entry applied first
     auto it = index_.find(rank);
     const int64_t old = it == index_.end() ? int64_t{-1} : int64_t{it->second};
-    const bool unchanged = old >= 0 && recs_[old].same_provisioning(s);
+    // Under "follow", an upsert without MAC is a request to learn again.
+    const bool unchanged = old >= 0 && recs_[old].same_provisioning(s) &&
+                           (s.has_mac || effective_mac_policy(s) != XBNG_MAC_POLICY_FOLLOW);
     cl.clear();
     claims_of(s, &cl);
     Status err;
@@ -745,6 +793,15 @@ size_t SubscriberStore::plan(const std::vector<SubscriberSpec>& specs,
     uint64_t owned = 0;
     for (size_t ci = 0; ci < cl.size(); ++ci) {
       const RouteKey& c = cl[ci];
+      if (reserved_)
+        if (const auto* r = reserved_->find(c.as_prefix())) {
+          auto [field, value] = c.describe();
+          err = Status(StatusCode::FAILED_PRECONDITION,
+                       fmt::format("{}: field {}: \"{}\" conflicts with {}: {} is reserved, never "
+                                   "a subscriber's",
+                                   where(i), field, value, r->what, format_prefix(r->prefix)));
+          break;
+        }
       if (auto pc = p->claims.find(c); pc != p->claims.end() && pc->second != rank) {
         SubKey ok{};
         ok.ifindex = static_cast<uint32_t>(pc->second >> 32);
@@ -819,6 +876,35 @@ size_t SubscriberStore::plan(const std::vector<SubscriberSpec>& specs,
         Plan::Entry{input_index[i], s, old, {cl.begin(), cl.end()}, owned});
   }
   return specs.size();
+}
+
+uint8_t SubscriberStore::effective_mac_policy(const SubscriberSpec& s) const {
+  if (s.mac_policy != XBNG_MAC_POLICY_DEFAULT) return s.mac_policy;
+  struct xbng_port port {};
+  if (bpf_map_lookup_elem(maps_.fd[static_cast<int>(MapId::kPorts)], &s.key.ifindex, &port) == 0 &&
+      port.mac_policy != XBNG_MAC_POLICY_DEFAULT)
+    return port.mac_policy;
+  return XBNG_MAC_POLICY_LEARN_ONCE;
+}
+
+void SubscriberStore::follow_mac(const SubKey& k, const Mac& mac) {
+  std::unique_lock l(mu_);
+  auto it = index_.find(key_rank(k));
+  if (it == index_.end()) return;
+  std::vector<RouteKey> cl;
+  claims_of(recs_[it->second], &cl);
+  size_t moved = 0;
+  for (const auto& c : cl) {
+    const int fd = maps_.fd[static_cast<int>(c.map)];
+    struct xbng_route r;
+    if (bpf_map_lookup_elem(fd, c.b.data(), &r) != 0 || !(r.sub == k)) continue;
+    if ((r.flags & XBNG_ROUTE_F_MAC_VALID) && std::memcmp(r.mac, mac.data(), 6) == 0) continue;
+    std::memcpy(r.mac, mac.data(), 6);
+    r.flags |= XBNG_ROUTE_F_MAC_VALID;
+    if (bpf_map_update_elem(fd, c.b.data(), &r, BPF_EXIST) == 0) ++moved;
+  }
+  spdlog::info("subscriber {}: MAC moved to {} (mac policy follow); {} route(s) follow it",
+               key_to_string(k, ports_), format_mac(mac.data()), moved);
 }
 
 uint64_t SubscriberStore::map_entries_locked(MapId id) const {
@@ -908,6 +994,7 @@ Status SubscriberStore::apply(Plan& p) {
     } else {
       flags |= XBNG_SUB_F_LEARN_MAC;
     }
+    flags |= static_cast<uint16_t>(s.mac_policy << XBNG_SUB_F_MAC_POLICY_SHIFT);
     if (e.old_rec >= 0) {
       struct xbng_subscriber ov;
       if (bpf_map_lookup_elem(sfd, &s.key, &ov) == 0) {
@@ -916,8 +1003,10 @@ Status SubscriberStore::apply(Plan& p) {
         v.up_bytes = ov.up_bytes;
         if (ov.up.byte_ns_fp == v.up.byte_ns_fp && ov.up.burst_bytes == v.up.burst_bytes)
           v.up.tat_ns = ov.up.tat_ns;
-        // Keep a learned MAC when the request still asks to learn.
-        if (!s.has_mac && !recs_[e.old_rec].has_mac && (ov.flags & XBNG_SUB_F_MAC_VALID)) {
+        // Keep a learned MAC when the request still asks to learn, except
+        // under "follow": an upsert without MAC makes it learn again.
+        if (!s.has_mac && !recs_[e.old_rec].has_mac && (ov.flags & XBNG_SUB_F_MAC_VALID) &&
+            effective_mac_policy(s) != XBNG_MAC_POLICY_FOLLOW) {
           flags |= XBNG_SUB_F_MAC_VALID;
           std::memcpy(v.mac, ov.mac, 6);
         }

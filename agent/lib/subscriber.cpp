@@ -13,7 +13,7 @@ bool SubscriberSpec::same_provisioning(const SubscriberSpec& o) const {
   return key == o.key && has_mac == o.has_mac && (!has_mac || mac == o.mac) &&
          has_ipv4 == o.has_ipv4 && (!has_ipv4 || ipv4 == o.ipv4) && has_ipv6 == o.has_ipv6 &&
          (!has_ipv6 || ipv6 == o.ipv6) && prefixes == o.prefixes && has_policy == o.has_policy &&
-         (!has_policy || policy == o.policy);
+         (!has_policy || policy == o.policy) && mac_policy == o.mac_policy;
 }
 
 PolicySpec PortResolver::policy_of(const SubscriberSpec& s) const {
@@ -192,6 +192,10 @@ grpc::Status validate_subscriber(const xbng::v1::Subscriber& in, const PortResol
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                           fmt::format("{}: field policy: {}", where, *e));
   }
+  if (static_cast<int>(in.mac_policy()) < 0 || static_cast<int>(in.mac_policy()) > XBNG_MAC_POLICY_ENFORCE)
+    return bad(where, "mac_policy", fmt::format("{}", static_cast<int>(in.mac_policy())),
+               "is not a MacPolicy (0..3)");
+  s.mac_policy = static_cast<uint8_t>(in.mac_policy());
   std::sort(s.prefixes.begin(), s.prefixes.end());
   for (size_t i = 1; i < s.prefixes.size(); ++i)
     if (s.prefixes[i] == s.prefixes[i - 1])
@@ -208,6 +212,7 @@ void spec_to_proto(const SubscriberSpec& s, const PortResolver& ports, xbng::v1:
   if (s.has_mac) out->set_mac(format_mac(s.mac.data()));
   if (s.has_ipv4) out->set_ipv4(format_ipv4(s.ipv4));
   if (s.has_ipv6) out->set_ipv6(format_ipv6(s.ipv6.data()));
+  out->set_mac_policy(static_cast<xbng::v1::MacPolicy>(s.mac_policy));
   for (const auto& p : s.prefixes) {
     if (p.family == 6)
       out->add_ipv6_prefixes(format_prefix(p));

@@ -194,6 +194,7 @@ int main(int argc, char** argv) {
     o.server = to_server_options(cfg);
     o.metrics_listen = cfg.metrics_listen;
     o.fleet = to_fleet_options(cfg);
+    o.reserved = cfg.reserved;
   } catch (const std::exception& e) {
     spdlog::error("{}", e.what());
     return 2;
@@ -272,6 +273,22 @@ int main(int argc, char** argv) {
           return s.rfind("metrics.listen", 0) == 0;
         });
       }
+    }
+    if (plan.allow_to_host) {
+      try {
+        agent->dataplane().set_allow_to_host(allow_to_host_of(next));
+        cfg.allow_to_host = next.allow_to_host;
+      } catch (const std::exception& e) {
+        spdlog::error("reload: {}; security.allow_to_host unchanged", e.what());
+        ok = false;
+        std::erase_if(plan.applied, [](const std::string& s) {
+          return s.rfind("security.allow_to_host", 0) == 0;
+        });
+      }
+    }
+    if (plan.reserved) {
+      agent->set_reserved_ranges(next.reserved);
+      cfg.reserved = next.reserved;
     }
     for (const auto& a : plan.applied) spdlog::info("reload: applied {}", a);
     for (const auto& r : plan.refused) spdlog::warn("reload: refused {}", r);

@@ -6,7 +6,7 @@
 
 #include "lib/common.h"
 #include "lib/counters.h"
-#include "lib/events.h"
+#include "lib/macpolicy.h"
 
 #define XBNG_ARPHRD_ETHER 1
 #define XBNG_ARPOP_REQUEST 1
@@ -44,7 +44,7 @@ XBNG_INLINE int access_arp(const struct xbng_pkt *p, struct xbng_subscriber *sub
 	target_ip = arp->tpa;
 	if (!(sub->flags & XBNG_SUB_F_HAS_IPV4) || requester_ip != sub->ipv4)
 		return drop(p, XBNG_DROP_ARP_SPOOFED);
-	learn_mac(sub, key, eth->h_source);
+	mac_track(p, sub, key, eth->h_source);
 	if (target_ip == sub->ipv4)
 		return drop(p, XBNG_DROP_ARP_OWN_ADDRESS);
 

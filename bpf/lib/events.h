@@ -10,14 +10,15 @@
 
 #define XBNG_NSEC_PER_SEC 1000000000ull
 
-XBNG_INLINE void event_send(__u32 type, const struct xbng_sub_key *key,
-			    const __u8 *mac, __u64 now)
+/* Returns 0 when the event is on the ring, -1 when the ring was full. */
+XBNG_INLINE int event_send(__u32 type, const struct xbng_sub_key *key,
+			   const __u8 *mac, __u64 now)
 {
 	struct xbng_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 
 	if (!e) {
 		count_reason(XBNG_EVENT_RINGBUF_FULL, 0);
-		return;
+		return -1;
 	}
 	e->type = type;
 	e->ifindex = key->ifindex;
@@ -29,6 +30,26 @@ XBNG_INLINE void event_send(__u32 type, const struct xbng_sub_key *key,
 	e->timestamp_ns = now;
 	bpf_ringbuf_submit(e, 0);
 	count_reason(XBNG_EVENT_SENT, 0);
+	return 0;
+}
+
+/* This CPU's event window, or NULL when its budget of events_per_sec is
+ * spent (the caller increments `used` once it does send). */
+XBNG_INLINE struct xbng_event_budget *event_budget_window(__u64 now)
+{
+	struct xbng_event_budget *budget;
+	__u32 zero = 0;
+
+	budget = bpf_map_lookup_elem(&event_budget, &zero);
+	if (!budget)
+		return NULL;
+	if (now - budget->window_start_ns >= XBNG_NSEC_PER_SEC) {
+		budget->window_start_ns = now;
+		budget->used = 0;
+	}
+	if (budget->used >= events_per_sec)
+		return NULL;
+	return budget;
 }
 
 /* Reports an unknown key: at most once per key per unknown_interval_ns and
@@ -39,20 +60,13 @@ XBNG_INLINE void report_unknown_subscriber(const struct xbng_sub_key *key, const
 	struct xbng_unknown_seen *seen, fresh;
 	struct xbng_event_budget *budget;
 	__u64 now = bpf_ktime_get_ns();
-	__u32 zero = 0;
 
 	seen = bpf_map_lookup_elem(&unknown_seen, key);
 	if (seen && now - seen->last_ns < unknown_interval_ns)
 		goto suppressed;
 
-	budget = bpf_map_lookup_elem(&event_budget, &zero);
+	budget = event_budget_window(now);
 	if (!budget)
-		goto suppressed;
-	if (now - budget->window_start_ns >= XBNG_NSEC_PER_SEC) {
-		budget->window_start_ns = now;
-		budget->used = 0;
-	}
-	if (budget->used >= events_per_sec)
 		goto suppressed;
 
 	if (seen) {

@@ -10,6 +10,7 @@
 #include "lib/qinq.h"
 #include "lib/icmp.h"
 #include "lib/mss.h"
+#include "lib/tohost.h"
 
 /* Frames the kernel is to handle leave untagged, MACs and TTL untouched
  * (the kernel decrements the TTL when it forwards). */
@@ -28,7 +29,8 @@ XBNG_INLINE void subscriber_count_up(struct xbng_subscriber *sub, __u32 bytes)
 
 /* bpf_fib_lookup in the ingress port's context, then: SUCCESS -> TTL
  * decremented, tags popped, MACs rewritten, redirected; NO_NEIGH,
- * FRAG_NEEDED, NOT_FWDED, FWD_DISABLED -> popped and passed to the kernel;
+ * FRAG_NEEDED, FWD_DISABLED -> popped and passed to the kernel; NOT_FWDED
+ * (for the host itself) -> passed only to allowed services, else dropped;
  * blackhole/unreachable/prohibit -> dropped. `l3` is the validated IPv4 or
  * IPv6 header (`is_v4` says which); `fib` holds the lookup inputs. */
 XBNG_INLINE int upstream_forward(const struct xbng_pkt *p, struct xbng_subscriber *sub,
@@ -54,7 +56,14 @@ XBNG_INLINE int upstream_forward(const struct xbng_pkt *p, struct xbng_subscribe
 				  XBNG_DROP_TOO_BIG);
 	case BPF_FIB_LKUP_RET_FWD_DISABLED:
 		return upstream_pass(p, XBNG_PASS_FWD_DISABLED);
-	case BPF_FIB_LKUP_RET_NOT_FWDED:
+	case BPF_FIB_LKUP_RET_NOT_FWDED: {
+		/* For the host itself: only the services allowed (issue 14). */
+		int rc = to_host_allowed(p, l3, is_v4);
+
+		if (rc != XBNG_CONTINUE)
+			return rc;
+		return upstream_pass(p, XBNG_PASS_FIB_LOCAL);
+	}
 	case BPF_FIB_LKUP_RET_UNSUPP_LWT:
 		return upstream_pass(p, XBNG_PASS_FIB_LOCAL);
 	case BPF_FIB_LKUP_RET_BLACKHOLE:

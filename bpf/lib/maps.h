@@ -167,4 +167,22 @@ struct {
 	__type(value, struct xbng_police);
 } police SEC(".maps");
 
+/* Issue 14. Services on the host's own addresses that subscribers may
+ * reach (everything else addressed to the host is dropped); agent. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, XBNG_LOCAL_ALLOW_ENTRIES);
+	__type(key, struct xbng_local_svc);
+	__type(value, __u8);
+} local_allow SEC(".maps");
+
+/* Issue 14. Last MAC event (changed/conflict) per subscriber key: rate
+ * limit of those events and of MAC moves under "follow"; fast path. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, XBNG_MAC_SEEN_ENTRIES);
+	__type(key, struct xbng_sub_key);
+	__type(value, struct xbng_unknown_seen);
+} mac_seen SEC(".maps");
+
 #endif /* XBNG_BPF_MAPS_H */

@@ -41,7 +41,7 @@ struct xbng_sub_key {
 #define XBNG_SUB_F_V4_PREFIX  (1u << 4) /* owns routed IPv4 prefixes */
 #define XBNG_SUB_F_V6_PREFIX  (1u << 5) /* owns delegated IPv6 prefixes */
 #define XBNG_SUB_F_POLICY_SET (1u << 6) /* issue 12: own policy (else the port's default) */
-/* bits 8..11: reserved for issue 14 (MAC policy) */
+/* Bits 8..11 (issue 14): XBNG_SUB_F_MAC_POLICY_* below. */
 
 /* ---- issue 12: rate plans ------------------------------------------------ */
 /* A token bucket in GCRA form (virtual scheduling): one 64-bit state word,
@@ -127,6 +127,8 @@ struct xbng_port {
 	__u16 flags;       /* XBNG_PORT_F_* */
 	__be32 icmp_src4;  /* uplink: source of ICMPv4 errors sent from XDP (0: none sent) */
 	__u32 icmp_src6[4];/* uplink: source of ICMPv6 errors (::: none sent) */
+	__u8 mac_policy;   /* issue 14: enum xbng_mac_policy of subscribers without their own */
+	__u8 pad14[3];
 };
 #define XBNG_PORT_F_MSS_CLAMP (1u << 0) /* access: clamp TCP MSS of SYNs to sub_mtu */
 
@@ -148,6 +150,8 @@ struct xbng_counter {
 enum xbng_event_type {
 	XBNG_EVENT_UNKNOWN_SUBSCRIBER = 1, /* frame on an unprovisioned key */
 	XBNG_EVENT_MAC_LEARNED = 2,        /* first valid frame of a LEARN_MAC subscriber */
+	XBNG_EVENT_MAC_CHANGED = 3,        /* issue 14: MAC policy "follow" took a new source MAC */
+	XBNG_EVENT_MAC_CONFLICT = 4,       /* issue 14: another source MAC, not followed */
 };
 
 struct xbng_event {
@@ -188,6 +192,36 @@ struct xbng_police {
 	__u64 down_policed_packets;
 	__u64 down_policed_bytes;
 };
+
+/* ---- issue 14: hardening ----------------------------------------------------- */
+/* MAC policy of a subscriber: xbng_subscriber.flags bits 8..9 (0 = its
+ * port's xbng_port.mac_policy; a port's 0 means LEARN_ONCE). A frame whose
+ * source MAC differs from a valid MAC in the entry is
+ *   LEARN_ONCE: accepted, MAC unchanged, MAC_CONFLICT event (today's rule);
+ *   FOLLOW:     anti-spoof-clean frames move the MAC (MAC_CHANGED event);
+ *   ENFORCE:    dropped (DROP_MAC_MISMATCH), MAC_CONFLICT event.
+ * Events are rate-limited per subscriber (`mac_seen`) and per CPU. */
+enum xbng_mac_policy {
+	XBNG_MAC_POLICY_DEFAULT = 0,
+	XBNG_MAC_POLICY_LEARN_ONCE = 1,
+	XBNG_MAC_POLICY_FOLLOW = 2,
+	XBNG_MAC_POLICY_ENFORCE = 3,
+};
+#define XBNG_SUB_F_MAC_POLICY_SHIFT 8
+#define XBNG_SUB_F_MAC_POLICY_MASK (3u << XBNG_SUB_F_MAC_POLICY_SHIFT)
+/* bits 10..11 reserved for issue 14 */
+#define XBNG_MAC_SEEN_ENTRIES 16384 /* LRU rate-limiting MAC events and moves */
+
+/* Key of `local_allow`: a service on the host's own addresses that
+ * subscribers may reach. Frames from access ports that the FIB says are for
+ * the host itself (NOT_FWDED) are dropped (DROP_TO_HOST) unless their
+ * (protocol, destination port) or (protocol, 0) is in the map. */
+struct xbng_local_svc {
+	__u8 proto;  /* IPPROTO_*: 6 TCP, 17 UDP, 1 ICMP, 58 ICMPv6, ... */
+	__u8 pad;
+	__u16 port;  /* destination port, host order; 0 = every port (and non-first fragments) */
+};
+#define XBNG_LOCAL_ALLOW_ENTRIES 256
 
 #define XBNG_DEFAULT_EVENTS_PER_SEC 1000
 #define XBNG_DEFAULT_UNKNOWN_INTERVAL_NS 1000000000ull
@@ -235,9 +269,10 @@ static_assert(sizeof(struct xbng_v6_key) == 16, "ABI");
 static_assert(sizeof(struct xbng_v6_64_key) == 8, "ABI");
 static_assert(sizeof(struct xbng_lpm_v4_key) == 8, "ABI");
 static_assert(sizeof(struct xbng_lpm_v6_key) == 20, "ABI");
-static_assert(sizeof(struct xbng_port) == 64, "ABI");
+static_assert(sizeof(struct xbng_port) == 68, "ABI");
 static_assert(sizeof(struct xbng_icmp_budget) == 16, "ABI");
 static_assert(sizeof(struct xbng_pool) == 4, "ABI");
+static_assert(sizeof(struct xbng_local_svc) == 4, "ABI");
 static_assert(sizeof(struct xbng_port_stats) == 32, "ABI");
 static_assert(sizeof(struct xbng_counter) == 16, "ABI");
 static_assert(sizeof(struct xbng_event) == 32, "ABI");
@@ -246,7 +281,8 @@ _Static_assert(sizeof(struct xbng_sub_key) == 8, "ABI");
 _Static_assert(sizeof(struct xbng_subscriber) == 64, "ABI");
 _Static_assert(sizeof(struct xbng_route) == 40, "ABI");
 _Static_assert(sizeof(struct xbng_police) == 64, "ABI");
-_Static_assert(sizeof(struct xbng_port) == 64, "ABI");
+_Static_assert(sizeof(struct xbng_port) == 68, "ABI");
+_Static_assert(sizeof(struct xbng_local_svc) == 4, "ABI");
 _Static_assert(sizeof(struct xbng_event) == 32, "ABI");
 #endif
 

@@ -65,7 +65,10 @@
 	X(ICMP_RATE_LIMITED, "icmp_rate_limited", XBNG_KIND_INFO)              \
 	X(MSS_CLAMPED, "mss_clamped", XBNG_KIND_INFO)                          \
 	X(DROP_POLICED_UP, "drop_policed_upstream", XBNG_KIND_DROP)            \
-	X(DROP_POLICED_DOWN, "drop_policed_downstream", XBNG_KIND_DROP)
+	X(DROP_POLICED_DOWN, "drop_policed_downstream", XBNG_KIND_DROP)        \
+	/* issue 14 */                                                         \
+	X(DROP_TO_HOST, "drop_to_host", XBNG_KIND_DROP)                        \
+	X(DROP_MAC_MISMATCH, "drop_mac_mismatch", XBNG_KIND_DROP)
 
 #define XBNG_REASON_ENUM_(name, str, kind) XBNG_##name,
 enum xbng_reason {

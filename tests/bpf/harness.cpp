@@ -361,7 +361,8 @@ void Harness::fill_baseline()
 void Harness::reset()
 {
 	for (const char *m : {"subscribers", "routes_v4", "routes_v6", "routes_v6_64", "prefixes_v4",
-			      "prefixes_v6", "ports", "tx_ports", "unknown_seen", "pools_v4", "pools_v6"})
+			      "prefixes_v6", "ports", "tx_ports", "unknown_seen", "pools_v4", "pools_v6",
+			      "local_allow", "mac_seen"})
 		clear_map(m);
 	set_event_budget(0, 0);
 	set_icmp_budget(0, 0); // a full bucket on first use

@@ -22,6 +22,7 @@ MAPS = ("subscribers", "routes_v4", "routes_v6", "routes_v6_64", "prefixes_v4", 
         "ports", "tx_ports", "stats", "port_stats", "events", "unknown_seen", "event_budget",
         "icmp_budget", "icmp_scratch", "pools_v4", "pools_v6",
         "police",
+        "local_allow", "mac_seen",
         )
 PORTS = ("acc0", "upl0")
 

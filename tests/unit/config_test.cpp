@@ -105,7 +105,7 @@ level = "debug"
   EXPECT_EQ(c.log_level, "debug");
   // The TLS files do not exist: converting is refused, naming them.
   EXPECT_THROW(to_dataplane_options(c), std::runtime_error);
-  c.tls_cert = c.tls_key = "/dev/null";
+  c.tls_cert = c.tls_key = c.tls_client_ca = "/dev/null";
   auto d = to_dataplane_options(c);
   EXPECT_EQ(d.outer_tpid, 0x8100);
   EXPECT_EQ(d.max_subscribers, 5000u);

@@ -8,6 +8,8 @@
 #include <atomic>
 #include <memory>
 #include <optional>
+#include <mutex>
+#include <vector>
 #include <string>
 
 #include "xbng/agent/dataplane.h"
@@ -25,6 +27,7 @@ struct AgentOptions {
   std::string metrics_listen;  // HOST:PORT; empty: no metrics endpoint
   // Fleet mode (issue 13): subscribers come from etcd; gRPC writes are refused.
   std::optional<FleetOptions> fleet;
+  std::vector<std::string> reserved;  // security.reserved (issue 14)
 };
 
 class Agent {
@@ -55,6 +58,8 @@ class Agent {
   // when healthy, else what is wrong. Used by /healthz and the systemd
   // watchdog (without capacity: a flood is refused by design, not a fault).
   std::string health(bool capacity = true);
+  // Issue 14: new operator ranges; every subscriber is checked again.
+  void set_reserved_ranges(const std::vector<std::string>& ranges);
 
  private:
   std::string boot_id_;
@@ -69,6 +74,11 @@ class Agent {
   std::unique_ptr<GrpcServer> server_;
   std::unique_ptr<Fleet> fleet_;  // writes the store: stopped before the server goes
   std::unique_ptr<MetricsServer> metrics_;  // first to go: it reads everything above
+  // Issue 14: reserved addresses, re-read on address changes.
+  void refresh_reserved();
+  std::mutex reserved_mu_;
+  std::vector<std::string> reserved_ranges_;
+  std::unique_ptr<AddressWatcher> addr_watcher_;
 };
 
 }  // namespace xbng::agent

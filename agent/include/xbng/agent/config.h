@@ -24,6 +24,9 @@
 //             node = "bng1" (--node), ca, cert, key (TLS to etcd: --etcd-ca/--etcd-cert/
 //             --etcd-key), username, password or password_file (--etcd-username,
 //             --etcd-password-file), status_ttl = 10 (seconds)
+//   [security] (issue 14) mac_policy = "learn-once" | "follow" | "enforce",
+//             allow_to_host = ["tcp/22", "icmp"], reserved = ["192.0.2.0/24"]
+//             (per access port too: { name = "eth1", mac_policy = "enforce" })
 // Unknown sections or keys are errors (a typo must not be silently ignored).
 // Nothing here touches the system: no BPF, netlink or sockets (check_config
 // reads the TLS files to prove they are readable, nothing more).
@@ -58,6 +61,7 @@ struct AccessPortConfig {
   // none of their own (xbng.v1.Policy; absent = unlimited). Applied at start
   // (subscribers written under another default are rewritten then).
   PolicySpec policy;
+  std::string mac_policy;  // issue 14; "" = security.mac_policy
   friend bool operator==(const AccessPortConfig&, const AccessPortConfig&) = default;
 };
 
@@ -100,6 +104,10 @@ struct Config {
   uint64_t api_max_request_bytes = 16u << 20;  // api.max_request_bytes
   uint64_t api_max_watchers = 16;             // api.max_watchers
   uint64_t api_watcher_queue = 65536;         // api.watcher_queue (events)
+  // [security] (issue 14)
+  std::string mac_policy = "learn-once";   // of access ports without their own
+  std::vector<std::string> allow_to_host;  // "tcp/22", "udp/53", "icmp", ...
+  std::vector<std::string> reserved;       // prefixes never given to subscribers
 };
 
 // Merges the TOML file into cfg. Throws std::runtime_error naming the file,
@@ -123,6 +131,8 @@ DataplaneOptions to_dataplane_options(const Config& cfg);
 ServerOptions to_server_options(const Config& cfg);
 // Fleet options when etcd endpoints are configured (reads password_file).
 std::optional<FleetOptions> to_fleet_options(const Config& cfg);
+// security.allow_to_host parsed and deduplicated (issue 14). Throws on a bad entry.
+std::vector<LocalService> allow_to_host_of(const Config& cfg);
 
 // "HOST:PORT" with HOST an IPv4 address, a bracketed IPv6 address or a
 // host name. Returns the error, or nullopt and fills host/port.
@@ -133,6 +143,8 @@ std::optional<std::string> parse_listen(std::string_view s, std::string* host, u
 struct ReloadPlan {
   bool log_level = false;       // apply next.log_level
   bool metrics_listen = false;  // rebind the metrics server on next.metrics_listen
+  bool allow_to_host = false;   // rewrite local_allow from next.allow_to_host (issue 14)
+  bool reserved = false;        // new reserved ranges: check every subscriber again (issue 14)
   std::vector<std::string> applied;  // "log.level: info -> debug"
   std::vector<std::string> refused;  // "ports.access: [a] -> [a,b]: cannot change live; ..."
 };

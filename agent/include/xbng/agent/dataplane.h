@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "xbng/abi.h"
+#include "xbng/agent/host_services.h"
 #include "xbng/agent/net.h"
 #include "xbng/agent/pinlock.h"
 #include "xbng/agent/subscriber.h"
@@ -42,6 +43,8 @@ enum class MapId : int {
   kPoolsV4,
   kPoolsV6,
   kPolice,  // issue 12
+  kLocalAllow,  // issue 14
+  kMacSeen,     // issue 14
   kCount
 };
 inline constexpr int kMapCount = static_cast<int>(MapId::kCount);
@@ -68,6 +71,7 @@ struct AccessPortOverride {
   bool mss_clamp = true;
   std::vector<Prefix> pools;
   PolicySpec default_policy;  // issue 12
+  std::optional<uint8_t> mac_policy;  // enum xbng_mac_policy (issue 14)
 };
 
 // Settings of one uplink.
@@ -91,6 +95,10 @@ struct DataplaneOptions {
   bool xdp_generic = false;
   uint64_t events_per_sec = XBNG_DEFAULT_EVENTS_PER_SEC;
   uint64_t unknown_interval_ns = XBNG_DEFAULT_UNKNOWN_INTERVAL_NS;
+  // Issue 14: MAC policy of access ports without their own, and the host
+  // services subscribers may reach.
+  uint8_t mac_policy = XBNG_MAC_POLICY_LEARN_ONCE;
+  std::vector<LocalService> allow_to_host;
   // Tests: skip writing /proc/sys forwarding and ethtool changes.
   bool configure_netdevs = true;
 };
@@ -128,6 +136,8 @@ class Dataplane {
   // Raises each access netdev's MTU back to subscriber_mtu + 8 if it was
   // lowered (SIGHUP). Returns the errors, if any.
   std::optional<std::string> ensure_access_mtu();
+  // Rewrites `local_allow` (start, reload). Throws DataplaneError.
+  void set_allow_to_host(const std::vector<LocalService>& services);
 
  private:
   Dataplane() = default;

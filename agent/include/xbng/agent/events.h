@@ -82,13 +82,17 @@ class EventHub {
 
 class RingbufReader {
  public:
-  RingbufReader(int ringbuf_fd, EventHub* hub);  // throws std::runtime_error
+  // on_event (optional) sees every event before the hub (issue 14: a MAC
+  // moved under policy "follow" must reach the routes).
+  RingbufReader(int ringbuf_fd, EventHub* hub,
+                std::function<void(const AgentEvent&)> on_event = nullptr);  // throws
   ~RingbufReader();
   uint64_t received() const { return received_.load(); }
 
  private:
   static int on_sample(void* ctx, void* data, size_t size);
   EventHub* hub_;
+  std::function<void(const AgentEvent&)> on_event_;
   struct ring_buffer* rb_ = nullptr;
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> received_{0};

@@ -18,6 +18,7 @@
 
 #include "xbng/agent/dataplane.h"
 #include "xbng/agent/events.h"
+#include "xbng/agent/reserved.h"
 #include "xbng/agent/subscriber.h"
 
 namespace xbng::v1 {
@@ -47,6 +48,13 @@ struct StreamResult {
 
 struct Counters {
   uint64_t up_packets = 0, up_bytes = 0, down_packets = 0, down_bytes = 0;
+};
+
+// A provisioned address or prefix that overlaps a reserved one (issue 14).
+struct ReservedConflict {
+  SubKey key{};
+  std::string field, value;  // "ipv4", "100.64.0.1"
+  std::string reserved;      // what it conflicts with
 };
 
 struct ListQuery {
@@ -83,6 +91,17 @@ class SubscriberStore {
   grpc::Status list(const ListQuery& q, std::vector<xbng::v1::Subscriber>* out,
                     std::string* next_token, uint64_t* total);
 
+  // Issue 14: from now on refuse claims that overlap `r`, and check every
+  // provisioned subscriber against it (conflicts logged and kept for
+  // GetStats). Null: no reserved addresses.
+  void set_reserved(std::shared_ptr<const ReservedSet> r);
+  std::vector<ReservedConflict> reserved_conflicts(uint64_t* total) const;
+  static constexpr size_t kMaxReportedConflicts = 100;
+
+  // Issue 14: the fast path moved subscriber k to `mac` (policy follow):
+  // the MAC copies in its routes follow.
+  void follow_mac(const SubKey& k, const Mac& mac);
+
   size_t size() const;
   // Entries of each subscriber-sized map as the index knows them.
   uint64_t map_entries(MapId id) const;
@@ -100,6 +119,7 @@ class SubscriberStore {
               std::vector<std::pair<size_t, grpc::Status>>* failures);
   grpc::Status apply(Plan& p);
   uint64_t map_entries_locked(MapId id) const;
+  uint8_t effective_mac_policy(const SubscriberSpec& s) const;
   void fill_counters(uint32_t rec, xbng::v1::Subscriber* out) const;
   void to_proto(uint32_t rec, bool counters, xbng::v1::Subscriber* out) const;
   static void claims_of(const SubscriberSpec& s, std::vector<RouteKey>* out);
@@ -126,6 +146,10 @@ class SubscriberStore {
   StoreMaps maps_;
   PortResolver ports_;
   EventHub* hub_;
+  std::shared_ptr<const ReservedSet> reserved_;  // under mu_
+  mutable std::mutex conflicts_mu_;
+  std::vector<ReservedConflict> conflicts_;
+  uint64_t conflicts_total_ = 0;
 
   mutable std::shared_mutex mu_;
   std::vector<SubscriberSpec> recs_;  // ifindex 0 = free slot

@@ -66,6 +66,7 @@ struct SubscriberSpec {
   absl::InlinedVector<Prefix, 1> prefixes;
   bool has_policy = false;  // false: the port's default policy applies
   PolicySpec policy;
+  uint8_t mac_policy = 0;  // enum xbng_mac_policy; 0 = the port's (issue 14)
 
   bool same_provisioning(const SubscriberSpec& o) const;
 };
