@@ -49,13 +49,16 @@ std::optional<Duid> parse_duid_hex(std::string_view s) {
   };
   Duid d;
   size_t i = 0, n = 0;
+  bool colons = false;
   while (i < s.size()) {
     if (i + 1 >= s.size()) return std::nullopt;
     int hi = nib(s[i]), lo = nib(s[i + 1]);
     if (hi < 0 || lo < 0 || n == kMaxDuid) return std::nullopt;
     d.bytes[n++] = static_cast<uint8_t>(hi << 4 | lo);
     i += 2;
-    if (i < s.size()) {
+    // Separators: all ':' ("00:04:..") or none ("0004..").
+    if (n == 1) colons = i < s.size() && s[i] == ':';
+    if (colons && i < s.size()) {
       if (s[i] != ':') return std::nullopt;
       if (++i == s.size()) return std::nullopt;
     }
