@@ -36,7 +36,12 @@
 #include <sstream>
 #include <thread>
 
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <linux/bpf.h>
+
 #include "bench_util.hpp"
+#include "pktcost.skel.h"
 #include "bringup/frames.hpp"
 #include "bringup/packet_socket.hpp"
 #include "bringup/responder.hpp"
@@ -73,6 +78,70 @@ std::optional<ProcSample> sample_proc(int pid) {
   return s;
 }
 
+// ---- forwarding cost of the other subscribers --------------------------------------
+// The ns/packet of xbngd's own xdp_access (taken from its pinned XDP link)
+// on upstream IPv4 frames of random subscribers among the first `keys`,
+// through bench/'s template-restoring wrapper (BPF_PROG_TEST_RUN,
+// ingress = xbngd's access port): measured before and during the storm.
+class FwdProbe {
+ public:
+  FwdProbe(const std::string& netns, const std::string& link_pin, const std::string& iface,
+           uint32_t keys)
+      : netns_(netns), iface_(iface) {
+    xbench::NetnsGuard in(netns);
+    int lfd = bpf_obj_get(link_pin.c_str());
+    if (lfd < 0) throw xbench::BenchError(fmt::format("{}: {}", link_pin, strerror(errno)));
+    bpf_link_info info{};
+    uint32_t len = sizeof info;
+    if (bpf_obj_get_info_by_fd(lfd, &info, &len) < 0)
+      throw xbench::BenchError(fmt::format("link info {}: {}", link_pin, strerror(errno)));
+    close(lfd);
+    xbng_prog_ = bpf_prog_get_fd_by_id(info.prog_id);
+    if (xbng_prog_ < 0) throw xbench::BenchError(fmt::format("prog {}: {}", info.prog_id, strerror(errno)));
+    ingress_ = xbench::ifindex_of(iface);
+    p_ = xbench::load_pktcost(std::max<uint32_t>(keys, 1));
+    xbench::pktcost_set_slot(p_.get(), PC_SLOT_XDP_ACCESS, xbng_prog_);
+    xbench::FrameAddrs fa;
+    fa.dst = xbench::mac_of(iface);
+    xbench::WrapperConfig w;
+    w.tmpl = frame_ = xbench::frame_up_v4(fa);
+    w.mode = PC_MODE_UP_V4;
+    w.nkeys = keys;
+    w.random = true;
+    w.target = PC_SLOT_XDP_ACCESS;
+    xbench::pktcost_configure(p_.get(), w);
+  }
+  ~FwdProbe() {
+    if (xbng_prog_ >= 0) close(xbng_prog_);
+  }
+  // One BPF_PROG_TEST_RUN; call from a thread inside the namespace.
+  std::pair<uint32_t, uint32_t> run(int repeat) {
+    xdp_md ctx{};
+    ctx.data_end = static_cast<uint32_t>(frame_.size());
+    ctx.ingress_ifindex = ingress_;
+    LIBBPF_OPTS(bpf_test_run_opts, o, .data_in = frame_.data(),
+                .data_size_in = static_cast<uint32_t>(frame_.size()), .ctx_in = &ctx,
+                .ctx_size_in = sizeof ctx, .repeat = repeat);
+    if (bpf_prog_test_run_opts(bpf_program__fd(p_->progs.wrapper), &o) != 0)
+      throw xbench::BenchError(fmt::format("BPF_PROG_TEST_RUN: {}", strerror(errno)));
+    return {o.retval, o.duration};
+  }
+  const std::string& netns() const { return netns_; }
+
+ private:
+  std::string netns_, iface_;
+  int xbng_prog_ = -1;
+  unsigned ingress_ = 0;
+  xbench::PktcostSkel p_;
+  std::vector<uint8_t> frame_;
+};
+
+double median(std::vector<double> v) {
+  if (v.empty()) return NAN;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
 // ---- the generator -------------------------------------------------------------------
 
 enum : uint8_t { kV4Offered = 1, kV4Bound = 2, kV6Bound = 4, kRaSeen = 8, kV6Requested = 16 };
@@ -90,6 +159,8 @@ struct Options {
   bool rapid_commit = true;
   int pid = 0;
   std::string netns, iface, json;
+  std::string fwd_netns, fwd_link, fwd_iface = "acc0";
+  uint32_t fwd_keys = 0, fwd_repeat = 200000;
 };
 
 struct Results {
@@ -101,6 +172,9 @@ struct Results {
   double cpu_pct = 0, cpu_pct_peak = 0;
   uint64_t rss_kb_start = 0, rss_kb_peak = 0;
   bool sampled = false;
+  double fwd_idle_ns = NAN, fwd_storm_ns = NAN;
+  size_t fwd_storm_runs = 0;
+  std::string fwd_error;
 };
 
 double percentile(std::vector<double> v, double q) {
@@ -110,8 +184,33 @@ double percentile(std::vector<double> v, double q) {
   return v[std::min(k, v.size() - 1)];
 }
 
-Results run_storm(const Options& o, PacketSocket& sock) {
+Results run_storm(const Options& o, PacketSocket& sock, FwdProbe* fwd) {
   Results r;
+  // Forwarding cost before the storm (idle), then in a loop during it.
+  std::atomic<bool> storming{true};
+  std::vector<double> fwd_storm;
+  std::thread fwd_thread;
+  if (fwd) {
+    try {
+      xbench::NetnsGuard in(fwd->netns());
+      auto [action, d] = fwd->run(1);
+      if (action != 4 /* XDP_REDIRECT */) {
+        r.fwd_error = fmt::format("xdp_access answered {} (not XDP_REDIRECT) for a provisioned subscriber",
+                                  xbench::action_name(action));
+      } else {
+        std::vector<double> idle;
+        for (int k = 0; k < 3; ++k) idle.push_back(fwd->run(int(o.fwd_repeat)).second);
+        r.fwd_idle_ns = median(idle);
+      }
+    } catch (const std::exception& e) {
+      r.fwd_error = e.what();
+    }
+    if (r.fwd_error.empty())
+      fwd_thread = std::thread([&] {
+        xbench::NetnsGuard in(fwd->netns());
+        while (storming.load()) fwd_storm.push_back(fwd->run(int(o.fwd_repeat) / 4).second);
+      });
+  }
   std::vector<Session> ss(o.n);
   using Timer = std::pair<double, uint32_t>;
   std::priority_queue<Timer, std::vector<Timer>, std::greater<>> timers;
@@ -256,6 +355,12 @@ Results run_storm(const Options& o, PacketSocket& sock) {
   }
   r.wall = now_s() - t0;
   r.failed = o.n - r.bound;
+  storming = false;
+  if (fwd_thread.joinable()) {
+    fwd_thread.join();
+    r.fwd_storm_runs = fwd_storm.size();
+    r.fwd_storm_ns = median(fwd_storm);
+  }
   r.sent = sock.frames_sent;
   r.received = sock.frames_received;
   if (sampler.joinable()) {
@@ -301,6 +406,12 @@ int main(int argc, char** argv) {
   app.add_option("--iface", o.iface, "the veth facing xbngd's access port");
   app.add_option("--pid", o.pid, "process to sample CPU and RSS of (xbngd)");
   app.add_option("--json", o.json, "write the figures as JSON");
+  app.add_option("--fwd-netns", o.fwd_netns, "xbngd's namespace: measure its forwarding during the storm");
+  app.add_option("--fwd-link", o.fwd_link, "xbngd's pinned XDP link of the access port (<bpffs>/v2/links/acc0)");
+  app.add_option("--fwd-iface", o.fwd_iface, "xbngd's access port")->capture_default_str();
+  app.add_option("--fwd-keys", o.fwd_keys, "other (already provisioned) subscribers: indices [0, K)");
+  app.add_option("--fwd-repeat", o.fwd_repeat, "BPF_PROG_TEST_RUN repeat of an idle figure")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   if (o.iface.empty()) self_test = true;
   if (o.n == 0 || o.first + uint64_t(o.n) > 4000ull * 4094) {
@@ -325,6 +436,14 @@ int main(int argc, char** argv) {
       while (!ready.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
       if (o.pid == 0) o.pid = getpid();  // generator + responder: both in this process
     }
+    std::unique_ptr<FwdProbe> fwd;
+    if (!o.fwd_link.empty()) {
+      if (o.fwd_keys == 0 || o.fwd_keys > o.first) {
+        std::fprintf(stderr, "bringup: --fwd-keys must be in 1..--first (the storm's CPEs come after)\n");
+        return 2;
+      }
+      fwd = std::make_unique<FwdProbe>(o.fwd_netns, o.fwd_link, o.fwd_iface, o.fwd_keys);
+    }
     std::optional<xbench::NetnsGuard> in;
     if (!cpe_ns.empty()) in.emplace(cpe_ns);
     PacketSocket sock(cpe_if);
@@ -332,7 +451,7 @@ int main(int argc, char** argv) {
                  cpe_if.c_str(), cpe_ns.empty() ? "" : (" in " + cpe_ns).c_str(), o.window,
                  o.rate ? std::to_string(o.rate).c_str() : "unlimited",
                  self_test ? "self-test responder" : "real BNG");
-    Results r = run_storm(o, sock);
+    Results r = run_storm(o, sock, fwd.get());
     if (resp) {
       stop = true;
       resp->join();
@@ -356,6 +475,15 @@ int main(int argc, char** argv) {
       std::printf("  pid %d%s: CPU %.0f%% average, %.0f%% peak (100 ms samples); RSS %.1f MB -> peak %.1f MB\n",
                   o.pid, self_test ? " (generator+responder)" : " (xbngd)", r.cpu_pct, r.cpu_pct_peak,
                   r.rss_kb_start / 1024.0, r.rss_kb_peak / 1024.0);
+    if (fwd) {
+      if (!r.fwd_error.empty())
+        std::printf("  forwarding of other subscribers: not measured: %s\n", r.fwd_error.c_str());
+      else
+        std::printf("  forwarding of %u other subscribers (xdp_access, random keys, BPF_PROG_TEST_RUN): "
+                    "%.0f ns/packet idle, %.0f ns/packet during the storm (median of %zu runs): x%.2f\n",
+                    o.fwd_keys, r.fwd_idle_ns, r.fwd_storm_ns, r.fwd_storm_runs,
+                    r.fwd_storm_ns / r.fwd_idle_ns);
+    }
     if (!o.json.empty()) {
       nlohmann::json j;
       j["machine"] = xbench::machine_info();
@@ -369,6 +497,9 @@ int main(int argc, char** argv) {
       if (r.sampled)
         j["process"] = {{"pid", o.pid}, {"cpu_pct_avg", r.cpu_pct}, {"cpu_pct_peak", r.cpu_pct_peak},
                         {"rss_mb_start", r.rss_kb_start / 1024.0}, {"rss_mb_peak", r.rss_kb_peak / 1024.0}};
+      if (fwd)
+        j["forwarding"] = {{"keys", o.fwd_keys}, {"idle_ns", r.fwd_idle_ns}, {"storm_ns", r.fwd_storm_ns},
+                           {"storm_runs", r.fwd_storm_runs}, {"error", r.fwd_error}};
       if (self_test)
         j["responder"] = {{"dhcp4", rst.dhcp4.load()}, {"dhcp6", rst.dhcp6.load()}, {"rs", rst.rs.load()}};
       std::ofstream(o.json) << j.dump(2) << "\n";
