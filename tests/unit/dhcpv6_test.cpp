@@ -1,7 +1,7 @@
 // DHCPv6 parser, server and DUID: byte-exact replies against RFC 8415 wire
 // formats, and real client messages captured from dhclient (isc-dhcp-client
 // 4.4, `dhclient -6 -P -N` and `-6 -S`) and dhcpcd 9.4 (IA_NA + IA_PD +
-// rapid commit) in a throwaway namespace pair (see tests/unit/vectors.md).
+// rapid commit) in a throwaway namespace pair (tests/unit/capture_vectors.sh).
 #include <gtest/gtest.h>
 
 #include <filesystem>

@@ -1,7 +1,7 @@
 // RS parser, RA builder (byte-exact, RFC 4861 §4.1/§4.2/§4.6, RFC 8106) and
 // the unsolicited-RA timing wheel. RS vectors are real: Linux's own RS (with
 // source link-layer option, as dhcpcd also sends it) and rdisc6's (none),
-// captured in a throwaway namespace pair.
+// captured in a throwaway namespace pair (tests/unit/capture_vectors.sh).
 #include <gtest/gtest.h>
 
 #include <algorithm>
