@@ -543,6 +543,20 @@ TEST_F(Dhcpv6, OutcomeBufferIsReused) {
   EXPECT_TRUE(o.reply.empty());
 }
 
+TEST_F(Dhcpv6, SettingsChecks) {
+  EXPECT_TRUE(check_settings(settings).empty());
+  Settings bad = settings;
+  bad.server_duid = Duid{};
+  bad.t1 = 5000;
+  bad.t2 = 4000;
+  bad.preferred_lifetime = 8000;
+  auto e = check_settings(bad);
+  ASSERT_EQ(e.size(), 3u);
+  EXPECT_EQ(e[0], "server DUID: not set");
+  EXPECT_EQ(e[1], "preferred lifetime 8000 exceeds the valid lifetime 7200");
+  EXPECT_EQ(e[2], "T1 5000 exceeds T2 4000");
+}
+
 // --- DUID -------------------------------------------------------------------
 
 TEST(Dhcpv6Duid, UuidShape) {

@@ -146,6 +146,23 @@ TEST(RouterAdvert, OutputBufferIsReused) {
   EXPECT_EQ(out.size(), n);  // cleared, not appended
 }
 
+TEST(RouterAdvert, SettingsChecks) {
+  Settings s;
+  EXPECT_TRUE(check_settings(s).empty());
+  EXPECT_TRUE(check_interval(s, 600).empty());
+  EXPECT_FALSE(check_interval(s, 1800).empty());
+  EXPECT_FALSE(check_interval(s, 0).empty());
+  s.router_lifetime = 9001;
+  s.mtu = 1000;
+  s.rdnss = {*parse_ipv6("2001:db8::53")};
+  s.rdnss_lifetime = 60;
+  auto e = check_settings(s);
+  ASSERT_EQ(e.size(), 3u);
+  EXPECT_NE(e[0].find("9001"), std::string::npos);
+  EXPECT_NE(e[1].find("1000"), std::string::npos);
+  EXPECT_NE(e[2].find("RDNSS lifetime 60"), std::string::npos);
+}
+
 // --- unsolicited RA scheduler ------------------------------------------------
 
 constexpr uint64_t kSec = 1'000'000'000;

@@ -18,6 +18,23 @@ std::string_view kind_name(Kind k) {
   return "unknown";
 }
 
+std::vector<std::string> check_settings(const Settings& s) {
+  std::vector<std::string> e;
+  auto n = [](uint32_t v) { return std::to_string(v); };
+  if (s.server_duid.len < 3) e.push_back("server DUID: not set");
+  if (s.preferred_lifetime == 0) e.push_back("preferred lifetime: 0");
+  if (s.preferred_lifetime > s.valid_lifetime)
+    e.push_back("preferred lifetime " + n(s.preferred_lifetime) + " exceeds the valid lifetime " +
+                n(s.valid_lifetime));
+  if (s.t1 > s.t2 && s.t2 != 0) e.push_back("T1 " + n(s.t1) + " exceeds T2 " + n(s.t2));
+  if (s.t2 > s.preferred_lifetime)
+    e.push_back("T2 " + n(s.t2) + " exceeds the preferred lifetime " + n(s.preferred_lifetime));
+  if (s.t1 > s.preferred_lifetime)
+    e.push_back("T1 " + n(s.t1) + " exceeds the preferred lifetime " + n(s.preferred_lifetime));
+  if (s.dns_servers.size() > 16) e.push_back("more than 16 DNS servers");
+  return e;
+}
+
 namespace {
 
 using wire::Writer;

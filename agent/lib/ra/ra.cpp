@@ -52,6 +52,31 @@ RsError parse_rs(std::span<const uint8_t> b, bool source_unspecified, RouterSoli
   return RsError::kOk;
 }
 
+std::vector<std::string> check_settings(const Settings& s) {
+  std::vector<std::string> e;
+  auto n = [](uint64_t v) { return std::to_string(v); };
+  if (s.router_lifetime > 9000) e.push_back("router lifetime " + n(s.router_lifetime) + " s exceeds 9000");
+  if (s.reachable_time > 3600000) e.push_back("reachable time " + n(s.reachable_time) + " ms exceeds 3600000");
+  if (s.mtu != 0 && s.mtu < 1280) e.push_back("MTU " + n(s.mtu) + " is below the IPv6 minimum 1280");
+  if (s.rdnss.size() > 16) e.push_back("more than 16 RDNSS addresses");
+  if (!s.rdnss.empty() && s.rdnss_lifetime < s.router_lifetime)
+    e.push_back("RDNSS lifetime " + n(s.rdnss_lifetime) + " s is shorter than the router lifetime " +
+                n(s.router_lifetime) + " s");
+  if (s.pio_preferred > s.pio_valid)
+    e.push_back("PIO preferred lifetime " + n(s.pio_preferred) + " exceeds the valid lifetime " +
+                n(s.pio_valid));
+  return e;
+}
+
+std::string check_interval(const Settings& s, uint32_t interval_s) {
+  if (interval_s == 0) return "unsolicited RA interval: 0";
+  if (s.router_lifetime != 0 && interval_s >= s.router_lifetime)
+    return "unsolicited RA interval " + std::to_string(interval_s) +
+           " s does not keep the default route: router lifetime is " +
+           std::to_string(s.router_lifetime) + " s";
+  return {};
+}
+
 size_t build_ra(const Settings& s, const Mac& port_mac, const Prefix* slaac_prefix,
                 std::vector<uint8_t>* out) {
   wire::Writer w(out);

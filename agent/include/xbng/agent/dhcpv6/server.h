@@ -28,6 +28,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -49,6 +50,12 @@ struct Settings {
                                   // client may request at once (§18.2.1)
   bool send_preference = true;
 };
+
+// Problems that make settings unusable, each naming the field and value
+// (empty: fine): a server DUID must be set; 0 < preferred ≤ valid;
+// T1 ≤ T2 ≤ preferred when T1/T2 are given (RFC 8415 §21.4, §21.21); at
+// most 16 DNS servers. For config checks (10A's config layer).
+std::vector<std::string> check_settings(const Settings& s);
 
 // What the subscriber is provisioned with (from SubscriberSpec).
 struct Binding {

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -69,6 +70,17 @@ struct Settings {
   uint32_t pio_valid = 86400, pio_preferred = 14400;
   bool pio_on_link = true;           // L flag
 };
+
+// Problems that make settings unusable, each naming the field and value
+// (empty: fine): router lifetime ≤ 9000 s (RFC 4861 §6.2.1), reachable time
+// ≤ 3,600,000 ms, MTU 0 or ≥ 1280, at most 16 RDNSS addresses, RDNSS
+// lifetime ≥ the router lifetime when RDNSS is sent (RFC 8106 §5.1: at least
+// the max RA interval), PIO preferred ≤ valid.
+std::vector<std::string> check_settings(const Settings& s);
+// Whether unsolicited RAs every `interval_s` keep a host's default route:
+// the router lifetime must exceed the interval (RFC 4861 §6.2.1: lifetime ≥
+// MaxRtrAdvInterval). Error text or empty.
+std::string check_interval(const Settings& s, uint32_t interval_s);
 
 // Builds the RA (ICMPv6 type 134, checksum 0) into *out (cleared first):
 // header, source link-layer address (the port's MAC), MTU, RDNSS, and a
