@@ -24,6 +24,9 @@
 // - INFORMATION-REQUEST → REPLY with DNS.
 // - REQUEST/RENEW/RELEASE/DECLINE/INFORMATION-REQUEST naming another server
 //   DUID → no reply (§16), counted.
+// - Unicast and multicast messages are served alike: we never send the
+//   Server Unicast option, and RFC 9915 (8415bis) retires the UseMulticast
+//   answer, so a unicast RENEW to the gateway is simply answered.
 #pragma once
 
 #include <cstdint>
