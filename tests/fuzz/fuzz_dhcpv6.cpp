@@ -91,7 +91,7 @@ void run_one(const uint8_t* data, size_t size) {
       }
       XBNG_FUZZ_CHECK(size >= 4);
       if (!out.has_reply) continue;
-      XBNG_FUZZ_CHECK(out.reply.size() >= 4 && out.reply.size() <= 8192);
+      XBNG_FUZZ_CHECK(out.reply.size() >= 4 && out.reply.size() <= kMaxReply);
       XBNG_FUZZ_CHECK(out.reply[0] == 2 || out.reply[0] == 7);
       XBNG_FUZZ_CHECK(std::memcmp(out.reply.data() + 1, data + 1, 3) == 0);
       XBNG_FUZZ_CHECK(well_formed(out.reply.data() + 4, out.reply.data() + out.reply.size()));

@@ -6,6 +6,7 @@ swapped into the pinned XDP links (same link ids), every pinned map kept (same
 map ids), zero frames lost, and the old build must come back the same way.
 A pinned map whose layout differs from the build's is refused with a message
 naming the map and both layouts, and forwarding is left untouched."""
+import glob
 import json
 import os
 import signal
@@ -39,7 +40,10 @@ class UpgradeTest(unittest.TestCase):
         self.x.resolve_uplink_neighbours()
 
     def pins(self) -> str:
-        return os.path.join(self.x.lab.bpffs, "v1")
+        # The pins of the running ABI version (<bpffs>/v<ABI>), whatever it is.
+        found = glob.glob(os.path.join(self.x.lab.bpffs, "v*"))
+        self.assertEqual(len(found), 1, found)
+        return found[0]
 
     def dataplane(self) -> dict:
         """Link id, program id and program tag per port; map id per map."""

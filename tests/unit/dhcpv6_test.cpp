@@ -438,6 +438,38 @@ TEST_F(Dhcpv6, SeveralPrefixesInOneIaPdAndASecondIaPdGetsNone) {
   EXPECT_TRUE(bytes_eq(o.reply, want));
 }
 
+TEST_F(Dhcpv6, AtMostSixteenPrefixesFitOneReply) {
+  std::vector<Prefix> many;
+  for (int i = 0; i < 40; ++i)
+    many.push_back(*parse_prefix("2001:db8:" + std::to_string(2000 + i) + "::/48"));
+  Outcome o = run(hex(kDhcpcdSolicit), Binding{true, addr, many});
+  ASSERT_EQ(o.kind, Kind::kReplyRapidCommit);
+  size_t n = 0;
+  for (size_t i = 0; i + 4 <= o.reply.size(); ++i)
+    if (o.reply[i] == 0x00 && o.reply[i + 1] == 0x1a && o.reply[i + 2] == 0x00 && o.reply[i + 3] == 0x19) ++n;
+  EXPECT_EQ(n, kMaxDelegatedPrefixes);
+  EXPECT_LT(o.reply.size(), 1452u);
+}
+
+TEST_F(Dhcpv6, AnAnswerLargerThanAFrameIsRefused) {
+  // A RENEW (1298 bytes: accepted) stuffed with 8 IA_NAs of 5 stale addresses each: every one must
+  // come back with lifetimes 0, which does not fit one frame.
+  Bytes ias;
+  for (uint32_t k = 1; k <= 8; ++k) {
+    Bytes body = cat({Bytes{0, 0, 0, static_cast<uint8_t>(k)}, hex("00000000 00000000")});
+    for (int e = 0; e < 5; ++e)
+      body = cat({body, hex("0005 0018 20010db81000000000000000000000"), Bytes{static_cast<uint8_t>(0x80 + e)},
+                  hex("00000000 00000000")});
+    ias = cat({ias, opt(3, body)});
+  }
+  Bytes renew = request_for(5, ias);
+  ASSERT_LE(renew.size(), kMaxMessage);
+  Outcome o = run(renew);
+  EXPECT_EQ(o.kind, Kind::kRefusedReplyTooLarge);
+  EXPECT_FALSE(o.has_reply);
+  EXPECT_EQ(o.lease.action, LeaseChange::Action::kNone);
+}
+
 TEST_F(Dhcpv6, IaTaIsNotServed) {
   Bytes m = cat({hex("01 000008 0001 000a 00030001020000001001 000e 0000"),
                  hex("0004 0004 00000009"), hex("0003 000c 00000001 00000000 00000000")});

@@ -120,8 +120,10 @@ bool put_assigning_ia(Writer& w, MsgType type, const Ia& ia, const Binding& b, c
     if (ia.type == kOptIaNa) {
       put_iaaddr(w, b.address, s.preferred_lifetime, s.valid_lifetime);
     } else {
+      size_t given = 0;
       for (const Prefix& p : b.prefixes) {
         if (!is_v6(p)) continue;
+        if (given++ == kMaxDelegatedPrefixes) break;
         Ipv6 a;
         std::copy(p.addr.begin(), p.addr.end(), a.begin());
         put_iaprefix(w, a, p.len, s.preferred_lifetime, s.valid_lifetime);
@@ -310,9 +312,7 @@ void information(const Message& m, const Settings& s, Outcome* out) {
   out->kind = Kind::kReplyInformation;
 }
 
-}  // namespace
-
-void handle(const Message& m, const Binding& b, const Settings& s, uint64_t now, Outcome* out) {
+void dispatch(const Message& m, const Binding& b, const Settings& s, uint64_t now, Outcome* out) {
   out->has_reply = false;
   out->reply.clear();
   out->lease = LeaseChange{};
@@ -343,6 +343,18 @@ void handle(const Message& m, const Binding& b, const Settings& s, uint64_t now,
     default:
       out->kind = Kind::kIgnoredNotForServer;
       return;
+  }
+}
+
+}  // namespace
+
+void handle(const Message& m, const Binding& b, const Settings& s, uint64_t now, Outcome* out) {
+  dispatch(m, b, s, now, out);
+  if (out->has_reply && out->reply.size() > kMaxReply) {
+    out->has_reply = false;
+    out->reply.clear();
+    out->lease = LeaseChange{};
+    out->kind = Kind::kRefusedReplyTooLarge;
   }
 }
 

@@ -8,7 +8,8 @@
 //
 // Policy, in short (details in docs/design.md):
 // - IA_NA always carries the provisioned /128, IA_PD every provisioned IPv6
-//   prefix; client hints are ignored. Nothing provisioned: the IA comes back
+//   prefix (at most kMaxDelegatedPrefixes, in the binding's order: a reply
+//   must fit one frame); client hints are ignored. Nothing provisioned: the IA comes back
 //   with NoAddrsAvail / NoPrefixAvail (and ADVERTISE also carries the
 //   top-level NoAddrsAvail when no IA gets anything, RFC 8415 §18.3.9).
 // - SOLICIT → ADVERTISE; with Rapid Commit (client asks, settings allow,
@@ -39,6 +40,13 @@
 #include "xbng/agent/net.h"
 
 namespace xbng::agent::dhcpv6 {
+
+inline constexpr size_t kMaxDelegatedPrefixes = 16;
+// A reply must fit one 1500-byte frame with IPv6 and UDP headers. Real
+// clients' answers are far smaller (~160 bytes for IA_NA + IA_PD + DNS);
+// only a message stuffed with IAs and stale entries could exceed it, and
+// it then gets no answer (counted), rather than a frame no link carries.
+inline constexpr size_t kMaxReply = 1452;
 
 // Per access port (10A maps the config file onto this).
 struct Settings {
@@ -89,7 +97,9 @@ inline Binding make_binding(bool has_ipv6, const Ipv6& addr, std::span<const Pre
   X(kIgnoredOtherServer, "ignored_other_server") /* Server Identifier not ours */         \
   X(kIgnoredConfirmNoAddress, "ignored_confirm_no_address")                               \
   X(kIgnoredNotForServer, "ignored_not_for_server") /* ADVERTISE/REPLY/relay types */     \
-  X(kMalformed, "malformed") /* parse failed: see Outcome::parse_error */
+  X(kMalformed, "malformed") /* parse failed: see Outcome::parse_error */                \
+  X(kRefusedReplyTooLarge, "refused_reply_too_large") /* the answer would exceed        \
+                                         kMaxReply: only a pathological client gets here */
 
 enum class Kind : uint8_t {
 #define XBNG_DHCPV6_KIND_(e, m) e,
