@@ -18,6 +18,7 @@
 #include <sys/statfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -36,7 +37,7 @@ namespace {
 constexpr const char* kMapNames[kMapCount] = {
     "subscribers", "routes_v4", "routes_v6", "routes_v6_64", "prefixes_v4",  "prefixes_v6",
     "ports",       "tx_ports",  "stats",     "port_stats",   "events",       "unknown_seen",
-    "event_budget"};
+    "event_budget", "punt",      "punt_limit", "punt_port_budget"};
 
 // Maps whose size follows --max-subscribers.
 bool sized_by_subscribers(MapId id) {
@@ -282,6 +283,12 @@ void Dataplane::open_and_load() {
     throw DataplaneError(fmt::format("opening the BPF skeleton: {}", errstr(errno)));
   *skel_->events_per_sec = opts_.events_per_sec;
   *skel_->unknown_interval_ns = opts_.unknown_interval_ns;
+  *skel_->punt_enabled = opts_.punt_enabled ? 1 : 0;
+  const uint64_t rate = std::max<uint32_t>(opts_.punt_sub_rate, 1);
+  *skel_->punt_sub_interval_ns = 1000000000ull / rate;
+  *skel_->punt_sub_tolerance_ns =
+      (std::max<uint32_t>(opts_.punt_sub_burst, 1) - 1) * (1000000000ull / rate);
+  *skel_->punt_port_per_sec = opts_.punt_port_rate;
   struct bpf_map** maps = skel_->maps;
   bool pinned[kMapCount] = {};
   int npinned = 0;

@@ -6,16 +6,20 @@ bool xbng_skel_open(XbngSkelRefs* r) {
   struct xbng* s = xbng__open();
   if (!s) return false;
   r->skel = s;
-  struct bpf_map* maps[13] = {
+  struct bpf_map* maps[16] = {
       s->maps.subscribers,  s->maps.routes_v4,   s->maps.routes_v6,    s->maps.routes_v6_64,
       s->maps.prefixes_v4,  s->maps.prefixes_v6, s->maps.ports,        s->maps.tx_ports,
       s->maps.stats,        s->maps.port_stats,  s->maps.events,       s->maps.unknown_seen,
-      s->maps.event_budget};
-  for (int i = 0; i < 13; ++i) r->maps[i] = maps[i];
+      s->maps.event_budget, s->maps.punt,        s->maps.punt_limit,   s->maps.punt_port_budget};
+  for (int i = 0; i < 16; ++i) r->maps[i] = maps[i];
   r->xdp_access = s->progs.xdp_access;
   r->xdp_uplink = s->progs.xdp_uplink;
   r->events_per_sec = reinterpret_cast<uint64_t*>(&s->rodata->events_per_sec);
   r->unknown_interval_ns = reinterpret_cast<uint64_t*>(&s->rodata->unknown_interval_ns);
+  r->punt_enabled = reinterpret_cast<uint32_t*>(&s->rodata->punt_enabled);
+  r->punt_sub_interval_ns = reinterpret_cast<uint64_t*>(&s->rodata->punt_sub_interval_ns);
+  r->punt_sub_tolerance_ns = reinterpret_cast<uint64_t*>(&s->rodata->punt_sub_tolerance_ns);
+  r->punt_port_per_sec = reinterpret_cast<uint64_t*>(&s->rodata->punt_port_per_sec);
   return true;
 }
 

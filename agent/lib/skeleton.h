@@ -11,11 +11,15 @@ struct bpf_program;
 struct XbngSkelRefs {
   void* skel = nullptr;
   // In the order of xbng::agent::MapId.
-  struct bpf_map* maps[13] = {};
+  struct bpf_map* maps[16] = {};
   struct bpf_program* xdp_access = nullptr;
   struct bpf_program* xdp_uplink = nullptr;
   uint64_t* events_per_sec = nullptr;       // rodata, writable until load
   uint64_t* unknown_interval_ns = nullptr;  // rodata, writable until load
+  uint32_t* punt_enabled = nullptr;            // rodata (issue 10)
+  uint64_t* punt_sub_interval_ns = nullptr;    // rodata
+  uint64_t* punt_sub_tolerance_ns = nullptr;   // rodata
+  uint64_t* punt_port_per_sec = nullptr;       // rodata
 };
 
 bool xbng_skel_open(XbngSkelRefs* refs);  // false: errno set

@@ -7,5 +7,6 @@ namespace bpftest {
 INSTANTIATE_TEST_SUITE_P(Upstream, Table, testing::ValuesIn(upstream_rows()), row_name);
 INSTANTIATE_TEST_SUITE_P(Control, Table, testing::ValuesIn(control_rows()), row_name);
 INSTANTIATE_TEST_SUITE_P(Downstream, Table, testing::ValuesIn(downstream_rows()), row_name);
+INSTANTIATE_TEST_SUITE_P(Punt, Table, testing::ValuesIn(punt_rows()), row_name);
 
 } // namespace bpftest

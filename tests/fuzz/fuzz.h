@@ -36,5 +36,6 @@ Bytes from_hex(const char* s);
 
 extern const FuzzTarget kDhcpv6Target;
 extern const FuzzTarget kRsTarget;
+extern const FuzzTarget kDhcpv4Target;
 
 }  // namespace xbng::fuzz

@@ -30,7 +30,7 @@ Bytes from_hex(const char* s) {
 
 namespace {
 
-const FuzzTarget* const kTargets[] = {&kDhcpv6Target, &kRsTarget};
+const FuzzTarget* const kTargets[] = {&kDhcpv6Target, &kRsTarget, &kDhcpv4Target};
 
 class Mutator {
  public:

@@ -19,7 +19,8 @@ from traffic import Stream
 from xbng_lab import XbngLab, find_bin, plan
 
 MAPS = ("subscribers", "routes_v4", "routes_v6", "routes_v6_64", "prefixes_v4", "prefixes_v6",
-        "ports", "tx_ports", "stats", "port_stats", "events", "unknown_seen", "event_budget")
+        "ports", "tx_ports", "stats", "port_stats", "events", "unknown_seen", "event_budget",
+        "punt", "punt_limit", "punt_port_budget")
 PORTS = ("acc0", "upl0")
 
 

@@ -233,7 +233,7 @@ TEST(Config, AcceptsAndWarns) {
              x.gateway_ipv4 = "";
              x.access_options["acc0"].gateway_ipv6 = "2001:db8::1";
            },
-           [](Config& x) { x.access_options["acc0"] = {"0x9100", 1508, "", ""}; },
+           [](Config& x) { x.access_options["acc0"] = {"0x9100", 1508, "", "", {}, {}, {}}; },
        }) {
     ConfigCheck chk = check_with(mutate);
     EXPECT_TRUE(chk.ok()) << errors_of(chk);

@@ -15,6 +15,8 @@
 
 namespace xbng::agent {
 
+class LeaseTable;
+
 std::string make_boot_id();
 
 class SubscribersService final : public xbng::v1::Subscribers::Service {
@@ -41,6 +43,8 @@ class SubscribersService final : public xbng::v1::Subscribers::Service {
 
   const std::string& boot_id() const { return boot_id_; }
   void shutdown() { stopping_ = true; }
+  // Bring-up: lease state shown by Get/ListSubscribers (may stay null).
+  void set_leases(const LeaseTable* leases) { leases_ = leases; }
 
  private:
   void to_proto(const AgentEvent& e, xbng::v1::Event* out) const;
@@ -51,6 +55,7 @@ class SubscribersService final : public xbng::v1::Subscribers::Service {
   std::string boot_id_;
   uint64_t started_ns_;
   std::atomic<bool> stopping_{false};
+  const LeaseTable* leases_ = nullptr;
 };
 
 class GrpcMetrics;
