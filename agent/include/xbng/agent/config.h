@@ -24,6 +24,16 @@
 //             node = "bng1" (--node), ca, cert, key (TLS to etcd: --etcd-ca/--etcd-cert/
 //             --etcd-key), username, password or password_file (--etcd-username,
 //             --etcd-password-file), status_ttl = 10 (seconds)
+//   [punt]    enabled = true, subscriber_rate = 10, subscriber_burst = 20, port_rate = 20000
+//   [dhcp]    enabled = true, lease_time = 3600, dns = ["192.0.2.53"], subnet_mask = "",
+//             lease_file = "/var/lib/xbng/leases.json"
+//   per access port: dhcp_lease_time, dhcp_dns, dhcp_subnet_mask
+//   [dhcpv6]  enabled = true, preferred_lifetime = 3600, valid_lifetime = 7200, t1 = 1800,
+//             t2 = 2880, dns = [], rapid_commit = true,
+//             duid_file = "/var/lib/xbng/dhcpv6-server-duid"
+//   [ra]      enabled = true, managed = true, other = true, router_lifetime = 1800,
+//             mtu = 1500, dns = [] (RDNSS; default: [dhcpv6] dns), dns_lifetime = 1800,
+//             slaac = false, unsolicited_interval = 600
 // Unknown sections or keys are errors (a typo must not be silently ignored).
 // Nothing here touches the system: no BPF, netlink or sockets (check_config
 // reads the TLS files to prove they are readable, nothing more).
@@ -38,6 +48,7 @@
 
 #include "xbng/agent/dataplane.h"
 #include "xbng/agent/fleet.h"
+#include "xbng/agent/punt/dispatcher.h"
 #include "xbng/agent/service.h"
 
 namespace xbng::agent {
@@ -58,6 +69,10 @@ struct AccessPortConfig {
   // none of their own (xbng.v1.Policy; absent = unlimited). Applied at start
   // (subscribers written under another default are rewritten then).
   PolicySpec policy;
+  // Bring-up (issue 10); unset = the [dhcp] value.
+  std::optional<uint64_t> dhcp_lease_time;
+  std::optional<std::vector<std::string>> dhcp_dns;
+  std::optional<std::string> dhcp_subnet_mask;
   friend bool operator==(const AccessPortConfig&, const AccessPortConfig&) = default;
 };
 
@@ -100,6 +115,29 @@ struct Config {
   uint64_t api_max_request_bytes = 16u << 20;  // api.max_request_bytes
   uint64_t api_max_watchers = 16;             // api.max_watchers
   uint64_t api_watcher_queue = 65536;         // api.watcher_queue (events)
+  // Bring-up (issue 10): [punt] and [dhcp].
+  bool punt_enabled = true;
+  uint64_t punt_subscriber_rate = XBNG_DEFAULT_PUNT_SUB_RATE;
+  uint64_t punt_subscriber_burst = XBNG_DEFAULT_PUNT_SUB_BURST;
+  uint64_t punt_port_rate = XBNG_DEFAULT_PUNT_PORT_RATE;
+  bool dhcp_enabled = true;
+  uint64_t dhcp_lease_time = 3600;
+  std::vector<std::string> dhcp_dns;
+  std::string dhcp_subnet_mask;  // "" = /32 with option 121
+  // [dhcpv6]
+  bool dhcpv6_enabled = true;
+  uint64_t dhcpv6_preferred = 3600, dhcpv6_valid = 7200, dhcpv6_t1 = 1800, dhcpv6_t2 = 2880;
+  std::vector<std::string> dhcpv6_dns;
+  bool dhcpv6_rapid_commit = true;
+  std::string duid_file;  // "" = next to the lease file: dhcpv6-server-duid[-<bpffs name>]
+  // [ra]
+  bool ra_enabled = true, ra_managed = true, ra_other = true, ra_slaac = false;
+  uint64_t ra_router_lifetime = 1800, ra_mtu = 1500, ra_dns_lifetime = 1800;
+  std::optional<std::vector<std::string>> ra_dns;  // unset: [dhcpv6] dns
+  uint64_t ra_unsolicited_interval = 600;
+  // "" = /var/lib/xbng/leases.json with the default bpffs, else
+  // /var/lib/xbng/leases-<basename of bpffs>.json (two instances never share one).
+  std::string lease_file;
 };
 
 // Merges the TOML file into cfg. Throws std::runtime_error naming the file,
@@ -123,6 +161,8 @@ DataplaneOptions to_dataplane_options(const Config& cfg);
 ServerOptions to_server_options(const Config& cfg);
 // Fleet options when etcd endpoints are configured (reads password_file).
 std::optional<FleetOptions> to_fleet_options(const Config& cfg);
+punt::BringupOptions to_bringup_options(const Config& cfg);
+punt::BringupOptions to_bringup_options_unchecked(const Config& cfg);
 
 // "HOST:PORT" with HOST an IPv4 address, a bracketed IPv6 address or a
 // host name. Returns the error, or nullopt and fills host/port.

@@ -42,6 +42,9 @@ enum class MapId : int {
   kPoolsV4,
   kPoolsV6,
   kPolice,  // issue 12
+  kPunt,
+  kPuntLimit,
+  kPuntPortBudget,
   kCount
 };
 inline constexpr int kMapCount = static_cast<int>(MapId::kCount);
@@ -91,6 +94,11 @@ struct DataplaneOptions {
   bool xdp_generic = false;
   uint64_t events_per_sec = XBNG_DEFAULT_EVENTS_PER_SEC;
   uint64_t unknown_interval_ns = XBNG_DEFAULT_UNKNOWN_INTERVAL_NS;
+  // Bring-up (issue 10): punt control frames to xbngd, and their limits.
+  bool punt_enabled = true;
+  uint32_t punt_sub_rate = XBNG_DEFAULT_PUNT_SUB_RATE;    // frames/s per subscriber
+  uint32_t punt_sub_burst = XBNG_DEFAULT_PUNT_SUB_BURST;  // frames in a burst
+  uint64_t punt_port_rate = XBNG_DEFAULT_PUNT_PORT_RATE;  // frames/s per access port per CPU
   // Tests: skip writing /proc/sys forwarding and ethtool changes.
   bool configure_netdevs = true;
 };
