@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import glob
+import ipaddress
 import os
 import subprocess
 import sys
@@ -25,9 +26,15 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from xbng_lab import XbngLab, find_bin, plan, write_jsonl  # noqa: E402
 
 
+BENCH_V6_BASE = int(ipaddress.IPv6Address("2001:db8:1000::16"))
+
+
 def bench_plan(i: int) -> dict:
+    """bench/README.md's addressing (what bench/'s BPF wrapper and the generator expect): the lab
+    plan with S-VID 1 + i/4000 and IPv6 2001:db8:1000::16 (hex) + i."""
     p = plan(i, c_per_s=4000)
-    p["outer_vlan"] = 1 + i // 4000  # bench/README.md (what bench/'s BPF wrapper writes)
+    p["outer_vlan"] = 1 + i // 4000
+    p["ipv6"] = str(ipaddress.IPv6Address(BENCH_V6_BASE + i))
     return p
 
 
