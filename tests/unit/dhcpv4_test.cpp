@@ -384,10 +384,10 @@ TEST(Dhcpv4Fuzz, MutatedPacketsNeverCrash) {
     for (int k = 0; k < muts; ++k) {
       switch (rng() % 6) {
         case 0:  // flip a byte (options area mostly)
-          b[rng() % b.size()] ^= static_cast<uint8_t>(1u << (rng() % 8));
+          if (!b.empty()) b[rng() % b.size()] ^= static_cast<uint8_t>(1u << (rng() % 8));
           break;
         case 1:  // random byte
-          b[240 + rng() % (b.size() - 240)] = static_cast<uint8_t>(rng());
+          if (b.size() > 240) b[240 + rng() % (b.size() - 240)] = static_cast<uint8_t>(rng());
           break;
         case 2:  // truncate
           b.resize(rng() % (b.size() + 1));
