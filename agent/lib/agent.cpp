@@ -38,8 +38,16 @@ void Agent::start_bringup(const punt::BringupOptions& opts) {
   punt::BringupOptions o = opts;
   if (o.dhcpv6) {
     // The server DUID stays the same across restarts and upgrades (10B's helper).
+    // An empty path (library users such as the gRPC tests: xbngd's config
+    // always names one) gets a DUID for this process only, said loudly.
     std::string err;
-    auto duid = dhcpv6::load_or_create_server_duid(o.duid_file, &err);
+    std::optional<dhcpv6::Duid> duid;
+    if (o.duid_file.empty()) {
+      duid = dhcpv6::make_duid_uuid();
+      spdlog::warn("no DHCPv6 DUID state file configured: this DUID lasts until the process exits");
+    } else {
+      duid = dhcpv6::load_or_create_server_duid(o.duid_file, &err);
+    }
     if (!duid) throw std::runtime_error("DHCPv6 server DUID: " + err);
     o.dhcpv6_settings.server_duid = *duid;
     spdlog::info("DHCPv6 server DUID {} ({})", dhcpv6::format_duid_hex(*duid), o.duid_file);
