@@ -136,6 +136,17 @@ class FwdProbe {
   std::vector<uint8_t> frame_;
 };
 
+std::string fmt_v4(uint32_t be) {
+  char b[INET_ADDRSTRLEN];
+  inet_ntop(AF_INET, &be, b, sizeof b);
+  return b;
+}
+std::string fmt_v6(const V6& a) {
+  char b[INET6_ADDRSTRLEN];
+  inet_ntop(AF_INET6, a.data(), b, sizeof b);
+  return b;
+}
+
 double median(std::vector<double> v) {
   if (v.empty()) return NAN;
   std::sort(v.begin(), v.end());
@@ -165,6 +176,7 @@ struct Options {
 
 struct Results {
   uint32_t bound = 0, failed = 0;
+  std::string first_wrong;  // what the first wrong binding was
   uint64_t retransmits = 0, wrong_binding = 0, naks = 0, advertises = 0, stray = 0;
   double wall = 0;
   std::vector<double> ttb;  // seconds
@@ -231,6 +243,9 @@ Results run_storm(const Options& o, PacketSocket& sock, FwdProbe* fwd) {
     });
   }
 
+  auto wrong = [&](int64_t i, const char* what, const std::string& got) {
+    if (r.wrong_binding++ == 0) r.first_wrong = fmt::format("CPE #{}: {} {}", i, what, got);
+  };
   auto send_missing = [&](uint32_t k) {
     Session& s = ss[k];
     uint32_t i = o.first + k;
@@ -312,13 +327,13 @@ Results run_storm(const Options& o, PacketSocket& sock, FwdProbe* fwd) {
         if (s.t_start < 0 || s.t_done >= 0) return;
         if (p.kind == Parsed::kDhcp4 && p.xid == 0x10000000u + uint32_t(i)) {
           if (p.dhcp4_type == 2 && !(s.flags & kV4Offered)) {
-            if (p.yiaddr_be != sub_addr4_be(uint32_t(i))) ++r.wrong_binding;
+            if (p.yiaddr_be != sub_addr4_be(uint32_t(i))) wrong(i, "OFFER yiaddr", fmt_v4(p.yiaddr_be));
             s.flags |= kV4Offered;
             s.offered_be = p.yiaddr_be;
             s.server_be = p.server_id_be;
             sock.queue(dhcp4_request(cpe_of(uint32_t(i)), p.xid, s.offered_be, s.server_be));
           } else if (p.dhcp4_type == 5 && (s.flags & kV4Offered) && !(s.flags & kV4Bound)) {
-            if (p.yiaddr_be != sub_addr4_be(uint32_t(i))) ++r.wrong_binding;
+            if (p.yiaddr_be != sub_addr4_be(uint32_t(i))) wrong(i, "ACK yiaddr", fmt_v4(p.yiaddr_be));
             s.flags |= kV4Bound;
           } else if (p.dhcp4_type == 6) {
             ++r.naks;
@@ -332,9 +347,10 @@ Results run_storm(const Options& o, PacketSocket& sock, FwdProbe* fwd) {
             s.flags |= kV6Requested;
             sock.queue(dhcp6_request(cpe_of(uint32_t(i)), p.xid, {duid.data(), duid_len}));
           } else if (p.dhcp6_type == 7 && !(s.flags & kV6Bound)) {  // REPLY
-            if (!p.has_na || !p.has_pd || p.na != sub_addr6(uint32_t(i)) ||
-                p.pd != sub_pfx64(uint32_t(i)) || p.pd_len != 64)
-              ++r.wrong_binding;
+            if (!p.has_na || p.na != sub_addr6(uint32_t(i)))
+              wrong(i, "IA_NA", p.has_na ? fmt_v6(p.na) : std::string("none"));
+            else if (!p.has_pd || p.pd != sub_pfx64(uint32_t(i)) || p.pd_len != 64)
+              wrong(i, "IA_PD", p.has_pd ? fmt_v6(p.pd) + "/" + std::to_string(p.pd_len) : std::string("none"));
             s.flags |= kV6Bound;
           }
         } else if (p.kind == Parsed::kRa && p.router_lifetime > 0) {
@@ -471,6 +487,7 @@ int main(int argc, char** argv) {
                 r.sent, r.received, (unsigned long long)r.retransmits, (unsigned long long)r.naks,
                 (unsigned long long)r.advertises, (unsigned long long)r.wrong_binding,
                 (unsigned long long)r.stray);
+    if (!r.first_wrong.empty()) std::printf("  first wrong binding: %s\n", r.first_wrong.c_str());
     if (r.sampled)
       std::printf("  pid %d%s: CPU %.0f%% average, %.0f%% peak (100 ms samples); RSS %.1f MB -> peak %.1f MB\n",
                   o.pid, self_test ? " (generator+responder)" : " (xbngd)", r.cpu_pct, r.cpu_pct_peak,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import glob
+import ipaddress
 import os
 import subprocess
 import sys
@@ -25,21 +26,34 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from xbng_lab import XbngLab, find_bin, plan, write_jsonl  # noqa: E402
 
 
+BENCH_V6_BASE = int(ipaddress.IPv6Address("2001:db8:1000::16"))
+
+
 def bench_plan(i: int) -> dict:
+    """bench/README.md's addressing (what bench/'s BPF wrapper and the generator expect): the lab
+    plan with S-VID 1 + i/4000 and IPv6 2001:db8:1000::16 (hex) + i."""
     p = plan(i, c_per_s=4000)
-    p["outer_vlan"] = 1 + i // 4000  # bench/README.md (what bench/'s BPF wrapper writes)
+    p["outer_vlan"] = 1 + i // 4000
+    p["ipv6"] = str(ipaddress.IPv6Address(BENCH_V6_BASE + i))
     return p
 
 
 def run(n: int, others: int, window: int, extra: list[str], json_out: str | None,
-        workdir: str, self_test_first: bool) -> int:
+        workdir: str, self_test_first: bool, port_rate: int | None = None) -> int:
     gen = find_bin("xbng_bench_bringup")
     if self_test_first:
         print("## Generator ceiling: the same storm against the in-process responder (no xbngd)", flush=True)
         subprocess.run([gen, "-n", str(n), "--window", str(window), *extra], check=False)
     os.makedirs(workdir, exist_ok=True)
     with XbngLab(kind="xbngbench") as x:
-        x.start(max_subscribers=max(1024, n + others + 1024))
+        xargs = []
+        if port_rate is not None:  # xbngd's per-port punt limit (frames/s per CPU), [punt] port_rate
+            conf = os.path.join(x.lab.rundir, "punt.toml")
+            with open(conf, "w") as f:
+                f.write(f"[punt]\nport_rate = {port_rate}\n")
+            xargs = ["--config", conf]
+            print(f"## xbngd [punt] port_rate = {port_rate}", flush=True)
+        x.start(max_subscribers=max(1024, n + others + 1024), extra=xargs)
         pid = x.daemon.pid
         path = os.path.join(workdir, f"bringup-{n}.jsonl")
         write_jsonl(path, (bench_plan(i) for i in range(others + n)))
@@ -76,9 +90,12 @@ def main() -> int:
     ap.add_argument("--workdir", default="build/bench/work")
     ap.add_argument("--self-test-first", action="store_true",
                     help="run the same storm against the in-process responder first (the generator's ceiling)")
+    ap.add_argument("--port-rate", type=int,
+                    help="xbngd's [punt] port_rate (frames/s per CPU; default: xbngd's own default)")
     ap.add_argument("extra", nargs="*", help="more xbng_bench_bringup options (after --)")
     a = ap.parse_args()
-    return run(a.subscribers, a.others, a.window, a.extra, a.json, a.workdir, a.self_test_first)
+    return run(a.subscribers, a.others, a.window, a.extra, a.json, a.workdir, a.self_test_first,
+               a.port_rate)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <optional>
 #include <cstring>
 #include <stdexcept>
 
@@ -53,7 +54,13 @@ void Agent::start_bringup(const punt::BringupOptions& opts) {
   if (o.dhcpv6) {
     // The server DUID stays the same across restarts and upgrades (10B's helper).
     std::string err;
-    auto duid = dhcpv6::load_or_create_server_duid(o.duid_file, &err);
+    std::optional<dhcpv6::Duid> duid;
+    if (o.duid_file.empty()) {  // embedded use (tests): a DUID for this process only
+      duid = dhcpv6::make_duid_uuid();
+      spdlog::warn("no DHCPv6 DUID file: the server DUID changes at every start");
+    } else {
+      duid = dhcpv6::load_or_create_server_duid(o.duid_file, &err);
+    }
     if (!duid) throw std::runtime_error("DHCPv6 server DUID: " + err);
     o.dhcpv6_settings.server_duid = *duid;
     spdlog::info("DHCPv6 server DUID {} ({})", dhcpv6::format_duid_hex(*duid), o.duid_file);

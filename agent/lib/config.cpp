@@ -634,12 +634,14 @@ punt::BringupOptions to_bringup_options_unchecked(const Config& c) {
   b.enabled = c.punt_enabled;
   b.dhcpv4 = c.dhcp_enabled;
   b.lease_file = c.lease_file;
-  if (b.lease_file.empty()) {
-    const std::string base = c.bpffs.substr(c.bpffs.find_last_of('/') + 1);
-    b.lease_file = c.bpffs == "/sys/fs/bpf/xbng" || base.empty()
-                       ? "/var/lib/xbng/leases.json"
-                       : "/var/lib/xbng/leases-" + base + ".json";
-  }
+  // Defaults: /var/lib/xbng for the production pin directory; another bpffs
+  // (a lab, a test) keeps its state under /run/xbng/<its name>/, so that
+  // throwaway instances never share nor accumulate state in /var/lib.
+  const std::string base = c.bpffs.substr(c.bpffs.find_last_of('/') + 1);
+  const std::string state_dir = c.bpffs == "/sys/fs/bpf/xbng" || base.empty()
+                                    ? std::string("/var/lib/xbng")
+                                    : "/run/xbng/" + base;
+  if (b.lease_file.empty()) b.lease_file = state_dir + "/leases.json";
   auto settings = [](uint64_t lease, const std::vector<std::string>& dns, const std::string& mask) {
     dhcpv4::Settings s;
     s.lease_time = static_cast<uint32_t>(lease);
@@ -669,12 +671,7 @@ punt::BringupOptions to_bringup_options_unchecked(const Config& c) {
   b.dhcpv6_settings.dns_servers = v6list(c.dhcpv6_dns);
   b.dhcpv6_settings.rapid_commit = c.dhcpv6_rapid_commit;
   b.duid_file = c.duid_file;
-  if (b.duid_file.empty()) {
-    const std::string base = c.bpffs.substr(c.bpffs.find_last_of('/') + 1);
-    b.duid_file = c.bpffs == "/sys/fs/bpf/xbng" || base.empty()
-                      ? "/var/lib/xbng/dhcpv6-server-duid"
-                      : "/var/lib/xbng/dhcpv6-server-duid-" + base;
-  }
+  if (b.duid_file.empty()) b.duid_file = state_dir + "/dhcpv6-server-duid";
   b.ra_settings.managed = c.ra_managed;
   b.ra_settings.other = c.ra_other;
   b.ra_settings.router_lifetime = static_cast<uint16_t>(c.ra_router_lifetime);
@@ -801,7 +798,8 @@ ReloadPlan plan_reload(const Config& a, const Config& b) {
                                            c.ra_dns_lifetime, c.ra_slaac,
                                            c.ra_unsolicited_interval)};
     for (const auto& [n, o] : c.access_options)
-      v.push_back(fmt::format("{}{{lease={},dns={},mask={}}}", n,
+      if (o.dhcp_lease_time || o.dhcp_dns || o.dhcp_subnet_mask)
+        v.push_back(fmt::format("{}{{lease={},dns={},mask={}}}", n,
                               o.dhcp_lease_time.value_or(0),
                               join(o.dhcp_dns.value_or(std::vector<std::string>{})),
                               o.dhcp_subnet_mask.value_or("")));

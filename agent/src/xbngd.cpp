@@ -85,7 +85,7 @@ int main(int argc, char** argv) {
   app.add_flag("--xdp-generic", flags.xdp_generic, "attach in generic (SKB) mode");
   app.add_option("--lease-file", flags.lease_file,
                  "DHCP lease state file (default: /var/lib/xbng/leases.json, or "
-                 "/var/lib/xbng/leases-<bpffs name>.json with a non-default --bpffs)");
+                 "/run/xbng/<bpffs name>/leases.json with a non-default --bpffs)");
   app.add_flag("!--no-bringup", flags.punt_enabled,
                "do not punt or answer DHCP/DHCPv6/RS (drop them, as before issue 10)");
   app.add_flag("--teardown", teardown, "detach the XDP links and remove every pin, then exit");

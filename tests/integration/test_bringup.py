@@ -7,6 +7,7 @@ import ipaddress
 import json
 import os
 import socket
+import subprocess
 import threading
 import time
 import unittest
@@ -119,7 +120,10 @@ class DhclientV4Test(unittest.TestCase):
         self.assertTrue(after.get("bound"), after)
         self.assertEqual(after["address"], before["address"])
         self.assertGreaterEqual(int(after["expires_unix"]), int(before["expires_unix"]))
-        # ... and the next renewal is answered by the new process (ACK, no NAK).
+        # ... and the next renewal is answered by the new process (ACK, no NAK),
+        # reported on WatchEvents, as is the release.
+        watch = subprocess.Popen([b.x.xbngctl, "--server", b.x.grpc, "--json", "events"],
+                                 stdout=subprocess.PIPE, text=True)
         t = int(after["expires_unix"])
         wait_for(lambda: int(b.lease(s).get("expires_unix", 0)) > t, LEASE, 0.5,
                  "a renewal after the restart")
@@ -129,6 +133,15 @@ class DhclientV4Test(unittest.TestCase):
         # Release: the lease is given back.
         b.dhclient_release(ns, files)
         wait_for(lambda: not b.lease(s).get("bound"), 10, 0.2, "the release")
+        time.sleep(0.5)
+        watch.terminate()
+        out, _ = watch.communicate(timeout=10)
+        events = [json.loads(l) for l in out.splitlines() if l.strip()]
+        mine = [e["type"] for e in events if e.get("lease_family") == "ipv4"
+                and int(e.get("key", {}).get("inner_vlan", 0)) == s["inner_vlan"]
+                and int(e.get("key", {}).get("outer_vlan", 0)) == s["outer_vlan"]]
+        self.assertIn("LEASE_RENEWED", mine, events)
+        self.assertEqual(mine[-1], "LEASE_RELEASED", events)
         st = b.x.stats()
         # punt_* are the fast path's (pinned, they survive the restart); the
         # agent's counters start again at 0 with the new process.

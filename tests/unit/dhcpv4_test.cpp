@@ -12,10 +12,17 @@
 #include "xbng/agent/dhcpv4/message.h"
 #include "xbng/agent/dhcpv4/server.h"
 #include "xbng/agent/punt/frame.h"
+#include "xbng/agent/events.h"
+#include "xbng/agent/lease/lease.h"
+#include "xbng/v1/xbng.pb.h"
+
+#include <unistd.h>
+#include <fstream>
 
 using namespace xbng::agent;
 using namespace xbng::agent::dhcpv4;
 using Bytes = std::vector<uint8_t>;
+namespace v1 = xbng::v1;
 
 namespace {
 
@@ -386,7 +393,7 @@ TEST(Dhcpv4Fuzz, MutatedPacketsNeverCrash) {
         case 0:  // flip a byte (options area mostly)
           b[rng() % b.size()] ^= static_cast<uint8_t>(1u << (rng() % 8));
           break;
-        case 1:  // random byte in the options (if any are left after a truncation)
+        case 1:  // random byte in the options area
           if (b.size() > 240) b[240 + rng() % (b.size() - 240)] = static_cast<uint8_t>(rng());
           break;
         case 2:  // truncate
@@ -427,4 +434,81 @@ TEST(Dhcpv4Fuzz, MutatedPacketsNeverCrash) {
   }
   std::printf("dhcpv4 fuzz: %ld mutated packets, %ld parsed, %ld answered\n", n, parsed, answered);
   EXPECT_GT(parsed, 0);
+}
+
+// ---- lease table ----------------------------------------------------------------
+
+namespace {
+PortResolver one_port() {
+  PortResolver r;
+  r.access_ifindex = [](std::string_view n) -> std::optional<uint32_t> {
+    if (n == "acc0") return 7;
+    return std::nullopt;
+  };
+  r.name = [](uint32_t i) { return i == 7 ? std::string("acc0") : std::string(); };
+  return r;
+}
+}  // namespace
+
+TEST(LeaseTable, BindRenewReleaseExpireWithEvents) {
+  EventHub hub;
+  auto w = hub.subscribe();
+  LeaseTable t(&hub, one_port(), "");
+  SubKey k{7, 100, 1};
+  t.bind(k, LeaseFamily::kV4, "100.64.1.10", {}, 60, 1000);
+  t.bind(k, LeaseFamily::kV4, "100.64.1.10", {}, 60, 1030);  // same address: renewal
+  t.bind(k, LeaseFamily::kV6, "2001:db8::10", {"2001:db8:2000::/64"}, 100, 1030);
+  auto l = t.get(k, LeaseFamily::kV4);
+  ASSERT_TRUE(l);
+  EXPECT_TRUE(l->bound);
+  EXPECT_EQ(l->expires_unix, 1090u);
+  t.release(k, LeaseFamily::kV4, 1040);
+  EXPECT_FALSE(t.get(k, LeaseFamily::kV4)->bound);
+  EXPECT_EQ(t.expire(1129), 0u);
+  EXPECT_EQ(t.expire(1130), 1u);  // v6 ends at 1130
+  EXPECT_FALSE(t.get(k, LeaseFamily::kV6)->bound);
+  std::vector<AgentEvent> ev;
+  ASSERT_TRUE(w->pop(&ev, 100));
+  std::vector<int> types;
+  for (const auto& e : ev) types.push_back(e.type);
+  EXPECT_EQ(types, (std::vector<int>{v1::Event::LEASE_BOUND, v1::Event::LEASE_RENEWED,
+                                     v1::Event::LEASE_BOUND, v1::Event::LEASE_RELEASED,
+                                     v1::Event::LEASE_EXPIRED}));
+  EXPECT_EQ(ev[2].lease_family, 6);
+  EXPECT_EQ(ev[2].lease_prefixes, std::vector<std::string>{"2001:db8:2000::/64"});
+  // Shown on the subscriber as the API returns it.
+  v1::Subscriber s;
+  s.set_port("acc0");
+  s.set_outer_vlan(100);
+  s.set_inner_vlan(1);
+  t.fill(&s);
+  EXPECT_FALSE(s.lease_v4().bound());
+  EXPECT_EQ(s.lease_v4().address(), "100.64.1.10");
+  EXPECT_EQ(s.lease_v6().prefixes(0), "2001:db8:2000::/64");
+}
+
+TEST(LeaseTable, SurvivesARestartThroughTheStateFile) {
+  char dir[] = "/tmp/xbng-lease-test-XXXXXX";
+  ASSERT_TRUE(mkdtemp(dir));
+  const std::string file = std::string(dir) + "/leases.json";
+  const uint64_t now = static_cast<uint64_t>(time(nullptr));
+  SubKey k{7, 100, 1}, k2{7, 100, 2};
+  {
+    LeaseTable t(nullptr, one_port(), file);
+    t.bind(k, LeaseFamily::kV4, "100.64.1.10", {}, 3600, now);
+    t.bind(k2, LeaseFamily::kV6, "", {"2001:db8:2000::/56"}, 1, now - 10);  // already over
+    ASSERT_TRUE(t.flush());
+  }
+  LeaseTable t2(nullptr, one_port(), file);
+  auto l = t2.get(k, LeaseFamily::kV4);
+  ASSERT_TRUE(l);
+  EXPECT_TRUE(l->bound);
+  EXPECT_EQ(l->address, "100.64.1.10");
+  EXPECT_EQ(l->expires_unix, now + 3600);
+  EXPECT_FALSE(t2.get(k2, LeaseFamily::kV6));  // expired while stopped: dropped
+  // A file that cannot be parsed is refused, never silently replaced.
+  { std::ofstream(file) << "{not json"; }
+  EXPECT_THROW(LeaseTable(nullptr, one_port(), file), std::runtime_error);
+  unlink(file.c_str());
+  rmdir(dir);
 }

@@ -81,6 +81,10 @@ std::string format_duid_hex(const Duid& d) {
 
 std::optional<Duid> load_or_create_server_duid(const std::string& path, std::string* error) {
   namespace fs = std::filesystem;
+  if (path.empty()) {
+    *error = "no state file path for the DHCPv6 server DUID";
+    return std::nullopt;
+  }
   std::error_code ec;
   if (fs::exists(path, ec)) {
     std::ifstream in(path);

@@ -129,14 +129,14 @@ struct Config {
   uint64_t dhcpv6_preferred = 3600, dhcpv6_valid = 7200, dhcpv6_t1 = 1800, dhcpv6_t2 = 2880;
   std::vector<std::string> dhcpv6_dns;
   bool dhcpv6_rapid_commit = true;
-  std::string duid_file;  // "" = next to the lease file: dhcpv6-server-duid[-<bpffs name>]
+  std::string duid_file;  // "" = <state dir>/dhcpv6-server-duid (state dir: see lease_file)
   // [ra]
   bool ra_enabled = true, ra_managed = true, ra_other = true, ra_slaac = false;
   uint64_t ra_router_lifetime = 1800, ra_mtu = 1500, ra_dns_lifetime = 1800;
   std::optional<std::vector<std::string>> ra_dns;  // unset: [dhcpv6] dns
   uint64_t ra_unsolicited_interval = 600;
-  // "" = /var/lib/xbng/leases.json with the default bpffs, else
-  // /var/lib/xbng/leases-<basename of bpffs>.json (two instances never share one).
+  // "" = <state dir>/leases.json; state dir = /var/lib/xbng with the default
+  // bpffs, else /run/xbng/<basename of bpffs> (labs never share nor pile up state).
   std::string lease_file;
 };
 
