@@ -39,7 +39,7 @@ static __always_inline int access_ipv4(const struct xbng_pkt *p, struct xbng_sub
 	if ((void *)(ip + 1) > end)
 		return drop(p, XBNG_DROP_TRUNCATED);
 	STEP(ipv4_check_header(p, ip, p->len - XBNG_QINQ_HLEN));
-	STEP(ipv4_check_dhcp(p, ip));
+	STEP(ipv4_check_dhcp(p, ip, sub, key));
 	STEP(check_dst_mac(p, eth));
 	STEP(ipv4_check_addresses(p, ip, sub, key));
 	if (ip->protocol == XBNG_IPPROTO_ICMP)
@@ -73,10 +73,10 @@ static __always_inline int access_ipv6(const struct xbng_pkt *p, struct xbng_sub
 		return drop(p, XBNG_DROP_TRUNCATED);
 	STEP(ipv6_check_header(p, ip6, p->len - XBNG_QINQ_HLEN));
 	if (ip6->nexthdr == XBNG_IPPROTO_ICMPV6) {
-		STEP(access_icmpv6(p, eth, ip6));
+		STEP(access_icmpv6(p, eth, ip6, key));
 		STEP(access_icmp6_echo(p, eth, ip6, sub, key));
 	}
-	STEP(ipv6_check_dhcp(p, ip6));
+	STEP(ipv6_check_dhcp(p, ip6, key));
 	STEP(check_dst_mac(p, eth));
 	STEP(ipv6_check_addresses(p, ip6, sub, key));
 	mac_track(p, sub, key, eth->h_source);

@@ -120,7 +120,48 @@ def main():
         step("the kernel's view: no netdev per subscriber")
         show(f"ip -n {x.dut.name} -br link", x.dut.ip("-br", "link").stdout)
         step("cleanup: namespaces, veths and pins removed")
+    bringup()
     print("demo done")
+
+
+def bringup():
+    """Real CPEs: dhclient (v4) and dhcpcd (v4 + DHCPv6 IA_NA/IA_PD + RA) in
+    their own namespaces behind the tag push/pop emulator, served by xbngd
+    from their provisioned bindings on their own S-VID/C-VID."""
+    from bringup_lab import BringupLab, cpe_sub
+    step("bring-up: real CPEs ask for their addresses (DHCPv4, DHCPv6, RS) and get the provisioned ones")
+    b = BringupLab("[dhcp]\nlease_time = 600\ndns = [\"192.0.2.53\"]\n"
+                   "[dhcpv6]\ndns = [\"2001:db8:ffff::53\"]\n")
+    try:
+        x = b.x
+        subs = [cpe_sub(i) for i in range(2)]
+        x.import_subs(subs)
+        print(f"  provisioned {len(subs)} subscribers; their CPEs start unconfigured")
+        ns0, ns1 = b.cpe(subs[0]), b.cpe(subs[1])
+        b.dhclient(ns0)
+        b.dhcpcd(ns1, [], iface_conf="ia_na 1\nia_pd 2\n")
+        b.wait_addr(ns0, f"{subs[0]['ipv4']}/32", timeout=40)
+        b.wait_addr(ns1, f"{subs[1]['ipv4']}/32", timeout=40)
+        b.wait_addr(ns1, f"{subs[1]['ipv6']}/128", "-6", timeout=40)
+        for name, ns, s in (("dhclient", ns0, subs[0]), ("dhcpcd", ns1, subs[1])):
+            print(f"  {name} CPE on {s['outer_vlan']}/{s['inner_vlan']}: "
+                  f"{' '.join(b.addrs(ns) + b.addrs(ns, '-6'))}, default via {b.default_via(ns)}"
+                  f" / {b.default_via(ns, '-6') or '-'}")
+        for s in subs:
+            show(f"xbngctl sub get --port acc0 --outer {s['outer_vlan']} --inner {s['inner_vlan']}",
+                 "\n".join(l for l in x.ctl_raw("sub", "get", "--port", "acc0", "--outer",
+                                                 str(s["outer_vlan"]), "--inner",
+                                                 str(s["inner_vlan"])).stdout.splitlines()
+                           if l.startswith(("subscriber", "mac", "lease"))))
+        r = ns0.exec(["ping", "-c1", "-W2", UPLINK_NET4], check=False)
+        print(f"  dhclient CPE pings {UPLINK_NET4}: {'ok' if r.returncode == 0 else 'FAILED'}")
+        r = ns1.exec(["ping", "-6", "-c1", "-W2", UPLINK_NET6], check=False)
+        print(f"  dhcpcd CPE pings {UPLINK_NET6}: {'ok' if r.returncode == 0 else 'FAILED'}")
+        st = x.stats()
+        print("  " + ", ".join(f"{k}={v}" for k, v in st.items()
+                               if k != "_raw" and v and k.startswith(("punt_", "dhcpv4_", "dhcpv6_", "ra_"))))
+    finally:
+        b.close()
 
 
 if __name__ == "__main__":

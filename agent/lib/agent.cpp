@@ -4,10 +4,13 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <optional>
+#include <cstring>
 #include <stdexcept>
 
 #include "xbng/abi.h"
 #include "xbng/v1/xbng.pb.h"
+#include "xbng/agent/dhcpv6/duid.h"
 
 namespace xbng::agent {
 
@@ -44,6 +47,7 @@ Agent::Agent(const AgentOptions& o)
         "xbngd runs in fleet mode: etcd is the source of truth; write subscribers under {} in "
         "etcd (xbngctl sub import --etcd ... --node {})",
         node_subscribers_prefix(o.fleet->node), o.fleet->node));
+  if (o.bringup.enabled) start_bringup(o.bringup);
   ServerOptions so = o.server;
   so.metrics = &grpc_metrics_;
   service_->set_watch_limits(o.server.max_watchers, o.server.watcher_queue);
@@ -57,6 +61,57 @@ Agent::Agent(const AgentOptions& o)
     fleet_ = std::make_unique<Fleet>(fo, store_.get(), boot_id_);
   }
   set_metrics_listen(o.metrics_listen);
+}
+
+void Agent::start_bringup(const punt::BringupOptions& opts) {
+  punt::BringupOptions o = opts;
+  if (o.dhcpv6) {
+    // The server DUID stays the same across restarts and upgrades (10B's helper).
+    std::string err;
+    std::optional<dhcpv6::Duid> duid;
+    if (o.duid_file.empty()) {  // embedded use (tests): a DUID for this process only
+      duid = dhcpv6::make_duid_uuid();
+      spdlog::warn("no DHCPv6 DUID file: the server DUID changes at every start");
+    } else {
+      duid = dhcpv6::load_or_create_server_duid(o.duid_file, &err);
+    }
+    if (!duid) throw std::runtime_error("DHCPv6 server DUID: " + err);
+    o.dhcpv6_settings.server_duid = *duid;
+    spdlog::info("DHCPv6 server DUID {} ({})", dhcpv6::format_duid_hex(*duid), o.duid_file);
+  }
+  leases_ = std::make_unique<LeaseTable>(&hub_, dp_->resolver(), o.lease_file);
+  std::vector<punt::PortBringup> ports;
+  std::vector<uint32_t> ifindexes;
+  for (const auto& p : dp_->ports()) {
+    if (p.role != XBNG_ROLE_ACCESS) continue;
+    punt::PortBringup b;
+    b.ifindex = p.ifindex;
+    std::memcpy(b.mac.data(), p.cfg.mac, 6);
+    b.outer_tpid = p.cfg.outer_tpid;
+    auto it = o.dhcpv4_ports.find(p.name);
+    b.dhcpv4 = it != o.dhcpv4_ports.end() ? it->second : o.dhcpv4_defaults;
+    b.dhcpv4.gateway = p.cfg.gw_ipv4;
+    b.dhcpv6 = o.dhcpv6_settings;
+    b.ra = o.ra_settings;
+    // The MTU option: at most the port's subscriber MTU (issue 11), else what
+    // fits once the two tags (8 bytes) are added.
+    const uint32_t cap = p.cfg.sub_mtu ? p.cfg.sub_mtu : (p.cfg.mtu > 8 ? p.cfg.mtu - 8u : 0u);
+    if (b.ra.mtu && cap && b.ra.mtu > cap) b.ra.mtu = cap;
+    ports.push_back(b);
+    ifindexes.push_back(p.ifindex);
+  }
+  punt_tx_ = std::make_unique<punt::PuntTx>(ifindexes);
+  dispatcher_ = std::make_unique<punt::Dispatcher>(
+      store_.get(), leases_.get(), std::move(ports), o,
+      [tx = punt_tx_.get()](uint32_t ifx, std::span<const uint8_t> f) { return tx->send(ifx, f); });
+  punt_rx_ = std::make_unique<punt::PuntRx>(
+      dp_->fd(MapId::kPunt), [d = dispatcher_.get()](const punt::PuntedFrame& f) { d->handle(f); });
+  leases_->start();
+  dispatcher_->start_ra();
+  service_->set_leases(leases_.get());
+  spdlog::info("bring-up on: DHCPv4 {}, DHCPv6 {}, RA {}, leases {}, {} lease(s) restored",
+               o.dhcpv4 ? "on" : "off", o.dhcpv6 ? "on" : "off", o.ra ? "on" : "off",
+               o.lease_file.empty() ? "not persisted" : o.lease_file, leases_->size());
 }
 
 std::string Agent::render_metrics() const {
@@ -147,6 +202,9 @@ void Agent::stop() {
   if (fleet_) fleet_->stop();
   if (server_) server_->shutdown();
   rb_.reset();
+  punt_rx_.reset();  // no frame reaches the servers after this
+  if (dispatcher_) dispatcher_->stop_ra();
+  if (leases_) leases_->stop();
 }
 
 Agent::~Agent() { stop(); }

@@ -111,9 +111,12 @@ void get_access(const std::string& path, const toml::node& n, Config* cfg) {
       else if (k == "pools") o.pools = get_strings(path, key, v);
       else if (k == "policy") o.policy = get_policy(path, key, v);
       else if (k == "mac_policy") o.mac_policy = get_string(path, key, v);
+      else if (k == "dhcp_lease_time") o.dhcp_lease_time = get_uint(path, key, v);
+      else if (k == "dhcp_dns") o.dhcp_dns = get_strings(path, key, v);
+      else if (k == "dhcp_subnet_mask") o.dhcp_subnet_mask = get_string(path, key, v);
       else fail(path, key, "unknown key (a port table has name, outer_tpid, subscriber_mtu, "
                            "mss_clamp, pools, gateway_ipv4, gateway_ipv6, mtu, policy, "
-                           "mac_policy)");
+                           "mac_policy, dhcp_lease_time, dhcp_dns, dhcp_subnet_mask)");
     }
     cfg->access.push_back(port);
     if (!cfg->access_options.emplace(port, o).second)
@@ -187,6 +190,15 @@ std::optional<std::string> unreadable(const std::string& path) {
 
 std::string join(const std::vector<std::string>& v) { return fmt::format("[{}]", fmt::join(v, ",")); }
 
+// "255.255.255.0" -> 24; nullopt when not a contiguous mask.
+std::optional<uint8_t> mask_len(const std::string& m) {
+  auto a = parse_ipv4(m);
+  if (!a) return std::nullopt;
+  const uint32_t h = __builtin_bswap32(*a), inv = ~h;
+  if (h == 0 || (inv & (inv + 1)) != 0) return std::nullopt;  // 1s then 0s only
+  return static_cast<uint8_t>(__builtin_popcount(h));
+}
+
 }  // namespace
 
 void load_config_file(const std::string& path, Config* cfg) {
@@ -241,6 +253,33 @@ void load_config_file(const std::string& path, Config* cfg) {
       else if (key == "security.mac_policy") cfg->mac_policy = get_string(path, key, v);
       else if (key == "security.allow_to_host") cfg->allow_to_host = get_strings(path, key, v);
       else if (key == "security.reserved") cfg->reserved = get_strings(path, key, v);
+      else if (key == "punt.enabled") cfg->punt_enabled = get_bool(path, key, v);
+      else if (key == "punt.subscriber_rate") cfg->punt_subscriber_rate = get_uint(path, key, v);
+      else if (key == "punt.subscriber_burst") cfg->punt_subscriber_burst = get_uint(path, key, v);
+      else if (key == "punt.port_rate") cfg->punt_port_rate = get_uint(path, key, v);
+      else if (key == "dhcp.enabled") cfg->dhcp_enabled = get_bool(path, key, v);
+      else if (key == "dhcp.lease_time") cfg->dhcp_lease_time = get_uint(path, key, v);
+      else if (key == "dhcp.dns") cfg->dhcp_dns = get_strings(path, key, v);
+      else if (key == "dhcp.subnet_mask") cfg->dhcp_subnet_mask = get_string(path, key, v);
+      else if (key == "dhcp.lease_file") cfg->lease_file = get_string(path, key, v);
+      else if (key == "dhcpv6.enabled") cfg->dhcpv6_enabled = get_bool(path, key, v);
+      else if (key == "dhcpv6.preferred_lifetime") cfg->dhcpv6_preferred = get_uint(path, key, v);
+      else if (key == "dhcpv6.valid_lifetime") cfg->dhcpv6_valid = get_uint(path, key, v);
+      else if (key == "dhcpv6.t1") cfg->dhcpv6_t1 = get_uint(path, key, v);
+      else if (key == "dhcpv6.t2") cfg->dhcpv6_t2 = get_uint(path, key, v);
+      else if (key == "dhcpv6.dns") cfg->dhcpv6_dns = get_strings(path, key, v);
+      else if (key == "dhcpv6.rapid_commit") cfg->dhcpv6_rapid_commit = get_bool(path, key, v);
+      else if (key == "dhcpv6.duid_file") cfg->duid_file = get_string(path, key, v);
+      else if (key == "ra.enabled") cfg->ra_enabled = get_bool(path, key, v);
+      else if (key == "ra.managed") cfg->ra_managed = get_bool(path, key, v);
+      else if (key == "ra.other") cfg->ra_other = get_bool(path, key, v);
+      else if (key == "ra.router_lifetime") cfg->ra_router_lifetime = get_uint(path, key, v);
+      else if (key == "ra.mtu") cfg->ra_mtu = get_uint(path, key, v);
+      else if (key == "ra.dns") cfg->ra_dns = get_strings(path, key, v);
+      else if (key == "ra.dns_lifetime") cfg->ra_dns_lifetime = get_uint(path, key, v);
+      else if (key == "ra.slaac") cfg->ra_slaac = get_bool(path, key, v);
+      else if (key == "ra.unsolicited_interval")
+        cfg->ra_unsolicited_interval = get_uint(path, key, v);
       else if (const char* m = moved_to(key)) fail(path, key, fmt::format("unknown key (now {})", m));
       else fail(path, key, "unknown key");
     }
@@ -390,6 +429,49 @@ ConfigCheck check_config(const Config& c) {
         c.icmp_rate_per_sec);
   if (c.icmp_burst < 1 || c.icmp_burst > 100'000)
     err("icmp.burst {}: expected 1..100000", c.icmp_burst);
+  // Bring-up.
+  auto check_dhcp = [&](const std::string& w, uint64_t lease, const std::vector<std::string>& dns,
+                        const std::string& mask) {
+    if (lease < 10 || lease > 31'536'000)
+      err("{}lease_time {}: expected 10..31536000 seconds", w, lease);
+    for (const auto& d : dns)
+      if (!parse_ipv4(d)) err("{}dns {}: not an IPv4 address", w, d);
+    if (dns.size() > 8) err("{}dns: at most 8 servers", w);
+    if (!mask.empty() && !mask_len(mask))
+      err("{}subnet_mask {}: not a contiguous IPv4 netmask", w, mask);
+  };
+  check_dhcp("dhcp.", c.dhcp_lease_time, c.dhcp_dns, c.dhcp_subnet_mask);
+  for (const auto& [name, o] : c.access_options)
+    check_dhcp("ports.access " + name + " dhcp_", o.dhcp_lease_time.value_or(c.dhcp_lease_time),
+               o.dhcp_dns.value_or(c.dhcp_dns), o.dhcp_subnet_mask.value_or(c.dhcp_subnet_mask));
+  {
+    std::vector<std::string> dummy;
+    for (const auto& d : c.dhcpv6_dns)
+      if (!parse_ipv6(d)) err("dhcpv6.dns {}: not an IPv6 address", d);
+    for (const auto& d : c.ra_dns.value_or(dummy))
+      if (!parse_ipv6(d)) err("ra.dns {}: not an IPv6 address", d);
+    if (c.dhcpv6_valid > 0xffffffffull || c.dhcpv6_preferred > 0xffffffffull ||
+        c.dhcpv6_t1 > 0xffffffffull || c.dhcpv6_t2 > 0xffffffffull)
+      err("dhcpv6 lifetimes: at most 4294967295 seconds");
+    if (c.ra_router_lifetime > 0xffff) err("ra.router_lifetime {}: at most 9000", c.ra_router_lifetime);
+    if (c.ra_unsolicited_interval < 4 || c.ra_unsolicited_interval > 86400)
+      err("ra.unsolicited_interval {}: expected 4..86400 seconds", c.ra_unsolicited_interval);
+    punt::BringupOptions b = to_bringup_options_unchecked(c);
+    const std::vector<uint8_t> placeholder{0, 4, 1, 2, 3, 4};  // the real DUID is loaded at start
+    b.dhcpv6_settings.server_duid.assign(placeholder);
+    for (const auto& e : dhcpv6::check_settings(b.dhcpv6_settings)) err("dhcpv6: {}", e);
+    for (const auto& e : ra::check_settings(b.ra_settings)) err("ra: {}", e);
+    if (c.ra_enabled)
+      if (auto e = ra::check_interval(b.ra_settings, static_cast<uint32_t>(c.ra_unsolicited_interval));
+          !e.empty())
+        err("ra.unsolicited_interval: {}", e);
+  }
+  if (c.punt_subscriber_rate < 1 || c.punt_subscriber_rate > 100000)
+    err("punt.subscriber_rate {}: expected 1..100000 frames/s", c.punt_subscriber_rate);
+  if (c.punt_subscriber_burst < 1 || c.punt_subscriber_burst > 100000)
+    err("punt.subscriber_burst {}: expected 1..100000 frames", c.punt_subscriber_burst);
+  if (c.punt_port_rate > 10'000'000)
+    err("punt.port_rate {}: expected 0..10000000 frames/s per CPU", c.punt_port_rate);
 
   // Security (issue 14).
   if (!parse_mac_policy(c.mac_policy) || c.mac_policy.empty())
@@ -563,6 +645,10 @@ DataplaneOptions to_dataplane_options(const Config& c) {
   o.xdp_generic = c.xdp_generic;
   o.events_per_sec = c.events_per_sec;
   o.unknown_interval_ns = c.unknown_interval_ms * 1000000ull;
+  o.punt_enabled = c.punt_enabled;
+  o.punt_sub_rate = static_cast<uint32_t>(c.punt_subscriber_rate);
+  o.punt_sub_burst = static_cast<uint32_t>(c.punt_subscriber_burst);
+  o.punt_port_rate = c.punt_port_rate;
   return o;
 }
 
@@ -574,6 +660,66 @@ std::vector<LocalService> allow_to_host_of(const Config& c) {
     if (std::find(out.begin(), out.end(), ls) == out.end()) out.push_back(ls);
   }
   return out;
+}
+
+punt::BringupOptions to_bringup_options(const Config& c) {
+  ConfigCheck chk = check_config(c);
+  if (!chk.ok()) throw std::runtime_error(fmt::format("{}", fmt::join(chk.errors, "; ")));
+  return to_bringup_options_unchecked(c);
+}
+
+punt::BringupOptions to_bringup_options_unchecked(const Config& c) {
+  punt::BringupOptions b;
+  b.enabled = c.punt_enabled;
+  b.dhcpv4 = c.dhcp_enabled;
+  b.lease_file = c.lease_file;
+  // Defaults: /var/lib/xbng for the production pin directory; another bpffs
+  // (a lab, a test) keeps its state under /run/xbng/<its name>/, so that
+  // throwaway instances never share nor accumulate state in /var/lib.
+  const std::string base = c.bpffs.substr(c.bpffs.find_last_of('/') + 1);
+  const std::string state_dir = c.bpffs == "/sys/fs/bpf/xbng" || base.empty()
+                                    ? std::string("/var/lib/xbng")
+                                    : "/run/xbng/" + base;
+  if (b.lease_file.empty()) b.lease_file = state_dir + "/leases.json";
+  auto settings = [](uint64_t lease, const std::vector<std::string>& dns, const std::string& mask) {
+    dhcpv4::Settings s;
+    s.lease_time = static_cast<uint32_t>(lease);
+    for (const auto& d : dns)
+      if (auto a = parse_ipv4(d)) s.dns.push_back(*a);
+    s.prefix_len = mask.empty() ? 32 : mask_len(mask).value_or(32);
+    return s;
+  };
+  b.dhcpv4_defaults = settings(c.dhcp_lease_time, c.dhcp_dns, c.dhcp_subnet_mask);
+  for (const auto& [name, o] : c.access_options)
+    b.dhcpv4_ports[name] = settings(o.dhcp_lease_time.value_or(c.dhcp_lease_time),
+                                    o.dhcp_dns.value_or(c.dhcp_dns),
+                                    o.dhcp_subnet_mask.value_or(c.dhcp_subnet_mask));
+  b.dhcpv6 = c.dhcpv6_enabled;
+  b.ra = c.ra_enabled;
+  b.max_subscribers = static_cast<uint32_t>(c.max_subscribers);
+  auto v6list = [](const std::vector<std::string>& in) {
+    std::vector<Ipv6> out;
+    for (const auto& d : in)
+      if (auto a = parse_ipv6(d)) out.push_back(*a);
+    return out;
+  };
+  b.dhcpv6_settings.preferred_lifetime = static_cast<uint32_t>(c.dhcpv6_preferred);
+  b.dhcpv6_settings.valid_lifetime = static_cast<uint32_t>(c.dhcpv6_valid);
+  b.dhcpv6_settings.t1 = static_cast<uint32_t>(c.dhcpv6_t1);
+  b.dhcpv6_settings.t2 = static_cast<uint32_t>(c.dhcpv6_t2);
+  b.dhcpv6_settings.dns_servers = v6list(c.dhcpv6_dns);
+  b.dhcpv6_settings.rapid_commit = c.dhcpv6_rapid_commit;
+  b.duid_file = c.duid_file;
+  if (b.duid_file.empty()) b.duid_file = state_dir + "/dhcpv6-server-duid";
+  b.ra_settings.managed = c.ra_managed;
+  b.ra_settings.other = c.ra_other;
+  b.ra_settings.router_lifetime = static_cast<uint16_t>(c.ra_router_lifetime);
+  b.ra_settings.mtu = static_cast<uint32_t>(c.ra_mtu);
+  b.ra_settings.rdnss = v6list(c.ra_dns.value_or(c.dhcpv6_dns));
+  b.ra_settings.rdnss_lifetime = static_cast<uint32_t>(c.ra_dns_lifetime);
+  b.ra_slaac = c.ra_slaac;
+  b.ra_unsolicited_interval_s = c.ra_unsolicited_interval;
+  return b;
 }
 
 ServerOptions to_server_options(const Config& c) {
@@ -684,6 +830,34 @@ ReloadPlan plan_reload(const Config& a, const Config& b) {
          fmt::format("{}", b.unknown_interval_ms),
          "a `const volatile` of the XDP program, frozen when it is loaded", kRestart);
   refuse("bpf.bpffs", a.bpffs, b.bpffs, "the pins live there", kTeardown);
+  auto bringup = [](const Config& c) {
+    std::vector<std::string> v{fmt::format("punt={},{}/{}/{}", c.punt_enabled,
+                                           c.punt_subscriber_rate, c.punt_subscriber_burst,
+                                           c.punt_port_rate),
+                               fmt::format("dhcp={},{},{},{},{}", c.dhcp_enabled,
+                                           c.dhcp_lease_time, join(c.dhcp_dns),
+                                           c.dhcp_subnet_mask, c.lease_file),
+                               fmt::format("dhcpv6={},{}/{}/{}/{},{},{},{}", c.dhcpv6_enabled,
+                                           c.dhcpv6_preferred, c.dhcpv6_valid, c.dhcpv6_t1,
+                                           c.dhcpv6_t2, join(c.dhcpv6_dns),
+                                           c.dhcpv6_rapid_commit, c.duid_file),
+                               fmt::format("ra={},{}{},{},{},{},{},{},{}", c.ra_enabled,
+                                           c.ra_managed, c.ra_other, c.ra_router_lifetime,
+                                           c.ra_mtu,
+                                           join(c.ra_dns.value_or(std::vector<std::string>{})),
+                                           c.ra_dns_lifetime, c.ra_slaac,
+                                           c.ra_unsolicited_interval)};
+    for (const auto& [n, o] : c.access_options)
+      if (o.dhcp_lease_time || o.dhcp_dns || o.dhcp_subnet_mask)
+        v.push_back(fmt::format("{}{{lease={},dns={},mask={}}}", n,
+                              o.dhcp_lease_time.value_or(0),
+                              join(o.dhcp_dns.value_or(std::vector<std::string>{})),
+                              o.dhcp_subnet_mask.value_or("")));
+    return join(v);
+  };
+  refuse("punt/dhcp/dhcpv6/ra", bringup(a), bringup(b),
+         "punt limits are `const volatile`s of the XDP program; the servers are built at start",
+         kRestart);
   constexpr const char* kGrpc = "the gRPC server binds and loads its credentials at start";
   refuse("grpc.listen", a.grpc, b.grpc, kGrpc, kRestart);
   refuse("grpc.tls_cert", a.tls_cert, b.tls_cert, kGrpc, kRestart);

@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <fstream>
 #include <future>
 #include <iostream>
@@ -502,6 +503,22 @@ int Ctl::sub_get(const SubArgs& a) {
               s.counters().up_policed_bytes());
   std::printf("policed down %lu packets, %lu bytes\n", s.counters().down_policed_packets(),
               s.counters().down_policed_bytes());
+  auto lease = [](const char* fam, bool has, const v1::Lease& l) {
+    if (!has) {
+      std::printf("lease %s   none\n", fam);
+      return;
+    }
+    std::string what = l.address();
+    for (const auto& p : l.prefixes()) what += (what.empty() ? "" : " ") + p;
+    if (l.bound())
+      std::printf("lease %s   bound %s, expires in %llds (%llu)\n", fam, what.c_str(),
+                  static_cast<long long>(l.expires_unix()) - static_cast<long long>(time(nullptr)),
+                  static_cast<unsigned long long>(l.expires_unix()));
+    else
+      std::printf("lease %s   not bound (last: %s)\n", fam, what.c_str());
+  };
+  lease("v4", s.has_lease_v4(), s.lease_v4());
+  lease("v6", s.has_lease_v6(), s.lease_v6());
   return 0;
 }
 
@@ -755,9 +772,16 @@ int Ctl::events(int count) {
       std::string key = e.has_key() ? fmt::format("{}/{}/{}", e.key().port(), e.key().outer_vlan(),
                                                   e.key().inner_vlan())
                                     : "-";
+      std::string extra;
+      if (e.type() == v1::Event::AGENT_STARTED) extra = "boot_id=" + e.boot_id();
+      if (e.has_lease()) {
+        extra = e.lease_family() + " " + e.lease().address();
+        for (const auto& p : e.lease().prefixes()) extra += " " + p;
+        if (e.lease().bound()) extra += fmt::format(" expires={}", e.lease().expires_unix());
+      }
       std::printf("%lu %-20s %-20s %s%s\n", e.timestamp_unix_ns(),
                   v1::Event::Type_Name(e.type()).c_str(), key.c_str(), e.mac().c_str(),
-                  e.type() == v1::Event::AGENT_STARTED ? ("boot_id=" + e.boot_id()).c_str() : "");
+                  extra.c_str());
     }
     std::fflush(stdout);
   }

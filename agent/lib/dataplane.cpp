@@ -19,6 +19,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -45,6 +46,7 @@ constexpr const char* kMapNames[kMapCount] = {
     "icmp_budget", "icmp_scratch", "pools_v4", "pools_v6",  // issue 11
     "police",                                               // issue 12
     "local_allow", "mac_seen",                              // issue 14
+    "punt",        "punt_limit",   "punt_port_budget",      // issue 10
 };
 
 // Maps whose size follows --max-subscribers.
@@ -368,6 +370,13 @@ void Dataplane::open_and_load() {
   const uint64_t token_ns = opts_.icmp_rate_per_sec ? 1000000000ull / opts_.icmp_rate_per_sec : 0;
   *skel_->icmp_token_ns = token_ns;
   *skel_->icmp_burst_ns = token_ns * (opts_.icmp_burst ? opts_.icmp_burst : 1);
+  // Punt (issue 10): on/off and the rate limits.
+  *skel_->punt_enabled = opts_.punt_enabled ? 1 : 0;
+  const uint64_t rate = std::max<uint32_t>(opts_.punt_sub_rate, 1);
+  *skel_->punt_sub_interval_ns = 1000000000ull / rate;
+  *skel_->punt_sub_tolerance_ns =
+      (std::max<uint32_t>(opts_.punt_sub_burst, 1) - 1) * (1000000000ull / rate);
+  *skel_->punt_port_per_sec = opts_.punt_port_rate;
   struct bpf_map* maps[kMapCount];
   for (int i = 0; i < kMapCount; ++i) {
     maps[i] = bpf_object__find_map_by_name(skel_->obj, map_name(static_cast<MapId>(i)));

@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "xbng/agent/ctl.h"
+#include "xbng/agent/lease/lease.h"
 #include "xbng/agent/metrics.h"
 #include "xbng/agent/stats.h"
 
@@ -141,6 +142,7 @@ Status SubscribersService::GetSubscriber(ServerContext* ctx, const v1::GetSubscr
   XBNG_BOOT_ID(ctx);
   Status st = store_->get(req->key(), resp->mutable_subscriber());
   if (!st.ok()) return st;
+  if (leases_) leases_->fill(resp->mutable_subscriber());
   resp->set_boot_id(boot_id_);
   return Status::OK;
 }
@@ -162,7 +164,10 @@ Status SubscribersService::ListSubscribers(ServerContext* ctx,
   Status st = store_->list(q, &subs, &next, &total);
   if (!st.ok()) return st;
   resp->mutable_subscribers()->Reserve(static_cast<int>(subs.size()));
-  for (auto& s : subs) *resp->add_subscribers() = std::move(s);
+  for (auto& s : subs) {
+    if (leases_) leases_->fill(&s);
+    *resp->add_subscribers() = std::move(s);
+  }
   resp->set_next_page_token(next);
   resp->set_total_count(total);
   resp->set_boot_id(boot_id_);
@@ -234,6 +239,14 @@ void SubscribersService::to_proto(const AgentEvent& e, v1::Event* out) const {
   }
   if (e.has_mac) out->set_mac(format_mac(e.mac.data()));
   out->set_timestamp_unix_ns(e.timestamp_unix_ns);
+  if (e.lease_family) {
+    out->set_lease_family(e.lease_family == 4 ? "ipv4" : "ipv6");
+    auto* l = out->mutable_lease();
+    l->set_bound(e.lease_bound);
+    l->set_expires_unix(e.lease_expires_unix);
+    l->set_address(e.lease_address);
+    for (const auto& p : e.lease_prefixes) l->add_prefixes(p);
+  }
   out->set_boot_id(boot_id_);
 }
 

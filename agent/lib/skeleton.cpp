@@ -13,6 +13,10 @@ bool xbng_skel_open(XbngSkelRefs* r) {
   r->unknown_interval_ns = reinterpret_cast<uint64_t*>(&s->rodata->unknown_interval_ns);
   r->icmp_token_ns = reinterpret_cast<uint64_t*>(&s->rodata->icmp_token_ns);
   r->icmp_burst_ns = reinterpret_cast<uint64_t*>(&s->rodata->icmp_burst_ns);
+  r->punt_enabled = reinterpret_cast<uint32_t*>(&s->rodata->punt_enabled);
+  r->punt_sub_interval_ns = reinterpret_cast<uint64_t*>(&s->rodata->punt_sub_interval_ns);
+  r->punt_sub_tolerance_ns = reinterpret_cast<uint64_t*>(&s->rodata->punt_sub_tolerance_ns);
+  r->punt_port_per_sec = reinterpret_cast<uint64_t*>(&s->rodata->punt_port_per_sec);
   return true;
 }
 

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <iterator>
 
+#include "xbng/agent/punt/counters.h"
 #include "xbng/reasons.h"
 
 namespace xbng::agent {
@@ -32,6 +33,8 @@ const char* kind_name(int kind) {
       return "pass";
     case XBNG_KIND_DROP:
       return "drop";
+    case XBNG_KIND_PUNT:
+      return "punt";
     default:
       return "info";
   }
@@ -56,6 +59,12 @@ std::optional<std::string> read_stats(const StoreMaps& maps, const std::vector<P
     if (bpf_map_lookup_elem(sfd, &i, pc.data()) != 0)
       return fmt::format("reading map stats[{}]: {}", i, std::strerror(errno));
     for (const auto& c : pc) r.packets += c.packets, r.bytes += c.bytes;
+    out->reasons.push_back(r);
+  }
+  // The agent's own (bring-up) reasons, after the fast path's.
+  for (const auto& c : agent_counters()) {
+    ReasonCounter r{c.name, c.kind};
+    r.packets = c.value;
     out->reasons.push_back(r);
   }
   std::vector<struct xbng_port_stats> ps(ncpu);

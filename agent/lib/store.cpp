@@ -306,6 +306,56 @@ size_t SubscriberStore::size() const {
   return index_.size();
 }
 
+bool SubscriberStore::binding(const SubKey& k, SubscriberSpec* out,
+                              std::optional<Mac>* learned) const {
+  std::shared_lock l(mu_);
+  auto it = index_.find(key_rank(k));
+  if (it == index_.end()) return false;
+  *out = recs_[it->second];
+  learned->reset();
+  if (!out->has_mac) {
+    struct xbng_subscriber v;
+    if (bpf_map_lookup_elem(maps_.fd[static_cast<int>(MapId::kSubscribers)], &k, &v) == 0 &&
+        (v.flags & XBNG_SUB_F_MAC_VALID)) {
+      Mac m;
+      std::memcpy(m.data(), v.mac, 6);
+      *learned = m;
+    }
+  }
+  return true;
+}
+
+Status SubscriberStore::learn_mac(const SubKey& k, const Mac& mac) {
+  std::unique_lock l(mu_);
+  auto it = index_.find(key_rank(k));
+  if (it == index_.end())
+    return Status(StatusCode::NOT_FOUND, key_to_string(k, ports_) + ": not provisioned");
+  const SubscriberSpec& s = recs_[it->second];
+  if (s.has_mac) {
+    if (s.mac == mac) return Status::OK;
+    return Status(StatusCode::FAILED_PRECONDITION,
+                  key_to_string(k, ports_) + ": provisioned with another MAC");
+  }
+  const int fd = maps_.fd[static_cast<int>(MapId::kSubscribers)];
+  struct xbng_subscriber v;
+  if (bpf_map_lookup_elem(fd, &k, &v) != 0)
+    return Status(StatusCode::INTERNAL, fmt::format("{}: reading the subscriber entry: {}",
+                                                    key_to_string(k, ports_), std::strerror(errno)));
+  if (v.flags & XBNG_SUB_F_MAC_VALID) {
+    if (std::memcmp(v.mac, mac.data(), 6) == 0) return Status::OK;
+    return Status(StatusCode::FAILED_PRECONDITION,
+                  fmt::format("{}: MAC {} already learned", key_to_string(k, ports_),
+                              format_mac(v.mac)));
+  }
+  std::memcpy(v.mac, mac.data(), 6);
+  v.flags |= XBNG_SUB_F_MAC_VALID;
+  if (bpf_map_update_elem(fd, &k, &v, BPF_EXIST) != 0)
+    return Status(StatusCode::INTERNAL, fmt::format("{}: writing the learned MAC: {}",
+                                                    key_to_string(k, ports_), std::strerror(errno)));
+  publish(xbng::v1::Event::MAC_LEARNED, k, &mac);
+  return Status::OK;
+}
+
 uint64_t SubscriberStore::map_entries(MapId id) const {
   std::shared_lock l(mu_);
   return map_entries_locked(id);

@@ -83,6 +83,11 @@ int main(int argc, char** argv) {
                  "validate this TOML file (with any flags given) without touching the system, "
                  "then exit 0 (valid) or 1");
   app.add_flag("--xdp-generic", flags.xdp_generic, "attach in generic (SKB) mode");
+  app.add_option("--lease-file", flags.lease_file,
+                 "DHCP lease state file (default: /var/lib/xbng/leases.json, or "
+                 "/run/xbng/<bpffs name>/leases.json with a non-default --bpffs)");
+  app.add_flag("!--no-bringup", flags.punt_enabled,
+               "do not punt or answer DHCP/DHCPv6/RS (drop them, as before issue 10)");
   app.add_flag("--teardown", teardown, "detach the XDP links and remove every pin, then exit");
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error")->default_str("info");
   app.add_flag("--version", version, "print the version and exit");
@@ -134,6 +139,8 @@ int main(int argc, char** argv) {
       cfg.etcd_password_file = flags.etcd_password_file;
       cfg.etcd_password.clear();
     }
+    if (given("--lease-file")) cfg.lease_file = flags.lease_file;
+    if (given("--no-bringup")) cfg.punt_enabled = false;
   };
   auto read_config = [&](const std::string& file) {
     Config cfg;
@@ -195,6 +202,7 @@ int main(int argc, char** argv) {
     o.metrics_listen = cfg.metrics_listen;
     o.fleet = to_fleet_options(cfg);
     o.reserved = cfg.reserved;
+    o.bringup = to_bringup_options(cfg);
   } catch (const std::exception& e) {
     spdlog::error("{}", e.what());
     return 2;

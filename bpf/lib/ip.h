@@ -8,6 +8,7 @@
 #include "lib/common.h"
 #include "lib/counters.h"
 #include "lib/lookup.h"
+#include "lib/punt.h"
 
 #define XBNG_DHCPV4_SERVER_PORT 67
 #define XBNG_DHCPV4_CLIENT_PORT 68
@@ -37,9 +38,12 @@ XBNG_INLINE int ipv6_check_header(const struct xbng_pkt *p, struct ipv6hdr *ip6,
 	return XBNG_CONTINUE;
 }
 
-/* DHCPv4 (UDP to port 67 or 68) is the control plane's: dropped, counted.
- * Only first fragments carry the UDP header. */
-XBNG_INLINE int ipv4_check_dhcp(const struct xbng_pkt *p, struct iphdr *ip)
+/* DHCPv4 (UDP to port 67 or 68) is the control plane's. Client -> server
+ * frames (port 67) broadcast or unicast to the port's gateway are punted to
+ * xbngd when bring-up is on; the rest is dropped and counted. Only first
+ * fragments carry the UDP header. */
+XBNG_INLINE int ipv4_check_dhcp(const struct xbng_pkt *p, struct iphdr *ip,
+				const struct xbng_subscriber *sub, const struct xbng_sub_key *key)
 {
 	struct udphdr *udp;
 
@@ -48,23 +52,46 @@ XBNG_INLINE int ipv4_check_dhcp(const struct xbng_pkt *p, struct iphdr *ip)
 	udp = (void *)ip + (ip->ihl & 0xf) * 4;
 	if ((void *)(udp + 1) > pkt_end(p))
 		return drop(p, XBNG_DROP_TRUNCATED);
-	if (udp->dest == bpf_htons(XBNG_DHCPV4_SERVER_PORT) ||
-	    udp->dest == bpf_htons(XBNG_DHCPV4_CLIENT_PORT))
+	if (udp->dest == bpf_htons(XBNG_DHCPV4_SERVER_PORT)) {
+		if (!punt_enabled)
+			return drop(p, XBNG_DROP_DHCPV4);
+		if (ip->daddr != 0xffffffff && (!p->port->gw_ipv4 || ip->daddr != p->port->gw_ipv4))
+			return drop(p, XBNG_DROP_DHCPV4);
+		if (!(sub->flags & XBNG_SUB_F_HAS_IPV4))
+			return drop(p, XBNG_DROP_DHCPV4_NO_IPV4);
+		return punt_frame(p, key, XBNG_PUNT_KIND_DHCPV4, XBNG_PUNT_DHCPV4);
+	}
+	if (udp->dest == bpf_htons(XBNG_DHCPV4_CLIENT_PORT))
 		return drop(p, XBNG_DROP_DHCPV4);
 	return XBNG_CONTINUE;
 }
 
-/* DHCPv6 (UDP to port 546 or 547, directly after the fixed header). */
-XBNG_INLINE int ipv6_check_dhcp(const struct xbng_pkt *p, struct ipv6hdr *ip6)
+XBNG_INLINE int ipv6_is_dhcp_servers(const __u32 *a) /* ff02::1:2 */
+{
+	return a[0] == bpf_htonl(0xff020000) && a[1] == 0 && a[2] == 0 && a[3] == bpf_htonl(0x00010002);
+}
+
+/* DHCPv6 (UDP to port 546 or 547, directly after the fixed header): client
+ * -> server frames to All_DHCP_Relay_Agents_and_Servers or to the gateway
+ * are punted when bring-up is on. */
+XBNG_INLINE int ipv6_check_dhcp(const struct xbng_pkt *p, struct ipv6hdr *ip6,
+				const struct xbng_sub_key *key)
 {
 	struct udphdr *udp = (void *)(ip6 + 1);
+	const __u32 *dst = ip6->daddr.in6_u.u6_addr32;
 
 	if (ip6->nexthdr != IPPROTO_UDP)
 		return XBNG_CONTINUE;
 	if ((void *)(udp + 1) > pkt_end(p))
 		return drop(p, XBNG_DROP_TRUNCATED);
-	if (udp->dest == bpf_htons(XBNG_DHCPV6_SERVER_PORT) ||
-	    udp->dest == bpf_htons(XBNG_DHCPV6_CLIENT_PORT))
+	if (udp->dest == bpf_htons(XBNG_DHCPV6_SERVER_PORT)) {
+		if (!punt_enabled)
+			return drop(p, XBNG_DROP_DHCPV6);
+		if (!ipv6_is_dhcp_servers(dst) && !ipv6_equal(dst, p->port->gw_ipv6))
+			return drop(p, XBNG_DROP_DHCPV6);
+		return punt_frame(p, key, XBNG_PUNT_KIND_DHCPV6, XBNG_PUNT_DHCPV6);
+	}
+	if (udp->dest == bpf_htons(XBNG_DHCPV6_CLIENT_PORT))
 		return drop(p, XBNG_DROP_DHCPV6);
 	return XBNG_CONTINUE;
 }

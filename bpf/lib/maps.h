@@ -10,6 +10,14 @@
 /* Load-time configuration (set by the agent before load). */
 const volatile __u64 events_per_sec = XBNG_DEFAULT_EVENTS_PER_SEC;
 const volatile __u64 unknown_interval_ns = XBNG_DEFAULT_UNKNOWN_INTERVAL_NS;
+/* Bring-up (issue 10): punt control frames to xbngd (0: drop them as before),
+ * GCRA per subscriber (emission interval, burst tolerance) and a per-CPU
+ * window per access port. */
+const volatile __u32 punt_enabled = 1;
+const volatile __u64 punt_sub_interval_ns = 1000000000ull / XBNG_DEFAULT_PUNT_SUB_RATE;
+const volatile __u64 punt_sub_tolerance_ns =
+	(XBNG_DEFAULT_PUNT_SUB_BURST - 1) * (1000000000ull / XBNG_DEFAULT_PUNT_SUB_RATE);
+const volatile __u64 punt_port_per_sec = XBNG_DEFAULT_PUNT_PORT_RATE;
 
 /* Subscribers by (access ifindex, S-VID, C-VID); written by the agent, the
  * fast path writes learned MACs and upstream counters. Resized at load. */
@@ -166,6 +174,29 @@ struct {
 	__type(key, __u32);
 	__type(value, struct xbng_police);
 } police SEC(".maps");
+/* Control frames of provisioned subscribers for xbngd (struct
+ * xbng_punt_record); fast path writes, xbngd reads. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, XBNG_PUNT_RINGBUF_BYTES);
+} punt SEC(".maps");
+
+/* Per-subscriber punt rate limit (GCRA state), touched only by control
+ * frames; fast path. Kept out of `subscribers` on purpose. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, XBNG_PUNT_LIMIT_ENTRIES);
+	__type(key, struct xbng_sub_key);
+	__type(value, struct xbng_punt_gcra);
+} punt_limit SEC(".maps");
+
+/* Per-CPU punt budget window per access port (by xbng_port.slot); fast path. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, XBNG_MAX_PORTS);
+	__type(key, __u32);
+	__type(value, struct xbng_punt_window);
+} punt_port_budget SEC(".maps");
 
 /* Issue 14. Services on the host's own addresses that subscribers may
  * reach (everything else addressed to the host is dropped); agent. */

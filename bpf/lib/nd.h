@@ -8,6 +8,7 @@
 #include "lib/common.h"
 #include "lib/counters.h"
 #include "lib/csum.h"
+#include "lib/punt.h"
 
 struct nd_solicit {
 	__u8 type;
@@ -121,7 +122,8 @@ XBNG_INLINE int nd_answer_solicit(const struct xbng_pkt *p, struct ethhdr *eth,
 
 /* Neighbour Discovery and Router Solicitations end here; other ICMPv6
  * (echo, errors) continues as data. */
-XBNG_INLINE int access_icmpv6(const struct xbng_pkt *p, struct ethhdr *eth, struct ipv6hdr *ip6)
+XBNG_INLINE int access_icmpv6(const struct xbng_pkt *p, struct ethhdr *eth, struct ipv6hdr *ip6,
+				const struct xbng_sub_key *key)
 {
 	__u8 *icmp = (void *)(ip6 + 1);
 
@@ -129,7 +131,10 @@ XBNG_INLINE int access_icmpv6(const struct xbng_pkt *p, struct ethhdr *eth, stru
 		return drop(p, XBNG_DROP_TRUNCATED);
 	switch (icmp[0]) {
 	case XBNG_ND_ROUTER_SOLICIT:
-		return drop(p, XBNG_DROP_ROUTER_SOLICIT);
+		/* xbngd validates the RS (hop limit, options) and answers. */
+		if (!punt_enabled)
+			return drop(p, XBNG_DROP_ROUTER_SOLICIT);
+		return punt_frame(p, key, XBNG_PUNT_KIND_RS, XBNG_PUNT_ROUTER_SOLICIT);
 	case XBNG_ND_NEIGH_SOLICIT:
 		return nd_answer_solicit(p, eth, ip6);
 	case XBNG_ND_ROUTER_ADVERT:

@@ -259,6 +259,49 @@ struct xbng_icmp_scratch {
 #define XBNG_ICMP4_MAX_LEN 576  /* RFC 792/1812: error datagram, IP header included */
 #define XBNG_ICMP6_MAX_LEN 1280 /* RFC 4443: error packet, IPv6 header included */
 
+/* ---- issue 10: subscriber bring-up (punt of control frames) ----------------
+ * xdp_access copies DHCPv4/DHCPv6 client->server frames and Router
+ * Solicitations of provisioned subscribers into the `punt` ring buffer (one
+ * record per frame: this header, then the frame as received, both tags
+ * kept) and drops them; xbngd answers on the access port. Rate limits: per
+ * subscriber a GCRA (`punt_limit`, LRU keyed by subscriber, touched only by
+ * control frames) and per port a per-CPU window (`punt_port_budget`). */
+#define XBNG_PUNT_RINGBUF_BYTES (4 * 1024 * 1024)
+#define XBNG_PUNT_MAX_FRAME 1536       /* larger control frames are dropped (oversized) */
+#define XBNG_PUNT_LIMIT_ENTRIES 65536  /* LRU of subscribers that sent control frames lately */
+
+enum xbng_punt_kind {
+	XBNG_PUNT_KIND_DHCPV4 = 1,
+	XBNG_PUNT_KIND_DHCPV6 = 2,
+	XBNG_PUNT_KIND_RS = 3,
+};
+
+/* One record of `punt`: fixed size (the frame occupies `len` bytes). */
+struct xbng_punt_record {
+	__u32 kind;        /* enum xbng_punt_kind */
+	__u32 ifindex;     /* access port */
+	__u16 outer_vid;
+	__u16 inner_vid;
+	__u32 len;         /* bytes of frame[] that are valid */
+	__u64 timestamp_ns; /* bpf_ktime_get_ns() */
+	__u8 frame[XBNG_PUNT_MAX_FRAME];
+};
+
+/* Value of `punt_limit`: GCRA theoretical arrival time (ns, monotonic). */
+struct xbng_punt_gcra {
+	__u64 tat_ns;
+};
+
+/* Value of `punt_port_budget` (per-CPU array indexed by port slot). */
+struct xbng_punt_window {
+	__u64 window_start_ns;
+	__u64 used;
+};
+
+#define XBNG_DEFAULT_PUNT_SUB_RATE 10     /* control frames/s per subscriber, sustained */
+#define XBNG_DEFAULT_PUNT_SUB_BURST 20    /* ... and in a burst */
+#define XBNG_DEFAULT_PUNT_PORT_RATE 20000 /* control frames/s per access port per CPU */
+
 #ifdef __cplusplus
 static_assert(sizeof(struct xbng_sub_key) == 8, "ABI");
 static_assert(sizeof(struct xbng_subscriber) == 64, "ABI");
@@ -276,6 +319,7 @@ static_assert(sizeof(struct xbng_local_svc) == 4, "ABI");
 static_assert(sizeof(struct xbng_port_stats) == 32, "ABI");
 static_assert(sizeof(struct xbng_counter) == 16, "ABI");
 static_assert(sizeof(struct xbng_event) == 32, "ABI");
+static_assert(sizeof(struct xbng_punt_record) == 24 + XBNG_PUNT_MAX_FRAME, "ABI");
 #else
 _Static_assert(sizeof(struct xbng_sub_key) == 8, "ABI");
 _Static_assert(sizeof(struct xbng_subscriber) == 64, "ABI");
@@ -284,6 +328,7 @@ _Static_assert(sizeof(struct xbng_police) == 64, "ABI");
 _Static_assert(sizeof(struct xbng_port) == 68, "ABI");
 _Static_assert(sizeof(struct xbng_local_svc) == 4, "ABI");
 _Static_assert(sizeof(struct xbng_event) == 32, "ABI");
+_Static_assert(sizeof(struct xbng_punt_record) == 24 + XBNG_PUNT_MAX_FRAME, "ABI");
 #endif
 
 #endif /* XBNG_ABI_H */

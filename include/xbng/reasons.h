@@ -13,6 +13,7 @@
 #define XBNG_KIND_PASS 2    /* handed to the kernel (XDP_PASS) */
 #define XBNG_KIND_DROP 3    /* dropped (XDP_DROP) */
 #define XBNG_KIND_INFO 4    /* not a verdict: an event-side counter */
+#define XBNG_KIND_PUNT 5    /* copied to xbngd (punt ring buffer), then dropped */
 
 #define XBNG_REASONS(X)                                                        \
 	X(FWD_UPSTREAM, "forward_upstream", XBNG_KIND_FORWARD)                 \
@@ -68,7 +69,16 @@
 	X(DROP_POLICED_DOWN, "drop_policed_downstream", XBNG_KIND_DROP)        \
 	/* issue 14 */                                                         \
 	X(DROP_TO_HOST, "drop_to_host", XBNG_KIND_DROP)                        \
-	X(DROP_MAC_MISMATCH, "drop_mac_mismatch", XBNG_KIND_DROP)
+	X(DROP_MAC_MISMATCH, "drop_mac_mismatch", XBNG_KIND_DROP)                \
+	/* issue 10 */                                                         \
+	X(PUNT_DHCPV4, "punt_dhcpv4", XBNG_KIND_PUNT)                          \
+	X(PUNT_DHCPV6, "punt_dhcpv6", XBNG_KIND_PUNT)                          \
+	X(PUNT_ROUTER_SOLICIT, "punt_router_solicitation", XBNG_KIND_PUNT)     \
+	X(DROP_PUNT_RATE_SUBSCRIBER, "drop_punt_rate_subscriber", XBNG_KIND_DROP) \
+	X(DROP_PUNT_RATE_PORT, "drop_punt_rate_port", XBNG_KIND_DROP)          \
+	X(DROP_PUNT_RING_FULL, "drop_punt_ring_full", XBNG_KIND_DROP)          \
+	X(DROP_PUNT_TOO_BIG, "drop_punt_oversized", XBNG_KIND_DROP)            \
+	X(DROP_DHCPV4_NO_IPV4, "drop_dhcpv4_no_ipv4", XBNG_KIND_DROP)
 
 #define XBNG_REASON_ENUM_(name, str, kind) XBNG_##name,
 enum xbng_reason {

@@ -17,6 +17,7 @@
 #include <set>
 #include <thread>
 
+#include "xbng/agent/punt/counters.h"
 #include "xbng/agent/agent.h"
 #include "xbng/agent/ctl.h"
 #include "xbng/v1/xbng.grpc.pb.h"
@@ -674,7 +675,10 @@ TEST_F(AgentTest, GetStatsReportsReasonsPortsAndFill) {
   v1::GetStatsResponse resp;
   grpc::ClientContext ctx;
   ASSERT_TRUE(stub_->GetStats(&ctx, v1::GetStatsRequest(), &resp).ok());
-  EXPECT_EQ(resp.reasons_size(), XBNG_REASON_MAX);
+  // The fast path's reasons in enum order, then the agent's (bring-up).
+  EXPECT_EQ(resp.reasons_size(), XBNG_REASON_MAX + static_cast<int>(agent_counters().size()));
+  EXPECT_EQ(resp.reasons(XBNG_REASON_MAX).reason(), "punt_received");
+  EXPECT_EQ(resp.reasons(XBNG_PUNT_DHCPV4).kind(), "punt");
   EXPECT_EQ(resp.reasons(XBNG_DROP_SPOOFED_V4).reason(), "drop_spoofed_ipv4");
   EXPECT_EQ(resp.reasons(XBNG_DROP_SPOOFED_V4).kind(), "drop");
   EXPECT_EQ(resp.reasons(XBNG_FWD_UPSTREAM).kind(), "forward");

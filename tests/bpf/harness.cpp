@@ -191,6 +191,14 @@ int on_event(void *ctx, void *data, size_t size)
 	return 0;
 }
 
+int on_punt(void *ctx, void *data, size_t size)
+{
+	auto *out = static_cast<std::vector<std::vector<uint8_t>> *>(ctx);
+	const auto *b = static_cast<const uint8_t *>(data);
+	out->emplace_back(b, b + size);
+	return 0;
+}
+
 } // namespace
 
 std::ostream &operator<<(std::ostream &os, const Row &r)
@@ -248,11 +256,15 @@ Harness::Harness()
 	rb_ = ring_buffer__new(bpf_map__fd(skel_->maps.events), on_event, &events_, nullptr);
 	if (!rb_)
 		throw std::runtime_error("ring_buffer__new failed");
+	punt_rb_ = ring_buffer__new(bpf_map__fd(skel_->maps.punt), on_punt, &punts_, nullptr);
+	if (!punt_rb_)
+		throw std::runtime_error("ring_buffer__new(punt) failed");
 }
 
 Harness::~Harness()
 {
 	ring_buffer__free(rb_);
+	ring_buffer__free(punt_rb_);
 	xbng__destroy(skel_);
 }
 
@@ -362,10 +374,13 @@ void Harness::reset()
 {
 	for (const char *m : {"subscribers", "routes_v4", "routes_v6", "routes_v6_64", "prefixes_v4",
 			      "prefixes_v6", "ports", "tx_ports", "unknown_seen", "pools_v4", "pools_v6",
-			      "local_allow", "mac_seen"})
+			      "local_allow", "mac_seen", "punt_limit"})
 		clear_map(m);
 	set_event_budget(0, 0);
 	set_icmp_budget(0, 0); // a full bucket on first use
+	for (auto *p : kPorts)
+		set_punt_port_used(p->slot, 0, 0);
+	drain_punts();
 	set_forwarding("acc0", true); // a row may have turned it off
 	for (auto *s : kSubs)
 		set_police(*s, {});
@@ -379,6 +394,31 @@ std::vector<struct xbng_event> Harness::drain_events()
 	events_.clear();
 	ring_buffer__consume(rb_);
 	return events_;
+}
+
+std::vector<std::vector<uint8_t>> Harness::drain_punts()
+{
+	punts_.clear();
+	ring_buffer__consume(punt_rb_);
+	return punts_;
+}
+
+void Harness::set_punt_tat(const struct xbng_sub_key &k, uint64_t tat_ns)
+{
+	struct xbng_punt_gcra v{tat_ns};
+	if (bpf_map_update_elem(map_fd("punt_limit"), &k, &v, BPF_ANY))
+		throw std::runtime_error("punt_limit update");
+}
+
+void Harness::set_punt_port_used(uint32_t slot, uint64_t window_start_ns, uint64_t used)
+{
+	std::vector<struct xbng_punt_window> v(ncpus_);
+	for (auto &w : v) {
+		w.window_start_ns = window_start_ns;
+		w.used = used;
+	}
+	if (bpf_map_update_elem(map_fd("punt_port_budget"), &slot, v.data(), BPF_ANY))
+		throw std::runtime_error("punt_port_budget update");
 }
 
 struct xbng_subscriber Harness::subscriber(const SubDef &s)
@@ -663,6 +703,25 @@ void Harness::run(const Step &st)
 		EXPECT_EQ(e.reserved, 0u) << g;
 		EXPECT_GT(e.timestamp_ns, 0u) << g;
 		EXPECT_LE(e.timestamp_ns, now) << g;
+	}
+
+	// Punted frames: the record names the port, the VLANs and the kind, and
+	// carries the frame exactly as received.
+	std::vector<std::vector<uint8_t>> punts = drain_punts();
+	EXPECT_EQ(punts.size(), st.punts.size()) << "number of punted frames";
+	for (size_t i = 0; i < punts.size() && i < st.punts.size(); i++) {
+		struct xbng_punt_record r;
+		ASSERT_EQ(punts[i].size(), sizeof(r)) << "punt record size";
+		std::memcpy(&r, punts[i].data(), sizeof(r));
+		const auto &w = st.punts[i];
+		EXPECT_EQ(r.kind, w.kind);
+		EXPECT_EQ(r.ifindex, (uint32_t)ifindex(w.port->name));
+		EXPECT_EQ(r.outer_vid, w.svid);
+		EXPECT_EQ(r.inner_vid, w.cvid);
+		EXPECT_GT(r.timestamp_ns, 0u);
+		EXPECT_LE(r.timestamp_ns, now);
+		ASSERT_EQ(r.len, st.in.size()) << "punted length";
+		EXPECT_EQ(Bytes(r.frame, r.frame + r.len), st.in) << "punted bytes";
 	}
 
 	if (st.after)

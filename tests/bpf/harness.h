@@ -106,6 +106,14 @@ struct ExpectedEvent {
 
 class Harness;
 
+// A frame the access program copied into the `punt` ring buffer (issue 10):
+// the record's port/VLANs/kind; its bytes must be the step's input frame.
+struct ExpectedPunt {
+	uint32_t kind;  // XBNG_PUNT_KIND_*
+	const PortDef *port;
+	uint16_t svid, cvid;
+};
+
 struct Step {
 	Prog prog = Prog::Access;
 	const PortDef *ingress = nullptr;   // nullptr: use ingress_name
@@ -116,6 +124,7 @@ struct Step {
 	std::map<int, uint64_t> counts;     // enum xbng_reason -> packets
 	const PortDef *egress = nullptr;    // REDIRECT: port whose tx grows
 	std::vector<ExpectedEvent> events;
+	std::vector<ExpectedPunt> punts;
 	std::map<std::string, uint64_t> sub_up;     // SubDef name -> packets
 	std::map<std::string, uint64_t> route_down; // RouteDef name -> packets
 	std::map<std::string, uint64_t> policed_up;   // SubDef name -> packets (issue 12)
@@ -128,6 +137,7 @@ struct Step {
 	Step &via(const PortDef &p) { egress = &p; return *this; }
 	Step &count(int reason, uint64_t n = 1) { counts[reason] += n; return *this; }
 	Step &event(const ExpectedEvent &e) { events.push_back(e); return *this; }
+	Step &punted(const ExpectedPunt &p) { punts.push_back(p); return *this; }
 	Step &up(const std::string &sub, uint64_t n = 1) { sub_up[sub] += n; return *this; }
 	Step &down(const std::string &route, uint64_t n = 1) { route_down[route] += n; return *this; }
 	Step &policed(const std::string &sub, bool upstream) { (upstream ? policed_up : policed_down)[sub] += 1; return *this; }
@@ -182,6 +192,10 @@ public:
 	static void set_forwarding(const std::string &ifname, bool on);
 
 	std::vector<struct xbng_event> drain_events();
+	std::vector<std::vector<uint8_t>> drain_punts(); // whole records
+	// Punt rate-limit state: GCRA time of a subscriber; port budget (all CPUs).
+	void set_punt_tat(const struct xbng_sub_key &k, uint64_t tat_ns);
+	void set_punt_port_used(uint32_t slot, uint64_t window_start_ns, uint64_t used);
 
 private:
 	Harness();
@@ -193,6 +207,8 @@ private:
 	struct xbng *skel_ = nullptr;
 	struct ring_buffer *rb_ = nullptr;
 	std::vector<struct xbng_event> events_;
+	struct ring_buffer *punt_rb_ = nullptr;
+	std::vector<std::vector<uint8_t>> punts_;
 	int ncpus_ = 0;
 };
 
@@ -214,6 +230,7 @@ std::vector<Row> police_rows(); // issue 12
 
 // Slot of `s` in the police map (index in kSubs + 1).
 uint32_t sub_slot(const SubDef &s);
+std::vector<Row> punt_rows();
 
 // ---- frame helpers used by the row files ------------------------------------
 // Frame from subscriber `s` as its port expects it (port MAC as destination).

@@ -221,14 +221,7 @@ std::vector<Row> control_rows()
 		     Packet().eth(mac("33:33:00:00:00:01"), s1.mac).qinq(0x88a8, 100, 200)
 			     .ipv6(ll1, ip6("ff02::1"), hop255()).icmp6(134, 0, testpkt::Bytes(12, 0)).build(),
 		     XBNG_DROP_ND_OTHER));
-	add(drop_row("Router Solicitation", kAcc0,
-		     Packet().eth(mac("33:33:00:00:00:02"), s1.mac).qinq(0x88a8, 100, 200)
-			     .ipv6(ll1, ip6("ff02::2"), hop255()).icmp6_rs(s1.mac).build(),
-		     XBNG_DROP_ROUTER_SOLICIT));
-	add(drop_row("Router Solicitation from ::", kAcc0,
-		     Packet().eth(mac("33:33:00:00:00:02"), s1.mac).qinq(0x88a8, 100, 200)
-			     .ipv6(ip6("::"), ip6("ff02::2"), hop255()).icmp6_rs().build(),
-		     XBNG_DROP_ROUTER_SOLICIT));
+	// Router Solicitations: rows_punt.cpp (issue 10).
 	{
 		Bytes ns = ns_multicast(s1, ll1, fe80_1);
 		add(drop_row("truncated NS inside the target", kAcc0,
@@ -245,26 +238,7 @@ std::vector<Row> control_rows()
 			     XBNG_DROP_TRUNCATED));
 	}
 
-	// ---- DHCP ---------------------------------------------------------------------------
-	add(drop_row("DHCPv4 discover", kAcc0,
-		     arp_l2(s1, kBroadcast).ipv4(ip4("0.0.0.0"), ip4("255.255.255.255")).udp(68, 67).payload(240).build(),
-		     XBNG_DROP_DHCPV4));
-	add(drop_row("DHCPv4 unicast renew to the gateway", kAcc0,
-		     from_sub(s1).ipv4(s1.v4, kAcc0.gw4).udp(68, 67).payload(240).build(), XBNG_DROP_DHCPV4));
-	add(drop_row("DHCPv4 to the client port (server on the subscriber side)", kAcc0,
-		     from_sub(s1).ipv4(s1.v4, kRemote4).udp(67, 68).payload(240).build(), XBNG_DROP_DHCPV4));
-	{
-		Ipv4Opts o;
-		o.options = {0x94, 0x04, 0x00, 0x00}; // router alert
-		add(drop_row("DHCPv4 with IP options", kAcc0,
-			     from_sub(s1).ipv4(s1.v4, kAcc0.gw4, o).udp(68, 67).payload(240).build(), XBNG_DROP_DHCPV4));
-	}
-	add(drop_row("DHCPv6 solicit", kAcc0,
-		     Packet().eth(mac("33:33:00:01:00:02"), s1.mac).qinq(0x88a8, 100, 200)
-			     .ipv6(ll1, ip6("ff02::1:2")).udp(546, 547).payload(40).build(),
-		     XBNG_DROP_DHCPV6));
-	add(drop_row("DHCPv6 to the client port", kAcc0,
-		     from_sub(s1).ipv6(s1.v6, kAcc0.gw6).udp(547, 546).payload(40).build(), XBNG_DROP_DHCPV6));
+	// DHCP: rows_punt.cpp (issue 10).
 
 	// ---- unknown subscribers and their events -----------------------------------------------
 	{

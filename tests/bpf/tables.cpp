@@ -9,5 +9,6 @@ INSTANTIATE_TEST_SUITE_P(Control, Table, testing::ValuesIn(control_rows()), row_
 INSTANTIATE_TEST_SUITE_P(Downstream, Table, testing::ValuesIn(downstream_rows()), row_name);
 INSTANTIATE_TEST_SUITE_P(Router, Table, testing::ValuesIn(router_rows()), row_name);
 INSTANTIATE_TEST_SUITE_P(Police, Table, testing::ValuesIn(police_rows()), row_name);
+INSTANTIATE_TEST_SUITE_P(Punt, Table, testing::ValuesIn(punt_rows()), row_name);
 
 } // namespace bpftest

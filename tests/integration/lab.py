@@ -214,6 +214,8 @@ class Lab:
             _remove_netns(ns.name)
         shutil.rmtree(self.bpffs, ignore_errors=True)
         shutil.rmtree(self.rundir, ignore_errors=True)
+        # xbngd's state (leases, DHCPv6 DUID) for a non-default pin dir.
+        shutil.rmtree(os.path.join("/run/xbng", self.id), ignore_errors=True)
         with contextlib.suppress(ValueError):
             _live_labs.remove(self)
 

@@ -7,6 +7,7 @@ swapped into the pinned XDP links (same link ids), every pinned map kept (same
 map ids), zero frames lost, and the old build must come back the same way.
 A pinned map whose layout differs from the build's is refused with a message
 naming the map and both layouts, and forwarding is left untouched."""
+import glob
 import json
 import os
 import signal
@@ -23,6 +24,7 @@ MAPS = ("subscribers", "routes_v4", "routes_v6", "routes_v6_64", "prefixes_v4", 
         "icmp_budget", "icmp_scratch", "pools_v4", "pools_v6",
         "police",
         "local_allow", "mac_seen",
+        "punt", "punt_limit", "punt_port_budget",
         )
 PORTS = ("acc0", "upl0")
 

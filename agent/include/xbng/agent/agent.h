@@ -15,7 +15,10 @@
 #include "xbng/agent/dataplane.h"
 #include "xbng/agent/events.h"
 #include "xbng/agent/fleet.h"
+#include "xbng/agent/lease/lease.h"
 #include "xbng/agent/metrics.h"
+#include "xbng/agent/punt/dispatcher.h"
+#include "xbng/agent/punt/io.h"
 #include "xbng/agent/service.h"
 #include "xbng/agent/store.h"
 
@@ -28,6 +31,7 @@ struct AgentOptions {
   // Fleet mode (issue 13): subscribers come from etcd; gRPC writes are refused.
   std::optional<FleetOptions> fleet;
   std::vector<std::string> reserved;  // security.reserved (issue 14)
+  punt::BringupOptions bringup;  // DHCP/RA servers on the punt path (issue 10)
 };
 
 class Agent {
@@ -69,6 +73,11 @@ class Agent {
   EventHub hub_;
   std::unique_ptr<SubscriberStore> store_;
   std::unique_ptr<RingbufReader> rb_;
+  void start_bringup(const punt::BringupOptions& o);
+  std::unique_ptr<LeaseTable> leases_;
+  std::unique_ptr<punt::PuntTx> punt_tx_;
+  std::unique_ptr<punt::Dispatcher> dispatcher_;
+  std::unique_ptr<punt::PuntRx> punt_rx_;
   std::unique_ptr<SubscribersService> service_;
   GrpcMetrics grpc_metrics_;  // outlives the server's interceptors
   std::unique_ptr<GrpcServer> server_;

@@ -27,6 +27,16 @@
 //   [security] (issue 14) mac_policy = "learn-once" | "follow" | "enforce",
 //             allow_to_host = ["tcp/22", "icmp"], reserved = ["192.0.2.0/24"]
 //             (per access port too: { name = "eth1", mac_policy = "enforce" })
+//   [punt]    enabled = true, subscriber_rate = 10, subscriber_burst = 20, port_rate = 20000
+//   [dhcp]    enabled = true, lease_time = 3600, dns = ["192.0.2.53"], subnet_mask = "",
+//             lease_file = "/var/lib/xbng/leases.json"
+//   per access port: dhcp_lease_time, dhcp_dns, dhcp_subnet_mask
+//   [dhcpv6]  enabled = true, preferred_lifetime = 3600, valid_lifetime = 7200, t1 = 1800,
+//             t2 = 2880, dns = [], rapid_commit = true,
+//             duid_file = "/var/lib/xbng/dhcpv6-server-duid"
+//   [ra]      enabled = true, managed = true, other = true, router_lifetime = 1800,
+//             mtu = 1500, dns = [] (RDNSS; default: [dhcpv6] dns), dns_lifetime = 1800,
+//             slaac = false, unsolicited_interval = 600
 // Unknown sections or keys are errors (a typo must not be silently ignored).
 // Nothing here touches the system: no BPF, netlink or sockets (check_config
 // reads the TLS files to prove they are readable, nothing more).
@@ -41,6 +51,7 @@
 
 #include "xbng/agent/dataplane.h"
 #include "xbng/agent/fleet.h"
+#include "xbng/agent/punt/dispatcher.h"
 #include "xbng/agent/service.h"
 
 namespace xbng::agent {
@@ -62,6 +73,10 @@ struct AccessPortConfig {
   // (subscribers written under another default are rewritten then).
   PolicySpec policy;
   std::string mac_policy;  // issue 14; "" = security.mac_policy
+  // Bring-up (issue 10); unset = the [dhcp] value.
+  std::optional<uint64_t> dhcp_lease_time;
+  std::optional<std::vector<std::string>> dhcp_dns;
+  std::optional<std::string> dhcp_subnet_mask;
   friend bool operator==(const AccessPortConfig&, const AccessPortConfig&) = default;
 };
 
@@ -108,6 +123,29 @@ struct Config {
   std::string mac_policy = "learn-once";   // of access ports without their own
   std::vector<std::string> allow_to_host;  // "tcp/22", "udp/53", "icmp", ...
   std::vector<std::string> reserved;       // prefixes never given to subscribers
+  // Bring-up (issue 10): [punt] and [dhcp].
+  bool punt_enabled = true;
+  uint64_t punt_subscriber_rate = XBNG_DEFAULT_PUNT_SUB_RATE;
+  uint64_t punt_subscriber_burst = XBNG_DEFAULT_PUNT_SUB_BURST;
+  uint64_t punt_port_rate = XBNG_DEFAULT_PUNT_PORT_RATE;
+  bool dhcp_enabled = true;
+  uint64_t dhcp_lease_time = 3600;
+  std::vector<std::string> dhcp_dns;
+  std::string dhcp_subnet_mask;  // "" = /32 with option 121
+  // [dhcpv6]
+  bool dhcpv6_enabled = true;
+  uint64_t dhcpv6_preferred = 3600, dhcpv6_valid = 7200, dhcpv6_t1 = 1800, dhcpv6_t2 = 2880;
+  std::vector<std::string> dhcpv6_dns;
+  bool dhcpv6_rapid_commit = true;
+  std::string duid_file;  // "" = <state dir>/dhcpv6-server-duid (state dir: see lease_file)
+  // [ra]
+  bool ra_enabled = true, ra_managed = true, ra_other = true, ra_slaac = false;
+  uint64_t ra_router_lifetime = 1800, ra_mtu = 1500, ra_dns_lifetime = 1800;
+  std::optional<std::vector<std::string>> ra_dns;  // unset: [dhcpv6] dns
+  uint64_t ra_unsolicited_interval = 600;
+  // "" = <state dir>/leases.json; state dir = /var/lib/xbng with the default
+  // bpffs, else /run/xbng/<basename of bpffs> (labs never share nor pile up state).
+  std::string lease_file;
 };
 
 // Merges the TOML file into cfg. Throws std::runtime_error naming the file,
@@ -133,6 +171,8 @@ ServerOptions to_server_options(const Config& cfg);
 std::optional<FleetOptions> to_fleet_options(const Config& cfg);
 // security.allow_to_host parsed and deduplicated (issue 14). Throws on a bad entry.
 std::vector<LocalService> allow_to_host_of(const Config& cfg);
+punt::BringupOptions to_bringup_options(const Config& cfg);
+punt::BringupOptions to_bringup_options_unchecked(const Config& cfg);
 
 // "HOST:PORT" with HOST an IPv4 address, a bracketed IPv6 address or a
 // host name. Returns the error, or nullopt and fills host/port.

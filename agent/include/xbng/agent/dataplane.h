@@ -45,6 +45,9 @@ enum class MapId : int {
   kPolice,  // issue 12
   kLocalAllow,  // issue 14
   kMacSeen,     // issue 14
+  kPunt,
+  kPuntLimit,
+  kPuntPortBudget,
   kCount
 };
 inline constexpr int kMapCount = static_cast<int>(MapId::kCount);
@@ -99,6 +102,11 @@ struct DataplaneOptions {
   // services subscribers may reach.
   uint8_t mac_policy = XBNG_MAC_POLICY_LEARN_ONCE;
   std::vector<LocalService> allow_to_host;
+  // Bring-up (issue 10): punt control frames to xbngd, and their limits.
+  bool punt_enabled = true;
+  uint32_t punt_sub_rate = XBNG_DEFAULT_PUNT_SUB_RATE;    // frames/s per subscriber
+  uint32_t punt_sub_burst = XBNG_DEFAULT_PUNT_SUB_BURST;  // frames in a burst
+  uint64_t punt_port_rate = XBNG_DEFAULT_PUNT_PORT_RATE;  // frames/s per access port per CPU
   // Tests: skip writing /proc/sys forwarding and ethtool changes.
   bool configure_netdevs = true;
 };

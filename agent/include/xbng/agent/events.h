@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -25,6 +26,12 @@ struct AgentEvent {
   bool has_mac = false;
   Mac mac{};
   uint64_t timestamp_unix_ns = 0;
+  // LEASE_* events (issue 10).
+  int lease_family = 0;  // 4 or 6
+  bool lease_bound = false;
+  uint64_t lease_expires_unix = 0;
+  std::string lease_address;
+  std::vector<std::string> lease_prefixes;
 };
 
 uint64_t unix_now_ns();

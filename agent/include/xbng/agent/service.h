@@ -21,6 +21,8 @@
 
 namespace xbng::agent {
 
+class LeaseTable;
+
 std::string make_boot_id();
 
 class SubscribersService final : public xbng::v1::Subscribers::Service {
@@ -59,6 +61,8 @@ class SubscribersService final : public xbng::v1::Subscribers::Service {
   // Fleet mode (issue 13): writes get FAILED_PRECONDITION with this message.
   // Set before serving.
   void set_read_only(std::string why) { read_only_ = std::move(why); }
+  // Bring-up: lease state shown by Get/ListSubscribers (may stay null).
+  void set_leases(const LeaseTable* leases) { leases_ = leases; }
 
  private:
   void to_proto(const AgentEvent& e, xbng::v1::Event* out) const;
@@ -81,6 +85,7 @@ class SubscribersService final : public xbng::v1::Subscribers::Service {
   uint64_t started_ns_;
   std::atomic<bool> stopping_{false};
   std::string read_only_;
+  const LeaseTable* leases_ = nullptr;
 };
 
 class GrpcMetrics;

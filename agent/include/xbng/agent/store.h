@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <shared_mutex>
 #include <string>
 #include <vector>
@@ -103,6 +104,16 @@ class SubscriberStore {
   void follow_mac(const SubKey& k, const Mac& mac);
 
   size_t size() const;
+
+  // Bring-up (issue 10): the provisioned binding of `k` and, for a
+  // subscriber provisioned without MAC, the MAC learned so far (from the
+  // fast path or a DHCP exchange). False when `k` is not provisioned.
+  bool binding(const SubKey& k, SubscriberSpec* out, std::optional<Mac>* learned) const;
+  // Records the MAC a valid DHCP exchange showed for a subscriber
+  // provisioned without one: the subscriber entry gets it (the routes take it
+  // from there on first use) and MAC_LEARNED is published. FAILED_PRECONDITION
+  // when another MAC is already known; NOT_FOUND when not provisioned.
+  grpc::Status learn_mac(const SubKey& k, const Mac& mac);
   // Entries of each subscriber-sized map as the index knows them.
   uint64_t map_entries(MapId id) const;
   const PortResolver& ports() const { return ports_; }

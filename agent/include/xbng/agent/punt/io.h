@@ -1,0 +1,64 @@
+// Punt I/O: below the protocols, knowing nothing of DHCP or ND.
+//   RX: one thread drains the `punt` BPF ring buffer (records of struct
+//       xbng_punt_record: the frame with both tags, and its port/VLANs) and
+//       hands each frame to the handler, on that thread.
+//   TX: whole QinQ frames written as they are on the access port through one
+//       AF_PACKET socket per port (no VLAN netdev; the frame carries its tags).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <span>
+#include <thread>
+#include <vector>
+
+struct ring_buffer;
+
+namespace xbng::agent::punt {
+
+struct PuntedFrame {
+  uint32_t kind = 0;  // enum xbng_punt_kind
+  uint32_t ifindex = 0;
+  uint16_t outer_vid = 0, inner_vid = 0;
+  uint64_t timestamp_ns = 0;  // CLOCK_MONOTONIC, from XDP
+  std::span<const uint8_t> frame;
+};
+
+// Sends a whole frame on an access port; false on failure. Thread-safe.
+using Sender = std::function<bool(uint32_t ifindex, std::span<const uint8_t> frame)>;
+
+class PuntTx {
+ public:
+  // Opens a socket per ifindex. Throws std::runtime_error.
+  explicit PuntTx(const std::vector<uint32_t>& access_ifindexes);
+  ~PuntTx();
+  PuntTx(const PuntTx&) = delete;
+  PuntTx& operator=(const PuntTx&) = delete;
+  bool send(uint32_t ifindex, std::span<const uint8_t> frame);
+
+ private:
+  std::map<uint32_t, int> fds_;
+};
+
+class PuntRx {
+ public:
+  using Handler = std::function<void(const PuntedFrame&)>;
+  // Starts the RX thread. Throws std::runtime_error.
+  PuntRx(int punt_ringbuf_fd, Handler handler);
+  ~PuntRx();
+  PuntRx(const PuntRx&) = delete;
+  PuntRx& operator=(const PuntRx&) = delete;
+  uint64_t received() const { return received_.load(); }
+
+ private:
+  static int on_sample(void* ctx, void* data, size_t size);
+  Handler handler_;
+  struct ring_buffer* rb_ = nullptr;
+  std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> received_{0};
+  std::thread thread_;
+};
+
+}  // namespace xbng::agent::punt

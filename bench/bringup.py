@@ -1,0 +1,102 @@
+"""Bring-up storm against the real xbngd (issue 10).
+
+A standard xbng lab (tests/integration/xbng_lab.py: sub <-> dut <-> net, the
+real xbngd in dut). OTHERS subscribers plus N storm subscribers are
+provisioned through gRPC with bench/README.md's addressing (S-VID 1 + i/4000,
+C-VID 1 + i%4000); then xbng_bench_bringup emulates the N storm CPEs on the
+sub side of the access veth (all at once, window-limited), while it samples
+xbngd's CPU and RSS from /proc and times xbngd's own xdp_access on the other
+subscribers (BPF_PROG_TEST_RUN through bench/'s wrapper) before and during
+the storm. Prints the generator's figures; asserts nothing.
+
+    /usr/bin/python3 bench/bringup.py --subscribers 60000 [--others 1000] [--json FILE]
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import ipaddress
+import os
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "integration"))
+
+from xbng_lab import XbngLab, find_bin, plan, write_jsonl  # noqa: E402
+
+
+BENCH_V6_BASE = int(ipaddress.IPv6Address("2001:db8:1000::16"))
+
+
+def bench_plan(i: int) -> dict:
+    """bench/README.md's addressing (what bench/'s BPF wrapper and the generator expect): the lab
+    plan with S-VID 1 + i/4000 and IPv6 2001:db8:1000::16 (hex) + i."""
+    p = plan(i, c_per_s=4000)
+    p["outer_vlan"] = 1 + i // 4000
+    p["ipv6"] = str(ipaddress.IPv6Address(BENCH_V6_BASE + i))
+    return p
+
+
+def run(n: int, others: int, window: int, extra: list[str], json_out: str | None,
+        workdir: str, self_test_first: bool, port_rate: int | None = None) -> int:
+    gen = find_bin("xbng_bench_bringup")
+    if self_test_first:
+        print("## Generator ceiling: the same storm against the in-process responder (no xbngd)", flush=True)
+        subprocess.run([gen, "-n", str(n), "--window", str(window), *extra], check=False)
+    os.makedirs(workdir, exist_ok=True)
+    with XbngLab(kind="xbngbench") as x:
+        xargs = []
+        if port_rate is not None:  # xbngd's per-port punt limit (frames/s per CPU), [punt] port_rate
+            conf = os.path.join(x.lab.rundir, "punt.toml")
+            with open(conf, "w") as f:
+                f.write(f"[punt]\nport_rate = {port_rate}\n")
+            xargs = ["--config", conf]
+            print(f"## xbngd [punt] port_rate = {port_rate}", flush=True)
+        x.start(max_subscribers=max(1024, n + others + 1024), extra=xargs)
+        pid = x.daemon.pid
+        path = os.path.join(workdir, f"bringup-{n}.jsonl")
+        write_jsonl(path, (bench_plan(i) for i in range(others + n)))
+        t0 = time.monotonic()
+        out = x.ctl("sub", "import", path)
+        os.unlink(path)
+        print(f"## provisioned {int(out['applied']):,} subscribers in {time.monotonic() - t0:.1f} s "
+              f"({others:,} others + {n:,} storm CPEs)", flush=True)
+        x.resolve_uplink_neighbours()
+        links = glob.glob(f"{x.lab.bpffs}/v*/links/acc0")
+        argv = [gen, "-n", str(n), "--first", str(others), "--window", str(window),
+                "--netns", x.sub.name, "--iface", "s0", "--pid", str(pid), *extra]
+        if links and others:
+            argv += ["--fwd-netns", x.dut.name, "--fwd-link", links[0], "--fwd-keys", str(others)]
+        if json_out:
+            argv += ["--json", json_out]
+        print("## Storm against xbngd:", " ".join(os.path.basename(a) if a == gen else a for a in argv[1:]),
+              flush=True)
+        rc = subprocess.run(argv, check=False).returncode
+        st = x.stats()
+        moved = {k: v for k, v in st.items() if k != "_raw" and v and
+                 any(w in k for w in ("dhcp", "router", "punt", "rate", "lease", "ra_"))}
+        if moved:
+            print("  xbngd counters:", ", ".join(f"{k}={v}" for k, v in sorted(moved.items())))
+        return rc
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--subscribers", "-n", type=int, default=60000)
+    ap.add_argument("--others", type=int, default=1000, help="provisioned, not in the storm: forwarding probe keys")
+    ap.add_argument("--window", type=int, default=4096)
+    ap.add_argument("--json")
+    ap.add_argument("--workdir", default="build/bench/work")
+    ap.add_argument("--self-test-first", action="store_true",
+                    help="run the same storm against the in-process responder first (the generator's ceiling)")
+    ap.add_argument("--port-rate", type=int,
+                    help="xbngd's [punt] port_rate (frames/s per CPU; default: xbngd's own default)")
+    ap.add_argument("extra", nargs="*", help="more xbng_bench_bringup options (after --)")
+    a = ap.parse_args()
+    return run(a.subscribers, a.others, a.window, a.extra, a.json, a.workdir, a.self_test_first,
+               a.port_rate)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* Punt of control frames (DHCPv4, DHCPv6, Router Solicitations) of
+ * provisioned subscribers to xbngd, rate-limited per subscriber (GCRA in
+ * `punt_limit`) and per port (per-CPU window in `punt_port_budget`). Only
+ * control frames reach this file: data frames pay nothing for it. */
+#ifndef XBNG_BPF_PUNT_H
+#define XBNG_BPF_PUNT_H
+
+#include "lib/common.h"
+#include "lib/counters.h"
+
+#define XBNG_PUNT_NSEC_PER_SEC 1000000000ull
+
+/* GCRA (virtual scheduling): allowed while the theoretical arrival time is
+ * at most `tolerance` ahead of now. Two CPUs racing on one subscriber may
+ * both pass: the bound is loose by a frame, never unbounded. */
+XBNG_INLINE int punt_sub_allowed(const struct xbng_sub_key *key, __u64 now)
+{
+	struct xbng_punt_gcra *g, fresh;
+	__u64 tat;
+
+	g = bpf_map_lookup_elem(&punt_limit, key);
+	if (!g) {
+		fresh.tat_ns = now + punt_sub_interval_ns;
+		bpf_map_update_elem(&punt_limit, key, &fresh, BPF_ANY);
+		return 1;
+	}
+	tat = g->tat_ns > now ? g->tat_ns : now;
+	if (tat - now > punt_sub_tolerance_ns)
+		return 0;
+	g->tat_ns = tat + punt_sub_interval_ns;
+	return 1;
+}
+
+XBNG_INLINE int punt_port_allowed(__u32 slot, __u64 now)
+{
+	struct xbng_punt_window *w = bpf_map_lookup_elem(&punt_port_budget, &slot);
+
+	if (!w)
+		return 0;
+	if (now - w->window_start_ns >= XBNG_PUNT_NSEC_PER_SEC) {
+		w->window_start_ns = now;
+		w->used = 0;
+	}
+	if (w->used >= punt_port_per_sec)
+		return 0;
+	w->used++;
+	return 1;
+}
+
+/* Copies the whole frame (tags included) into `punt` and drops it. The port
+ * limit is checked after the subscriber's, so one noisy subscriber cannot
+ * spend the port's budget beyond its own share. */
+XBNG_INLINE int punt_frame(const struct xbng_pkt *p, const struct xbng_sub_key *key, __u32 kind,
+		     __u32 reason)
+{
+	struct xbng_punt_record *r;
+	__u64 now = bpf_ktime_get_ns();
+	__u32 len = p->len;
+
+	if (len > XBNG_PUNT_MAX_FRAME)
+		return drop(p, XBNG_DROP_PUNT_TOO_BIG);
+	if (!punt_sub_allowed(key, now))
+		return drop(p, XBNG_DROP_PUNT_RATE_SUBSCRIBER);
+	if (!punt_port_allowed(p->port->slot, now))
+		return drop(p, XBNG_DROP_PUNT_RATE_PORT);
+	r = bpf_ringbuf_reserve(&punt, sizeof(*r), 0);
+	if (!r)
+		return drop(p, XBNG_DROP_PUNT_RING_FULL);
+	r->kind = kind;
+	r->ifindex = key->ifindex;
+	r->outer_vid = key->outer_vid;
+	r->inner_vid = key->inner_vid;
+	r->timestamp_ns = now;
+	if (len < 1 || bpf_xdp_load_bytes(p->ctx, 0, r->frame, len)) {
+		bpf_ringbuf_discard(r, BPF_RB_NO_WAKEUP);
+		return drop(p, XBNG_DROP_INTERNAL);
+	}
+	r->len = len;
+	bpf_ringbuf_submit(r, 0);
+	return verdict(p, reason, XDP_DROP);
+}
+
+#endif /* XBNG_BPF_PUNT_H */
