@@ -126,7 +126,8 @@ class FleetNode:
         peer.sysctl(f"net.ipv6.conf.s{k}.disable_ipv6", "1")
         lab.attach_pass(peer, f"s{k}", pass_obj)
         lab.attach_pass(peer, f"u{k}", pass_obj)
-        self.bpffs = os.path.join(lab.bpffs, self.name)
+        # Its own basename: xbngd keeps its state in /run/xbng/<basename>.
+        self.bpffs = os.path.join(lab.bpffs, f"{lab.id}-{self.name}")
         self.socket_path = os.path.join(lab.rundir, f"{self.name}.sock")
         self.grpc = f"unix://{self.socket_path}"
         self.log = os.path.join(lab.rundir, f"{self.name}.log")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import ctypes
+import glob
 import os
 import re
 import shutil
@@ -82,7 +83,7 @@ def sweep_stale() -> list[str]:
         if m and not _pid_alive(int(m.group(2))):
             _remove_netns(name)
             removed.append(name)
-    for base in (BPFFS, "/run"):
+    for base in (BPFFS, "/run", "/run/xbng"):
         with contextlib.suppress(FileNotFoundError):
             for entry in os.listdir(base):
                 m = _NAME_RE.match(entry + "-")
@@ -215,7 +216,11 @@ class Lab:
         shutil.rmtree(self.bpffs, ignore_errors=True)
         shutil.rmtree(self.rundir, ignore_errors=True)
         # xbngd's state (leases, DHCPv6 DUID) for a non-default pin dir.
-        shutil.rmtree(os.path.join("/run/xbng", self.id), ignore_errors=True)
+        # xbngd's state (leases, DUID) of a lab's agents: /run/xbng/<basename
+        # of their bpffs>, i.e. <id> or <id>-<node>.
+        for state in glob.glob(os.path.join("/run/xbng", self.id)) + \
+                glob.glob(os.path.join("/run/xbng", self.id + "-*")):
+            shutil.rmtree(state, ignore_errors=True)
         with contextlib.suppress(ValueError):
             _live_labs.remove(self)
 
