@@ -32,6 +32,9 @@ namespace {
 constexpr size_t kStatusRefusedListed = 100;  // refused keys listed in the status value
 constexpr size_t kDeleteChunk = 50000;
 constexpr auto kProgressIdle = std::chrono::milliseconds(300);
+// Without own events, progress is asked at most this often: every answer moves
+// the status revision, and so rewrites the status key (itself a revision).
+constexpr auto kProgressQuiet = std::chrono::seconds(2);
 constexpr auto kStatusInterval = std::chrono::milliseconds(200);
 }  // namespace
 
@@ -454,7 +457,8 @@ struct Fleet::Impl {
       qcv.notify_one();
     });
     WatchEnd end = WatchEnd::kError;
-    bool created = false, progress_pending = false;
+    bool created = false, progress_pending = false, events_since_progress = true;
+    auto last_progress = Clock::now();
     int64_t watch_id = -1;
     std::vector<mvccpb::Event> evs;
     for (;;) {
@@ -465,13 +469,16 @@ struct Fleet::Impl {
         const bool woke = qcv.wait_for(l, kProgressIdle, [&] { return !q.empty() || ended; });
         got.swap(q);
         is_end = ended && got.empty();
-        if (!woke && created && !progress_pending) {
+        if (!woke && created && !progress_pending &&
+            (events_since_progress || Clock::now() - last_progress >= kProgressQuiet)) {
           // Idle: ask where the stream stands, so that the status revision
           // follows the store's even when other nodes' keys change.
           pb::WatchRequest pr;
           pr.mutable_progress_request();
           l.unlock();
           progress_pending = stream->Write(pr);
+          events_since_progress = false;
+          last_progress = Clock::now();
         }
       }
       if (is_end) break;
@@ -509,6 +516,7 @@ struct Fleet::Impl {
         }
       }
       if (!evs.empty()) {
+        events_since_progress = true;
         if (!apply_events(evs)) {
           end = WatchEnd::kApplyFailed;
           stop_now = true;
