@@ -52,37 +52,46 @@ XBNG_INLINE struct xbng_event_budget *event_budget_window(__u64 now)
 	return budget;
 }
 
-/* Reports an unknown key: at most once per key per unknown_interval_ns and
- * at most events_per_sec per CPU. The budget is checked before the key is
- * marked, so a key refused for lack of budget is reported on a later frame. */
-XBNG_INLINE void report_unknown_subscriber(const struct xbng_sub_key *key, const __u8 *smac)
+/* The gate of every per-key event: at most once per key per
+ * unknown_interval_ns (`seen_map`, an LRU of struct xbng_unknown_seen keyed
+ * by subscriber key) and at most events_per_sec per CPU. The budget is
+ * checked before the key is marked, so a key refused for lack of budget is
+ * reported on a later frame. Returns 1 and takes the slot, or 0 (counted as
+ * suppressed). */
+XBNG_INLINE int event_key_slot(void *seen_map, const struct xbng_sub_key *key, __u64 now)
 {
 	struct xbng_unknown_seen *seen, fresh;
 	struct xbng_event_budget *budget;
-	__u64 now = bpf_ktime_get_ns();
 
-	seen = bpf_map_lookup_elem(&unknown_seen, key);
+	seen = bpf_map_lookup_elem(seen_map, key);
 	if (seen && now - seen->last_ns < unknown_interval_ns)
 		goto suppressed;
-
 	budget = event_budget_window(now);
 	if (!budget)
 		goto suppressed;
-
 	if (seen) {
 		seen->last_ns = now;
 	} else {
 		/* NOEXIST: of two CPUs seeing a new key at once, one reports. */
 		fresh.last_ns = now;
-		if (bpf_map_update_elem(&unknown_seen, key, &fresh, BPF_NOEXIST))
+		if (bpf_map_update_elem(seen_map, key, &fresh, BPF_NOEXIST))
 			goto suppressed;
 	}
 	budget->used++;
-	event_send(XBNG_EVENT_UNKNOWN_SUBSCRIBER, key, smac, now);
-	return;
+	return 1;
 
 suppressed:
 	count_reason(XBNG_EVENT_SUPPRESSED, 0);
+	return 0;
+}
+
+/* Reports an unknown key (rate limits: event_key_slot). */
+XBNG_INLINE void report_unknown_subscriber(const struct xbng_sub_key *key, const __u8 *smac)
+{
+	__u64 now = bpf_ktime_get_ns();
+
+	if (event_key_slot(&unknown_seen, key, now))
+		event_send(XBNG_EVENT_UNKNOWN_SUBSCRIBER, key, smac, now);
 }
 
 /* MAC learning: a LEARN_MAC subscriber without a valid MAC takes the source

@@ -25,28 +25,7 @@ XBNG_INLINE __u32 mac_policy_of(const struct xbng_pkt *p, const struct xbng_subs
  * CPU. Returns 1 and takes the slot, or 0 (counted as suppressed). */
 XBNG_INLINE int mac_event_slot(const struct xbng_sub_key *key, __u64 now)
 {
-	struct xbng_unknown_seen *seen, fresh;
-	struct xbng_event_budget *budget;
-
-	seen = bpf_map_lookup_elem(&mac_seen, key);
-	if (seen && now - seen->last_ns < unknown_interval_ns)
-		goto suppressed;
-	budget = event_budget_window(now);
-	if (!budget)
-		goto suppressed;
-	if (seen) {
-		seen->last_ns = now;
-	} else {
-		fresh.last_ns = now;
-		if (bpf_map_update_elem(&mac_seen, key, &fresh, BPF_NOEXIST))
-			goto suppressed;
-	}
-	budget->used++;
-	return 1;
-
-suppressed:
-	count_reason(XBNG_EVENT_SUPPRESSED, 0);
-	return 0;
+	return event_key_slot(&mac_seen, key, now);
 }
 
 /* First step after the subscriber lookup, for every frame (control frames
