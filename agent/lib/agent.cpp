@@ -22,10 +22,13 @@ Agent::Agent(const AgentOptions& o)
   dp_ = Dataplane::start(o.dataplane);
   const StoreMaps maps = StoreMaps::from(*dp_);
   store_ = std::make_unique<SubscriberStore>(maps, dp_->resolver(), &hub_);
+  if (!o.journal_file.empty()) store_->set_journal(std::make_unique<Journal>(o.journal_file));
   if (dp_->adopted()) {
     std::string summary;
     store_->rebuild(&summary);
     spdlog::info("{}", summary);
+  } else if (std::string void_change = store_->discard_journal(); !void_change.empty()) {
+    spdlog::warn("{}", void_change);
   }
   reserved_ranges_ = o.reserved;
   // Watch first, then read: no address change falls between the two.

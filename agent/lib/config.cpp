@@ -668,6 +668,12 @@ punt::BringupOptions to_bringup_options(const Config& c) {
   return to_bringup_options_unchecked(c);
 }
 
+std::string store_journal_path(const Config& c) {
+  const std::string base = c.bpffs.substr(c.bpffs.find_last_of('/') + 1);
+  return c.bpffs == "/sys/fs/bpf/xbng" || base.empty() ? "/run/xbng/store.journal"
+                                                       : "/run/xbng/" + base + "/store.journal";
+}
+
 punt::BringupOptions to_bringup_options_unchecked(const Config& c) {
   punt::BringupOptions b;
   b.enabled = c.punt_enabled;

@@ -664,6 +664,38 @@ int Ctl::sub_import(const std::string& file) {
   return resp.failed() || local_fail ? 1 : 0;
 }
 
+int Ctl::sub_import_atomic(const std::string& file) {
+  bulk_mode();
+  struct stat stt {};
+  if (stat(file.c_str(), &stt) != 0) throw std::runtime_error(fmt::format("cannot read {}", file));
+  v1::UpsertSubscribersRequest req;
+  std::vector<std::string> errors;
+  const uint64_t bad = read_import_file(
+      file,
+      [&](const v1::Subscriber& s) {
+        *req.add_subscribers() = s;
+        return true;
+      },
+      &errors);
+  if (bad) {  // all or nothing: an unreadable line sends nothing
+    std::fprintf(stderr, "xbngctl: %lu unreadable lines: nothing sent\n", bad);
+    for (const auto& e : errors) std::fprintf(stderr, "  %s\n", e.c_str());
+    return 1;
+  }
+  v1::UpsertSubscribersResponse resp;
+  grpc::ClientContext ctx;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto st = stub_->UpsertSubscribers(&ctx, req, &resp);
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!st.ok()) return fail(st);
+  if (o_.json) std::printf("%s\n", to_json(resp).c_str());
+  std::fprintf(stderr, "%d subscribers in one request, %.2f s: %lu created, %lu updated, %lu "
+               "unchanged\n",
+               req.subscribers_size(), secs, resp.created(), resp.updated(), resp.unchanged());
+  return 0;
+}
+
 int Ctl::sub_del_file(const std::string& file) {
   bulk_mode();
   constexpr int kChunk = 50000;

@@ -1,5 +1,6 @@
 #include "xbng/agent/store.h"
 
+#include <absl/cleanup/cleanup.h>
 #include <absl/container/flat_hash_set.h>
 #include <absl/container/inlined_vector.h>
 #include <bpf/bpf.h>
@@ -183,6 +184,7 @@ struct SubscriberStore::Plan {
   uint64_t adds[kMapCount] = {};
   uint64_t created = 0, updated = 0, unchanged = 0;
   std::vector<size_t> accepted;  // input indexes planned (incl. unchanged)
+  bool force = false;  // rewrite every entry, unchanged ones too (journal recovery)
   // Nested overlaps inside the plan: prefix lengths in use and every claim
   // ordered by (start, len, rank, spec index << 32 | claim index).
   uint64_t len_count[2][65] = {};
@@ -641,8 +643,91 @@ void SubscriberStore::publish(int type, const SubKey& k, const Mac* mac) {
 
 // ---- adoption -----------------------------------------------------------------
 
+void SubscriberStore::set_journal(std::unique_ptr<Journal> j) {
+  std::unique_lock l(mu_);
+  journal_ = std::move(j);
+}
+
+std::string SubscriberStore::discard_journal() {
+  std::unique_lock l(mu_);
+  if (!journal_) return "";
+  std::string err;
+  auto in = journal_->pending(&err);
+  journal_clear();
+  if (in)
+    return fmt::format("journal {}: a change of {} subscribers left pending is void: the maps are "
+                       "new",
+                       journal_->path(), in->size());
+  return err.empty() ? "" : "journal " + err + " (discarded: the maps are new)";
+}
+
+Status SubscriberStore::journal_begin(const JournalIntent& intent) {
+  if (!journal_ || recovering_) return Status::OK;
+  if (int rc = journal_->begin(intent))
+    return kernel_status(rc, fmt::format("writing the store journal {} (nothing was changed)",
+                                         journal_->path()));
+  return Status::OK;
+}
+
+void SubscriberStore::journal_clear() {
+  if (!journal_ || recovering_) return;
+  if (int rc = journal_->clear())
+    spdlog::error("store journal {}: clearing: {}", journal_->path(), std::strerror(-rc));
+}
+
+std::string SubscriberStore::recover(const JournalIntent& in) {
+  const char* what = in.op == JournalIntent::Op::kDelete ? "delete" : "upsert";
+  if (in.op == JournalIntent::Op::kDelete) {
+    // Rolled forward: every key removed whole, as requested.
+    std::vector<SubKey> keys;
+    keys.reserve(in.before.size());
+    for (const auto& s : in.before) keys.push_back(s.key);
+    uint64_t deleted = 0, gone = 0;
+    Status st = remove_locked(keys, &deleted, &gone);
+    if (!st.ok())
+      return fmt::format("journal: an interrupted delete of {} subscribers could NOT be "
+                         "completed: {}",
+                         keys.size(), st.error_message());
+    return fmt::format("journal: an interrupted delete of {} subscribers was rolled forward: {} "
+                       "removed now, {} were already gone",
+                       keys.size(), deleted, gone);
+  }
+  // An upsert is rolled back: keys it created removed, every other key given
+  // its previous spec again (rewritten whole, routes included).
+  uint64_t removed = 0, absent = 0;
+  if (Status st = remove_locked(in.created, &removed, &absent); !st.ok())
+    return fmt::format("journal: an interrupted {} of {} subscribers could NOT be rolled back "
+                       "(removing the {} it created: {})",
+                       what, in.size(), in.created.size(), st.error_message());
+  Plan p;
+  p.force = true;
+  Status err;
+  std::vector<size_t> idx(in.before.size());
+  for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+  plan(in.before, idx, Mode::kAtomic, &p, &err, nullptr);
+  if (err.ok()) err = apply(p);
+  if (!err.ok())
+    return fmt::format("journal: an interrupted {} of {} subscribers could NOT be rolled back "
+                       "(restoring {} previous specs: {}); they are as the maps show them",
+                       what, in.size(), in.before.size(), err.error_message());
+  return fmt::format("journal: an interrupted {} of {} subscribers was rolled back: {} restored "
+                     "to their previous provisioning, {} it had created removed",
+                     what, in.size(), in.before.size(), removed);
+}
+
 size_t SubscriberStore::rebuild(std::string* summary) {
   std::unique_lock l(mu_);
+  // The change a killed agent left half-applied, if any: resolved below,
+  // once the index is rebuilt. The journal keeps it pending until then
+  // (killed again meanwhile, the next agent starts over from it).
+  std::optional<JournalIntent> intent;
+  if (journal_) {
+    std::string err;
+    intent = journal_->pending(&err);
+    if (!err.empty()) spdlog::error("store journal: {}; no pending change resolved", err);
+  }
+  recovering_ = true;
+  auto done_recovering = absl::MakeCleanup([this] { recovering_ = false; });
   const int sfd = maps_.fd[static_cast<int>(MapId::kSubscribers)];
   const int pfd = maps_.fd[static_cast<int>(MapId::kPolice)];
   // Issue 12: records whose entries must be rewritten (the port default
@@ -772,6 +857,18 @@ size_t SubscriberStore::rebuild(std::string* summary) {
       }
     }
   }
+  std::string recovered;
+  if (intent) {
+    recovered = recover(*intent);
+    spdlog::warn("{}", recovered);
+    // Records the recovery rewrote carry the current defaults already.
+    absl::flat_hash_set<uint64_t> touched;
+    for (const auto& k : intent->created) touched.insert(key_rank(k));
+    for (const auto& s : intent->before) touched.insert(key_rank(s.key));
+    std::erase_if(refresh, [&](uint32_t rec) {
+      return recs_[rec].key.ifindex == 0 || touched.contains(key_rank(recs_[rec].key));
+    });
+  }
   if (!refresh.empty()) {
     Plan p;
     for (uint32_t rec : refresh) {
@@ -795,6 +892,9 @@ size_t SubscriberStore::rebuild(std::string* summary) {
     *summary += fmt::format(", {} rewritten for the current default policies", refresh.size());
   if (norphans) *summary += fmt::format(", {} orphan routes removed", norphans);
   if (repaired) *summary += fmt::format(", {} missing host routes reinstalled", repaired);
+  if (!recovered.empty()) *summary += "; " + recovered;
+  std::move(done_recovering).Invoke();
+  if (intent) journal_clear();
   return index_.size();
 }
 
@@ -834,7 +934,7 @@ size_t SubscriberStore::plan(const std::vector<SubscriberSpec>& specs,
     auto it = index_.find(rank);
     const int64_t old = it == index_.end() ? int64_t{-1} : int64_t{it->second};
     // Under "follow", an upsert without MAC is a request to learn again.
-    const bool unchanged = old >= 0 && recs_[old].same_provisioning(s) &&
+    const bool unchanged = !p->force && old >= 0 && recs_[old].same_provisioning(s) &&
                            (s.has_mac || effective_mac_policy(s) != XBNG_MAC_POLICY_FOLLOW);
     cl.clear();
     claims_of(s, &cl);
@@ -980,6 +1080,21 @@ uint64_t SubscriberStore::map_entries_locked(MapId id) const {
 
 Status SubscriberStore::apply(Plan& p) {
   if (p.entries.empty()) return Status::OK;
+  // Write-ahead: what every touched key was before (issue 14). From here
+  // on, every return leaves the maps consistent (written, or undone), so
+  // the intent is cleared on every path.
+  {
+    JournalIntent intent;
+    intent.op = JournalIntent::Op::kUpsert;
+    for (const auto& e : p.entries)
+      if (e.old_rec < 0)
+        intent.created.push_back(e.spec.key);
+      else
+        intent.before.push_back(recs_[e.old_rec]);
+    if (Status st = journal_begin(intent); !st.ok()) return st;
+  }
+  auto clear_journal = absl::MakeCleanup([this] { journal_clear(); });
+  crash_point("upsert", "journal");
   const int sfd = maps_.fd[static_cast<int>(MapId::kSubscribers)];
   const int pfd = maps_.fd[static_cast<int>(MapId::kPolice)];
   const size_t n = p.entries.size();
@@ -1146,6 +1261,7 @@ Status SubscriberStore::apply(Plan& p) {
     return kernel_status(rc, fmt::format("writing map police (entry {})",
                                          p.entries[std::min(done, n - 1)].input));
   }
+  crash_point("upsert", "police");
   done = 0;
   if (int rc = map_update_many(sfd, skeys.data(), svals.data(), n, sizeof(SubKey),
                                sizeof(struct xbng_subscriber), &done)) {
@@ -1155,6 +1271,7 @@ Status SubscriberStore::apply(Plan& p) {
     return kernel_status(rc, fmt::format("writing map subscribers (entry {})",
                                          p.entries[std::min(done, n - 1)].input));
   }
+  crash_point("upsert", "subscribers");
   // The route maps are independent of each other: with a large batch, write
   // them from two threads (two cores). Any failure rolls back everything.
   struct WriteResult {
@@ -1176,12 +1293,14 @@ Status SubscriberStore::apply(Plan& p) {
       [&] {
         write_map(0);
         write_map(2);
+        crash_point("upsert", "routes-partial");
         write_map(3);
       },
       [&] {
         write_map(1);
         write_map(4);
       });
+  crash_point("upsert", "routes");
   for (size_t mi = 0; mi < std::size(kRouteMaps); ++mi) {
     if (!wr[mi].rc) continue;
     for (size_t mj = 0; mj < std::size(kRouteMaps); ++mj) {
@@ -1205,6 +1324,7 @@ Status SubscriberStore::apply(Plan& p) {
                                  key_size))
       spdlog::warn("removing replaced routes from {}: {}", map_name(m), std::strerror(-rc));
   }
+  crash_point("upsert", "old-routes");
 
   // Index: release the old claims first, then take the new ones (an address
   // may move between two subscribers of the same request).
@@ -1424,6 +1544,11 @@ Status SubscriberStore::remove(const std::vector<const xbng::v1::SubscriberKey*>
       return Status(st.error_code(), fmt::format("keys[{}]{}", i, st.error_message()));
   }
   std::unique_lock l(mu_);
+  return remove_locked(ks, deleted, not_found);
+}
+
+Status SubscriberStore::remove_locked(const std::vector<SubKey>& ks, uint64_t* deleted,
+                                      uint64_t* not_found) {
   absl::flat_hash_set<uint64_t> seen;
   seen.reserve(ks.size());
   std::vector<uint32_t> recs;
@@ -1449,6 +1574,18 @@ Status SubscriberStore::remove(const std::vector<const xbng::v1::SubscriberKey*>
       d.insert(d.end(), c.b.begin(), c.b.begin() + c.size);
     }
   }
+  if (recs.empty()) return Status::OK;
+  // Write-ahead (issue 14): a delete interrupted by a crash is completed on
+  // adoption. Cleared once the maps are consistent again.
+  {
+    JournalIntent intent;
+    intent.op = JournalIntent::Op::kDelete;
+    intent.before.reserve(recs.size());
+    for (uint32_t rec : recs) intent.before.push_back(recs_[rec]);
+    if (Status st = journal_begin(intent); !st.ok()) return st;
+  }
+  auto clear_journal = absl::MakeCleanup([this] { journal_clear(); });
+  crash_point("delete", "journal");
   // Routes first: downstream stops before the subscriber disappears. The
   // route maps are independent: large deletions use two threads.
   int drc[std::size(kRouteMaps)] = {};
@@ -1469,19 +1606,27 @@ Status SubscriberStore::remove(const std::vector<const xbng::v1::SubscriberKey*>
       [&] {
         delete_map(0);
         delete_map(2);
+        crash_point("delete", "routes-partial");
         delete_map(3);
       },
       [&] {
         delete_map(1);
         delete_map(4);
       });
+  crash_point("delete", "routes");
+  // A refused delete leaves the intent pending: the next adoption completes it.
   for (size_t mi = 0; mi < std::size(kRouteMaps); ++mi)
-    if (drc[mi])
+    if (drc[mi]) {
+      std::move(clear_journal).Cancel();
       return kernel_status(drc[mi], fmt::format("deleting from map {}", map_name(kRouteMaps[mi])));
+    }
   if (!sdel.empty())
     if (int rc = map_delete_many(maps_.fd[static_cast<int>(MapId::kSubscribers)], sdel.data(),
-                                 sdel.size(), sizeof(SubKey)))
+                                 sdel.size(), sizeof(SubKey))) {
+      std::move(clear_journal).Cancel();
       return kernel_status(rc, "deleting from map subscribers");
+    }
+  crash_point("delete", "subscribers");
   for (size_t i = 0; i < recs.size(); ++i) {
     if (i + kPrefetchAhead < recs.size()) prefetch_owners(recs_[recs[i + kPrefetchAhead]]);
     const uint32_t rec = recs[i];

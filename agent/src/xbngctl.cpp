@@ -71,6 +71,10 @@ int main(int argc, char** argv) {
                                            "down_rate_bps,down_burst_bytes)"
                                            " or JSON Lines (.jsonl; \"policy\": {...})")
       ->required();
+  bool atomic = false;
+  imp->add_flag("--atomic", atomic,
+                "send the whole file as one UpsertSubscribers request: applied all or nothing "
+                "(bounded by xbngd's api.max_request_bytes, 16 MiB by default)");
   // Fleet mode: write into etcd instead of xbngd.
   std::string etcd, node, etcd_password_file;
   EtcdOptions eo;
@@ -112,6 +116,8 @@ int main(int argc, char** argv) {
       return ctl_etcd_import(eo, node, import_file, txn_ops, inflight);
     }
     if (*imp && !node.empty()) throw std::runtime_error("sub import --node needs --etcd");
+    if (*imp && atomic && !etcd.empty())
+      throw std::runtime_error("sub import --atomic writes to xbngd, not etcd");
     Ctl ctl(o);
     if (*health) return ctl.health(health_timeout_ms);
     if (*add) return ctl.sub_add(a);
@@ -123,7 +129,7 @@ int main(int argc, char** argv) {
     }
     if (*get) return ctl.sub_get(a);
     if (*list) return ctl.sub_list(la);
-    if (*imp) return ctl.sub_import(import_file);
+    if (*imp) return atomic ? ctl.sub_import_atomic(import_file) : ctl.sub_import(import_file);
     if (*stats) return ctl.stats();
     if (*events) return ctl.events(count);
   } catch (const std::exception& e) {

@@ -203,6 +203,7 @@ int main(int argc, char** argv) {
     o.fleet = to_fleet_options(cfg);
     o.reserved = cfg.reserved;
     o.bringup = to_bringup_options(cfg);
+    o.journal_file = store_journal_path(cfg);
   } catch (const std::exception& e) {
     spdlog::error("{}", e.what());
     return 2;

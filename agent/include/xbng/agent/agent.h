@@ -32,6 +32,7 @@ struct AgentOptions {
   std::optional<FleetOptions> fleet;
   std::vector<std::string> reserved;  // security.reserved (issue 14)
   punt::BringupOptions bringup;  // DHCP/RA servers on the punt path (issue 10)
+  std::string journal_file;  // the store's write-ahead journal; "" = none (issue 14)
 };
 
 class Agent {

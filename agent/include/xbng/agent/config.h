@@ -173,6 +173,10 @@ std::optional<FleetOptions> to_fleet_options(const Config& cfg);
 std::vector<LocalService> allow_to_host_of(const Config& cfg);
 punt::BringupOptions to_bringup_options(const Config& cfg);
 punt::BringupOptions to_bringup_options_unchecked(const Config& cfg);
+// Issue 14: the store's write-ahead journal (journal.h). Runtime state, on
+// tmpfs like the pins it describes: /run/xbng/store.journal for the default
+// bpffs, else /run/xbng/<basename of bpffs>/store.journal.
+std::string store_journal_path(const Config& cfg);
 
 // "HOST:PORT" with HOST an IPv4 address, a bracketed IPv6 address or a
 // host name. Returns the error, or nullopt and fills host/port.

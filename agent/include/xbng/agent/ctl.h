@@ -77,6 +77,7 @@ class Ctl {
   int sub_get(const SubArgs& a);
   int sub_list(const ListArgs& a);
   int sub_import(const std::string& file);
+  int sub_import_atomic(const std::string& file);  // one UpsertSubscribers: all or nothing
   int sub_del_file(const std::string& file);
   int stats();
   int events(int count);

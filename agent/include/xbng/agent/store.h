@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <shared_mutex>
 #include <string>
@@ -19,6 +20,7 @@
 
 #include "xbng/agent/dataplane.h"
 #include "xbng/agent/events.h"
+#include "xbng/agent/journal.h"
 #include "xbng/agent/reserved.h"
 #include "xbng/agent/subscriber.h"
 
@@ -75,9 +77,18 @@ class SubscriberStore {
 
   SubscriberStore(const StoreMaps& maps, PortResolver ports, EventHub* hub);
 
+  // Issue 14: from now on, every change of the maps is first recorded in
+  // `j` (see journal.h). Set before rebuild() or the first change.
+  void set_journal(std::unique_ptr<Journal> j);
+  // Fresh maps (no adoption): a change left pending in the journal is void.
+  // Returns what was discarded, for the log ("" when nothing was pending).
+  std::string discard_journal();
+
   // Rebuilds the index from the maps (adoption). Orphan routes (owner gone,
-  // or host route that no longer matches its owner) are deleted. Returns the
-  // number of subscribers found.
+  // or host route that no longer matches its owner) are deleted. A change
+  // the previous agent left pending in the journal is then resolved: an
+  // upsert rolled back, a delete rolled forward (said in *summary). Returns
+  // the number of subscribers found.
   size_t rebuild(std::string* summary);
 
   // All or nothing.
@@ -129,6 +140,15 @@ class SubscriberStore {
               Mode mode, Plan* p, grpc::Status* atomic_error,
               std::vector<std::pair<size_t, grpc::Status>>* failures);
   grpc::Status apply(Plan& p);
+  // Removes the indexed keys among `keys` (routes first, then the entries).
+  grpc::Status remove_locked(const std::vector<SubKey>& keys, uint64_t* deleted,
+                             uint64_t* not_found);
+  // Journal (issue 14): records the intent; an error status means nothing
+  // may be written. No-ops without a journal or while recovering.
+  grpc::Status journal_begin(const JournalIntent& intent);
+  void journal_clear();
+  // Resolves a change the previous agent left pending (under mu_).
+  std::string recover(const JournalIntent& intent);
   uint64_t map_entries_locked(MapId id) const;
   uint8_t effective_mac_policy(const SubscriberSpec& s) const;
   void fill_counters(uint32_t rec, xbng::v1::Subscriber* out) const;
@@ -158,6 +178,8 @@ class SubscriberStore {
   PortResolver ports_;
   EventHub* hub_;
   std::shared_ptr<const ReservedSet> reserved_;  // under mu_
+  std::unique_ptr<Journal> journal_;             // under mu_; null: none
+  bool recovering_ = false;                      // rebuild(): journal_ left as found
   mutable std::mutex conflicts_mu_;
   std::vector<ReservedConflict> conflicts_;
   uint64_t conflicts_total_ = 0;
