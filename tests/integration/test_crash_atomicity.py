@@ -181,10 +181,10 @@ class CrashAtomicityTest(unittest.TestCase):
                 log = self.restart()
                 # 2,502 touched: 1,502 updated (1,500 + the two swapping
                 # addresses), 1,000 created; the 498 unchanged are not.
+                self.assert_state(self.base, f"after a kill at upsert:{stage}")
                 self.assertRegex(log, r"journal: an interrupted upsert of 2502 subscribers was "
                                       r"rolled back: 1502 restored to their previous "
                                       r"provisioning, \d+ it had created removed")
-                self.assert_state(self.base, f"after a kill at upsert:{stage}")
         # And without a crash the same request applies whole.
         r = self.x.ctl_raw("sub", "import", "--atomic", path)
         self.assertEqual(r.returncode, 0, r.stderr)
@@ -206,9 +206,9 @@ class CrashAtomicityTest(unittest.TestCase):
                 log = self.crashed_log()
                 self.assertIn(f"XBNG_TEST_CRASH_AT=delete:{stage}", log)
                 log = self.restart()
+                self.assert_state(want, f"after a kill at delete:{stage}")
                 self.assertRegex(log, r"journal: an interrupted delete of 1500 subscribers was "
                                       r"rolled forward: \d+ removed now")
-                self.assert_state(want, f"after a kill at delete:{stage}")
                 out, _ = self.x.import_subs(gone)
                 self.assertEqual(int(out["applied"]), len(gone))
         self.assert_state(self.base, "baseline restored")
