@@ -184,7 +184,8 @@ struct SubscriberStore::Plan {
   uint64_t adds[kMapCount] = {};
   uint64_t created = 0, updated = 0, unchanged = 0;
   std::vector<size_t> accepted;  // input indexes planned (incl. unchanged)
-  bool force = false;  // rewrite every entry, unchanged ones too (journal recovery)
+  bool force = false;   // rewrite every entry, unchanged ones too (journal recovery)
+  bool resync = false;  // same provisioning = unchanged, even under "follow" (stream())
   // Nested overlaps inside the plan: prefix lengths in use and every claim
   // ordered by (start, len, rank, spec index << 32 | claim index).
   uint64_t len_count[2][65] = {};
@@ -935,7 +936,8 @@ size_t SubscriberStore::plan(const std::vector<SubscriberSpec>& specs,
     const int64_t old = it == index_.end() ? int64_t{-1} : int64_t{it->second};
     // Under "follow", an upsert without MAC is a request to learn again.
     const bool unchanged = !p->force && old >= 0 && recs_[old].same_provisioning(s) &&
-                           (s.has_mac || effective_mac_policy(s) != XBNG_MAC_POLICY_FOLLOW);
+                           (s.has_mac || p->resync ||
+                            effective_mac_policy(s) != XBNG_MAC_POLICY_FOLLOW);
     cl.clear();
     claims_of(s, &cl);
     Status err;
@@ -1380,7 +1382,7 @@ Status SubscriberStore::upsert(const std::vector<const xbng::v1::Subscriber*>& i
 }
 
 void SubscriberStore::stream(const std::function<bool(xbng::v1::Subscriber*)>& next,
-                             StreamResult* out) {
+                             StreamResult* out, bool resync) {
   // Two stages: a reader thread receives and validates batch N+1 while this
   // thread plans and applies batch N.
   struct Batch {
@@ -1484,6 +1486,7 @@ void SubscriberStore::stream(const std::function<bool(xbng::v1::Subscriber*)>& n
         sidx.assign(b->idx.begin() + pos, b->idx.end());
       }
       Plan p;
+      p.resync = resync;
       failures.clear();
       size_t stop = plan(sub, sidx, Mode::kSequential, &p, nullptr, &failures);
       for (auto& [i, st] : failures) fail(i, st);
@@ -1498,6 +1501,7 @@ void SubscriberStore::stream(const std::function<bool(xbng::v1::Subscriber*)>& n
         out->applied += p.unchanged;
         for (const auto& e : p.entries) {
           Plan one;
+          one.resync = resync;
           std::vector<std::pair<size_t, Status>> f1;
           plan({e.spec}, {e.input}, Mode::kSequential, &one, nullptr, &f1);
           Status s1 = f1.empty() ? apply(one) : f1[0].second;

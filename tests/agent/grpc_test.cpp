@@ -760,6 +760,46 @@ TEST_F(AgentTest, RestartAdoptsThePinnedMaps) {
   EXPECT_EQ(kernel_count(MapId::kSubscribers), 5000u);
 }
 
+// Issue 14 item 8 with the fleet: under mac policy "follow" an upsert without
+// MAC makes the subscriber learn again, but a full re-read of etcd (stream
+// with resync) restates the same provisioning and must keep the learned MAC
+// (else every fleet resync cuts downstream until each CPE sends a frame).
+TEST_F(AgentTest, ResyncKeepsALearnedMacUnderFollow) {
+  start();
+  auto s = make_sub(7, 7);
+  s.set_mac("");
+  s.set_mac_policy(v1::MAC_POLICY_FOLLOW);
+  ASSERT_TRUE(upsert({s}).ok());
+  auto& store = agent_->store();
+  const SubKey k{*agent_->dataplane().resolver().access_ifindex("acc0"), 7, 7};
+  const Mac mac{2, 0, 0, 0, 0x77, 0x77};
+  ASSERT_TRUE(store.learn_mac(k, mac).ok());
+  auto learned = [&] {
+    SubscriberSpec spec;
+    std::optional<Mac> m;
+    EXPECT_TRUE(store.binding(k, &spec, &m));
+    return m;
+  };
+  ASSERT_EQ(learned(), mac);
+  auto restate = [&](bool resync) {
+    bool sent = false;
+    StreamResult r;
+    store.stream(
+        [&](v1::Subscriber* m) {
+          if (sent) return false;
+          *m = s;
+          sent = true;
+          return true;
+        },
+        &r, resync);
+    EXPECT_EQ(r.applied, 1u);
+  };
+  restate(/*resync=*/true);
+  EXPECT_EQ(learned(), mac) << "a resync must not clear the learned MAC";
+  restate(/*resync=*/false);
+  EXPECT_FALSE(learned()) << "a request without MAC under follow learns again";
+}
+
 // Issue 14 item 10: a rejected value is quoted by a short prefix only, so a
 // huge value neither bloats the status (gRPC caps its metadata at ~8 KB,
 // which turned the error into a client-side RESOURCE_EXHAUSTED) nor costs

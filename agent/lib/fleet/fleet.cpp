@@ -255,7 +255,8 @@ struct Fleet::Impl {
       }
     };
     StreamResult r;
-    store->stream(next, &r);
+    // A full read restates etcd: a learned MAC (mac policy "follow") stays.
+    store->stream(next, &r, /*resync=*/true);
     {
       std::lock_guard l(pmu);
       abort_fetch = true;

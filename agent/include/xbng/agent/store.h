@@ -96,7 +96,12 @@ class SubscriberStore {
   // Bulk: each entry applied whole or reported. Entries are fed in order by
   // `next` (returns false at the end of the stream); `base_index` numbering
   // starts at 0.
-  void stream(const std::function<bool(xbng::v1::Subscriber*)>& next, StreamResult* out);
+  // `resync`: the entries restate what a source of truth holds (the fleet's
+  // full read), not new requests: an entry equal to the subscriber's
+  // provisioning is left alone even under mac policy "follow" (where a
+  // request without MAC otherwise makes it learn again).
+  void stream(const std::function<bool(xbng::v1::Subscriber*)>& next, StreamResult* out,
+              bool resync = false);
   grpc::Status remove(const std::vector<const xbng::v1::SubscriberKey*>& keys, uint64_t* deleted,
                       uint64_t* not_found);
   grpc::Status get(const xbng::v1::SubscriberKey& key, xbng::v1::Subscriber* out);
