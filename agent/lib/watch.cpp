@@ -99,17 +99,25 @@ class WatchStream final : public grpc::ServerWriteReactor<v1::Event> {
     }
     if (w_) w_->set_ready(nullptr);  // waits out a wake under way
     release();
+    if (overflow_seen_)  // no wake runs any more: safe to read without mu_
+      spdlog::info("WatchEvents stream of {} closed {:.1f} s after its queue overflowed", peer_,
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - overflow_at_)
+                       .count());
     delete this;
   }
 
  private:
   // The watcher's ready callback (publisher's thread, outside the hub's lock).
   void wake() {
-    bool overflow = false;
+    bool overflow = false, arm = false;
     {
       std::lock_guard l(mu_);
+      // Shutting down: a stream whose client reads nothing must not hold
+      // the server's shutdown up either.
+      if ((w_->overflowed() || owner_->stopping_) && !armed_) armed_ = arm = true;
       if (w_->overflowed() && !overflow_seen_) {
         overflow_seen_ = overflow = true;
+        overflow_at_ = std::chrono::steady_clock::now();
         next_ = 0;
         std::vector<AgentEvent>().swap(batch_);  // not to be written any more
       }
@@ -119,8 +127,8 @@ class WatchStream final : public grpc::ServerWriteReactor<v1::Event> {
                    "(api.watcher_queue {}): the client reads too slowly or stopped reading",
                    peer_, owner_->queue_.load());
       release();  // its slot and its count, now: the stream is over
-      arm_cancel();
     }
+    if (arm) arm_cancel();
     pump();
   }
 
@@ -173,9 +181,10 @@ class WatchStream final : public grpc::ServerWriteReactor<v1::Event> {
     if (w_ && !released_.exchange(true)) owner_->hub_->unsubscribe(w_);
   }
 
-  // The queue overflowed. If the stream has not ended kWatchCancelAfter later
-  // (a write, or the status, waits on a client that reads nothing), cancel
-  // the call: that fails what waits in gRPC's stream buffers. If it still has
+  // The queue overflowed, or xbngd stops. If the stream has not ended
+  // kWatchCancelAfter later (a write, or the status, waits on a client that
+  // reads nothing), cancel the call: that fails what waits in gRPC's stream
+  // buffers. If it still has
   // not ended twice as late, the client does not read its socket at all and
   // the write is stuck in the connection itself, which no cancel undoes:
   // shut the connection down (gRPC then closes it and ends its calls).
@@ -215,6 +224,8 @@ class WatchStream final : public grpc::ServerWriteReactor<v1::Event> {
   bool broken_ = false;         // under mu_: cancelled, or a write failed
   bool ended_ = false;          // under mu_: Finish called
   bool overflow_seen_ = false;  // under mu_
+  bool armed_ = false;          // under mu_: the cancel alarms are set
+  std::chrono::steady_clock::time_point overflow_at_;  // under mu_
   std::vector<AgentEvent> batch_;  // under mu_: taken, not yet written
   size_t next_ = 0;                // under mu_
   v1::Event out_;                  // the message being written
