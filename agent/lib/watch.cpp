@@ -109,33 +109,50 @@ class WatchStream final : public grpc::ServerWriteReactor<v1::Event> {
  private:
   // The watcher's ready callback (publisher's thread, outside the hub's lock).
   void wake() {
-    bool overflow = false, arm = false;
+    Overflow o;
     {
       std::lock_guard l(mu_);
-      // Shutting down: a stream whose client reads nothing must not hold
-      // the server's shutdown up either.
-      if ((w_->overflowed() || owner_->stopping_) && !armed_) armed_ = arm = true;
-      if (w_->overflowed() && !overflow_seen_) {
-        overflow_seen_ = overflow = true;
-        overflow_at_ = std::chrono::steady_clock::now();
-        next_ = 0;
-        std::vector<AgentEvent>().swap(batch_);  // not to be written any more
-      }
+      o = see_overflow();
     }
-    if (overflow) {
-      spdlog::warn("WatchEvents stream of {} ended: its event queue overflowed "
-                   "(api.watcher_queue {}): the client reads too slowly or stopped reading",
-                   peer_, owner_->queue_.load());
-      release();  // its slot and its count, now: the stream is over
-    }
-    if (arm) arm_cancel();
+    o.act(this);
     pump();
+  }
+
+  // What the first sight of an overflow (or of the shutdown) calls for, once
+  // out of mu_: the warning, the slot back, the cancel alarms.
+  struct Overflow {
+    bool first = false, arm = false;
+    void act(WatchStream* s) const {
+      if (first) {
+        spdlog::warn("WatchEvents stream of {} ended: its event queue overflowed "
+                     "(api.watcher_queue {}): the client reads too slowly or stopped reading",
+                     s->peer_, s->owner_->queue_.load());
+        s->release();  // its slot and its count, now: the stream is over
+      }
+      if (arm) s->arm_cancel();
+    }
+  };
+  // Under mu_ (wake and pump may each see the overflow first).
+  Overflow see_overflow() {
+    Overflow o;
+    const bool overflowed = w_->overflowed();
+    if (overflowed && !overflow_seen_) {
+      overflow_seen_ = o.first = true;
+      overflow_at_ = std::chrono::steady_clock::now();
+      next_ = 0;
+      std::vector<AgentEvent>().swap(batch_);  // not to be written any more
+    }
+    // Shutting down: a stream whose client reads nothing must not hold the
+    // server's shutdown up either.
+    if ((overflowed || owner_->stopping_) && !armed_) armed_ = o.arm = true;
+    return o;
   }
 
   // Starts the next write, or ends the stream; nothing while a write is out.
   void pump() {
     std::unique_lock l(mu_);
     if (writing_ || ended_) return;
+    const Overflow o = see_overflow();
     std::optional<Status> st;
     if (broken_) {
       st = Status::OK;  // the client went or cancelled: nobody reads the status
@@ -161,6 +178,7 @@ class WatchStream final : public grpc::ServerWriteReactor<v1::Event> {
       return;
     }
     l.unlock();
+    o.act(this);
     end(std::move(*st));
   }
 
