@@ -1,5 +1,6 @@
 #include "xbng/agent/events.h"
 
+#include <absl/container/inlined_vector.h>
 #include <bpf/libbpf.h>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -19,23 +20,24 @@ uint64_t unix_now_ns() {
   return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
 }
 
-void Watcher::push(const AgentEvent& e) {
+bool Watcher::push(const AgentEvent& e) {
+  bool was_empty;
   {
     std::lock_guard<std::mutex> l(mu_);
     if (q_.size() >= capacity_ || overflowed_) {
       // Fell behind: the stream ends with RESOURCE_EXHAUSTED; what it
       // queued is of no use any more, free it now.
-      if (!overflowed_) {
-        overflowed_ = true;
-        overflow_ns_ = static_cast<int64_t>(unix_now_ns());
-        std::deque<AgentEvent>().swap(q_);
-      }
       ++dropped_;
-      return;
+      if (overflowed_) return false;
+      overflowed_ = true;
+      std::deque<AgentEvent>().swap(q_);
+      return true;
     }
+    was_empty = q_.empty();
     q_.push_back(e);
   }
   cv_.notify_one();
+  return was_empty;
 }
 
 bool Watcher::pop(std::vector<AgentEvent>* out, int timeout_ms) {
@@ -48,10 +50,25 @@ bool Watcher::pop(std::vector<AgentEvent>* out, int timeout_ms) {
   return true;
 }
 
-std::shared_ptr<Watcher> EventHub::subscribe(size_t capacity, size_t max_watchers,
-                                             std::function<void()> cancel) {
+void Watcher::take(std::vector<AgentEvent>* out, size_t max) {
+  std::lock_guard<std::mutex> l(mu_);
+  const auto end = q_.begin() + static_cast<std::ptrdiff_t>(std::min(max, q_.size()));
+  out->insert(out->end(), std::make_move_iterator(q_.begin()), std::make_move_iterator(end));
+  q_.erase(q_.begin(), end);
+}
+
+void Watcher::set_ready(std::function<void()> ready) {
+  std::lock_guard<std::mutex> l(ready_mu_);
+  ready_ = std::move(ready);
+}
+
+void Watcher::notify() {
+  std::lock_guard<std::mutex> l(ready_mu_);
+  if (ready_) ready_();
+}
+
+std::shared_ptr<Watcher> EventHub::subscribe(size_t capacity, size_t max_watchers) {
   auto w = std::make_shared<Watcher>(capacity);
-  w->cancel_ = std::move(cancel);
   std::lock_guard<std::mutex> l(mu_);
   if (watchers_.size() >= max_watchers) {
     ++refused_total_;
@@ -64,35 +81,33 @@ std::shared_ptr<Watcher> EventHub::subscribe(size_t capacity, size_t max_watcher
 
 void EventHub::unsubscribe(const std::shared_ptr<Watcher>& w) {
   std::lock_guard<std::mutex> l(mu_);
-  if (w->overflowed_ && !w->cancelled_) ++overflowed_total_;  // else counted by reap
-  watchers_.erase(std::remove(watchers_.begin(), watchers_.end(), w), watchers_.end());
+  auto it = std::find(watchers_.begin(), watchers_.end(), w);
+  if (it == watchers_.end()) return;
+  if (w->overflowed_) ++overflowed_total_;
+  watchers_.erase(it);
   nwatchers_ = static_cast<int>(watchers_.size());
-}
-
-size_t EventHub::reap(int grace_ms) {
-  const int64_t now = static_cast<int64_t>(unix_now_ns());
-  size_t n = 0;
-  std::lock_guard<std::mutex> l(mu_);
-  for (auto& w : watchers_) {
-    if (w->cancelled_ || !w->overflowed_) continue;
-    int64_t since;
-    {
-      std::lock_guard<std::mutex> wl(w->mu_);
-      since = w->overflow_ns_;
-    }
-    if (now - since < int64_t(grace_ms) * 1000000) continue;
-    w->cancelled_ = true;
-    ++overflowed_total_;
-    if (w->cancel_) w->cancel_();
-    ++n;
-  }
-  return n;
 }
 
 void EventHub::publish(const AgentEvent& e) {
   if (!has_watchers()) return;
-  std::lock_guard<std::mutex> l(mu_);
-  for (auto& w : watchers_) w->push(e);
+  // Ready callbacks run outside the lock: they start gRPC writes, and a
+  // stream that ends unsubscribes.
+  absl::InlinedVector<std::shared_ptr<Watcher>, 8> ready;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    for (auto& w : watchers_)
+      if (w->push(e)) ready.push_back(w);
+  }
+  for (auto& w : ready) w->notify();
+}
+
+void EventHub::wake_all() {
+  std::vector<std::shared_ptr<Watcher>> all;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    all = watchers_;
+  }
+  for (auto& w : all) w->notify();
 }
 
 RingbufReader::RingbufReader(int ringbuf_fd, EventHub* hub,

@@ -46,7 +46,9 @@ SubscribersService::SubscribersService(SubscriberStore* store, EventHub* hub,
       maps_(maps),
       ports_(std::move(ports)),
       boot_id_(std::move(boot_id)),
-      started_ns_(unix_now_ns()) {
+      started_ns_(unix_now_ns()),
+      watch_(hub, [this](const AgentEvent& e, v1::Event* out) { to_proto(e, out); },
+             started_ns_) {
   maint_ = std::thread([this] { maintenance(); });
 }
 
@@ -58,12 +60,6 @@ void SubscribersService::maintenance() {
   while (!stopping_) {
     maint_cv_.wait_for(l, std::chrono::milliseconds(500));
     if (stopping_) break;
-    // A watcher that overflowed 2 s ago and is still there is blocked
-    // writing to a client that does not read: cancel its stream.
-    if (size_t n = hub_->reap(2000))
-      spdlog::warn("WatchEvents: {} stream(s) cancelled: their clients stopped reading and "
-                   "their event queues overflowed",
-                   n);
     if (trim_due_.exchange(false)) malloc_trim(0);
   }
 }
@@ -74,6 +70,7 @@ void SubscribersService::shutdown() {
     stopping_ = true;
   }
   maint_cv_.notify_all();
+  watch_.shutdown();
 }
 
 SubscribersService::~SubscribersService() {
@@ -250,41 +247,10 @@ void SubscribersService::to_proto(const AgentEvent& e, v1::Event* out) const {
   out->set_boot_id(boot_id_);
 }
 
-Status SubscribersService::WatchEvents(ServerContext* ctx, const v1::WatchEventsRequest*,
-                                       grpc::ServerWriter<v1::Event>* writer) {
+grpc::ServerWriteReactor<v1::Event>* SubscribersService::WatchEvents(
+    grpc::CallbackServerContext* ctx, const v1::WatchEventsRequest*) {
   XBNG_BOOT_ID(ctx);
-  auto w = hub_->subscribe(watcher_queue_, max_watchers_, [ctx] { ctx->TryCancel(); });
-  if (!w)
-    return Status(StatusCode::RESOURCE_EXHAUSTED,
-                  fmt::format("{} WatchEvents streams are open, the maximum (api.max_watchers): "
-                              "retry later",
-                              max_watchers_.load()));
-  struct Unsub {
-    EventHub* h;
-    std::shared_ptr<Watcher> w;
-    ~Unsub() { h->unsubscribe(w); }
-  } unsub{hub_, w};
-  AgentEvent started;
-  started.type = v1::Event::AGENT_STARTED;
-  started.timestamp_unix_ns = started_ns_;
-  v1::Event ev;
-  to_proto(started, &ev);
-  if (!writer->Write(ev)) return Status::OK;
-  std::vector<AgentEvent> batch;
-  while (!ctx->IsCancelled() && !stopping_) {
-    if (w->overflowed())
-      return Status(StatusCode::RESOURCE_EXHAUSTED,
-                    fmt::format("event queue overflow: this watcher fell behind and {} events "
-                                "were dropped; list the subscribers again and re-watch",
-                                w->dropped()));
-    if (!w->pop(&batch, 200)) continue;
-    for (const auto& e : batch) {
-      ev.Clear();
-      to_proto(e, &ev);
-      if (!writer->Write(ev)) return Status::OK;
-    }
-  }
-  return stopping_ ? Status(StatusCode::UNAVAILABLE, "xbngd is shutting down") : Status::OK;
+  return watch_.open(ctx);
 }
 
 // ---- server -------------------------------------------------------------------

@@ -252,17 +252,33 @@ class Hardening(unittest.TestCase):
         self.assertIn("WITHOUT client certificates", self.x.read_log())
 
     # -- item 7 ------------------------------------------------------------------
+    @staticmethod
+    def end_all(procs):
+        for p in procs:
+            p.kill()
+            p.wait()
+            for f in (p.stdout, p.stderr):
+                if f:
+                    f.close()
+
+    def proc_status(self, pid: int) -> dict:
+        with open(f"/proc/{pid}/status") as f:
+            return {k: v.split()[0] for k, _, v in (line.partition(":") for line in f) if v.strip()}
+
     def test_silent_watchers_are_bounded_and_disconnected(self):
         cfg = os.path.join(self.x.lab.rundir, "xbngd.toml")
         with open(cfg, "w") as f:
             f.write("[api]\nmax_watchers = 16\nwatcher_queue = 512\n")
         self.x.start(extra=["--config", cfg])
+        pid = self.x.daemon.pid
+        conns = int(self.x.ctl("stats").get("grpc_connections", 0))
+        before = self.proc_status(pid)
         watchers = []
         for _ in range(100):
             w = subprocess.Popen([self.x.xbngctl, "--server", self.x.grpc, "events"],
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
             watchers.append(w)
-        self.addCleanup(lambda: [w.kill() or w.wait() for w in watchers])
+        self.addCleanup(self.end_all, watchers)
 
         def settled():
             st = self.x.ctl("stats")
@@ -274,22 +290,63 @@ class Hardening(unittest.TestCase):
         refused = [w for w in watchers if w.poll() is not None]
         self.assertEqual(len(refused), 84)
         self.assertIn("RESOURCE_EXHAUSTED", refused[0].stderr.read().decode())
+        silent = [w for w in watchers if w.poll() is None]
+        self.assertEqual(len(silent), 16)
+        watching = self.proc_status(pid)
         out, _ = self.x.import_subs([plan(i, c_per_s=1000) for i in range(5000)])
         self.assertEqual(int(out["applied"]), 5000)
 
-        # Each overflowed; its queue was freed and its stream cancelled.
-        # (gRPC 1.51 leaves a sync Write blocked on a peer that never reads
-        # even after the cancel: the thread and slot come back when the
-        # client reads or goes, below.)
-        def disconnected():
+        # Each overflowed: within a few seconds, with its client still
+        # stopped (it never reads again), its stream is ended and counted, its
+        # slot is free and no thread stays behind for it.
+        t0 = time.monotonic()
+
+        def released():
             st = self.x.ctl("stats")
-            return int(st.get("watchers_disconnected", 0)) == 16
-        wait_for(disconnected, 30, 0.5, "the 16 silent watchers to be cancelled")
+            return (int(st.get("watchers_disconnected", 0)) == 16
+                    and int(st.get("watchers", 0)) == 0)
+        try:
+            wait_for(released, 8, 0.2, "")
+        except TimeoutError:
+            st = self.x.ctl("stats")
+            self.fail(f"8 s after the import, with the 16 silent watchers stopped: "
+                      f"{st.get('watchers', 0)} watchers open, "
+                      f"{st.get('watchers_disconnected', 0)} disconnected; threads "
+                      f"{before['Threads']} before them, {self.proc_status(pid)['Threads']} now")
+        released_s = time.monotonic() - t0
+        after = self.proc_status(pid)
+        print(f"\nsilent watchers: threads {before['Threads']} before, {watching['Threads']} with 16 "
+              f"open, {after['Threads']} after the overflow; RSS {before['VmRSS']} / "
+              f"{watching['VmRSS']} / {after['VmRSS']} kB; released {released_s:.1f} s after the "
+              f"import")
+        self.assertLess(int(after["Threads"]) - int(before["Threads"]), 8,
+                        "threads held for silent watchers")
+        self.assertTrue(all(w.poll() is None for w in silent))
         self.assertIn("stopped reading", self.x.read_log())
-        for w in watchers:
-            if w.poll() is None:
-                w.kill()
-                w.wait()
+        m = self.http("/metrics")[1]
+        self.assertEqual(metric(m, "xbng_watchers"), 0)
+        self.assertEqual(metric(m, "xbng_watchers_disconnected_total"), 16)
+        # Their calls end too, with the clients still stopped: cancelled, or
+        # when a write is stuck in the socket itself, their connections shut
+        # down.
+        wait_for(lambda: self.x.read_log().count("after its queue overflowed") == 16, 10, 0.2,
+                 "the silent watchers' calls to end")
+        log = self.x.read_log()
+        closed = self.proc_status(pid)
+        print(f"silent watchers' calls ended {time.monotonic() - t0:.1f} s after the import "
+              f"({log.count('cancelled: its client')} cancelled, "
+              f"{log.count('closing the connection')} connections shut down, "
+              f"{int(self.x.ctl('stats').get('grpc_connections', 0)) - conns} still open): "
+              f"threads {closed['Threads']}, RSS {closed['VmRSS']} kB")
+        # The slots are free again while the silent clients stay stopped.
+        fresh = [subprocess.Popen([self.x.xbngctl, "--server", self.x.grpc, "events"],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                 for _ in range(16)]
+        self.addCleanup(self.end_all, fresh)
+        wait_for(lambda: int(self.x.ctl("stats").get("watchers", 0)) == 16, 30, 0.2,
+                 "16 new watchers beside the 16 stopped ones")
+        self.assertTrue(all(w.poll() is None for w in fresh))
+        self.end_all(fresh + silent)
         wait_for(lambda: int(self.x.ctl("stats").get("watchers", 0)) == 0, 30, 0.5,
                  "the watchers' slots to come back")
         r = subprocess.run([self.x.xbngctl, "--server", self.x.grpc, "events", "--count", "1"],

@@ -36,30 +36,36 @@ struct AgentEvent {
 
 uint64_t unix_now_ns();
 
+// One subscriber of the hub: a bounded queue. A watcher that falls
+// `capacity` events behind is marked overflowed and its queue freed: what it
+// missed cannot be replayed, its stream ends.
 class Watcher {
  public:
   explicit Watcher(size_t capacity) : capacity_(capacity) {}
   // Waits up to timeout_ms for events; returns false when none arrived.
   bool pop(std::vector<AgentEvent>* out, int timeout_ms);
+  // Moves up to `max` queued events to the end of *out; never waits.
+  void take(std::vector<AgentEvent>* out, size_t max);
   bool overflowed() const { return overflowed_.load(); }
   uint64_t dropped() const { return dropped_.load(); }
-  // Called (once, under the hub's lock) when the watcher overflowed more
-  // than the grace period ago and is still there: its stream is stuck
-  // writing to a client that does not read, and must be cancelled.
-  void set_cancel(std::function<void()> cancel) { cancel_ = std::move(cancel); }
+  // Called, on the publisher's thread and outside the hub's lock, when the
+  // queue stops being empty, when it overflows and on EventHub::wake_all.
+  // Must not block. set_ready(nullptr) returns once no call is under way.
+  void set_ready(std::function<void()> ready);
 
  private:
   friend class EventHub;
-  void push(const AgentEvent& e);
+  // True when the ready callback is due (empty -> not empty, overflow).
+  bool push(const AgentEvent& e);
+  void notify();
   const size_t capacity_;
-  std::function<void()> cancel_;
-  int64_t overflow_ns_ = 0;  // under mu_
-  bool cancelled_ = false;   // under the hub's lock
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<AgentEvent> q_;
   std::atomic<bool> overflowed_{false};
   std::atomic<uint64_t> dropped_{0};
+  std::mutex ready_mu_;
+  std::function<void()> ready_;  // under ready_mu_
 };
 
 class EventHub {
@@ -67,14 +73,13 @@ class EventHub {
   static constexpr size_t kDefaultQueue = 65536;
   // Null when `max_watchers` are subscribed already (counted as refused).
   std::shared_ptr<Watcher> subscribe(size_t capacity = kDefaultQueue,
-                                     size_t max_watchers = SIZE_MAX,
-                                     std::function<void()> cancel = nullptr);
+                                     size_t max_watchers = SIZE_MAX);
+  // Frees the watcher's slot; one that overflowed is counted as disconnected.
   void unsubscribe(const std::shared_ptr<Watcher>& w);
   bool has_watchers() const { return nwatchers_.load(std::memory_order_relaxed) > 0; }
   void publish(const AgentEvent& e);
-  // Cancels watchers that overflowed more than `grace_ms` ago (their
-  // stream is blocked on a client that does not read). Returns how many.
-  size_t reap(int grace_ms);
+  // Calls every watcher's ready callback (shutdown: streams see it and end).
+  void wake_all();
 
   size_t watchers() const { return static_cast<size_t>(nwatchers_.load()); }
   uint64_t overflowed_total() const { return overflowed_total_.load(); }

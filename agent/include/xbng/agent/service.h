@@ -17,6 +17,7 @@
 #include "xbng/agent/events.h"
 #include "xbng/agent/listener.h"
 #include "xbng/agent/store.h"
+#include "xbng/agent/watch.h"
 #include "xbng/v1/xbng.grpc.pb.h"
 
 namespace xbng::agent {
@@ -25,7 +26,10 @@ class LeaseTable;
 
 std::string make_boot_id();
 
-class SubscribersService final : public xbng::v1::Subscribers::Service {
+// WatchEvents runs on gRPC's callback API (watch.h), the rest synchronously.
+class SubscribersService final
+    : public xbng::v1::Subscribers::WithCallbackMethod_WatchEvents<
+          xbng::v1::Subscribers::Service> {
  public:
   // `maps` gives the stats/ports maps; dp may be null in tests that build
   // their own maps (then ports come from the resolver only).
@@ -44,8 +48,8 @@ class SubscribersService final : public xbng::v1::Subscribers::Service {
                                xbng::v1::ListSubscribersResponse*) override;
   grpc::Status GetStats(grpc::ServerContext*, const xbng::v1::GetStatsRequest*,
                         xbng::v1::GetStatsResponse*) override;
-  grpc::Status WatchEvents(grpc::ServerContext*, const xbng::v1::WatchEventsRequest*,
-                           grpc::ServerWriter<xbng::v1::Event>*) override;
+  grpc::ServerWriteReactor<xbng::v1::Event>* WatchEvents(
+      grpc::CallbackServerContext*, const xbng::v1::WatchEventsRequest*) override;
 
   const std::string& boot_id() const { return boot_id_; }
   void shutdown();
@@ -53,8 +57,7 @@ class SubscribersService final : public xbng::v1::Subscribers::Service {
 
   // WatchEvents bounds: concurrent streams and events queued per stream.
   void set_watch_limits(size_t max_watchers, size_t queue) {
-    max_watchers_ = max_watchers;
-    watcher_queue_ = queue;
+    watch_.set_limits(max_watchers, queue);
   }
   // Connection counters for GetStats (set once the server listens).
   void set_connection_stats(std::function<ListenerStats()> f) { connection_stats_ = std::move(f); }
@@ -68,10 +71,9 @@ class SubscribersService final : public xbng::v1::Subscribers::Service {
   void to_proto(const AgentEvent& e, xbng::v1::Event* out) const;
   // After a large request, give freed memory back to the system (glibc
   // keeps it otherwise): malloc_trim a moment later, on the maintenance
-  // thread, which also cancels watchers stuck on clients that do not read.
+  // thread.
   void large_request() { trim_due_ = true; }
   void maintenance();
-  std::atomic<size_t> max_watchers_{16}, watcher_queue_{EventHub::kDefaultQueue};
   std::function<ListenerStats()> connection_stats_;
   std::atomic<bool> trim_due_{false};
   std::mutex maint_mu_;
@@ -84,6 +86,7 @@ class SubscribersService final : public xbng::v1::Subscribers::Service {
   std::string boot_id_;
   uint64_t started_ns_;
   std::atomic<bool> stopping_{false};
+  WatchStreams watch_;
   std::string read_only_;
   const LeaseTable* leases_ = nullptr;
 };
