@@ -115,6 +115,8 @@ def run(n: int, mode: str, max_bytes: int, upsert_candidates: int, settle: float
         for f in (stream_file, upsert_file):
             if os.path.exists(f):
                 os.unlink(f)
+        if not os.listdir(workdir):
+            os.rmdir(workdir)
     return res
 
 
