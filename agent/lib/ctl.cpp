@@ -21,6 +21,7 @@
 
 #include "xbng/agent/dataplane.h"
 #include "xbng/agent/net.h"
+#include "xbng/agent/subscriber_json.h"
 
 namespace xbng::agent {
 
@@ -178,140 +179,6 @@ std::string parse_csv(std::string_view l, v1::Subscriber* s, size_t ncols = 8) {
   }
   return "";
 }
-
-// The JSON Lines fast path: a flat object with exactly the proto field names
-// of Subscriber's input fields, plain (escape-free, ASCII) strings, plain
-// unsigned integers, arrays of strings. Anything else (escapes, camelCase
-// names, quoted numbers, null, nested objects, output-only fields, duplicate
-// names, malformed JSON) returns false and the line goes to protobuf's own
-// JSON parser, which then decides (and words the errors) exactly as before.
-class FastJson {
- public:
-  explicit FastJson(std::string_view s) : p_(s.data()), e_(s.data() + s.size()) {}
-
-  bool parse(v1::Subscriber* out) {
-    out->Clear();
-    ws();
-    if (!eat('{')) return false;
-    ws();
-    if (eat('}')) return end();
-    unsigned seen = 0;
-    for (;;) {
-      std::string_view name;
-      if (!str(&name)) return false;
-      ws();
-      if (!eat(':')) return false;
-      ws();
-      const int f = field(name);
-      if (f < 0 || (seen & (1u << f))) return false;
-      seen |= 1u << f;
-      if (!value(f, out)) return false;
-      ws();
-      if (eat(',')) {
-        ws();
-        continue;
-      }
-      if (eat('}')) return end();
-      return false;
-    }
-  }
-
- private:
-  enum { kPort, kOuter, kInner, kMac, kIpv4, kIpv6, kV6Prefixes, kV4Prefixes };
-  static int field(std::string_view n) {
-    static constexpr std::string_view names[] = {"port", "outer_vlan", "inner_vlan",
-                                                 "mac",  "ipv4",       "ipv6",
-                                                 "ipv6_prefixes", "ipv4_prefixes"};
-    for (int i = 0; i < 8; ++i)
-      if (n == names[i]) return i;
-    return -1;
-  }
-  bool value(int f, v1::Subscriber* out) {
-    std::string_view v;
-    switch (f) {
-      case kOuter:
-      case kInner: {
-        uint32_t n;
-        if (!uint(&n)) return false;
-        if (f == kOuter)
-          out->set_outer_vlan(n);
-        else
-          out->set_inner_vlan(n);
-        return true;
-      }
-      case kV6Prefixes:
-      case kV4Prefixes: {
-        if (!eat('[')) return false;
-        ws();
-        if (eat(']')) return true;
-        for (;;) {
-          if (!str(&v)) return false;
-          if (f == kV6Prefixes)
-            out->add_ipv6_prefixes(v.data(), v.size());
-          else
-            out->add_ipv4_prefixes(v.data(), v.size());
-          ws();
-          if (eat(',')) {
-            ws();
-            continue;
-          }
-          return eat(']');
-        }
-      }
-      default:
-        if (!str(&v)) return false;
-        (f == kPort   ? out->mutable_port()
-         : f == kMac  ? out->mutable_mac()
-         : f == kIpv4 ? out->mutable_ipv4()
-                      : out->mutable_ipv6())
-            ->assign(v.data(), v.size());
-        return true;
-    }
-  }
-  bool str(std::string_view* v) {
-    if (!eat('"')) return false;
-    const char* b = p_;
-    while (p_ < e_) {
-      const unsigned char c = static_cast<unsigned char>(*p_);
-      if (c == '"') {
-        *v = std::string_view(b, p_ - b);
-        ++p_;
-        return true;
-      }
-      if (c == '\\' || c < 0x20 || c >= 0x80) return false;
-      ++p_;
-    }
-    return false;
-  }
-  bool uint(uint32_t* v) {
-    const char* b = p_;
-    uint64_t n = 0;
-    while (p_ < e_ && *p_ >= '0' && *p_ <= '9' && p_ - b < 11) n = n * 10 + (*p_++ - '0');
-    const size_t len = p_ - b;
-    if (len == 0 || len > 10 || (len > 1 && *b == '0') || n > UINT32_MAX) return false;
-    // A number must end here (no fraction, exponent, or junk).
-    if (p_ < e_ && *p_ != ',' && *p_ != '}' && *p_ != ' ' && *p_ != '\t' && *p_ != '\r')
-      return false;
-    *v = static_cast<uint32_t>(n);
-    return true;
-  }
-  void ws() {
-    while (p_ < e_ && (*p_ == ' ' || *p_ == '\t' || *p_ == '\r' || *p_ == '\n')) ++p_;
-  }
-  bool eat(char c) {
-    if (p_ < e_ && *p_ == c) {
-      ++p_;
-      return true;
-    }
-    return false;
-  }
-  bool end() {
-    ws();
-    return p_ == e_;
-  }
-  const char* p_;
-  const char* e_;
-};
 
 // Reads a file line by line through a large buffer (no per-line stream
 // machinery). Lines are passed without their '\n'.
@@ -596,11 +463,8 @@ uint64_t read_import_file(const std::string& file,
     std::string err;
     if (csv) {
       err = parse_csv(line, &s, ncols);
-    } else if (!FastJson(line).parse(&s)) {
-      s.Clear();
-      auto st = google::protobuf::util::JsonStringToMessage(
-          google::protobuf::StringPiece(line.data(), line.size()), &s);
-      if (!st.ok()) err = std::string(st.message());
+    } else if (auto e = subscriber_from_json(line, &s)) {
+      err = std::move(*e);
     }
     if (!err.empty()) {
       ++bad;
