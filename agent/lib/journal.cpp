@@ -89,6 +89,7 @@ struct Reader {
     return v;
   }
   void take(void* dst, size_t k) {
+    if (k == 0) return;  // dst may be null (an empty vector's data())
     if (!ok || k > n) {
       ok = false;
       return;
