@@ -312,6 +312,47 @@ TEST(RaScheduler, LateCallerGetsEachKeyOnceNotABacklog) {
   EXPECT_EQ(w.tick(35 * kSec, &due), 0u);  // nothing twice
 }
 
+// The index keeps node numbers and finds keys through the nodes: lookups
+// must stay right across its rehashes and the reuse of freed nodes.
+TEST(RaScheduler, IndexByNodeSurvivesGrowthAndNodeReuse) {
+  const uint32_t cap = 200000;
+  RaScheduler w(100 * kSec, 1000, cap);
+  std::mt19937_64 rng(7);
+  std::map<uint64_t, bool> ref;  // key → present
+  auto key = [&] { return rng() | (uint64_t{1} << 63); };  // high bit: far from node numbers
+  for (uint32_t i = 0; i < cap; ++i) {  // several rehashes on the way
+    uint64_t k = key();
+    ASSERT_TRUE(w.add(k));
+    ref[k] = true;
+  }
+  EXPECT_FALSE(w.add(key()));  // full
+  for (auto& [k, present] : ref)
+    if (rng() % 2) {
+      ASSERT_TRUE(w.remove(k));
+      present = false;
+    }
+  for (uint32_t i = 0; i < cap / 4; ++i) {  // onto freed nodes
+    uint64_t k = key();
+    ASSERT_TRUE(w.add(k));
+    ref[k] = true;
+  }
+  size_t n = 0;
+  for (auto& [k, present] : ref) {
+    ASSERT_EQ(w.contains(k), present) << k;
+    ASSERT_EQ(w.slot_of(k) != UINT32_MAX, present) << k;
+    ASSERT_FALSE(w.contains(k & ~(uint64_t{1} << 63))) << k;
+    n += present;
+  }
+  EXPECT_EQ(w.size(), n);
+  std::vector<uint64_t> due;
+  w.tick(0, &due);
+  w.tick(100 * kSec - 1, &due);  // one whole turn
+  std::sort(due.begin(), due.end());
+  EXPECT_EQ(due.size(), n);
+  EXPECT_TRUE(std::adjacent_find(due.begin(), due.end()) == due.end());
+  for (uint64_t k : due) ASSERT_TRUE(ref.at(k)) << k;
+}
+
 TEST(RaScheduler, AddRemoveContract) {
   RaScheduler w(kSec, 10, 3);
   EXPECT_TRUE(w.add(1));

@@ -8,7 +8,9 @@
 namespace xbng::agent::ra {
 
 RaScheduler::RaScheduler(uint64_t interval_ns, uint32_t slots, uint32_t capacity)
-    : interval_ns_(interval_ns), capacity_(capacity) {
+    : interval_ns_(interval_ns),
+      capacity_(capacity),
+      index_(0, NodeHash{&nodes_}, NodeEq{&nodes_}) {
   if (slots == 0 || interval_ns < slots || capacity == 0)
     throw std::invalid_argument("RaScheduler: interval, slots and capacity must be positive");
   tick_ns_ = interval_ns / slots;
@@ -17,6 +19,7 @@ RaScheduler::RaScheduler(uint64_t interval_ns, uint32_t slots, uint32_t capacity
   slots_.resize(slots);
   not_full_.assign((slots + 63) / 64, 0);
   for (uint32_t i = 0; i < slots; ++i) set_full(i, false);
+  nodes_.reserve(capacity);
   index_.reserve(std::min<uint32_t>(capacity, 1u << 16));
   // Golden-ratio stride, coprime with the slot count: the k-th key goes to
   // slot k * stride mod slots, so any number of keys is spread over the whole
@@ -53,7 +56,7 @@ uint32_t RaScheduler::find_slot_with_room() {
 }
 
 bool RaScheduler::add(uint64_t key) {
-  if (index_.size() >= capacity_ || index_.contains(key)) return false;
+  if (index_.size() >= capacity_ || contains(key)) return false;
   uint32_t slot = find_slot_with_room();
   if (slot == kNil) return false;
   uint32_t id;
@@ -69,15 +72,15 @@ bool RaScheduler::add(uint64_t key) {
   if (s.head != kNil) nodes_[s.head].prev = id;
   s.head = id;
   if (++s.count == slot_cap_) set_full(slot, true);
-  index_.emplace(key, id);
+  index_.insert(id);
   ++insert_seq_;
   return true;
 }
 
 bool RaScheduler::remove(uint64_t key) {
-  auto it = index_.find(key);
+  auto it = index_.find(KeyRef{key});
   if (it == index_.end()) return false;
-  uint32_t id = it->second;
+  uint32_t id = *it;
   index_.erase(it);
   Node& nd = nodes_[id];
   Slot& s = slots_[nd.slot];
@@ -94,8 +97,8 @@ bool RaScheduler::remove(uint64_t key) {
 }
 
 uint32_t RaScheduler::slot_of(uint64_t key) const {
-  auto it = index_.find(key);
-  return it == index_.end() ? kNil : nodes_[it->second].slot;
+  auto it = index_.find(KeyRef{key});
+  return it == index_.end() ? kNil : nodes_[*it].slot;
 }
 
 size_t RaScheduler::tick(uint64_t now_ns, std::vector<uint64_t>* due) {

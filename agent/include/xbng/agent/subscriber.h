@@ -55,21 +55,25 @@ std::optional<std::string> check_policy(const PolicySpec& p, uint32_t max_packet
 
 // A validated subscriber. Prefixes are sorted (canonical form) so that two
 // specs compare equal exactly when they would program the same entries.
+//
+// The store keeps one per subscriber: fields are ordered so that the flags
+// share one padding-free run (104 bytes, not 120: 16 MB at 1M subscribers).
 struct SubscriberSpec {
   SubKey key{};
-  bool has_mac = false;  // false: learn from the first valid frame
-  Mac mac{};
-  bool has_ipv4 = false;
   uint32_t ipv4 = 0;  // network order
-  bool has_ipv6 = false;
+  Mac mac{};
   Ipv6 ipv6{};
-  absl::InlinedVector<Prefix, 1> prefixes;
+  bool has_mac = false;     // false: learn from the first valid frame
+  bool has_ipv4 = false;
+  bool has_ipv6 = false;
   bool has_policy = false;  // false: the port's default policy applies
+  uint8_t mac_policy = 0;   // enum xbng_mac_policy; 0 = the port's (issue 14)
+  absl::InlinedVector<Prefix, 1> prefixes;
   PolicySpec policy;
-  uint8_t mac_policy = 0;  // enum xbng_mac_policy; 0 = the port's (issue 14)
 
   bool same_provisioning(const SubscriberSpec& o) const;
 };
+static_assert(sizeof(SubscriberSpec) <= 104, "SubscriberSpec: one per subscriber, keep it packed");
 
 // Resolves an access port name to its ifindex (nullopt: not a configured
 // access port) and back.
