@@ -562,7 +562,7 @@ int Ctl::sub_import_atomic(const std::string& file) {
 
 int Ctl::sub_del_file(const std::string& file) {
   bulk_mode();
-  constexpr int kChunk = 50000;
+  constexpr int kChunk = 10000;  // ~200 KB a request: within api.max_request_bytes (512 KiB)
   uint64_t deleted = 0, not_found = 0;
   v1::DeleteSubscribersRequest req, sending;
   v1::DeleteSubscribersResponse sresp;

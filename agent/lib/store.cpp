@@ -680,9 +680,8 @@ std::string SubscriberStore::recover(const JournalIntent& in) {
   const char* what = in.op == JournalIntent::Op::kDelete ? "delete" : "upsert";
   if (in.op == JournalIntent::Op::kDelete) {
     // Rolled forward: every key removed whole, as requested.
-    std::vector<SubKey> keys;
-    keys.reserve(in.before.size());
-    for (const auto& s : in.before) keys.push_back(s.key);
+    std::vector<SubKey> keys = in.created;
+    for (const auto& s : in.before) keys.push_back(s.key);  // (none are written)
     uint64_t deleted = 0, gone = 0;
     Status st = remove_locked(keys, &deleted, &gone);
     if (!st.ok())
@@ -1604,8 +1603,8 @@ Status SubscriberStore::remove_locked(const std::vector<SubKey>& ks, uint64_t* d
   {
     JournalIntent intent;
     intent.op = JournalIntent::Op::kDelete;
-    intent.before.reserve(recs.size());
-    for (uint32_t rec : recs) intent.before.push_back(recs_[rec]);
+    intent.created.reserve(recs.size());
+    for (uint32_t rec : recs) intent.created.push_back(recs_[rec].key);
     if (Status st = journal_begin(intent); !st.ok()) return st;
   }
   auto clear_journal = absl::MakeCleanup([this] { journal_clear(); });

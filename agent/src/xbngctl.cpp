@@ -74,7 +74,7 @@ int main(int argc, char** argv) {
   bool atomic = false;
   imp->add_flag("--atomic", atomic,
                 "send the whole file as one UpsertSubscribers request: applied all or nothing "
-                "(bounded by xbngd's api.max_request_bytes, 2 MiB by default)");
+                "(bounded by xbngd's api.max_request_bytes: 512 KiB, ~5,000 subscribers, by default)");
   // Fleet mode: write into etcd instead of xbngd.
   std::string etcd, node, etcd_password_file;
   EtcdOptions eo;

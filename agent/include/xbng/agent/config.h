@@ -14,7 +14,7 @@
 //   [limits]  max_subscribers = 1000000, events_per_sec = 1000, unknown_event_interval_ms = 1000
 //   [grpc]    listen = "unix:///run/xbng/xbngd.sock", tls_cert, tls_key, tls_client_ca,
 //             insecure_tcp = false
-//   [api]     max_connections = 1024, max_request_bytes = 2097152, max_watchers = 16,
+//   [api]     max_connections = 1024, max_request_bytes = 524288, max_watchers = 16,
 //             watcher_queue = 65536  (issue 14: bounded API resources)
 //   [grpc]    tls_no_client_auth = false (TLS without client certificates, explicitly)
 //   [metrics] listen = "127.0.0.1:9469" ("" disables)
@@ -116,7 +116,7 @@ struct Config {
   // ---- issue 14: bounded API resources, TLS client authentication ----
   bool tls_no_client_auth = false;            // grpc.tls_no_client_auth
   uint64_t api_max_connections = 1024;        // api.max_connections
-  uint64_t api_max_request_bytes = 2u << 20;  // api.max_request_bytes
+  uint64_t api_max_request_bytes = 512u << 10;  // api.max_request_bytes
   uint64_t api_max_watchers = 16;             // api.max_watchers
   uint64_t api_watcher_queue = 65536;         // api.watcher_queue (events)
   // [security] (issue 14)

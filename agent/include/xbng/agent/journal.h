@@ -12,7 +12,8 @@
 //   - an upsert (UpsertSubscribers, a StreamSubscribers batch) is rolled
 //     back: each key gets exactly its previous spec again, keys it created
 //     are removed;
-//   - a delete is rolled forward: each key is removed whole.
+//   - a delete is rolled forward: each key is removed whole (its keys are
+//     all it records: 8 bytes a subscriber).
 // Either way each subscriber ends exactly as last acknowledged or exactly as
 // requested, never a mix, and the log says which.
 //
@@ -34,8 +35,10 @@ namespace xbng::agent {
 struct JournalIntent {
   enum class Op : uint8_t { kUpsert = 1, kDelete = 2 };
   Op op = Op::kUpsert;
-  std::vector<SubKey> created;          // keys the change creates (upsert only)
-  std::vector<SubscriberSpec> before;   // previous spec of every other key it touches
+  // Upsert: the keys it creates. Delete: the keys it removes (rolled
+  // forward, so their specs are not needed).
+  std::vector<SubKey> created;
+  std::vector<SubscriberSpec> before;   // upsert: previous spec of every other key it touches
 
   size_t size() const { return created.size() + before.size(); }
 };

@@ -100,7 +100,7 @@ struct ServerOptions {
   // TLS without client certificates (no tls_client_ca) only when set.
   bool tls_no_client_auth = false;
   size_t max_connections = 1024;         // clamped to what RLIMIT_NOFILE allows
-  size_t max_request_bytes = 2u << 20;  // largest request message (docs/benchmarks.md)
+  size_t max_request_bytes = 512u << 10;  // largest request message (docs/benchmarks.md)
   size_t max_watchers = 16;              // concurrent WatchEvents streams
   size_t watcher_queue = 65536;          // events queued per watcher
   GrpcMetrics* metrics = nullptr;  // counts requests and latency per method when set
