@@ -199,6 +199,15 @@ constexpr size_t kPrefetchAhead = 8;
 constexpr MapId kRouteMaps[] = {MapId::kRoutesV4, MapId::kRoutesV6, MapId::kRoutesV6_64,
                                 MapId::kPrefixesV4, MapId::kPrefixesV6};
 
+// Key size of a route map (struct xbng_v6_key etc. in abi.h).
+constexpr size_t route_key_size(MapId m) {
+  return m == MapId::kRoutesV4     ? 4
+         : m == MapId::kRoutesV6    ? 16
+         : m == MapId::kRoutesV6_64 ? 8
+         : m == MapId::kPrefixesV4  ? 8
+                                    : 20;
+}
+
 // Runs a() and b(): b on a second thread when `parallel` (both on this one
 // if a thread cannot be started).
 template <typename A, typename B>
@@ -786,11 +795,7 @@ size_t SubscriberStore::rebuild(std::string* summary) {
   uint64_t routes = 0;
   std::vector<uint8_t> orphans[kMapCount];
   for (MapId m : kRouteMaps) {
-    const size_t ks = m == MapId::kRoutesV4 ? 4
-                      : m == MapId::kRoutesV6 ? 16
-                      : m == MapId::kRoutesV6_64 ? 8
-                      : m == MapId::kPrefixesV4 ? 8
-                                                : 20;
+    const size_t ks = route_key_size(m);
     rc = map_for_each(maps_.fd[static_cast<int>(m)], ks, sizeof(struct xbng_route),
                       [&](const void* k, const void* v) {
                         RouteKey rk;
@@ -826,11 +831,7 @@ size_t SubscriberStore::rebuild(std::string* summary) {
   for (MapId m : kRouteMaps) {
     auto& o = orphans[static_cast<int>(m)];
     if (o.empty()) continue;
-    const size_t ks = m == MapId::kRoutesV4 ? 4
-                      : m == MapId::kRoutesV6 ? 16
-                      : m == MapId::kRoutesV6_64 ? 8
-                      : m == MapId::kPrefixesV4 ? 8
-                                                : 20;
+    const size_t ks = route_key_size(m);
     norphans += o.size() / ks;
     map_delete_many(maps_.fd[static_cast<int>(m)], o.data(), o.size() / ks, ks);
   }
@@ -1336,11 +1337,7 @@ Status SubscriberStore::apply(Plan& p) {
   for (MapId m : kRouteMaps) {
     auto& d = dels[static_cast<int>(m)];
     if (d.empty()) continue;
-    size_t key_size = m == MapId::kRoutesV4 ? 4
-                      : m == MapId::kRoutesV6 ? 16
-                      : m == MapId::kRoutesV6_64 ? 8
-                      : m == MapId::kPrefixesV4 ? 8
-                                                : 20;
+    const size_t key_size = route_key_size(m);
     if (int rc = map_delete_many(maps_.fd[static_cast<int>(m)], d.data(), d.size() / key_size,
                                  key_size))
       spdlog::warn("removing replaced routes from {}: {}", map_name(m), std::strerror(-rc));
@@ -1616,11 +1613,7 @@ Status SubscriberStore::remove_locked(const std::vector<SubKey>& ks, uint64_t* d
     const MapId m = kRouteMaps[mi];
     auto& d = dels[static_cast<int>(m)];
     if (d.empty()) return;
-    size_t key_size = m == MapId::kRoutesV4 ? 4
-                      : m == MapId::kRoutesV6 ? 16
-                      : m == MapId::kRoutesV6_64 ? 8
-                      : m == MapId::kPrefixesV4 ? 8
-                                                : 20;
+    const size_t key_size = route_key_size(m);
     drc[mi] = map_delete_many(maps_.fd[static_cast<int>(m)], d.data(), d.size() / key_size,
                               key_size);
   };
