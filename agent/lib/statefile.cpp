@@ -32,13 +32,10 @@ struct Fd {
 // dir/base of a path ("" dir = the working directory).
 void split(const std::string& path, std::string* dir, std::string* base) {
   const size_t s = path.find_last_of('/');
-  if (s == std::string::npos) {
-    *dir = ".";
-    *base = path;
-  } else {
-    *dir = s == 0 ? "/" : path.substr(0, s);
-    *base = path.substr(s + 1);
-  }
+  *dir = s == std::string::npos ? std::string(".")
+         : s == 0               ? std::string("/")
+                                : path.substr(0, s);
+  *base = s == std::string::npos ? path : path.substr(s + 1);
 }
 
 bool ensure_dir(const std::string& dir, std::string* error) {
@@ -148,7 +145,8 @@ bool write_atomic(const std::string& path, std::string_view data, mode_t mode, b
       return false;
     }
     static const char* hex = "0123456789abcdef";
-    tmp = "." + base + ".tmp-";
+    tmp.assign(1, '.');  // (append, not operator+: GCC 12 -O3 -Wrestrict false positive)
+    tmp.append(base).append(".tmp-");
     for (uint8_t b : r) tmp += hex[b >> 4], tmp += hex[b & 15];
     fd = ::openat(d.fd, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
     if (fd < 0 && errno != EEXIST) {

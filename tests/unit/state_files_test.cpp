@@ -226,7 +226,9 @@ TEST_F(StateDir, JournalDamageIsReportedAndNeverReplayed) {
     {
       Journal j(p);
       ASSERT_EQ(j.begin(five_created()), 0);
-      if (r.cleared) ASSERT_EQ(j.clear(), 0);
+      if (r.cleared) {
+        ASSERT_EQ(j.clear(), 0);
+      }
     }
     r.damage(p);
     Journal next(p);
