@@ -82,15 +82,15 @@ class StateFilesTest(unittest.TestCase):
         try:
             rc = x.daemon.wait(20)
         except subprocess.TimeoutExpired:
-            # Hung: SIGTERM must still end it.
+            # Still running (it accepted the file, or hangs): SIGTERM must end it.
             x.daemon.send_signal(signal.SIGTERM)
             try:
                 x.daemon.wait(5)
-                self.fail(f"the start hung (ended by SIGTERM):\n{x.read_log()[-2000:]}")
+                self.fail(f"xbngd did not refuse the start (ended by SIGTERM):\n{x.read_log()[-2000:]}")
             except subprocess.TimeoutExpired:
                 x.daemon.kill()
                 x.daemon.wait(5)
-                self.fail(f"the start hung and ignored SIGTERM:\n{x.read_log()[-2000:]}")
+                self.fail(f"xbngd did not refuse the start, and ignored SIGTERM:\n{x.read_log()[-2000:]}")
         log = x.read_log()
         self.assertNotEqual(rc, 0, log)
         for s in says:
@@ -182,7 +182,7 @@ class StateFilesTest(unittest.TestCase):
                 self.setUp()
                 self.write_leases(json.dumps(doc))
                 log = self.start_refused(f"lease state {self.leases}: ", says)
-                self.assertNotIn("json.exception", log)
+                self.assertNotIn("error xbngd: [json.exception", log)
                 self.tearDown()
 
     def test_lease_file_not_a_regular_file(self):

@@ -367,7 +367,7 @@ TEST_F(StateDir, LeaseFileDamageRefusesTheStartNamingFileAndEntry) {
       const std::string m = e.what();
       EXPECT_NE(m.find(p), std::string::npos) << m;
       EXPECT_NE(m.find(r.says), std::string::npos) << m;
-      EXPECT_EQ(m.find("json.exception"), std::string::npos) << "a bare library message: " << m;
+      EXPECT_NE(m.rfind("[json.exception", 0), 0u) << "a bare library message: " << m;
     }
     EXPECT_EQ(slurp(p), r.text) << "the file is left as it was";
   }
