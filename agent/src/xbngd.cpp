@@ -239,8 +239,8 @@ int main(int argc, char** argv) {
         handed_over = s;
         return;
       }
-      spdlog::warn("{} during the start: exiting now (nothing half-done is kept: the journal and "
-                   "the state files are crash-safe, the pins stay)",
+      spdlog::warn("{} during the start: exiting now, as a kill would (changes are journaled, "
+                   "state files replaced atomically; the pins stay)",
                    s == SIGTERM ? "SIGTERM" : "SIGINT");
       spdlog::shutdown();
       std::_Exit(128 + s);

@@ -211,6 +211,26 @@ class StateFilesTest(unittest.TestCase):
         with open(self.leases) as f:
             self.assertEqual(json.load(f), {"version": 1, "leases": []})
 
+    # -- signals during the start ------------------------------------------------------
+    def test_sigterm_at_any_moment_of_the_start_stops_it(self):
+        # From the first instructions to serving: SIGTERM ends xbngd within
+        # seconds, and the maps are as they were (tearDown).
+        x = self.x
+        for delay in (0.05, 0.2, 0.4, 0.8):
+            with self.subTest(delay=delay):
+                x.daemon = x.lab.spawn(x.xbngd_argv(4096), log=x.log)
+                time.sleep(delay)
+                x.daemon.send_signal(signal.SIGTERM)
+                try:
+                    rc = x.daemon.wait(5)
+                except subprocess.TimeoutExpired:
+                    x.daemon.kill()
+                    x.daemon.wait(5)
+                    self.fail(f"SIGTERM {delay} s into the start was ignored:\n{x.read_log()[-2000:]}")
+                # Killed by it before the agent takes signals, exits 143 during
+                # the start, 0 once serving.
+                self.assertIn(rc, (0, -signal.SIGTERM, 128 + signal.SIGTERM), x.read_log())
+
     # -- the DHCPv6 server DUID -----------------------------------------------------------
     def test_duid_file_damage(self):
         rows = [("symlink", lambda p: self.link_to_outside(p), "symbolic link"),
