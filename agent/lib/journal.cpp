@@ -13,14 +13,23 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "xbng/agent/statefile.h"
+
 namespace xbng::agent {
 
 namespace {
 
 // File layout: a 64-byte header, then the body (the created keys, then the
 // previous specs). The header is written after the body: a header that says
-// "pending" always describes a complete body.
-constexpr char kMagic[8] = {'X', 'B', 'N', 'G', 'J', 'R', 'N', '1'};
+// "pending" always describes a complete body. Its checksum covers the header
+// (with the checksum field taken as zero) and the body, and clear() zeroes
+// the state and the checksum together (one 16-byte write): a cleared intent
+// whose state word is later damaged back to "pending" fails the checksum, it
+// is never replayed.
+constexpr char kMagic[8] = {'X', 'B', 'N', 'G', 'J', 'R', 'N', '2'};
+// The layout before the header was checksummed (body only): still read, so
+// an agent killed mid-change and then upgraded resolves its change.
+constexpr char kMagicV1[8] = {'X', 'B', 'N', 'G', 'J', 'R', 'N', '1'};
 constexpr uint32_t kClear = 0, kPending = 1;
 // Beyond this, a cleared journal gives its pages back (an atomic upsert of
 // 16 MiB writes ~15 MB here; stream batches write ~0.1-1 MB).
@@ -31,20 +40,35 @@ struct Header {
   uint32_t state;
   uint8_t op;
   uint8_t pad[3];
+  uint64_t checksum;  // next to the state: clear() zeroes both in one write
   uint64_t seq;
   uint64_t created;
   uint64_t before;
   uint64_t body_len;
-  uint64_t checksum;
   uint64_t pad2;
 };
 static_assert(sizeof(Header) == 64);
 constexpr off_t kStateOffset = offsetof(Header, state);
+static_assert(offsetof(Header, checksum) == kStateOffset + 8);
+
+struct HeaderV1 {
+  char magic[8];
+  uint32_t state;
+  uint8_t op;
+  uint8_t pad[3];
+  uint64_t seq;
+  uint64_t created;
+  uint64_t before;
+  uint64_t body_len;
+  uint64_t checksum;  // of the body only
+  uint64_t pad2;
+};
+static_assert(sizeof(HeaderV1) == 64);
 
 // Word-at-a-time multiplicative hash: a torn or foreign body is told from
 // the one the header describes, at memory speed.
-uint64_t checksum(const uint8_t* p, size_t n) {
-  uint64_t h = 0x9e3779b97f4a7c15ull ^ n;
+uint64_t checksum(const uint8_t* p, size_t n, uint64_t seed = 0x9e3779b97f4a7c15ull) {
+  uint64_t h = seed ^ n;
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     uint64_t w;
@@ -56,6 +80,13 @@ uint64_t checksum(const uint8_t* p, size_t n) {
   std::memcpy(&w, p + i, n - i);
   h = (h ^ w) * 0xc4ceb9fe1a85ec53ull;
   return h ^ (h >> 29);
+}
+
+// Header (checksum field as zero) then body.
+uint64_t checksum(const Header& hdr, const uint8_t* body, size_t n) {
+  Header z = hdr;
+  z.checksum = 0;
+  return checksum(body, n, checksum(reinterpret_cast<const uint8_t*>(&z), sizeof z));
 }
 
 int write_all(int fd, const void* buf, size_t n, off_t off) {
@@ -169,20 +200,16 @@ bool Journal::decode(const uint8_t* p, size_t n, size_t created, size_t before,
 }
 
 Journal::Journal(std::string path) : path_(std::move(path)) {
-  std::error_code ec;
-  const auto dir = std::filesystem::path(path_).parent_path();
-  if (!dir.empty() && !std::filesystem::exists(dir, ec)) {
-    std::filesystem::create_directories(dir, ec);
-    if (!ec) chmod(dir.c_str(), 0700);
-  }
-  fd_ = open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd_ < 0)
-    throw std::runtime_error(fmt::format("store journal {}: {}", path_, std::strerror(errno)));
+  std::string err;
+  fd_ = statefile::open_in_place(path_, 0600, &err);
+  if (fd_ < 0) throw std::runtime_error("store journal " + err);
   struct stat st {};
   if (fstat(fd_, &st) == 0 && st.st_size > static_cast<off_t>(sizeof(Header)))
     body_bytes_ = static_cast<uint64_t>(st.st_size) - sizeof(Header);
   Header h{};
-  if (pread(fd_, &h, sizeof h, 0) == static_cast<ssize_t>(sizeof h)) seq_ = h.seq;
+  if (pread(fd_, &h, sizeof h, 0) == static_cast<ssize_t>(sizeof h) &&
+      std::memcmp(h.magic, kMagic, sizeof kMagic) == 0)
+    seq_ = h.seq;
 }
 
 Journal::~Journal() {
@@ -202,13 +229,14 @@ int Journal::begin(const JournalIntent& intent) {
   h.created = intent.created.size();
   h.before = intent.before.size();
   h.body_len = body.size();
-  h.checksum = checksum(reinterpret_cast<const uint8_t*>(body.data()), body.size());
+  h.checksum = checksum(h, reinterpret_cast<const uint8_t*>(body.data()), body.size());
   return write_all(fd_, &h, sizeof h, 0);
 }
 
 int Journal::clear() {
-  const uint32_t s = kClear;
-  if (int rc = write_all(fd_, &s, sizeof s, kStateOffset)) return rc;
+  // State, op and checksum zeroed together: nothing left to resurrect.
+  const uint8_t zero[16] = {};
+  if (int rc = write_all(fd_, zero, sizeof zero, kStateOffset)) return rc;
   if (body_bytes_ > kKeepBytes) {
     if (ftruncate(fd_, sizeof(Header)) != 0) return -errno;
     body_bytes_ = 0;
@@ -217,34 +245,85 @@ int Journal::clear() {
 }
 
 std::optional<JournalIntent> Journal::pending(std::string* error) const {
-  Header h{};
-  const ssize_t got = pread(fd_, &h, sizeof h, 0);
-  if (got == 0) return std::nullopt;  // never used
-  if (got != static_cast<ssize_t>(sizeof h) || std::memcmp(h.magic, kMagic, sizeof kMagic) != 0) {
-    *error = fmt::format("{}: not an xbng store journal (or from another version)", path_);
+  struct stat st {};
+  if (fstat(fd_, &st) != 0) {
+    *error = fmt::format("{}: fstat: {}", path_, std::strerror(errno));
     return std::nullopt;
   }
-  if (h.state != kPending) return std::nullopt;
-  if (h.op != static_cast<uint8_t>(JournalIntent::Op::kUpsert) &&
-      h.op != static_cast<uint8_t>(JournalIntent::Op::kDelete)) {
-    *error = fmt::format("{}: unknown operation {}", path_, h.op);
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  if (size == 0) return std::nullopt;  // never used
+  Header h{};
+  if (size < sizeof h || pread(fd_, &h, sizeof h, 0) != static_cast<ssize_t>(sizeof h)) {
+    *error = fmt::format("{}: damaged: {} bytes, shorter than the {}-byte header", path_, size,
+                         sizeof h);
+    return std::nullopt;
+  }
+  uint64_t sum = 0;
+  const bool v1 = std::memcmp(h.magic, kMagicV1, sizeof kMagicV1) == 0;
+  if (v1) {  // same fields, other places; its checksum covers the body only
+    HeaderV1 o;
+    std::memcpy(&o, &h, sizeof o);
+    h.seq = o.seq, h.created = o.created, h.before = o.before, h.body_len = o.body_len;
+    sum = o.checksum;
+  } else if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0) {
+    *error = fmt::format("{}: damaged: not an xbng store journal (or from another version)", path_);
+    return std::nullopt;
+  }
+  if (h.state == kClear) return std::nullopt;
+  if (h.state != kPending) {
+    *error = fmt::format("{}: damaged: state {} is neither clear nor pending", path_, h.state);
+    return std::nullopt;
+  }
+  // Every length against what the file holds, before anything is allocated.
+  if (h.body_len > size - sizeof h) {
+    *error = fmt::format("{}: damaged: change #{} claims a {}-byte body, the file holds {}", path_,
+                         h.seq, h.body_len, size - sizeof h);
+    return std::nullopt;
+  }
+  if (h.created > h.body_len / sizeof(SubKey) || h.before > h.body_len / 8) {
+    *error = fmt::format("{}: damaged: change #{} claims {} created and {} previous specs, more "
+                         "than its {}-byte body holds",
+                         path_, h.seq, h.created, h.before, h.body_len);
     return std::nullopt;
   }
   std::string body(h.body_len, '\0');
-  if (h.body_len > (uint64_t{1} << 32) ||
-      pread(fd_, body.data(), body.size(), sizeof h) != static_cast<ssize_t>(body.size()) ||
-      checksum(reinterpret_cast<const uint8_t*>(body.data()), body.size()) != h.checksum) {
-    *error = fmt::format("{}: pending change #{} is damaged (short or bad checksum)", path_, h.seq);
+  if (pread(fd_, body.data(), body.size(), sizeof h) != static_cast<ssize_t>(body.size())) {
+    *error = fmt::format("{}: damaged: change #{}: short read of its body", path_, h.seq);
+    return std::nullopt;
+  }
+  const auto* b = reinterpret_cast<const uint8_t*>(body.data());
+  if (!v1) sum = h.checksum;
+  if ((v1 ? checksum(b, body.size()) : checksum(h, b, body.size())) != sum) {
+    *error = fmt::format("{}: damaged: pending change #{} fails its checksum (a cleared change "
+                         "whose state was altered, or a torn or foreign file)",
+                         path_, h.seq);
+    return std::nullopt;
+  }
+  if (h.op != static_cast<uint8_t>(JournalIntent::Op::kUpsert) &&
+      h.op != static_cast<uint8_t>(JournalIntent::Op::kDelete)) {
+    *error = fmt::format("{}: damaged: unknown operation {}", path_, h.op);
     return std::nullopt;
   }
   JournalIntent in;
   in.op = static_cast<JournalIntent::Op>(h.op);
-  if (!decode(reinterpret_cast<const uint8_t*>(body.data()), body.size(), h.created, h.before,
-              &in)) {
-    *error = fmt::format("{}: pending change #{} does not decode", path_, h.seq);
+  if (!decode(b, body.size(), h.created, h.before, &in)) {
+    *error = fmt::format("{}: damaged: pending change #{} does not decode", path_, h.seq);
     return std::nullopt;
   }
   return in;
+}
+
+std::string Journal::set_aside() {
+  const std::string aside = path_ + ".damaged";
+  if (rename(path_.c_str(), aside.c_str()) != 0)
+    return fmt::format("could not keep it as {}: {}", aside, std::strerror(errno));
+  std::string err;
+  const int fd = statefile::open_in_place(path_, 0600, &err);
+  if (fd < 0) return fmt::format("kept as {}; a new journal: {}", aside, err);
+  close(fd_);
+  fd_ = fd;
+  body_bytes_ = 0;
+  return fmt::format("kept as {} for inspection", aside);
 }
 
 void crash_point(const char* op, const char* stage) {

@@ -733,7 +733,12 @@ size_t SubscriberStore::rebuild(std::string* summary) {
   if (journal_) {
     std::string err;
     intent = journal_->pending(&err);
-    if (!err.empty()) spdlog::error("store journal: {}; no pending change resolved", err);
+    // Damaged: nothing is replayed (the maps stay as they are); the file is
+    // kept aside for inspection, not silently reused.
+    if (!err.empty())
+      spdlog::error("store journal {}; no pending change resolved, the maps are left as they are; "
+                    "{}",
+                    err, journal_->set_aside());
   }
   recovering_ = true;
   auto done_recovering = absl::MakeCleanup([this] { recovering_ = false; });

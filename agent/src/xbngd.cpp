@@ -13,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <thread>
 
 #include "xbng/abi.h"
@@ -218,6 +219,38 @@ int main(int argc, char** argv) {
   sigaddset(&sigs, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
 
+  // While the agent starts (maps, adoption, state files, etcd), SIGTERM and
+  // SIGINT must still stop it: a thread takes them and ends the process at
+  // once. That is safe at any point of the start, as a kill is: every change
+  // is journaled, every state file replaced atomically, the pins stay.
+  // SIGHUP stays blocked (pending) until the loop below takes it.
+  std::atomic<bool> started{false};
+  std::atomic<int> handed_over{0};
+  std::thread start_signals([&] {
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGTERM);
+    sigaddset(&stop, SIGINT);
+    const timespec tick{0, 100 * 1000 * 1000};
+    while (!started) {
+      const int s = sigtimedwait(&stop, nullptr, &tick);
+      if (s <= 0) continue;
+      if (started) {  // the start completed meanwhile: the main loop takes it
+        handed_over = s;
+        return;
+      }
+      spdlog::warn("{} during the start: exiting now, as a kill would (changes are journaled, "
+                   "state files replaced atomically; the pins stay)",
+                   s == SIGTERM ? "SIGTERM" : "SIGINT");
+      spdlog::shutdown();
+      std::_Exit(128 + s);
+    }
+  });
+  auto join_start_signals = [&] {
+    started = true;
+    if (start_signals.joinable()) start_signals.join();
+  };
+
   std::unique_ptr<Agent> agent;
   try {
     spdlog::info("xbngd {} starting (ABI {}): access [{}], uplink [{}], bpffs {}", XBNG_VERSION,
@@ -225,9 +258,11 @@ int main(int argc, char** argv) {
                  cfg.bpffs);
     agent = std::make_unique<Agent>(o);
   } catch (const std::exception& e) {
+    join_start_signals();
     spdlog::error("{}", e.what());
     return 1;
   }
+  join_start_signals();
   spdlog::info("ready: XDP attached on {} port(s), {} subscribers, serving {}",
                agent->dataplane().ports().size(), agent->store().size(), agent->address());
   sd_notifyf(0, "READY=1\nSTATUS=forwarding on %zu port(s); gRPC %s",
@@ -327,11 +362,13 @@ int main(int argc, char** argv) {
     });
   }
 
-  int sig = 0;
-  for (;;) {
+  int sig = handed_over;  // a SIGTERM/SIGINT that came as the start completed
+  while (!sig) {
     sigwait(&sigs, &sig);
-    if (sig != SIGHUP) break;
-    reload();
+    if (sig == SIGHUP) {
+      reload();
+      sig = 0;
+    }
   }
   done = true;
   if (watchdog.joinable()) watchdog.join();

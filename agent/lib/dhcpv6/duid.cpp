@@ -3,14 +3,13 @@
 
 #include <fcntl.h>
 #include <sys/random.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
-#include <sstream>
+
+#include "xbng/agent/statefile.h"
 
 namespace xbng::agent::dhcpv6 {
 
@@ -79,65 +78,55 @@ std::string format_duid_hex(const Duid& d) {
   return s;
 }
 
+std::string duid_shape_error(const Duid& d) {
+  const unsigned type = d.len >= 2 ? unsigned{d.bytes[0]} << 8 | d.bytes[1] : 0;
+  // RFC 8415 §11.2-11.4 and RFC 6355: the fixed part of each type, and at
+  // least one byte of identifier (link-layer address, enterprise id).
+  size_t min = 0, max = kMaxDuid;
+  switch (type) {
+    case 1: min = 9; break;    // LLT: type, hw type, time, address
+    case 2: min = 7; break;    // EN: type, enterprise number, identifier
+    case 3: min = 5; break;    // LL: type, hw type, address
+    case 4: min = max = 18; break;  // UUID: type, 16 bytes
+    default: return "DUID type " + std::to_string(type) + " is not one of 1..4 (LLT, EN, LL, UUID)";
+  }
+  if (d.len < min || d.len > max)
+    return "a type-" + std::to_string(type) + " DUID of " + std::to_string(d.len) +
+           " bytes (expected " + (min == max ? std::to_string(min) : std::to_string(min) + ".." +
+                                                                        std::to_string(max)) +
+           ")";
+  return "";
+}
+
 std::optional<Duid> load_or_create_server_duid(const std::string& path, std::string* error) {
-  namespace fs = std::filesystem;
   if (path.empty()) {
     *error = "no state file path for the DHCPv6 server DUID";
     return std::nullopt;
   }
-  std::error_code ec;
-  if (fs::exists(path, ec)) {
-    std::ifstream in(path);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    if (!in.good() && !in.eof()) {
-      *error = path + ": cannot read the DHCPv6 server DUID";
+  // A line of at most 130 bytes as "xx:" (and some blanks): anything larger is not a DUID.
+  std::string text, err;
+  switch (statefile::read(path, 1024, &text, &err)) {
+    case statefile::ReadStatus::kError:
+      *error = err + " (the DHCPv6 server DUID; a new DUID makes clients' RENEWs go unanswered "
+                     "until REBIND)";
       return std::nullopt;
+    case statefile::ReadStatus::kOk: {
+      auto d = parse_duid_hex(text);
+      std::string shape = d ? duid_shape_error(*d) : "";
+      if (!d || !shape.empty()) {
+        *error = path + ": not a DUID (" + (d ? shape : "expected hex bytes like 00:04:...") +
+                 "); fix or remove it (a new DUID makes clients' RENEWs go unanswered until "
+                 "REBIND)";
+        return std::nullopt;
+      }
+      return d;
     }
-    auto d = parse_duid_hex(ss.str());
-    if (!d) {
-      *error = path + ": not a DUID (expected hex bytes like 00:04:...); fix or remove it "
-                      "(a new DUID makes clients' RENEWs go unanswered until REBIND)";
-      return std::nullopt;
-    }
-    return d;
-  }
-  if (ec) {
-    *error = path + ": " + ec.message();
-    return std::nullopt;
-  }
-  fs::path p(path);
-  if (p.has_parent_path()) {
-    fs::create_directories(p.parent_path(), ec);
-    if (ec) {
-      *error = p.parent_path().string() + ": " + ec.message();
-      return std::nullopt;
-    }
+    case statefile::ReadStatus::kAbsent: break;
   }
   Duid d = make_duid_uuid();
-  std::string text = format_duid_hex(d) + "\n";
-  std::string tmp = path + ".tmp." + std::to_string(getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    *error = tmp + ": " + std::strerror(errno);
+  if (!statefile::write_atomic(path, format_duid_hex(d) + "\n", 0644, true, &err)) {
+    *error = err + " (the DHCPv6 server DUID)";
     return std::nullopt;
-  }
-  bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
-            ::fsync(fd) == 0;
-  int saved = errno;
-  ::close(fd);
-  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
-    if (ok) saved = errno;
-    ::unlink(tmp.c_str());
-    *error = path + ": cannot write the DHCPv6 server DUID: " + std::strerror(saved);
-    return std::nullopt;
-  }
-  if (p.has_parent_path()) {
-    int dfd = ::open(p.parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-      ::fsync(dfd);
-      ::close(dfd);
-    }
   }
   return d;
 }

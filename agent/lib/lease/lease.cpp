@@ -5,15 +5,14 @@
 
 #include <algorithm>
 #include <chrono>
-#include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "xbng/agent/net.h"
 #include "xbng/agent/punt/counters.h"
+#include "xbng/agent/statefile.h"
 #include "xbng/v1/xbng.pb.h"
 
-namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 namespace xbng::agent {
@@ -199,25 +198,10 @@ bool LeaseTable::flush() {
     doc["leases"] = std::move(arr);
     dirty_ = false;
   }
-  const std::string tmp = file_ + ".tmp";
-  std::error_code ec;
-  fs::create_directories(fs::path(file_).parent_path(), ec);
-  {
-    std::ofstream o(tmp, std::ios::trunc);
-    o << doc.dump() << "\n";
-    o.flush();
-    if (!o) {
-      count(AgentReason::kLEASE_STATE_WRITE_ERROR);
-      spdlog::error("lease state {}: cannot write {}", file_, tmp);
-      std::lock_guard g(mu_);
-      dirty_ = true;
-      return false;
-    }
-  }
-  fs::rename(tmp, file_, ec);
-  if (ec) {
+  std::string err;
+  if (!statefile::write_atomic(file_, doc.dump() + "\n", 0644, true, &err)) {
     count(AgentReason::kLEASE_STATE_WRITE_ERROR);
-    spdlog::error("lease state {}: rename failed: {}", file_, ec.message());
+    spdlog::error("lease state {}", err);
     std::lock_guard g(mu_);
     dirty_ = true;
     return false;
@@ -225,43 +209,168 @@ bool LeaseTable::flush() {
   return true;
 }
 
+namespace {
+
+// Bounds of what the agent itself writes. A lease file holds at most two
+// leases per subscriber (~250 bytes each): 1 GiB is far beyond 1M subscribers.
+constexpr size_t kMaxLeaseFileBytes = size_t{1} << 30;
+constexpr size_t kMaxLeasePrefixes = 256;
+constexpr uint64_t kMaxUnixSeconds = uint64_t{1} << 40;  // year ~36800
+
+struct ParsedLease {
+  std::string port;
+  uint16_t outer_vid = 0, inner_vid = 0;
+  LeaseFamily family = LeaseFamily::kV4;
+  Lease lease;
+};
+
+// One entry of the file, every field present, typed and in range (what
+// flush() writes); false with *why naming the field otherwise.
+bool decode_entry(const json& e, ParsedLease* out, std::string* why) {
+  if (!e.is_object()) return *why = fmt::format("is {}, not an object", e.type_name()), false;
+  auto field = [&](const char* name) -> const json* {
+    auto it = e.find(name);
+    if (it == e.end()) {
+      *why = fmt::format("no \"{}\"", name);
+      return nullptr;
+    }
+    return &*it;
+  };
+  auto str = [&](const char* name, std::string* v) {
+    const json* j = field(name);
+    if (!j) return false;
+    if (!j->is_string()) return *why = fmt::format("\"{}\" is {}, not a string", name, j->type_name()), false;
+    *v = j->get<std::string>();
+    return true;
+  };
+  auto uint = [&](const char* name, uint64_t lo, uint64_t hi, uint64_t* v) {
+    const json* j = field(name);
+    if (!j) return false;
+    if (!j->is_number_integer())
+      return *why = fmt::format("\"{}\" is {} {}, not an integer", name, j->type_name(), j->dump()), false;
+    if (j->is_number_unsigned() ? j->get<uint64_t>() < lo || j->get<uint64_t>() > hi
+                                : j->get<int64_t>() < 0 || static_cast<uint64_t>(j->get<int64_t>()) < lo ||
+                                      static_cast<uint64_t>(j->get<int64_t>()) > hi)
+      return *why = fmt::format("\"{}\" {} is outside {}..{}", name, j->dump(), lo, hi), false;
+    *v = j->is_number_unsigned() ? j->get<uint64_t>() : static_cast<uint64_t>(j->get<int64_t>());
+    return true;
+  };
+  std::string family;
+  uint64_t outer = 0, inner = 0;
+  if (!str("port", &out->port)) return false;
+  if (out->port.empty() || out->port.size() > 15)  // IFNAMSIZ - 1
+    return *why = fmt::format("\"port\" \"{}\" is not an interface name (1..15 characters)",
+                              out->port.substr(0, 64)),
+           false;
+  if (!uint("outer_vlan", 1, 4094, &outer) || !uint("inner_vlan", 1, 4094, &inner)) return false;
+  out->outer_vid = static_cast<uint16_t>(outer);
+  out->inner_vid = static_cast<uint16_t>(inner);
+  if (!str("family", &family)) return false;
+  if (family != "ipv4" && family != "ipv6")
+    return *why = fmt::format("\"family\" \"{}\" is neither \"ipv4\" nor \"ipv6\"",
+                              family.substr(0, 64)),
+           false;
+  out->family = family == "ipv4" ? LeaseFamily::kV4 : LeaseFamily::kV6;
+  Lease& l = out->lease;
+  l.bound = true;
+  if (!str("address", &l.address)) return false;
+  if (out->family == LeaseFamily::kV4 ? !parse_ipv4(l.address)
+                                      : !l.address.empty() && !parse_ipv6(l.address))
+    return *why = fmt::format("\"address\" \"{}\" is not an {} address", l.address.substr(0, 64),
+                              family == "ipv4" ? "IPv4" : "IPv6"),
+           false;
+  const json* pf = field("prefixes");
+  if (!pf) return false;
+  if (!pf->is_array()) return *why = fmt::format("\"prefixes\" is {}, not an array", pf->type_name()), false;
+  if (pf->size() > kMaxLeasePrefixes)
+    return *why = fmt::format("\"prefixes\" has {} entries, more than {}", pf->size(),
+                              kMaxLeasePrefixes),
+           false;
+  for (size_t k = 0; k < pf->size(); ++k) {
+    const json& p = (*pf)[k];
+    if (!p.is_string() || !parse_prefix(p.get<std::string>(), out->family == LeaseFamily::kV4 ? 4 : 6))
+      return *why = fmt::format("\"prefixes\"[{}] {} is not an {} prefix", k, p.dump().substr(0, 64),
+                                family == "ipv4" ? "IPv4" : "IPv6"),
+             false;
+    l.prefixes.push_back(p.get<std::string>());
+  }
+  if (!uint("bound_unix", 0, kMaxUnixSeconds, &l.bound_unix) ||
+      !uint("expires_unix", 0, kMaxUnixSeconds, &l.expires_unix))
+    return false;
+  if (l.expires_unix < l.bound_unix || l.expires_unix - l.bound_unix > UINT32_MAX)
+    return *why = fmt::format("\"expires_unix\" {} is not within a lease time (0..{} s) of "
+                              "\"bound_unix\" {}",
+                              l.expires_unix, UINT32_MAX, l.bound_unix),
+           false;
+  return true;
+}
+
+}  // namespace
+
 void LeaseTable::load() {
-  std::ifstream in(file_);
-  if (!in) return;  // first start
+  std::string text, err;
+  switch (statefile::read(file_, kMaxLeaseFileBytes, &text, &err)) {
+    case statefile::ReadStatus::kAbsent: return;  // first start
+    case statefile::ReadStatus::kError:
+      throw std::runtime_error(fmt::format(
+          "lease state {}; move it away to start without leases", err));
+    case statefile::ReadStatus::kOk: break;
+  }
+  auto refuse = [&](const std::string& what) {
+    return std::runtime_error(fmt::format(
+        "lease state {}: {}; fix it or move it away to start without leases", file_, what));
+  };
   json doc;
   try {
-    doc = json::parse(in);
+    doc = json::parse(text);
   } catch (const std::exception& e) {
-    throw std::runtime_error(fmt::format(
-        "lease state {}: cannot parse ({}); move it away to start without leases", file_,
-        e.what()));
+    throw refuse(fmt::format("cannot parse ({})", e.what()));
+  }
+  const char* shape = "a lease file is {\"version\": 1, \"leases\": [...]}";
+  if (!doc.is_object()) throw refuse(fmt::format("is {}, not an object ({})", doc.type_name(), shape));
+  auto ver = doc.find("version");
+  if (ver == doc.end() || !ver->is_number_unsigned() || ver->get<uint64_t>() != 1)
+    throw refuse(fmt::format("\"version\" is {}, not 1 ({})",
+                             ver == doc.end() ? "missing" : ver->dump().substr(0, 64), shape));
+  auto arr = doc.find("leases");
+  if (arr == doc.end() || !arr->is_array())
+    throw refuse(fmt::format("\"leases\" is {}, not an array ({})",
+                             arr == doc.end() ? "missing" : arr->type_name(), shape));
+  // Decoded and checked whole before anything is kept: a bad entry changes nothing.
+  std::vector<ParsedLease> parsed(arr->size());
+  absl::flat_hash_map<std::pair<std::string, uint64_t>, size_t> seen;
+  for (size_t i = 0; i < arr->size(); ++i) {
+    std::string why;
+    if (!decode_entry((*arr)[i], &parsed[i], &why)) throw refuse(fmt::format("entry {}: {}", i, why));
+    const ParsedLease& p = parsed[i];
+    const uint64_t id = uint64_t{p.outer_vid} << 20 | uint64_t{p.inner_vid} << 4 |
+                        static_cast<uint64_t>(p.family);
+    auto [it, fresh] = seen.try_emplace(std::make_pair(p.port, id), i);
+    if (!fresh)
+      throw refuse(fmt::format("entry {}: a second {} lease of {}/{}/{} (entry {} is the first)", i,
+                               p.family == LeaseFamily::kV4 ? "ipv4" : "ipv6", p.port, p.outer_vid,
+                               p.inner_vid, it->second));
   }
   const uint64_t now = now_seconds();
   size_t loaded = 0, expired = 0, unknown_port = 0;
-  for (const auto& e : doc.value("leases", json::array())) {
-    auto idx = ports_.access_ifindex(e.value("port", ""));
+  for (ParsedLease& p : parsed) {
+    auto idx = ports_.access_ifindex(p.port);
     if (!idx) {
       ++unknown_port;
       continue;
     }
-    SubKey k{};
-    k.ifindex = *idx;
-    k.outer_vid = e.value("outer_vlan", uint16_t{0});
-    k.inner_vid = e.value("inner_vlan", uint16_t{0});
-    const int f = e.value("family", "") == "ipv6" ? 1 : 0;
-    Lease l;
-    l.bound = true;
-    l.address = e.value("address", "");
-    l.prefixes = e.value("prefixes", std::vector<std::string>{});
-    l.bound_unix = e.value("bound_unix", uint64_t{0});
-    l.expires_unix = e.value("expires_unix", uint64_t{0});
-    if (l.expires_unix <= now) {
+    if (p.lease.expires_unix <= now) {
       ++expired;
       continue;
     }
+    SubKey k{};
+    k.ifindex = *idx;
+    k.outer_vid = p.outer_vid;
+    k.inner_vid = p.inner_vid;
+    const int f = static_cast<int>(p.family);
     const uint64_t rank = key_rank(k);
-    leases_[rank][f] = l;
-    by_expiry_.insert({l.expires_unix, rank, f});
+    by_expiry_.insert({p.lease.expires_unix, rank, f});
+    leases_[rank][f] = std::move(p.lease);
     ++loaded;
   }
   spdlog::info("lease state {}: {} leases restored, {} expired while stopped, {} on ports no "

@@ -1,4 +1,4 @@
-// Journal: the subscriber store's write-ahead intent (issue 14, item 6).
+// Journal: the subscriber store's write-ahead intent.
 //
 // A change to the subscriber and route maps takes several map writes (police
 // slots, subscriber entries, five route maps, then the replaced routes out).
@@ -21,6 +21,13 @@
 // the maps it does not survive a reboot, and an agent that starts on fresh
 // maps discards it. Process crashes are the failure this guards against, so
 // nothing is fsync'ed: a write(2) that returned is in the page cache.
+//
+// The checksum covers the header and the body, and clearing zeroes the
+// state and the checksum together: a cleared intent can never read back as
+// pending. A damaged file (torn, foreign, a flipped bit, a length beyond the
+// file) is reported naming the file and what is wrong, and resolves nothing:
+// the maps stay exactly as they are. The file is written in place (speed),
+// opened without following a link and refused when it is not a regular file.
 #pragma once
 
 #include <cstdint>
@@ -46,7 +53,8 @@ struct JournalIntent {
 class Journal {
  public:
   // Opens `path`, creating it (mode 0600) and its directory (0700) if
-  // needed. Throws std::runtime_error when it cannot.
+  // needed. Throws std::runtime_error (naming the path) when it cannot, or
+  // when the path is a link, not a regular file, or has other hard links.
   explicit Journal(std::string path);
   ~Journal();
   Journal(const Journal&) = delete;
@@ -61,8 +69,13 @@ class Journal {
   // 0 or -errno.
   int clear();
   // The intent a previous process left pending, if any. A damaged file
-  // (bad magic, checksum or length) gives nullopt with *error set.
+  // (bad magic, state, checksum or length) gives nullopt with *error set;
+  // no length is trusted beyond the file's size.
   std::optional<JournalIntent> pending(std::string* error) const;
+  // After a damaged pending(): renames the file to "<path>.damaged" (kept
+  // for inspection, never replayed) and starts a new one. What it did, for
+  // the log.
+  std::string set_aside();
 
   // Encoding, exposed for tests.
   static void encode(const JournalIntent& intent, std::string* out);

@@ -3,8 +3,11 @@
 // DHCPv6 servers through the dispatcher; read by Get/ListSubscribers;
 // publishes LEASE_* events; expires leases on a timer.
 //
-// Persistence: a small JSON state file, rewritten atomically (temp file +
-// rename) at most once per second when something changed and at shutdown.
+// Persistence: a small JSON state file, rewritten atomically (statefile.h:
+// a new file, fsync, rename; never through a link) at most once per second
+// when something changed and at shutdown. Loading checks every field of
+// every entry (types and ranges) and refuses the whole file, naming it and
+// the entry, when one is wrong.
 // A file rather than a pinned map: leases are the agent's state, not the
 // fast path's; a file survives a reboot and an ABI change of the maps, and
 // its layout can change without touching the BPF ABI. Keys are stored by
@@ -48,8 +51,9 @@ enum class LeaseFamily { kV4 = 0, kV6 = 1 };
 class LeaseTable {
  public:
   // state_file "" = no persistence. Loads the file (leases already expired
-  // are dropped). Throws std::runtime_error on a file that exists but cannot
-  // be parsed (never silently loses leases).
+  // are dropped). Throws std::runtime_error, naming the file (and the
+  // entry), on a file that exists but is not a regular file or does not
+  // parse and check whole (never silently loses leases).
   LeaseTable(EventHub* hub, PortResolver ports, std::string state_file);
   ~LeaseTable();
 
