@@ -173,6 +173,8 @@ class DhclientV4Test(unittest.TestCase):
         ns = b.cpe(s)
         client, _ = b.dhclient(ns)
         b.wait_addr(ns, f"{s['ipv4']}/32")
+        # dhclient-script adds the address, then the route: wait for both.
+        wait_for(lambda: b.default_via(ns) == GW4, 10, 0.2, "default route via the gateway")
         # Traffic resolves the gateway's MAC while the address is still valid:
         # once re-provisioned, ARP from the old address is refused as spoofed
         # (drop_arp_spoofed_sender), so a renewal can only go out on a cached entry.
@@ -185,6 +187,7 @@ class DhclientV4Test(unittest.TestCase):
         # DISCOVER/REQUEST for the new one.
         b.wait_addr(ns, f"{s['ipv4']}/32", timeout=LEASE + 10)
         wait_for(lambda: b.addrs(ns) == [f"{s['ipv4']}/32"], 10, 0.2, "the old address gone")
+        wait_for(lambda: b.default_via(ns) == GW4, 10, 0.2, "default route via the gateway")
         log = "\n".join(l for l in b.x.read_log().splitlines() if "dhcpv4" in l)
         self.assertGreater(b.x.stats().get("dhcpv4_naked", 0), naks, log)
         self.assertEqual(b.lease(s)["address"], s["ipv4"])
@@ -236,6 +239,7 @@ class V6Test(unittest.TestCase):
         with open(files["leases"]) as f:
             text = f.read()
         self.assertIn(pfx.split("/")[0], text, "IA_PD prefix in dhclient's lease")
+        wait_for(lambda: self.default6(ns) == "fe80::1", 20, 0.3, "IPv6 default route (RA)")
         ping(self, ns, UPLINK_NET6, v6=True)
         ping(self, b.x.net, s["ipv6"], v6=True)
         wait_for(lambda: ns.exec(["sysctl", "-n", "net.ipv6.conf.c0.mtu"]).stdout.strip() == "1492",
