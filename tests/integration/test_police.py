@@ -7,7 +7,10 @@ test_cpe.py), iperf3 started in the namespaces by the test and killed by PID.
 - TCP (cubic) reaches >= 85% of the plan with 200 ms bursts (see burst()),
   downstream over IPv6 (the /128 shares the subscriber's bucket with its
   /32) and upstream over IPv4.
-- Raising a plan under traffic takes effect within 1 s, counters kept.
+- Raising a plan under traffic takes effect within 1 s, counters kept. The
+  rate is never over the plan; how close to it the generator gets is
+  measured against the same offer to a subscriber without a plan, at the
+  same time (a busy machine slows iperf3, not the policer).
 - Out-of-range policies are refused with INVALID_ARGUMENT and change nothing.
 - Policies and policed counters survive an agent restart (adoption); a port
   default from the config file applies at start to subscribers without a plan.
