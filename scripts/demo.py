@@ -13,8 +13,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from frames import (ARP, Ether, ICMPv6ND_NA, IP, IPv6, arp_request, down_v4, down_v6,  # noqa: E402
                     neighbour_solicit, tags, up_v4, up_v6)
-from lab import drain, recv_frames  # noqa: E402
-from xbng_lab import GW4, GW6, UPLINK_NET4, UPLINK_NET6, XbngLab, plan  # noqa: E402
+from lab import drain, recv_frames, wait_for  # noqa: E402
+from xbng_lab import GW4, GW6, UPLINK_NET4, UPLINK_NET6, XbngLab, plan, subscribed  # noqa: E402
 
 S_VLANS, C_PER_S = 3, 1000
 N = S_VLANS * C_PER_S
@@ -105,7 +105,7 @@ def main():
         step("abuse: spoofed source, unknown VLAN: dropped, counted, reported on WatchEvents")
         watch = subprocess.Popen([x.xbngctl, "--server", x.grpc, "events", "--count", "2"],
                                  stdout=subprocess.PIPE, text=True)
-        time.sleep(0.5)
+        first = subscribed(watch)
         sub_sock.send(bytes(up_v4(s, acc, UPLINK_NET4, src="100.64.99.99")))
         sub_sock.send(bytes(up_v4(dict(s, outer_vlan=999, inner_vlan=9), acc, UPLINK_NET4)))
         try:
@@ -113,7 +113,7 @@ def main():
         except subprocess.TimeoutExpired:
             watch.kill()
             out, _ = watch.communicate()
-        show("xbngctl events --count 2", out)
+        show("xbngctl events --count 2", first + out)
 
         step("counters")
         show("xbngctl stats", x.ctl_raw("stats").stdout)
@@ -143,6 +143,9 @@ def bringup():
         b.wait_addr(ns0, f"{subs[0]['ipv4']}/32", timeout=40)
         b.wait_addr(ns1, f"{subs[1]['ipv4']}/32", timeout=40)
         b.wait_addr(ns1, f"{subs[1]['ipv6']}/128", "-6", timeout=40)
+        # The clients add the address first, then the routes.
+        wait_for(lambda: b.default_via(ns0) == GW4, 10, 0.2, "the dhclient CPE's default route")
+        wait_for(lambda: b.default_via(ns1, "-6"), 20, 0.2, "the dhcpcd CPE's IPv6 default route")
         for name, ns, s in (("dhclient", ns0, subs[0]), ("dhcpcd", ns1, subs[1])):
             print(f"  {name} CPE on {s['outer_vlan']}/{s['inner_vlan']}: "
                   f"{' '.join(b.addrs(ns) + b.addrs(ns, '-6'))}, default via {b.default_via(ns)}"

@@ -128,7 +128,10 @@ class BringupLab:
                iface_conf: str = "") -> tuple[subprocess.Popen, dict]:
         """dhcpcd in a private mount namespace: its state (/var/lib/dhcpcd) and
         run (/run/dhcpcd) directories are bind mounts of the lab's run dir, no
-        resolv.conf hook."""
+        resolv.conf hook. dhcpcd's paths are compiled in, and on a machine
+        where it never ran /run/dhcpcd (and without the package's files
+        /var/lib/dhcpcd) is absent: the mount points are created first
+        (empty directories, as dhcpcd's own first start would leave them)."""
         f = self.client_files(ns, tag)
         db, rn = os.path.join(f["dir"], "db"), os.path.join(f["dir"], "run")
         os.makedirs(db, exist_ok=True)
@@ -139,7 +142,8 @@ class BringupLab:
                     "require dhcp_server_identifier\nslaac private\nnoipv4ll\n"
                     + (f"interface c0\n{iface_conf}" if iface_conf else ""))
         inner = " ".join(["dhcpcd", "-B", "-d", "-f", f["conf"], *args, "c0"])
-        script = (f"mount --bind {db} /var/lib/dhcpcd && mount --bind {rn} /run/dhcpcd && "
+        script = ("mkdir -p /var/lib/dhcpcd /run/dhcpcd && "
+                  f"mount --bind {db} /var/lib/dhcpcd && mount --bind {rn} /run/dhcpcd && "
                   f"exec {' '.join(ns.nsenter_argv([]))} {inner}")
         p = self.x.lab.spawn(["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
                              log=f["log"])

@@ -54,7 +54,9 @@ def add_cpe(x: XbngLab, i: int, s: dict, ip_mtu: int, link_mtu: int | None = Non
     ns.ip("route", "add", "default", "via", GW4, "dev", "c0", "mtu", str(ip_mtu),
           "advmss", str(ip_mtu - 40))
     ns.ip("-6", "addr", "add", f"{s['ipv6']}/128", "dev", "c0", "nodad")
-    ns.ip("-6", "route", "add", "default", "via", "fe80::1", "dev", "c0", "mtu", str(ip_mtu),
+    # replace, not add: an RA of xbng's may have installed the default
+    # route already (the link is up), sooner or later as the machine allows.
+    ns.ip("-6", "route", "replace", "default", "via", "fe80::1", "dev", "c0", "mtu", str(ip_mtu),
           "advmss", str(ip_mtu - 60))
     return ns
 

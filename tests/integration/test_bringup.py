@@ -14,7 +14,7 @@ import unittest
 
 from bringup_lab import BringupLab, cpe_sub
 from lab import wait_for
-from xbng_lab import GW4, UPLINK_NET4, UPLINK_NET6
+from xbng_lab import GW4, UPLINK_NET4, UPLINK_NET6, subscribed
 
 LEASE = 20  # seconds: T1 = 10 s, so renewals happen within the test
 
@@ -124,6 +124,15 @@ class DhclientV4Test(unittest.TestCase):
         # reported on WatchEvents, as is the release.
         watch = subprocess.Popen([b.x.xbngctl, "--server", b.x.grpc, "--json", "events"],
                                  stdout=subprocess.PIPE, text=True)
+        lines = [subscribed(watch)]
+        reader = threading.Thread(target=lambda: lines.extend(watch.stdout), daemon=True)
+        reader.start()
+
+        def mine() -> list[str]:
+            events = [json.loads(l) for l in list(lines) if l.strip()]
+            return [e["type"] for e in events if e.get("lease_family") == "ipv4"
+                    and int(e.get("key", {}).get("inner_vlan", 0)) == s["inner_vlan"]
+                    and int(e.get("key", {}).get("outer_vlan", 0)) == s["outer_vlan"]]
         t = int(after["expires_unix"])
         wait_for(lambda: int(b.lease(s).get("expires_unix", 0)) > t, LEASE, 0.5,
                  "a renewal after the restart")
@@ -133,15 +142,12 @@ class DhclientV4Test(unittest.TestCase):
         # Release: the lease is given back.
         b.dhclient_release(ns, files)
         wait_for(lambda: not b.lease(s).get("bound"), 10, 0.2, "the release")
-        time.sleep(0.5)
+        wait_for(lambda: "LEASE_RELEASED" in mine(), 10, 0.2, "LEASE_RELEASED on WatchEvents")
         watch.terminate()
-        out, _ = watch.communicate(timeout=10)
-        events = [json.loads(l) for l in out.splitlines() if l.strip()]
-        mine = [e["type"] for e in events if e.get("lease_family") == "ipv4"
-                and int(e.get("key", {}).get("inner_vlan", 0)) == s["inner_vlan"]
-                and int(e.get("key", {}).get("outer_vlan", 0)) == s["outer_vlan"]]
-        self.assertIn("LEASE_RENEWED", mine, events)
-        self.assertEqual(mine[-1], "LEASE_RELEASED", events)
+        watch.wait(10)
+        reader.join(10)
+        self.assertIn("LEASE_RENEWED", mine(), lines)
+        self.assertEqual(mine()[-1], "LEASE_RELEASED", lines)
         st = b.x.stats()
         # punt_* are the fast path's (pinned, they survive the restart); the
         # agent's counters start again at 0 with the new process.
@@ -167,6 +173,8 @@ class DhclientV4Test(unittest.TestCase):
         ns = b.cpe(s)
         client, _ = b.dhclient(ns)
         b.wait_addr(ns, f"{s['ipv4']}/32")
+        # dhclient-script adds the address, then the route: wait for both.
+        wait_for(lambda: b.default_via(ns) == GW4, 10, 0.2, "default route via the gateway")
         # Traffic resolves the gateway's MAC while the address is still valid:
         # once re-provisioned, ARP from the old address is refused as spoofed
         # (drop_arp_spoofed_sender), so a renewal can only go out on a cached entry.
@@ -179,6 +187,7 @@ class DhclientV4Test(unittest.TestCase):
         # DISCOVER/REQUEST for the new one.
         b.wait_addr(ns, f"{s['ipv4']}/32", timeout=LEASE + 10)
         wait_for(lambda: b.addrs(ns) == [f"{s['ipv4']}/32"], 10, 0.2, "the old address gone")
+        wait_for(lambda: b.default_via(ns) == GW4, 10, 0.2, "default route via the gateway")
         log = "\n".join(l for l in b.x.read_log().splitlines() if "dhcpv4" in l)
         self.assertGreater(b.x.stats().get("dhcpv4_naked", 0), naks, log)
         self.assertEqual(b.lease(s)["address"], s["ipv4"])
@@ -230,6 +239,7 @@ class V6Test(unittest.TestCase):
         with open(files["leases"]) as f:
             text = f.read()
         self.assertIn(pfx.split("/")[0], text, "IA_PD prefix in dhclient's lease")
+        wait_for(lambda: self.default6(ns) == "fe80::1", 20, 0.3, "IPv6 default route (RA)")
         ping(self, ns, UPLINK_NET6, v6=True)
         ping(self, b.x.net, s["ipv6"], v6=True)
         wait_for(lambda: ns.exec(["sysctl", "-n", "net.ipv6.conf.c0.mtu"]).stdout.strip() == "1492",

@@ -11,7 +11,7 @@ from frames import (ARP, Dot1AD, ICMPv6ND_NA, ICMPv6NDOptDstLLAddr, IP, UDP, Dot
                     tags, up_v4, up_v6)
 from lab import drain, recv_frames
 from traffic import Stream
-from xbng_lab import GW4, GW6, UPLINK_NET4, UPLINK_NET6, XbngLab, plan
+from xbng_lab import GW4, GW6, UPLINK_NET4, UPLINK_NET6, XbngLab, plan, subscribed
 
 ETH_P_8021AD = 0x88A8
 ETH_P_8021Q = 0x8100
@@ -202,7 +202,7 @@ class ForwardingTest(unittest.TestCase):
         s = self.subs[0]
         watch = subprocess.Popen([self.x.xbngctl, "--server", self.x.grpc, "--json", "events",
                                   "--count", "2"], stdout=subprocess.PIPE, text=True)
-        time.sleep(0.5)
+        first = subscribed(watch)
         before = self.x.stats()
         self.send_up(up_v4(s, self.acc_mac, UPLINK_NET4, src="100.64.77.77"))       # spoofed v4
         self.send_up(up_v6(s, self.acc_mac, UPLINK_NET6, src="2001:db8:1000::dead"))  # spoofed v6
@@ -227,6 +227,7 @@ class ForwardingTest(unittest.TestCase):
         got = {r: self.stats_delta(before, after, r) for r in expected}
         self.assertEqual(got, expected)
         out, _ = watch.communicate(timeout=10)
+        out = first + out
         events = [e for e in out.splitlines() if e.strip()]
         self.assertTrue(any("UNKNOWN_SUBSCRIBER" in e and "999" in e and "42" in e for e in events), out)
 

@@ -72,7 +72,10 @@ class Hardening(unittest.TestCase):
             s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             s.connect(self.x.socket_path)
             conns.append(s)
-        time.sleep(1)
+        # The agent accepts them as fast as the machine lets it: until then
+        # /healthz may still answer 200.
+        wait_for(lambda: self.http("/healthz")[0] == 503, 30, 0.2,
+                 "/healthz to report the connection limit")
         code, body = self.http("/healthz")
         self.assertEqual(code, 503, body)
         self.assertIn("api.max_connections", body)
@@ -284,6 +287,11 @@ class Hardening(unittest.TestCase):
             st = self.x.ctl("stats")
             return int(st.get("watchers", 0)) == 16 and int(st.get("watchers_refused", 0)) == 84
         wait_for(settled, 60, 0.5, "16 watchers open, 84 refused")
+        # The agent counts a refusal when it answers it; the refused client
+        # exits after reading the answer, when the machine gets to it. Until
+        # all 84 have exited, a stop below would count one as silent.
+        wait_for(lambda: sum(w.poll() is not None for w in watchers) >= 84, 60, 0.2,
+                 "the 84 refused clients to exit")
         for w in watchers:
             if w.poll() is None:
                 os.kill(w.pid, signal.SIGSTOP)  # silent: never reads again

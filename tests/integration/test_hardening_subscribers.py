@@ -19,7 +19,7 @@ from frames import down_v4, qinq, up_v4
 from lab import drain, recv_frames, wait_for
 from scapy.layers.inet import IP, UDP
 from scapy.packet import Raw
-from xbng_lab import GW4, UPLINK_DUT4, UPLINK_NET4, CtlError, XbngLab, plan
+from xbng_lab import GW4, UPLINK_DUT4, UPLINK_NET4, CtlError, XbngLab, plan, subscribed
 
 
 def tags_to(mac):
@@ -150,12 +150,12 @@ class HardeningTest(unittest.TestCase):
         self.assertEqual(int(self.import_one(s)["applied"]), 1)
         old, new = dict(s, mac="02:00:00:aa:00:01"), dict(s, mac="02:00:00:aa:00:02")
         ev = self.events(3)  # AGENT_STARTED, MAC_LEARNED, MAC_CHANGED
-        time.sleep(0.3)
+        first = json.loads(subscribed(ev))
         self.sub_sock.send(bytes(up_v4(old, self.acc_mac, UPLINK_NET4)))
         self.expect_down(s, old["mac"])
         time.sleep(1.1)  # one move per subscriber per second
         self.sub_sock.send(bytes(up_v4(new, self.acc_mac, UPLINK_NET4)))
-        lines = [json.loads(ev.stdout.readline()) for _ in range(3)]
+        lines = [first] + [json.loads(ev.stdout.readline()) for _ in range(2)]
         self.assertEqual([e["type"] for e in lines], ["AGENT_STARTED", "MAC_LEARNED", "MAC_CHANGED"])
         self.assertEqual(lines[2]["mac"], new["mac"])
         wait_for(lambda: "route(s) follow it" in self.x.read_log(), 5, 0.1, "the routes to follow")
@@ -176,7 +176,8 @@ class HardeningTest(unittest.TestCase):
         intruder = dict(s, mac="02:00:00:bb:00:01")
         before = self.x.stats()
         self.sub_sock.send(bytes(up_v4(intruder, self.acc_mac, UPLINK_NET4)))
-        time.sleep(0.3)
+        wait_for(lambda: self.x.stats()["drop_mac_mismatch"] > before["drop_mac_mismatch"], 10, 0.1,
+                 "the intruder's frame to be counted")
         after = self.x.stats()
         self.assertEqual(after["drop_mac_mismatch"] - before["drop_mac_mismatch"], 1)
         self.assertEqual(after["forward_upstream"] - before["forward_upstream"], 0)

@@ -7,7 +7,10 @@ test_cpe.py), iperf3 started in the namespaces by the test and killed by PID.
 - TCP (cubic) reaches >= 85% of the plan with 200 ms bursts (see burst()),
   downstream over IPv6 (the /128 shares the subscriber's bucket with its
   /32) and upstream over IPv4.
-- Raising a plan under traffic takes effect within 1 s, counters kept.
+- Raising a plan under traffic takes effect within 1 s, counters kept. The
+  rate is never over the plan; how close to it the generator gets is
+  measured against the same offer to a subscriber without a plan, at the
+  same time (a busy machine slows iperf3, not the policer).
 - Out-of-range policies are refused with INVALID_ARGUMENT and change nothing.
 - Policies and policed counters survive an agent restart (adoption); a port
   default from the config file applies at start to subscribers without a plan.
@@ -143,10 +146,14 @@ class PoliceTest(unittest.TestCase):
             cls.subs = [cpe_sub(i) for i in range(len(PLANS))]
             for s, (up, down) in zip(cls.subs, PLANS):
                 s["policy"] = policy(up, down)
-            out, _ = x.import_subs(cls.subs)
-            assert int(out["applied"]) == len(cls.subs), out
+            # A third subscriber without a plan: the same generator, unpoliced,
+            # in the same run, shows what rate the machine lets it reach.
+            cls.free = cpe_sub(len(PLANS))
+            out, _ = x.import_subs(cls.subs + [cls.free])
+            assert int(out["applied"]) == len(cls.subs) + 1, out
             x.resolve_uplink_neighbours()
-            cls.cpes = make_cpes(x, cls.subs)
+            cls.cpes = make_cpes(x, cls.subs + [cls.free])
+            cls.free_cpe = cls.cpes[-1]
             for ns in cls.cpes:  # ARP/ND through xbng before anything is timed
                 ns.exec(["ping", "-c1", "-W2", UPLINK_NET4], check=False)
                 ns.exec(["ping", "-6", "-c1", "-W2", UPLINK_NET6], check=False)
@@ -239,12 +246,17 @@ class PoliceTest(unittest.TestCase):
         up, down = PLANS[1]
         new_down = 40 * MBIT
         offered = 3 * down  # 45 Mbit/s: above both plans
-        port = self.iperf.server()
+        port, ref_port = self.iperf.server(), self.iperf.server()
         self.iperf.wait_for_servers()
         c0 = self.get(1)["counters"]
         t_start = time.monotonic()
         p = self.iperf.client(self.cpes[1], UPLINK_NET4, port, 7, udp_bps=offered, reverse=True,
                               interval=0.25)
+        # The same offer to the unpoliced subscriber at the same time: how
+        # much of 45 Mbit/s the generator delivers here, now (on a busy
+        # machine iperf3 falls short of its -b, and of the new plan).
+        r = self.iperf.client(self.free_cpe, UPLINK_NET4, ref_port, 7, udp_bps=offered,
+                              reverse=True, interval=0.25)
         time.sleep(3.0)
         t_change = time.monotonic() - t_start
         self.upsert(1, policy(up, new_down))
@@ -252,12 +264,21 @@ class PoliceTest(unittest.TestCase):
         ivs = Iperf.receiver_intervals(Iperf.result(p), True)
         old = Iperf.rate(ivs, 1.0, t_change - 0.5)
         new = Iperf.rate(ivs, t_change + 1.0, 7.0)
+        ref = Iperf.receiver_intervals(Iperf.result(r), True)
+        ref_old = Iperf.rate(ref, 1.0, t_change - 0.5)
+        ref_new = Iperf.rate(ref, t_change + 1.0, 7.0)
         print(f"\n  before the change: {old / MBIT:.2f} Mbit/s (plan {down / MBIT:.0f}), from 1 s "
-              f"after it: {new / MBIT:.2f} (plan {new_down / MBIT:.0f})")
-        self.assertAlmostEqual(old / (down * UDP_GOODPUT), 1.0, delta=0.05)
-        # At least the new plan from 1 s on; above it only by what the new
-        # bucket (full at a change of rate) still holds, never above the offer.
-        self.assertGreaterEqual(new / (new_down * UDP_GOODPUT), 0.95)
+              f"after it: {new / MBIT:.2f} (plan {new_down / MBIT:.0f}); the same offer "
+              f"unpoliced: {ref_old / MBIT:.2f}, {ref_new / MBIT:.2f}")
+        # Never over the plan (the interval edges allow 5%) ...
+        self.assertLessEqual(old, 1.05 * down * UDP_GOODPUT)
+        # ... and as close to it as the generator gets: 95% of the plan, or
+        # 90% of what the same offer reached unpoliced in the same windows.
+        self.assertGreaterEqual(old, min(0.95 * down * UDP_GOODPUT, 0.9 * ref_old))
+        # At least the new plan from 1 s on (or what the generator reaches);
+        # above it only by what the new bucket (full at a change of rate)
+        # still holds, never above the offer.
+        self.assertGreaterEqual(new, min(0.95 * new_down * UDP_GOODPUT, 0.9 * ref_new))
         window = 7.0 - (t_change + 1.0)
         self.assertLessEqual(new, new_down * UDP_GOODPUT + 8 * burst(new_down) / window)
         self.assertLessEqual(new, offered * UDP_GOODPUT * 1.02)

@@ -109,9 +109,10 @@ class ProtoInterop(unittest.TestCase):
             f.write("ipv6only\nia_na 1\nia_pd 2 -\noption rapid_commit\nduid\n")
         # dhcpcd keeps its DUID and sockets under /var/lib/dhcpcd and /run/dhcpcd:
         # private tmpfs mounts (ip netns exec runs in its own mount namespace),
-        # so nothing of the host's is read or written. -c /bin/true: no hooks.
-        os.makedirs("/run/dhcpcd", exist_ok=True)
-        script = ("mount -t tmpfs tmpfs /var/lib/dhcpcd && mount -t tmpfs tmpfs /run/dhcpcd && "
+        # so nothing of the host's is read or written. The mount points are
+        # created first: on a machine where dhcpcd never ran they are absent.
+        # -c /bin/true: no hooks.
+        script = ("mkdir -p /var/lib/dhcpcd /run/dhcpcd && mount -t tmpfs tmpfs /var/lib/dhcpcd && mount -t tmpfs tmpfs /run/dhcpcd && "
                   f"exec dhcpcd -B -d -f {conf} -c /bin/true -6 c0")
         dlog = os.path.join(self.dir, "dhcpcd.log")
         client = self.lab.spawn(["ip", "netns", "exec", self.cli.name, "sh", "-c", script], log=dlog)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
+import select
 import shutil
 import socket
 import subprocess
@@ -69,6 +70,20 @@ def find_pass_obj() -> str:
         if p and os.path.exists(p):
             return os.path.abspath(p)
     raise FileNotFoundError("xdp_pass.bpf.o not built (set XBNG_XDP_PASS_OBJ)")
+
+
+def subscribed(watch: subprocess.Popen, timeout: float = 30) -> str:
+    """Waits for the first line of an `xbngctl events` process (text mode,
+    stdout piped) and returns it: the agent writes AGENT_STARTED once the
+    stream is subscribed, so what happens after this reaches the watcher. A
+    fixed sleep instead would be too short on a busy machine."""
+    ready, _, _ = select.select([watch.stdout], [], [], timeout)
+    if not ready:
+        raise TimeoutError(f"timed out after {timeout:g}s waiting for the event stream to open")
+    line = watch.stdout.readline()
+    if not line:
+        raise AssertionError(f"xbngctl events ended before its first event (rc {watch.poll()})")
+    return line
 
 
 class CtlError(RuntimeError):
