@@ -20,9 +20,10 @@ XBNG_INLINE int punt_sub_allowed(const struct xbng_sub_key *key, __u64 now)
 	__u64 tat;
 
 	g = bpf_map_lookup_elem(&punt_limit, key);
+	XBNG_SHADOW(struct xbng_punt_gcra, g);
 	if (!g) {
 		fresh.tat_ns = now + punt_sub_interval_ns;
-		bpf_map_update_elem(&punt_limit, key, &fresh, BPF_ANY);
+		XBNG_LIVE(bpf_map_update_elem(&punt_limit, key, &fresh, BPF_ANY));
 		return 1;
 	}
 	tat = g->tat_ns > now ? g->tat_ns : now;
@@ -35,6 +36,7 @@ XBNG_INLINE int punt_sub_allowed(const struct xbng_sub_key *key, __u64 now)
 XBNG_INLINE int punt_port_allowed(__u32 slot, __u64 now)
 {
 	struct xbng_punt_window *w = bpf_map_lookup_elem(&punt_port_budget, &slot);
+	XBNG_SHADOW(struct xbng_punt_window, w);
 
 	if (!w)
 		return 0;
@@ -64,20 +66,21 @@ XBNG_INLINE int punt_frame(const struct xbng_pkt *p, const struct xbng_sub_key *
 		return drop(p, XBNG_DROP_PUNT_RATE_SUBSCRIBER);
 	if (!punt_port_allowed(p->port->slot, now))
 		return drop(p, XBNG_DROP_PUNT_RATE_PORT);
-	r = bpf_ringbuf_reserve(&punt, sizeof(*r), 0);
-	if (!r)
-		return drop(p, XBNG_DROP_PUNT_RING_FULL);
-	r->kind = kind;
-	r->ifindex = key->ifindex;
-	r->outer_vid = key->outer_vid;
-	r->inner_vid = key->inner_vid;
-	r->timestamp_ns = now;
-	if (len < 1 || bpf_xdp_load_bytes(p->ctx, 0, r->frame, len)) {
-		bpf_ringbuf_discard(r, BPF_RB_NO_WAKEUP);
-		return drop(p, XBNG_DROP_INTERNAL);
-	}
-	r->len = len;
-	bpf_ringbuf_submit(r, 0);
+	XBNG_TRACE_STEP(XBNG_TS_PUNT, kind, len);
+	XBNG_LIVE(r = bpf_ringbuf_reserve(&punt, sizeof(*r), 0);
+		  if (!r)
+			  return drop(p, XBNG_DROP_PUNT_RING_FULL);
+		  r->kind = kind;
+		  r->ifindex = key->ifindex;
+		  r->outer_vid = key->outer_vid;
+		  r->inner_vid = key->inner_vid;
+		  r->timestamp_ns = now;
+		  if (len < 1 || bpf_xdp_load_bytes(p->ctx, 0, r->frame, len)) {
+			  bpf_ringbuf_discard(r, BPF_RB_NO_WAKEUP);
+			  return drop(p, XBNG_DROP_INTERNAL);
+		  }
+		  r->len = len;
+		  bpf_ringbuf_submit(r, 0);)
 	return verdict(p, reason, XDP_DROP);
 }
 
