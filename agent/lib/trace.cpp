@@ -370,8 +370,14 @@ Status Tracer::trace(const v1::TraceRequest& req, v1::TraceReply* out) {
   uint32_t reason = XBNG_REASON_MAX;
   uint64_t redirect = 0;
   const uint32_t n = std::min<uint32_t>(log.n, XBNG_TRACE_MAX_STEPS);
+  std::vector<struct xbng_trace_step> steps(log.steps, log.steps + n);
+  // A check that ends the path records itself after the verdict it
+  // returned (the verdict is counted inside it): put the check first.
+  for (uint32_t i = 0; i + 1 < n; ++i)
+    if (steps[i].id == XBNG_TS_VERDICT && steps[i + 1].id == XBNG_TS_CHECK && !steps[i + 1].b)
+      std::swap(steps[i], steps[i + 1]);
   for (uint32_t i = 0; i < n; ++i) {
-    const auto& s = log.steps[i];
+    const auto& s = steps[i];
     if (s.id >= XBNG_TS_MAX) continue;
     const char* name = kStepNames[s.id];
     switch (s.id) {
@@ -394,7 +400,12 @@ Status Tracer::trace(const v1::TraceRequest& req, v1::TraceReply* out) {
                                          : "source MAC differs from the subscriber's"));
         break;
       case XBNG_TS_CHECK:
-        add(s.a < XBNG_TC_MAX ? kCheckNames[s.a] : "check", s.b ? "pass" : "fail");
+        if (s.b || i + 1 >= n || steps[i + 1].id != XBNG_TS_VERDICT)
+          add(s.a < XBNG_TC_MAX ? kCheckNames[s.a] : "check", s.b ? "pass" : "stopped here");
+        else
+          add(s.a < XBNG_TC_MAX ? kCheckNames[s.a] : "check",
+              fmt::format("stopped here: {}",
+                          reason_name(static_cast<uint32_t>(steps[i + 1].a))));
         break;
       case XBNG_TS_MAC_LEARN:
         add(name, "would learn the source MAC (not written: trace)");
