@@ -67,20 +67,22 @@ XBNG_INLINE int punt_frame(const struct xbng_pkt *p, const struct xbng_sub_key *
 	if (!punt_port_allowed(p->port->slot, now))
 		return drop(p, XBNG_DROP_PUNT_RATE_PORT);
 	XBNG_TRACE_STEP(XBNG_TS_PUNT, kind, len);
-	XBNG_LIVE(r = bpf_ringbuf_reserve(&punt, sizeof(*r), 0);
-		  if (!r)
-			  return drop(p, XBNG_DROP_PUNT_RING_FULL);
-		  r->kind = kind;
-		  r->ifindex = key->ifindex;
-		  r->outer_vid = key->outer_vid;
-		  r->inner_vid = key->inner_vid;
-		  r->timestamp_ns = now;
-		  if (len < 1 || bpf_xdp_load_bytes(p->ctx, 0, r->frame, len)) {
-			  bpf_ringbuf_discard(r, BPF_RB_NO_WAKEUP);
-			  return drop(p, XBNG_DROP_INTERNAL);
-		  }
-		  r->len = len;
-		  bpf_ringbuf_submit(r, 0);)
+#ifndef XBNG_TRACE /* the punt itself: live build only (lib/trace.h) */
+	r = bpf_ringbuf_reserve(&punt, sizeof(*r), 0);
+	if (!r)
+		return drop(p, XBNG_DROP_PUNT_RING_FULL);
+	r->kind = kind;
+	r->ifindex = key->ifindex;
+	r->outer_vid = key->outer_vid;
+	r->inner_vid = key->inner_vid;
+	r->timestamp_ns = now;
+	if (len < 1 || bpf_xdp_load_bytes(p->ctx, 0, r->frame, len)) {
+		bpf_ringbuf_discard(r, BPF_RB_NO_WAKEUP);
+		return drop(p, XBNG_DROP_INTERNAL);
+	}
+	r->len = len;
+	bpf_ringbuf_submit(r, 0);
+#endif
 	return verdict(p, reason, XDP_DROP);
 }
 

@@ -10,7 +10,9 @@
  *   XBNG_LIVE(...)             the statements inside are side effects on
  *                              shared state (counters, ring buffers, map
  *                              updates): kept in the live build, gone from
- *                              the trace build.
+ *                              the trace build. (A long block, the punt's
+ *                              ring-buffer write, is in #ifndef XBNG_TRACE
+ *                              instead, to leave its lines as they are.)
  *   XBNG_SHADOW(type, ptr)     after a lookup of a map value that the
  *                              program writes (subscriber, route, bucket,
  *                              rate-limit window): in the trace build, ptr
