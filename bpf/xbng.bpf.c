@@ -28,6 +28,16 @@
 			return __rc;                                           \
 	} while (0)
 
+/* STEP of a named check (enum xbng_trace_check_id): the trace build records
+ * whether the frame passed it. */
+#define CHECK(id, expr)                                                        \
+	do {                                                                   \
+		int __rc = (expr);                                             \
+		XBNG_TRACE_STEP(XBNG_TS_CHECK, XBNG_TC_##id, __rc == XBNG_CONTINUE); \
+		if (__rc != XBNG_CONTINUE)                                     \
+			return __rc;                                           \
+	} while (0)
+
 static __always_inline int access_ipv4(const struct xbng_pkt *p, struct xbng_subscriber *sub,
 				       const struct xbng_sub_key *key)
 {
@@ -38,12 +48,12 @@ static __always_inline int access_ipv4(const struct xbng_pkt *p, struct xbng_sub
 
 	if ((void *)(ip + 1) > end)
 		return drop(p, XBNG_DROP_TRUNCATED);
-	STEP(ipv4_check_header(p, ip, p->len - XBNG_QINQ_HLEN));
-	STEP(ipv4_check_dhcp(p, ip, sub, key));
-	STEP(check_dst_mac(p, eth));
-	STEP(ipv4_check_addresses(p, ip, sub, key));
+	CHECK(IP_HEADER, ipv4_check_header(p, ip, p->len - XBNG_QINQ_HLEN));
+	CHECK(DHCP, ipv4_check_dhcp(p, ip, sub, key));
+	CHECK(DST_MAC, check_dst_mac(p, eth));
+	CHECK(ANTISPOOF, ipv4_check_addresses(p, ip, sub, key));
 	if (ip->protocol == XBNG_IPPROTO_ICMP)
-		STEP(access_icmp4(p, ip));
+		CHECK(ICMP_ECHO, access_icmp4(p, ip));
 	mac_track(p, sub, key, eth->h_source);
 	if (ip->ttl <= 1)
 		return icmp_error(p, XBNG_QINQ_HLEN, 1, XBNG_ERR_TIME_EXCEEDED, 0,
@@ -71,14 +81,14 @@ static __always_inline int access_ipv6(const struct xbng_pkt *p, struct xbng_sub
 
 	if ((void *)(ip6 + 1) > end)
 		return drop(p, XBNG_DROP_TRUNCATED);
-	STEP(ipv6_check_header(p, ip6, p->len - XBNG_QINQ_HLEN));
+	CHECK(IP_HEADER, ipv6_check_header(p, ip6, p->len - XBNG_QINQ_HLEN));
 	if (ip6->nexthdr == XBNG_IPPROTO_ICMPV6) {
-		STEP(access_icmpv6(p, eth, ip6, key));
-		STEP(access_icmp6_echo(p, eth, ip6, sub, key));
+		CHECK(ND, access_icmpv6(p, eth, ip6, key));
+		CHECK(ICMP_ECHO, access_icmp6_echo(p, eth, ip6, sub, key));
 	}
-	STEP(ipv6_check_dhcp(p, ip6, key));
-	STEP(check_dst_mac(p, eth));
-	STEP(ipv6_check_addresses(p, ip6, sub, key));
+	CHECK(DHCP, ipv6_check_dhcp(p, ip6, key));
+	CHECK(DST_MAC, check_dst_mac(p, eth));
+	CHECK(ANTISPOOF, ipv6_check_addresses(p, ip6, sub, key));
 	mac_track(p, sub, key, eth->h_source);
 	if (ip6->hop_limit <= 1)
 		return icmp_error(p, XBNG_QINQ_HLEN, 0, XBNG_ERR_TIME_EXCEEDED, 0,
@@ -107,11 +117,14 @@ int xdp_access(struct xdp_md *ctx)
 	if (!pkt_init(&p, ctx, XBNG_ROLE_ACCESS))
 		return drop(&p, XBNG_DROP_NO_PORT);
 	STEP(qinq_parse(&p, &q));
+	XBNG_TRACE_STEP(XBNG_TS_QINQ, q.outer_vid, q.inner_vid);
 
 	key.ifindex = p.ifindex;
 	key.outer_vid = q.outer_vid;
 	key.inner_vid = q.inner_vid;
 	sub = subscriber_lookup(&key);
+	XBNG_TRACE_STEP(XBNG_TS_SUBSCRIBER, sub != 0, sub ? sub->slot : 0);
+	XBNG_SHADOW(struct xbng_subscriber, sub);
 	if (!sub) {
 		struct ethhdr *eth = pkt_data(&p);
 
@@ -148,9 +161,11 @@ static __always_inline int uplink_ipv4(const struct xbng_pkt *p)
 	if ((void *)(ip + 1) > end)
 		return drop(p, XBNG_DROP_TRUNCATED);
 	route = route_lookup_v4(&ip->daddr);
+	XBNG_TRACE_STEP(XBNG_TS_ROUTE, route != 0, route ? route->sub.ifindex : 0);
+	XBNG_SHADOW(struct xbng_route, route);
 	if (!route)
 		return uplink_miss_v4(p, ip);
-	STEP(ipv4_check_header(p, ip, p->len - sizeof(struct ethhdr)));
+	CHECK(IP_HEADER, ipv4_check_header(p, ip, p->len - sizeof(struct ethhdr)));
 	STEP(police_down(p, route, bpf_ntohs(ip->tot_len)));
 	return downstream_forward(p, route, ip, 1, bpf_ntohs(ip->tot_len));
 }
@@ -164,9 +179,11 @@ static __always_inline int uplink_ipv6(const struct xbng_pkt *p)
 	if ((void *)(ip6 + 1) > end)
 		return drop(p, XBNG_DROP_TRUNCATED);
 	route = route_lookup_v6(ip6->daddr.in6_u.u6_addr32);
+	XBNG_TRACE_STEP(XBNG_TS_ROUTE, route != 0, route ? route->sub.ifindex : 0);
+	XBNG_SHADOW(struct xbng_route, route);
 	if (!route)
 		return uplink_miss_v6(p, ip6);
-	STEP(ipv6_check_header(p, ip6, p->len - sizeof(struct ethhdr)));
+	CHECK(IP_HEADER, ipv6_check_header(p, ip6, p->len - sizeof(struct ethhdr)));
 	STEP(police_down(p, route, sizeof(*ip6) + bpf_ntohs(ip6->payload_len)));
 	return downstream_forward(p, route, ip6, 0, sizeof(*ip6) + bpf_ntohs(ip6->payload_len));
 }

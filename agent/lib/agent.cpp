@@ -45,6 +45,8 @@ Agent::Agent(const AgentOptions& o)
                                                          format_mac(e.mac.data()));
                                         });
   service_ = std::make_unique<SubscribersService>(store_.get(), &hub_, maps, dp_->ports(), boot_id_);
+  tracer_ = std::make_unique<Tracer>(dp_.get());
+  service_->set_tracer(tracer_.get());
   if (o.fleet)
     service_->set_read_only(fmt::format(
         "xbngd runs in fleet mode: etcd is the source of truth; write subscribers under {} in "

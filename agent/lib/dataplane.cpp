@@ -360,23 +360,27 @@ std::unique_ptr<Dataplane> Dataplane::start(const DataplaneOptions& opts) {
   return dp;
 }
 
+void Dataplane::apply_load_config(XbngSkelRefs* r) const {
+  *r->events_per_sec = opts_.events_per_sec;
+  *r->unknown_interval_ns = opts_.unknown_interval_ns;
+  // ICMP error bucket: rate 0 leaves token_ns 0, which sends nothing.
+  const uint64_t token_ns = opts_.icmp_rate_per_sec ? 1000000000ull / opts_.icmp_rate_per_sec : 0;
+  *r->icmp_token_ns = token_ns;
+  *r->icmp_burst_ns = token_ns * (opts_.icmp_burst ? opts_.icmp_burst : 1);
+  // Punt (issue 10): on/off and the rate limits.
+  *r->punt_enabled = opts_.punt_enabled ? 1 : 0;
+  const uint64_t rate = std::max<uint32_t>(opts_.punt_sub_rate, 1);
+  *r->punt_sub_interval_ns = 1000000000ull / rate;
+  *r->punt_sub_tolerance_ns =
+      (std::max<uint32_t>(opts_.punt_sub_burst, 1) - 1) * (1000000000ull / rate);
+  *r->punt_port_per_sec = opts_.punt_port_rate;
+}
+
 void Dataplane::open_and_load() {
   skel_ = std::make_unique<XbngSkelRefs>();
   if (!xbng_skel_open(skel_.get()))
     throw DataplaneError(fmt::format("opening the BPF skeleton: {}", errstr(errno)));
-  *skel_->events_per_sec = opts_.events_per_sec;
-  *skel_->unknown_interval_ns = opts_.unknown_interval_ns;
-  // ICMP error bucket: rate 0 leaves token_ns 0, which sends nothing.
-  const uint64_t token_ns = opts_.icmp_rate_per_sec ? 1000000000ull / opts_.icmp_rate_per_sec : 0;
-  *skel_->icmp_token_ns = token_ns;
-  *skel_->icmp_burst_ns = token_ns * (opts_.icmp_burst ? opts_.icmp_burst : 1);
-  // Punt (issue 10): on/off and the rate limits.
-  *skel_->punt_enabled = opts_.punt_enabled ? 1 : 0;
-  const uint64_t rate = std::max<uint32_t>(opts_.punt_sub_rate, 1);
-  *skel_->punt_sub_interval_ns = 1000000000ull / rate;
-  *skel_->punt_sub_tolerance_ns =
-      (std::max<uint32_t>(opts_.punt_sub_burst, 1) - 1) * (1000000000ull / rate);
-  *skel_->punt_port_per_sec = opts_.punt_port_rate;
+  apply_load_config(skel_.get());
   struct bpf_map* maps[kMapCount];
   for (int i = 0; i < kMapCount; ++i) {
     maps[i] = bpf_object__find_map_by_name(skel_->obj, map_name(static_cast<MapId>(i)));

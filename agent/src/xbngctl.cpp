@@ -11,6 +11,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "ctl_trace.h"
 #include "xbng/agent/ctl.h"
 #include "xbng/agent/fleet.h"
 
@@ -98,6 +99,8 @@ int main(int argc, char** argv) {
       "health", "exit 0 when xbngd accepts a connection and answers a health check, else 1");
   health->add_option("--timeout-ms", health_timeout_ms, "deadline")->default_str("3000");
   std::string bpffs = "/sys/fs/bpf/xbng";
+  TraceArgs ta;
+  auto* trace = add_trace_command(app, &ta);
   auto* bpf = app.add_subcommand("bpf", "read the pinned maps directly")->require_subcommand(1);
   auto* dump = bpf->add_subcommand("dump", "print subscribers and routes from the pinned maps");
   dump->add_option("--bpffs", bpffs, "pin directory")->default_str(bpffs);
@@ -105,6 +108,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   try {
     if (*dump) return ctl_bpf_dump(o, bpffs);
+    if (*trace) return ctl_trace(o, ta);
     if (*imp && !etcd.empty()) {
       if (node.empty()) throw std::runtime_error("sub import --etcd needs --node");
       eo.endpoints = split_endpoints(etcd);

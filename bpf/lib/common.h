@@ -14,6 +14,7 @@
 #include <bpf/bpf_helpers.h>
 
 #include "lib/maps.h"
+#include "lib/trace.h"
 
 #define XBNG_INLINE static __always_inline
 

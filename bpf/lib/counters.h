@@ -8,18 +8,19 @@
 
 XBNG_INLINE void count_reason(__u32 reason, __u32 bytes)
 {
-	struct xbng_counter *c = bpf_map_lookup_elem(&stats, &reason);
+	XBNG_LIVE(struct xbng_counter *c = bpf_map_lookup_elem(&stats, &reason);
 
-	if (c) {
-		c->packets++;
-		c->bytes += bytes;
-	}
+		  if (c) {
+			  c->packets++;
+			  c->bytes += bytes;
+		  })
 }
 
 /* Counts the packet (bytes = frame length as received) under `reason` and
  * returns `action`, for `return verdict(...)` at the end of a path. */
 XBNG_INLINE int verdict(const struct xbng_pkt *p, __u32 reason, int action)
 {
+	XBNG_TRACE_STEP(XBNG_TS_VERDICT, reason, action);
 	count_reason(reason, p->len);
 	return action;
 }
@@ -31,22 +32,22 @@ XBNG_INLINE int drop(const struct xbng_pkt *p, __u32 reason)
 
 XBNG_INLINE void port_rx(__u32 slot, __u32 bytes)
 {
-	struct xbng_port_stats *s = bpf_map_lookup_elem(&port_stats, &slot);
+	XBNG_LIVE(struct xbng_port_stats *s = bpf_map_lookup_elem(&port_stats, &slot);
 
-	if (s) {
-		s->rx_packets++;
-		s->rx_bytes += bytes;
-	}
+		  if (s) {
+			  s->rx_packets++;
+			  s->rx_bytes += bytes;
+		  })
 }
 
 XBNG_INLINE void port_tx(__u32 slot, __u32 bytes)
 {
-	struct xbng_port_stats *s = bpf_map_lookup_elem(&port_stats, &slot);
+	XBNG_LIVE(struct xbng_port_stats *s = bpf_map_lookup_elem(&port_stats, &slot);
 
-	if (s) {
-		s->tx_packets++;
-		s->tx_bytes += bytes;
-	}
+		  if (s) {
+			  s->tx_packets++;
+			  s->tx_bytes += bytes;
+		  })
 }
 
 /* Looks up the ingress port and counts rx on it. Returns 0 when the port is
@@ -57,6 +58,7 @@ XBNG_INLINE int pkt_init(struct xbng_pkt *p, struct xdp_md *ctx, __u16 role)
 	p->len = ctx->data_end - ctx->data;
 	p->ifindex = ctx->ingress_ifindex;
 	p->port = bpf_map_lookup_elem(&ports, &p->ifindex);
+	XBNG_TRACE_STEP(XBNG_TS_PORT, p->ifindex, p->port ? p->port->role : 0);
 	if (!p->port || p->port->role != role)
 		return 0;
 	port_rx(p->port->slot, p->len);

@@ -14,22 +14,23 @@
 XBNG_INLINE int event_send(__u32 type, const struct xbng_sub_key *key,
 			   const __u8 *mac, __u64 now)
 {
-	struct xbng_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	XBNG_TRACE_STEP(XBNG_TS_EVENT, type, 0);
+	XBNG_LIVE(struct xbng_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 
-	if (!e) {
-		count_reason(XBNG_EVENT_RINGBUF_FULL, 0);
-		return -1;
-	}
-	e->type = type;
-	e->ifindex = key->ifindex;
-	e->outer_vid = key->outer_vid;
-	e->inner_vid = key->inner_vid;
-	__builtin_memcpy(e->mac, mac, 6);
-	e->pad = 0;
-	e->reserved = 0;
-	e->timestamp_ns = now;
-	bpf_ringbuf_submit(e, 0);
-	count_reason(XBNG_EVENT_SENT, 0);
+		  if (!e) {
+			  count_reason(XBNG_EVENT_RINGBUF_FULL, 0);
+			  return -1;
+		  }
+		  e->type = type;
+		  e->ifindex = key->ifindex;
+		  e->outer_vid = key->outer_vid;
+		  e->inner_vid = key->inner_vid;
+		  __builtin_memcpy(e->mac, mac, 6);
+		  e->pad = 0;
+		  e->reserved = 0;
+		  e->timestamp_ns = now;
+		  bpf_ringbuf_submit(e, 0);
+		  count_reason(XBNG_EVENT_SENT, 0);)
 	return 0;
 }
 
@@ -41,6 +42,7 @@ XBNG_INLINE struct xbng_event_budget *event_budget_window(__u64 now)
 	__u32 zero = 0;
 
 	budget = bpf_map_lookup_elem(&event_budget, &zero);
+	XBNG_SHADOW(struct xbng_event_budget, budget);
 	if (!budget)
 		return NULL;
 	if (now - budget->window_start_ns >= XBNG_NSEC_PER_SEC) {
@@ -64,6 +66,7 @@ XBNG_INLINE int event_key_slot(void *seen_map, const struct xbng_sub_key *key, _
 	struct xbng_event_budget *budget;
 
 	seen = bpf_map_lookup_elem(seen_map, key);
+	XBNG_SHADOW(struct xbng_unknown_seen, seen);
 	if (seen && now - seen->last_ns < unknown_interval_ns)
 		goto suppressed;
 	budget = event_budget_window(now);
@@ -74,13 +77,14 @@ XBNG_INLINE int event_key_slot(void *seen_map, const struct xbng_sub_key *key, _
 	} else {
 		/* NOEXIST: of two CPUs seeing a new key at once, one reports. */
 		fresh.last_ns = now;
-		if (bpf_map_update_elem(seen_map, key, &fresh, BPF_NOEXIST))
-			goto suppressed;
+		XBNG_LIVE(if (bpf_map_update_elem(seen_map, key, &fresh, BPF_NOEXIST))
+				  goto suppressed;)
 	}
 	budget->used++;
 	return 1;
 
 suppressed:
+	XBNG_TRACE_STEP(XBNG_TS_EVENT_SUPPRESSED, 0, 0);
 	count_reason(XBNG_EVENT_SUPPRESSED, 0);
 	return 0;
 }
@@ -102,6 +106,7 @@ XBNG_INLINE void learn_mac(struct xbng_subscriber *sub, const struct xbng_sub_ke
 {
 	if ((sub->flags & (XBNG_SUB_F_LEARN_MAC | XBNG_SUB_F_MAC_VALID)) != XBNG_SUB_F_LEARN_MAC)
 		return;
+	XBNG_TRACE_STEP(XBNG_TS_MAC_LEARN, 0, 0);
 	mac_copy(sub->mac, smac);
 	barrier(); /* MAC bytes before the flag that validates them */
 	sub->flags |= XBNG_SUB_F_MAC_VALID;

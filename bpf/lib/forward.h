@@ -23,8 +23,8 @@ XBNG_INLINE int upstream_pass(const struct xbng_pkt *p, __u32 reason)
 
 XBNG_INLINE void subscriber_count_up(struct xbng_subscriber *sub, __u32 bytes)
 {
-	__sync_fetch_and_add(&sub->up_packets, 1);
-	__sync_fetch_and_add(&sub->up_bytes, bytes);
+	XBNG_LIVE(__sync_fetch_and_add(&sub->up_packets, 1);
+		  __sync_fetch_and_add(&sub->up_bytes, bytes);)
 }
 
 /* bpf_fib_lookup in the ingress port's context, then: SUCCESS -> TTL
@@ -42,6 +42,7 @@ XBNG_INLINE int upstream_forward(const struct xbng_pkt *p, struct xbng_subscribe
 
 	fib->ifindex = p->ifindex;
 	rc = bpf_fib_lookup(p->ctx, fib, sizeof(*fib), 0);
+	XBNG_TRACE_STEP(XBNG_TS_FIB, rc, fib->ifindex);
 	switch (rc) {
 	case BPF_FIB_LKUP_RET_SUCCESS:
 		break;
@@ -75,6 +76,7 @@ XBNG_INLINE int upstream_forward(const struct xbng_pkt *p, struct xbng_subscribe
 	}
 
 	egress = fib->ifindex;
+	XBNG_TRACE_STEP(XBNG_TS_REDIRECT, egress, 0);
 	if (bpf_redirect_map(&tx_ports, egress, XDP_DROP) != XDP_REDIRECT)
 		return drop(p, XBNG_DROP_NO_EGRESS_PORT);
 	if (is_v4)
@@ -170,6 +172,7 @@ XBNG_INLINE int downstream_forward(const struct xbng_pkt *p, struct xbng_route *
 				  XBNG_DROP_TTL_EXCEEDED);
 	if (l3_len > port->sub_mtu)
 		return downstream_too_big(p, port, l3, is_v4);
+	XBNG_TRACE_STEP(XBNG_TS_REDIRECT, route->sub.ifindex, 0);
 	if (bpf_redirect_map(&tx_ports, route->sub.ifindex, XDP_DROP) != XDP_REDIRECT)
 		return drop(p, XBNG_DROP_NO_EGRESS_PORT);
 
@@ -186,8 +189,8 @@ XBNG_INLINE int downstream_forward(const struct xbng_pkt *p, struct xbng_route *
 		      route->sub.inner_vid))
 		return drop(p, XBNG_DROP_INTERNAL);
 
-	__sync_fetch_and_add(&route->down_packets, 1);
-	__sync_fetch_and_add(&route->down_bytes, out_len);
+	XBNG_LIVE(__sync_fetch_and_add(&route->down_packets, 1);
+		  __sync_fetch_and_add(&route->down_bytes, out_len);)
 	port_tx(port->slot, out_len);
 	return verdict(p, XBNG_FWD_DOWNSTREAM, XDP_REDIRECT);
 }

@@ -68,6 +68,7 @@ XBNG_INLINE int icmp_take_token(void)
 	struct xbng_icmp_budget *b = bpf_map_lookup_elem(&icmp_budget, &zero);
 	__u64 now, credit;
 
+	XBNG_SHADOW(struct xbng_icmp_budget, b);
 	if (!b || !icmp_token_ns)
 		return 0;
 	now = bpf_ktime_get_ns();
@@ -77,6 +78,7 @@ XBNG_INLINE int icmp_take_token(void)
 	if (credit > icmp_burst_ns)
 		credit = icmp_burst_ns;
 	b->last_ns = now;
+	XBNG_TRACE_STEP(XBNG_TS_ICMP_RATE, credit >= icmp_token_ns, credit);
 	if (credit < icmp_token_ns) {
 		b->credit_ns = credit;
 		count_reason(XBNG_ICMP_RATE_LIMITED, 0);
@@ -395,6 +397,7 @@ static __noinline int icmp6_error(const struct xbng_pkt *p, __u32 l2, __u32 kind
 XBNG_INLINE int icmp_error(const struct xbng_pkt *p, __u32 l2, int is_v4, __u32 kind, __u32 mtu,
 			   __u32 drop_reason)
 {
+	XBNG_TRACE_STEP(XBNG_TS_ICMP, kind, mtu);
 	if (is_v4)
 		return icmp4_error(p, l2, kind, mtu, drop_reason);
 	return icmp6_error(p, l2, kind, mtu, drop_reason);

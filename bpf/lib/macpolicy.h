@@ -36,6 +36,8 @@ XBNG_INLINE int mac_enforce(const struct xbng_pkt *p, const struct xbng_subscrib
 {
 	__u64 now;
 
+	XBNG_TRACE_STEP(XBNG_TS_MAC_POLICY, mac_policy_of(p, sub),
+			!(sub->flags & XBNG_SUB_F_MAC_VALID) ? 2 : mac_equal(sub->mac, smac));
 	if (!(sub->flags & XBNG_SUB_F_MAC_VALID) || mac_equal(sub->mac, smac))
 		return XBNG_CONTINUE;
 	if (mac_policy_of(p, sub) != XBNG_MAC_POLICY_ENFORCE)

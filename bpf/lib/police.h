@@ -27,15 +27,31 @@ XBNG_INLINE __u64 police_now(void)
 
 XBNG_INLINE void police_count(__u64 *packets, __u64 *bytes, __u32 len)
 {
-	__sync_fetch_and_add(packets, 1);
-	__sync_fetch_and_add(bytes, len);
+	XBNG_LIVE(__sync_fetch_and_add(packets, 1);
+		  __sync_fetch_and_add(bytes, len);)
 }
+
+#ifdef XBNG_TRACE
+/* What bucket_take would answer, on a copy: 2 no rate plan, 1 admitted,
+ * 0 over the rate. The trace's verdict comes from the real call after it. */
+XBNG_INLINE __u64 police_traced_take(const struct xbng_bucket *b, __u32 l3_len)
+{
+	struct xbng_bucket copy = *b;
+
+	if (!copy.byte_ns_fp)
+		return 2;
+	return bucket_take(&copy, police_now(), l3_len);
+}
+#endif
 
 /* Upstream step: `l3_len` (IP header + payload) is what the plan counts. */
 XBNG_INLINE int police_up(const struct xbng_pkt *p, struct xbng_subscriber *sub, __u32 l3_len)
 {
 	struct xbng_police *pr;
 
+	XBNG_TRACE_STEP(XBNG_TS_POLICE_BUCKET, sub->up.byte_ns_fp, sub->up.burst_bytes);
+	XBNG_TRACE_STEP(XBNG_TS_POLICE_UP, police_traced_take(&sub->up, l3_len),
+			(__s64)(sub->up.tat_ns - police_now()));
 	if (!sub->up.byte_ns_fp || bucket_take(&sub->up, police_now(), l3_len))
 		return XBNG_CONTINUE;
 	pr = bpf_map_lookup_elem(&police, &sub->slot);
@@ -52,6 +68,12 @@ XBNG_INLINE int police_down(const struct xbng_pkt *p, const struct xbng_route *r
 	if (!(route->flags & XBNG_ROUTE_F_POLICED))
 		return XBNG_CONTINUE;
 	pr = bpf_map_lookup_elem(&police, &route->slot);
+	XBNG_SHADOW(struct xbng_police, pr);
+	if (pr) {
+		XBNG_TRACE_STEP(XBNG_TS_POLICE_BUCKET, pr->down.byte_ns_fp, pr->down.burst_bytes);
+		XBNG_TRACE_STEP(XBNG_TS_POLICE_DOWN, police_traced_take(&pr->down, l3_len),
+				(__s64)(pr->down.tat_ns - police_now()));
+	}
 	if (!pr || !pr->down.byte_ns_fp || bucket_take(&pr->down, police_now(), l3_len))
 		return XBNG_CONTINUE;
 	police_count(&pr->down_policed_packets, &pr->down_policed_bytes, p->len + XBNG_QINQ_TAGS_LEN);

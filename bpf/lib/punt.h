@@ -20,9 +20,10 @@ XBNG_INLINE int punt_sub_allowed(const struct xbng_sub_key *key, __u64 now)
 	__u64 tat;
 
 	g = bpf_map_lookup_elem(&punt_limit, key);
+	XBNG_SHADOW(struct xbng_punt_gcra, g);
 	if (!g) {
 		fresh.tat_ns = now + punt_sub_interval_ns;
-		bpf_map_update_elem(&punt_limit, key, &fresh, BPF_ANY);
+		XBNG_LIVE(bpf_map_update_elem(&punt_limit, key, &fresh, BPF_ANY));
 		return 1;
 	}
 	tat = g->tat_ns > now ? g->tat_ns : now;
@@ -35,6 +36,7 @@ XBNG_INLINE int punt_sub_allowed(const struct xbng_sub_key *key, __u64 now)
 XBNG_INLINE int punt_port_allowed(__u32 slot, __u64 now)
 {
 	struct xbng_punt_window *w = bpf_map_lookup_elem(&punt_port_budget, &slot);
+	XBNG_SHADOW(struct xbng_punt_window, w);
 
 	if (!w)
 		return 0;
@@ -64,6 +66,8 @@ XBNG_INLINE int punt_frame(const struct xbng_pkt *p, const struct xbng_sub_key *
 		return drop(p, XBNG_DROP_PUNT_RATE_SUBSCRIBER);
 	if (!punt_port_allowed(p->port->slot, now))
 		return drop(p, XBNG_DROP_PUNT_RATE_PORT);
+	XBNG_TRACE_STEP(XBNG_TS_PUNT, kind, len);
+#ifndef XBNG_TRACE /* the punt itself: live build only (lib/trace.h) */
 	r = bpf_ringbuf_reserve(&punt, sizeof(*r), 0);
 	if (!r)
 		return drop(p, XBNG_DROP_PUNT_RING_FULL);
@@ -78,6 +82,7 @@ XBNG_INLINE int punt_frame(const struct xbng_pkt *p, const struct xbng_sub_key *
 	}
 	r->len = len;
 	bpf_ringbuf_submit(r, 0);
+#endif
 	return verdict(p, reason, XDP_DROP);
 }
 

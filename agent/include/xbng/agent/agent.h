@@ -21,6 +21,7 @@
 #include "xbng/agent/punt/io.h"
 #include "xbng/agent/service.h"
 #include "xbng/agent/store.h"
+#include "xbng/agent/trace.h"
 
 namespace xbng::agent {
 
@@ -79,6 +80,7 @@ class Agent {
   std::unique_ptr<punt::PuntTx> punt_tx_;
   std::unique_ptr<punt::Dispatcher> dispatcher_;
   std::unique_ptr<punt::PuntRx> punt_rx_;
+  std::unique_ptr<Tracer> tracer_;  // used by service_: declared before it
   std::unique_ptr<SubscribersService> service_;
   GrpcMetrics grpc_metrics_;  // outlives the server's interceptors
   std::unique_ptr<GrpcServer> server_;

@@ -144,6 +144,9 @@ class Dataplane {
   // Raises each access netdev's MTU back to subscriber_mtu + 8 if it was
   // lowered (SIGHUP). Returns the errors, if any.
   std::optional<std::string> ensure_access_mtu();
+  // Writes the load-time configuration (rodata) of this agent's programs
+  // into an opened skeleton: the live one, and the trace build's (trace.h).
+  void apply_load_config(XbngSkelRefs* refs) const;
   // Rewrites `local_allow` (start, reload). Throws DataplaneError.
   void set_allow_to_host(const std::vector<LocalService>& services);
 

@@ -23,6 +23,7 @@
 namespace xbng::agent {
 
 class LeaseTable;
+class Tracer;
 
 std::string make_boot_id();
 
@@ -50,6 +51,9 @@ class SubscribersService final
                         xbng::v1::GetStatsResponse*) override;
   grpc::ServerWriteReactor<xbng::v1::Event>* WatchEvents(
       grpc::CallbackServerContext*, const xbng::v1::WatchEventsRequest*) override;
+  // trace_service.cpp
+  grpc::Status Trace(grpc::ServerContext*, const xbng::v1::TraceRequest*,
+                     xbng::v1::TraceReply*) override;
 
   const std::string& boot_id() const { return boot_id_; }
   void shutdown();
@@ -66,6 +70,8 @@ class SubscribersService final
   void set_read_only(std::string why) { read_only_ = std::move(why); }
   // Bring-up: lease state shown by Get/ListSubscribers (may stay null).
   void set_leases(const LeaseTable* leases) { leases_ = leases; }
+  // `xbngctl trace` (may stay null: Trace answers UNIMPLEMENTED).
+  void set_tracer(Tracer* tracer) { tracer_ = tracer; }
 
  private:
   void to_proto(const AgentEvent& e, xbng::v1::Event* out) const;
@@ -89,6 +95,7 @@ class SubscribersService final
   WatchStreams watch_;
   std::string read_only_;
   const LeaseTable* leases_ = nullptr;
+  Tracer* tracer_ = nullptr;
 };
 
 class GrpcMetrics;
