@@ -448,6 +448,15 @@ struct Fleet::Impl {
     if (!at) return std::nullopt;
     pb::RangeResponse then;
     *err = range(prefix, prefix_end, at, &then);
+    if (err->error_code() == grpc::StatusCode::OUT_OF_RANGE &&
+        err->error_message().find("future revision") != std::string::npos) {
+      const std::string why = fmt::format(
+          "etcd's revision went backwards: revision {} the node applied is in etcd's future "
+          "(etcd wiped or restored)",
+          at);
+      *err = grpc::Status::OK;
+      return why;
+    }
     if (is_compacted(*err)) {  // cannot tell here; the watch will be cancelled as compacted
       *err = grpc::Status::OK;
       return std::nullopt;
@@ -707,7 +716,7 @@ struct Fleet::Impl {
           evs.push_back(std::move(e));
         }
       }
-      if (!evs.empty()) {
+      if (!evs.empty() && end != WatchEnd::kReset) {
         events_since_progress = true;
         if (!apply_events(evs)) {
           end = WatchEnd::kApplyFailed;
