@@ -53,11 +53,19 @@ class FleetHardeningTest(unittest.TestCase):
         return json.loads(v) if v else None
 
     def wait_status(self, pred, what, timeout=30):
+        last = []
+
         def ok():
             self.assert_alive()
             st = self.status()
+            last[:] = [st]
             return st and pred(st) and st
-        return wait_for(ok, timeout, 0.2, what)
+        try:
+            return wait_for(ok, timeout, 0.2, what)
+        except TimeoutError as e:
+            st = dict(last[0] or {})
+            st["refused"] = st.get("refused", [])[:3]
+            raise AssertionError(f"{e}; last status {st}; metrics {self.n.metrics()}; log:\n{self.n.read_log()[-2000:]}")
 
     def assert_alive(self):
         rc = self.n.daemon.poll()
