@@ -156,7 +156,8 @@ std::optional<std::string> decode_subscriber_kv(std::string_view prefix, std::st
   if (auto at = invalid_utf8_at(key))
     return fmt::format("key is not valid UTF-8 (byte 0x{:02x} at offset {})",
                        static_cast<unsigned char>(key[*at]), *at);
-  if (auto e = parse_subscriber_key_suffix(key.substr(prefix.size()), port, outer, inner)) return e;
+  if (auto e = parse_subscriber_key_suffix(key.substr(prefix.size()), port, outer, inner))
+    return escape_bytes(*e);
   *key_ok = true;
   if (auto at = invalid_utf8_at(value)) {
     const size_t from = *at < 16 ? 0 : *at - 16;
@@ -164,7 +165,14 @@ std::optional<std::string> decode_subscriber_kv(std::string_view prefix, std::st
                        static_cast<unsigned char>(value[*at]), *at,
                        escape_bytes(value.substr(from, 32)));
   }
-  return decode_subscriber_value(value, *port, *outer, *inner, out);
+  // JSON escapes can still spell what is not UTF-8 (a lone surrogate).
+  if (auto e = decode_subscriber_value(value, *port, *outer, *inner, out)) return escape_bytes(*e);
+  auto bad = [](std::string_view f) { return invalid_utf8_at(f).has_value(); };
+  bool any = bad(out->port()) || bad(out->mac()) || bad(out->ipv4()) || bad(out->ipv6());
+  for (const auto& p : out->ipv6_prefixes()) any = any || bad(p);
+  for (const auto& p : out->ipv4_prefixes()) any = any || bad(p);
+  if (any) return std::string("value is not valid UTF-8 once its JSON escapes are decoded");
+  return std::nullopt;
 }
 
 std::string render_fleet_status(const FleetStatus& s) {
