@@ -12,7 +12,8 @@
 // At start: one consistent, paged range read at a single revision,
 // reconciled into the store (add, update, delete; unchanged entries are not
 // touched), then a watch from that revision + 1. A watch that falls behind
-// compaction triggers a full re-read. etcd unreachable: the maps keep
+// compaction triggers a full re-read, and so does an etcd whose history is
+// not the one applied (wiped, restored or another cluster: see fleet.cpp). etcd unreachable: the maps keep
 // forwarding with the last applied state while the node retries with backoff.
 #pragma once
 
