@@ -1481,10 +1481,11 @@ void SubscriberStore::stream(const std::function<bool(xbng::v1::Subscriber*)>& n
     auto msg = [&](size_t index) { return &b->msgs[index - b->base]; };
     auto fail = [&](size_t index, const Status& st) {
       ++out->failed;
+      const auto* m = msg(index);
+      if (out->on_failure) out->on_failure(*m, st);
       if (out->failures.size() >= kMaxReportedFailures) return;
       xbng::v1::Failure f;
       f.set_index(index);
-      const auto* m = msg(index);
       f.mutable_key()->set_port(m->port());
       f.mutable_key()->set_outer_vlan(m->outer_vlan());
       f.mutable_key()->set_inner_vlan(m->inner_vlan());

@@ -37,5 +37,6 @@ Bytes from_hex(const char* s);
 extern const FuzzTarget kDhcpv6Target;
 extern const FuzzTarget kRsTarget;
 extern const FuzzTarget kDhcpv4Target;
+extern const FuzzTarget kFleetTarget;
 
 }  // namespace xbng::fuzz

@@ -30,7 +30,7 @@ Bytes from_hex(const char* s) {
 
 namespace {
 
-const FuzzTarget* const kTargets[] = {&kDhcpv6Target, &kRsTarget, &kDhcpv4Target};
+const FuzzTarget* const kTargets[] = {&kDhcpv6Target, &kRsTarget, &kDhcpv4Target, &kFleetTarget};
 
 class Mutator {
  public:
@@ -136,7 +136,7 @@ int main(int argc, char** argv) {
     else if (a == "--seed") seed = std::stoull(next());
     else if (a == "--max-len") max_len = std::stoull(next());
     else {
-      std::fprintf(stderr, "usage: xbng_fuzz [--target dhcpv6|rs|all] [--iterations N] [--seed S] [--max-len L]\n");
+      std::fprintf(stderr, "usage: xbng_fuzz [--target dhcpv6|rs|dhcpv4|fleet|all] [--iterations N] [--seed S] [--max-len L]\n");
       return 2;
     }
   }

@@ -1,6 +1,8 @@
 // Fleet key schema (docs/fleet.md) and the [etcd] config section.
 #include <google/protobuf/util/json_util.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <cstdio>
 #include <fstream>
@@ -159,4 +161,58 @@ TEST(FleetKeys, FullReadRangesCoverThePrefix) {
     for (uint32_t outer : {1u, 9u, 10u, 100u, 109u, 1000u, 4094u})
       EXPECT_EQ(where(subscriber_etcd_key("n1", port, outer, 1)),
                 where(subscriber_etcd_key("n1", port, outer, 4094)));
+}
+
+TEST(FleetKeys, Utf8CheckAndEscape) {
+  EXPECT_FALSE(invalid_utf8_at("plain /xbng/v1/ é € 𝄞"));
+  EXPECT_EQ(invalid_utf8_at("ab\xff"), 2u);
+  EXPECT_EQ(invalid_utf8_at("\xc0\xaf"), 0u);          // overlong '/'
+  EXPECT_EQ(invalid_utf8_at("\xed\xa0\x80"), 0u);      // a surrogate
+  EXPECT_EQ(invalid_utf8_at("\xf4\x90\x80\x80"), 0u);  // past U+10FFFF
+  EXPECT_EQ(invalid_utf8_at("x\xe2\x82"), 1u);         // truncated
+  EXPECT_EQ(escape_bytes("a\xff\xfe" "b é"), "a\\xff\\xfeb é");
+  EXPECT_EQ(escape_bytes("\xc3("), "\\xc3(");
+}
+
+TEST(FleetKeys, KvNotUtf8IsRefused) {
+  const std::string p = node_subscribers_prefix("n1");
+  std::string port;
+  uint32_t o = 0, i = 0;
+  bool key_ok = false;
+  xbng::v1::Subscriber m;
+  auto e = decode_subscriber_kv(
+      p, p + "acc0/102/1",
+      "{\"port\":\"acc0\",\"outerVlan\":102,\"innerVlan\":1,\"ipv4\":\"100.64.4.1\","
+      "\"mac\":\"\xff\xfe\xfd\"}",
+      &port, &o, &i, &key_ok, &m);
+  ASSERT_TRUE(e);
+  EXPECT_TRUE(key_ok);  // the key parsed: a subscriber applied before keeps its state
+  EXPECT_EQ(port, "acc0");
+  EXPECT_NE(e->find("value is not valid UTF-8 (byte 0xff at offset 72"), std::string::npos) << *e;
+  EXPECT_FALSE(invalid_utf8_at(*e));
+  e = decode_subscriber_kv(p, p + "acc0/102/1\xff", R"({"port":"acc0","outerVlan":102,"innerVlan":1})",
+                           &port, &o, &i, &key_ok, &m);
+  ASSERT_TRUE(e);
+  EXPECT_FALSE(key_ok);
+  EXPECT_NE(e->find("key is not valid UTF-8 (byte 0xff at offset"), std::string::npos) << *e;
+  EXPECT_FALSE(decode_subscriber_kv(p, p + "acc0/102/1",
+                                    R"({"port":"acc0","outerVlan":102,"innerVlan":1})", &port, &o,
+                                    &i, &key_ok, &m));
+}
+
+TEST(FleetStatus, RawBytesAreEscapedNeverThrown) {
+  std::map<std::string, std::string> refused;
+  for (int k = 0; k < 150; ++k) refused[fmt::format("/k/{:03}\xff", k)] = "bad \xfe value";
+  FleetStatus s;
+  s.node = "n1";
+  s.refused = &refused;
+  s.last_error = "watch via x: \xc3(";
+  std::string js;
+  ASSERT_NO_THROW(js = render_fleet_status(s));
+  auto j = nlohmann::json::parse(js);
+  EXPECT_EQ(j["refused_count"], 150);
+  EXPECT_EQ(j["refused"].size(), kStatusRefusedListed);
+  EXPECT_EQ(j["refused"][0]["key"], "/k/000\\xff");
+  EXPECT_EQ(j["refused"][0]["reason"], "bad \\xfe value");
+  EXPECT_EQ(j["etcd"]["last_error"], "watch via x: \\xc3(");
 }

@@ -2,6 +2,7 @@
 // key under a lease. Two threads: `sync` (range reads, the watch, applying
 // to the store) and `status` (lease, keepalive, status puts).
 #include <absl/container/flat_hash_map.h>
+#include <absl/container/flat_hash_set.h>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
@@ -29,7 +30,6 @@ using Clock = std::chrono::steady_clock;
 namespace pb = etcdserverpb;
 
 namespace {
-constexpr size_t kStatusRefusedListed = 100;  // refused keys listed in the status value
 constexpr size_t kDeleteChunk = 50000;
 constexpr auto kProgressIdle = std::chrono::milliseconds(300);
 // Without own events, progress is asked at most this often: every answer moves
@@ -50,8 +50,17 @@ struct Fleet::Impl {
   std::condition_variable cv;
   FleetState st;
   int64_t event_rev = 0;  // resume point: every event up to it has been applied
-  std::map<std::string, std::string> refused;  // etcd key → reason
-  uint64_t refused_unlisted = 0;  // store refusals beyond the store's report limit
+  std::map<std::string, std::string> refused;  // etcd key → reason: every key refused now
+  // What the node knows of etcd's history, to notice a wiped, restored or
+  // replaced etcd (its revisions start again at 1): the cluster id of the
+  // last answer, the number of keys under the prefix at event_rev, and the
+  // last key applied (its revisions and value at its mod_revision).
+  uint64_t cluster_id = 0;
+  int64_t key_count = 0;
+  struct Witness {
+    std::string key, value;
+    int64_t mod_revision = 0, create_revision = 0, version = 0;
+  } witness;
   bool was_up = false;
   Clock::time_point down_since{};
   Clock::time_point last_down_log{};
@@ -128,39 +137,80 @@ struct Fleet::Impl {
               std::optional<uint64_t>* rank, std::map<std::string, std::string>* refusals) {
     std::string port;
     uint32_t outer = 0, inner = 0;
-    const std::string_view suffix = std::string_view(key).substr(prefix.size());
-    if (auto e = parse_subscriber_key_suffix(suffix, &port, &outer, &inner)) {
-      (*refusals)[key] = *e;
-      return false;
+    bool key_ok = false;
+    std::optional<std::string> e;
+    try {
+      e = decode_subscriber_kv(prefix, key, value, &port, &outer, &inner, &key_ok, m);
+    } catch (const std::exception& ex) {  // a bug, not the input's fault: refuse, count, go on
+      note_internal_error("decoding a key", ex);
+      e = fmt::format("internal error while decoding: {}", ex.what());
     }
-    if (auto ifx = store->ports().access_ifindex(port)) {
-      SubKey k{};
-      k.ifindex = *ifx;
-      k.outer_vid = static_cast<uint16_t>(outer);
-      k.inner_vid = static_cast<uint16_t>(inner);
-      *rank = key_rank(k);
-    }
-    if (auto e = decode_subscriber_value(value, port, outer, inner, m)) {
-      (*refusals)[key] = *e;
+    if (key_ok)
+      if (auto ifx = store->ports().access_ifindex(port)) {
+        SubKey k{};
+        k.ifindex = *ifx;
+        k.outer_vid = static_cast<uint16_t>(outer);
+        k.inner_vid = static_cast<uint16_t>(inner);
+        *rank = key_rank(k);
+      }
+    if (e) {
+      (*refusals)[key] = std::move(*e);
       return false;
     }
     return true;
   }
 
-  // Store refusals (validation, overlaps) of a stream call, by etcd key.
-  void take_failures(const StreamResult& r, std::map<std::string, std::string>* refusals,
-                     uint64_t* unlisted) {
-    for (const auto& f : r.failures)
-      (*refusals)[subscriber_etcd_key(o.node, f.key().port(), f.key().outer_vlan(),
-                                      f.key().inner_vlan())] = f.message();
-    *unlisted += r.failed - r.failures.size();
+  // Store refusals (validation, overlaps) of a stream call, by etcd key:
+  // every one (the store's own list stops at its report limit).
+  void collect_failures(StreamResult* r, std::map<std::string, std::string>* refusals) {
+    r->on_failure = [this, refusals](const xbng::v1::Subscriber& m, const grpc::Status& s) {
+      (*refusals)[subscriber_etcd_key(o.node, m.port(), m.outer_vlan(), m.inner_vlan())] =
+          s.error_message();
+    };
+  }
+
+  void note_internal_error(const char* what, const std::exception& ex) {
+    spdlog::error("fleet: internal error {}: {} (counted in internal_errors; continuing)", what,
+                  escape_bytes(ex.what()));
+    std::lock_guard l(mu);
+    ++st.internal_errors;
+  }
+
+  void set_witness(const mvccpb::KeyValue& kv) {
+    witness.key = kv.key();
+    witness.value = kv.value();
+    witness.mod_revision = kv.mod_revision();
+    witness.create_revision = kv.create_revision();
+    witness.version = kv.version();
+  }
+
+  // Compares an answer's header with what the node saw last: a reason when
+  // etcd is another cluster or its revision is below what was applied.
+  std::optional<std::string> header_changed(const pb::ResponseHeader& h) {
+    std::optional<std::string> why;
+    std::lock_guard l(mu);
+    if (cluster_id && h.cluster_id() && h.cluster_id() != cluster_id)
+      why = fmt::format("etcd cluster id changed from {:x} to {:x} (member {:x})", cluster_id,
+                        h.cluster_id(), h.member_id());
+    else if (event_rev && h.revision() && h.revision() < event_rev)
+      why = fmt::format("etcd's revision went backwards: member {:x} is at revision {}, the node "
+                        "applied {} (etcd wiped or restored)",
+                        h.member_id(), h.revision(), event_rev);
+    if (h.cluster_id()) cluster_id = h.cluster_id();
+    return why;
   }
 
   // ---- full read ------------------------------------------------------------
   // One consistent range read at a single revision, paged, streamed into the
   // store as pages arrive; then deletes what the store has and etcd has not.
-  // Returns false when etcd failed (what was applied stays; retried later).
-  bool full_sync() {
+  // Returns kFailed when etcd failed (what was applied stays; retried
+  // later), kCompacted when the read revision was compacted meanwhile.
+  enum class FullEnd { kDone, kFailed, kCompacted };
+  static bool is_compacted(const grpc::Status& s) {
+    return s.error_code() == grpc::StatusCode::OUT_OF_RANGE &&
+           s.error_message().find("compacted") != std::string::npos;
+  }
+  FullEnd full_sync() {
     auto c = client.conn();
     const auto t0 = Clock::now();
     int64_t rev = 0;
@@ -201,9 +251,14 @@ struct Fleet::Impl {
     auto first = std::make_unique<pb::RangeResponse>();
     if (!fetch(first.get())) {
       down(c, "range read", err);
-      return false;
+      return FullEnd::kFailed;
     }
     up(c);
+    if (auto why = header_changed(first->header())) {
+      spdlog::warn("fleet: {}: reading everything again (subscribers no longer in etcd go)", *why);
+      std::lock_guard l(mu);
+      ++st.history_resets;
+    }
     std::mutex pmu;
     std::condition_variable pcv;
     std::deque<std::unique_ptr<pb::RangeResponse>> pages;
@@ -230,8 +285,9 @@ struct Fleet::Impl {
     int page_pos = 0;
     // Ranks of the keys etcd has (sorted at the end: 8 bytes a key).
     std::vector<uint64_t> present;
-    std::map<std::string, std::string> refusals;
-    uint64_t unlisted = 0;
+    std::map<std::string, std::string> refusals, store_refusals;
+    int64_t count = 0;
+    Witness last;
     auto next = [&](xbng::v1::Subscriber* m) -> bool {
       for (;;) {
         if (stopping) return false;
@@ -246,6 +302,9 @@ struct Fleet::Impl {
           continue;
         }
         const auto& kv = page->kvs(page_pos++);
+        ++count;
+        if (kv.mod_revision() > last.mod_revision)
+          last = {kv.key(), kv.value(), kv.mod_revision(), kv.create_revision(), kv.version()};
         std::optional<uint64_t> rank;
         const auto d0 = Clock::now();
         const bool ok = decode(kv.key(), kv.value(), m, &rank, &refusals);
@@ -255,6 +314,7 @@ struct Fleet::Impl {
       }
     };
     StreamResult r;
+    collect_failures(&r, &store_refusals);
     // A full read restates etcd: a learned MAC (mac policy "follow") stays.
     store->stream(next, &r, /*resync=*/true);
     {
@@ -263,13 +323,23 @@ struct Fleet::Impl {
       pcv.notify_all();
     }
     fetcher.join();
+    if (failed && is_compacted(err)) {
+      // Not an outage: etcd answers, the read revision is gone. Read again
+      // at a new one.
+      spdlog::warn("fleet: full read at revision {} fell behind compaction after {} keys ({} "
+                   "applied): reading everything again",
+                   rev, kvs, r.applied);
+      std::lock_guard l(mu);
+      ++st.compactions;
+      return FullEnd::kCompacted;
+    }
     if (failed || stopping) {
       if (failed) down(c, "range read", err);
       spdlog::warn("fleet: full read at revision {} interrupted after {} keys ({} applied); "
                    "will read again", rev, kvs, r.applied);
-      return false;
+      return FullEnd::kFailed;
     }
-    take_failures(r, &refusals, &unlisted);
+    refusals.merge(store_refusals);
     const auto t1 = Clock::now();
     // Delete what etcd does not have. Every applied key is in the store and
     // distinct: when the store holds exactly those, nothing is stale.
@@ -298,15 +368,16 @@ struct Fleet::Impl {
         if (tok.empty()) break;
         q.page_token = tok;
       }
-      if (!remove_keys(stale, &deleted)) return false;
+      if (!remove_keys(stale, &deleted)) return FullEnd::kFailed;
     }
     {
       std::lock_guard l(mu);
       refused.swap(refusals);
-      refused_unlisted = unlisted;
       event_rev = rev;
+      key_count = count;
+      witness = std::move(last);
       st.applied_revision = rev;
-      st.refused = refused.size() + refused_unlisted;
+      st.refused = refused.size();
       ++st.full_syncs;
     }
     cv.notify_all();
@@ -319,7 +390,7 @@ struct Fleet::Impl {
                  decode_s, r.applied,
                  st.refused, deleted, std::chrono::duration<double>(Clock::now() - t1).count(),
                  store->size());
-    return true;
+    return FullEnd::kDone;
   }
 
   bool remove_keys(const std::vector<xbng::v1::SubscriberKey>& keys, uint64_t* deleted) {
@@ -339,7 +410,91 @@ struct Fleet::Impl {
   }
 
   // ---- watch ------------------------------------------------------------------
-  enum class WatchEnd { kStopped, kCompacted, kError, kApplyFailed };
+  enum class WatchEnd { kStopped, kCompacted, kError, kApplyFailed, kReset };
+
+  // Before a watch resumes from event_rev after an error: is etcd's history
+  // still the one the node applied? A wiped or restored etcd starts again at
+  // revision 1 with the same cluster id (ids derive from the member names,
+  // peer URLs and cluster token), and may have passed the old revision by
+  // the time the node sees it: so besides the header (cluster id, a
+  // revision below event_rev) the node checks, at event_rev, the number of
+  // keys under its prefix and the last key it applied. Returns the reason
+  // when it changed; *err is set when etcd did not answer.
+  std::optional<std::string> history_changed(const std::shared_ptr<EtcdConn>& c,
+                                             grpc::Status* err) {
+    int64_t at, count;
+    Witness w;
+    {
+      std::lock_guard l(mu);
+      at = event_rev;
+      count = key_count;
+      w = witness;
+    }
+    auto range = [&](const std::string& key, const std::string& end, int64_t rev,
+                     pb::RangeResponse* rs) {
+      pb::RangeRequest rq;
+      rq.set_key(key);
+      rq.set_range_end(end);
+      rq.set_revision(rev);
+      if (!end.empty()) rq.set_count_only(true);
+      grpc::ClientContext ctx;
+      grpc::Status s = client.prepare(c, &ctx, o.etcd.timeout);
+      if (s.ok()) s = c->kv->Range(&ctx, rq, rs);
+      return s;
+    };
+    pb::RangeResponse now;  // the current revision (a linearizable read)
+    if (*err = range(prefix, prefix_end, 0, &now); !err->ok()) return std::nullopt;
+    if (auto why = header_changed(now.header())) return why;
+    if (!at) return std::nullopt;
+    pb::RangeResponse then;
+    *err = range(prefix, prefix_end, at, &then);
+    if (err->error_code() == grpc::StatusCode::OUT_OF_RANGE &&
+        err->error_message().find("future revision") != std::string::npos) {
+      const std::string why = fmt::format(
+          "etcd's revision went backwards: revision {} the node applied is in etcd's future "
+          "(etcd wiped or restored)",
+          at);
+      *err = grpc::Status::OK;
+      return why;
+    }
+    if (is_compacted(*err)) {  // cannot tell here; the watch will be cancelled as compacted
+      *err = grpc::Status::OK;
+      return std::nullopt;
+    }
+    if (!err->ok()) return std::nullopt;
+    if (then.count() != count)
+      return fmt::format("etcd's history changed: {} keys under the prefix at revision {}, the node "
+                         "applied {} (etcd wiped or restored)",
+                         then.count(), at, count);
+    if (w.mod_revision) {
+      pb::RangeResponse kv;
+      *err = range(w.key, "", w.mod_revision, &kv);
+      if (is_compacted(*err)) {
+        *err = grpc::Status::OK;
+        return std::nullopt;
+      }
+      if (!err->ok()) return std::nullopt;
+      if (kv.kvs_size() != 1 || kv.kvs(0).mod_revision() != w.mod_revision ||
+          kv.kvs(0).create_revision() != w.create_revision ||
+          kv.kvs(0).version() != w.version || kv.kvs(0).value() != w.value)
+        return fmt::format("etcd's history changed: key {} at revision {} is not the one the node "
+                           "applied (etcd wiped or restored)",
+                           escape_bytes(w.key), w.mod_revision);
+    }
+    return std::nullopt;
+  }
+
+  // A full read of a new history follows: what the node knew of the old one
+  // is void.
+  void forget_history(const std::string& why) {
+    spdlog::warn("fleet: {}: reading everything again (subscribers no longer in etcd go)", why);
+    std::lock_guard l(mu);
+    ++st.history_resets;
+    st.synced = false;
+    event_rev = 0;
+    key_count = 0;
+    witness = {};
+  }
 
   // Applies events in order: runs of puts go through store->stream, runs of
   // deletes through store->remove.
@@ -348,12 +503,17 @@ struct Fleet::Impl {
     std::vector<xbng::v1::SubscriberKey> dels;
     std::map<std::string, std::string> refusals;  // new refusals
     std::vector<std::string> cleared;              // keys no longer refused
-    uint64_t unlisted = 0;
+    int64_t count_delta = 0;
+    const mvccpb::KeyValue* last_put = nullptr;
+    // Keys of the puts not yet given to the store: a later event of the same
+    // key flushes them first, so that its last event decides its refusal.
+    absl::flat_hash_set<std::string_view> pending;
     bool ok = true;
     auto flush_puts = [&] {
       if (puts.empty()) return;
       size_t i = 0;
       StreamResult r;
+      collect_failures(&r, &refusals);
       store->stream(
           [&](xbng::v1::Subscriber* m) {
             if (i == puts.size()) return false;
@@ -361,8 +521,8 @@ struct Fleet::Impl {
             return true;
           },
           &r);
-      take_failures(r, &refusals, &unlisted);
       puts.clear();
+      pending.clear();
     };
     auto flush_dels = [&] {
       if (dels.empty()) return;
@@ -374,7 +534,10 @@ struct Fleet::Impl {
       const std::string& key = ev.kv().key();
       if (key.compare(0, prefix.size(), prefix) != 0) continue;
       std::optional<uint64_t> rank;
+      if (pending.contains(key)) flush_puts();
       if (ev.type() == mvccpb::Event::PUT) {
+        if (ev.kv().version() == 1) ++count_delta;  // created (not an update)
+        last_put = &ev.kv();
         xbng::v1::Subscriber m;
         std::map<std::string, std::string> bad;
         if (!decode(key, ev.kv().value(), &m, &rank, &bad)) {
@@ -387,7 +550,9 @@ struct Fleet::Impl {
         cleared.push_back(key);
         flush_dels();
         puts.push_back(std::move(m));
+        pending.insert(key);
       } else {
+        --count_delta;
         refusals.erase(key);
         cleared.push_back(key);
         std::string port;
@@ -408,14 +573,27 @@ struct Fleet::Impl {
     std::lock_guard l(mu);
     for (const auto& k : cleared) refused.erase(k);
     for (auto& [k, v] : refusals) refused[k] = std::move(v);
-    refused_unlisted += unlisted;
-    st.refused = refused.size() + refused_unlisted;
+    st.refused = refused.size();
     st.events += evs.size();
+    key_count += count_delta;
+    if (last_put) set_witness(*last_put);
     return ok;
   }
 
-  WatchEnd watch() {
+  WatchEnd watch(bool resume) {
     auto c = client.conn();
+    if (resume) {
+      grpc::Status s;
+      if (auto why = history_changed(c, &s)) {
+        up(c);
+        forget_history(*why);
+        return WatchEnd::kReset;
+      }
+      if (!s.ok()) {
+        down(c, "watch", s);
+        return WatchEnd::kError;
+      }
+    }
     grpc::ClientContext ctx;
     if (grpc::Status s = client.prepare(c, &ctx, std::chrono::milliseconds(0), true); !s.ok()) {
       down(c, "watch", s);
@@ -457,6 +635,22 @@ struct Fleet::Impl {
       ended = true;
       qcv.notify_one();
     });
+    // On any way out (an exception included): cancel the stream, join the reader.
+    struct Joiner {
+      Impl* self;
+      grpc::ClientContext& ctx;
+      std::thread& t;
+      ~Joiner() {
+        if (!t.joinable()) return;
+        {
+          std::lock_guard l(self->mu);
+          self->watch_ctx = nullptr;
+          self->st.synced = false;
+        }
+        ctx.TryCancel();
+        t.join();
+      }
+    } joiner{this, ctx, reader};
     WatchEnd end = WatchEnd::kError;
     bool created = false, progress_pending = false, events_since_progress = true;
     auto last_progress = Clock::now();
@@ -487,6 +681,12 @@ struct Fleet::Impl {
       int64_t last_rev = 0, progress_rev = 0;
       bool stop_now = false;
       for (auto& r : got) {
+        if (auto why = header_changed(r.header())) {
+          forget_history(*why);
+          end = WatchEnd::kReset;
+          stop_now = true;
+          break;
+        }
         if (r.created()) {
           created = true;
           watch_id = r.watch_id();
@@ -516,7 +716,7 @@ struct Fleet::Impl {
           evs.push_back(std::move(e));
         }
       }
-      if (!evs.empty()) {
+      if (!evs.empty() && end != WatchEnd::kReset) {
         events_since_progress = true;
         if (!apply_events(evs)) {
           end = WatchEnd::kApplyFailed;
@@ -525,7 +725,7 @@ struct Fleet::Impl {
       }
       {
         std::lock_guard l(mu);
-        if (!stop_now || end != WatchEnd::kApplyFailed) {
+        if (!stop_now || (end != WatchEnd::kApplyFailed && end != WatchEnd::kReset)) {
           event_rev = std::max(event_rev, last_rev);
           st.applied_revision = std::max({st.applied_revision, event_rev, progress_rev});
         }
@@ -554,63 +754,92 @@ struct Fleet::Impl {
   }
 
   void sync_loop() {
-    bool need_full = true;
+    bool need_full = true, resume = false;
     int attempt = 0;
     while (!stopping) {
-      if (need_full) {
-        if (!full_sync()) {
-          if (!sleep_for(backoff(attempt++))) break;
-          continue;
+      try {
+        if (need_full) {
+          switch (full_sync()) {
+            case FullEnd::kDone:
+              break;
+            case FullEnd::kCompacted:  // etcd answers: read again soon, not as after an outage
+              if (!sleep_for(backoff(0))) return;
+              continue;
+            case FullEnd::kFailed:
+              if (!sleep_for(backoff(attempt++))) return;
+              continue;
+          }
+          need_full = resume = false;
+          attempt = 0;
         }
-        need_full = false;
-        attempt = 0;
-      }
-      const auto t = Clock::now();
-      switch (watch()) {
-        case WatchEnd::kStopped:
-          return;
-        case WatchEnd::kCompacted: {
-          std::lock_guard l(mu);
-          ++st.compactions;
-          need_full = true;
-          break;
+        const auto t = Clock::now();
+        const WatchEnd end = watch(resume);
+        resume = false;
+        switch (end) {
+          case WatchEnd::kStopped:
+            return;
+          case WatchEnd::kCompacted: {
+            std::lock_guard l(mu);
+            ++st.compactions;
+            need_full = true;
+            break;
+          }
+          case WatchEnd::kReset:
+            need_full = true;
+            break;
+          case WatchEnd::kApplyFailed:
+            need_full = true;
+            [[fallthrough]];
+          case WatchEnd::kError:
+            resume = !need_full;  // the watch resumes: check etcd's history first
+            if (Clock::now() - t > std::chrono::seconds(10)) attempt = 0;
+            if (!sleep_for(backoff(attempt++))) return;
+            break;
         }
-        case WatchEnd::kApplyFailed:
-          need_full = true;
-          [[fallthrough]];
-        case WatchEnd::kError:
-          if (Clock::now() - t > std::chrono::seconds(10)) attempt = 0;
-          if (!sleep_for(backoff(attempt++))) return;
-          break;
+      } catch (const std::exception& ex) {
+        // Nothing may end the process from here: log, count, read everything again.
+        note_internal_error("in the sync thread", ex);
+        need_full = true;
+        if (!sleep_for(backoff(attempt++))) return;
       }
     }
   }
 
   // ---- status -------------------------------------------------------------------
   std::string status_json() {
-    nlohmann::json j;
     std::lock_guard l(mu);
-    j["node"] = o.node;
-    j["boot_id"] = boot_id;
-    j["revision"] = st.applied_revision;
-    j["subscribers"] = store->size();
-    j["synced"] = st.synced;
-    j["refused_count"] = st.refused;
-    auto& arr = j["refused"] = nlohmann::json::array();
-    for (const auto& [k, why] : refused) {
-      if (arr.size() >= kStatusRefusedListed) break;
-      arr.push_back({{"key", k}, {"reason", why}});
-    }
-    j["etcd"] = {{"endpoint", st.endpoint},
-                 {"outages", st.outages},
-                 {"last_outage_seconds", last_outage_seconds},
-                 {"last_error", last_outage_error},
-                 {"full_syncs", st.full_syncs},
-                 {"compactions", st.compactions}};
-    return j.dump();
+    FleetStatus v;
+    v.node = o.node;
+    v.boot_id = boot_id;
+    v.revision = st.applied_revision;
+    v.subscribers = store->size();
+    v.synced = st.synced;
+    v.refused = &refused;
+    v.endpoint = st.endpoint;
+    v.outages = st.outages;
+    v.last_outage_seconds = last_outage_seconds;
+    v.last_error = last_outage_error;
+    v.full_syncs = st.full_syncs;
+    v.compactions = st.compactions;
+    v.history_resets = st.history_resets;
+    v.internal_errors = st.internal_errors;
+    return render_fleet_status(v);
   }
 
   void status_loop() {
+    while (!stopping) {
+      try {
+        status_loop_once();
+        return;
+      } catch (const std::exception& ex) {
+        // Nothing may end the process from here: log, count, start over.
+        note_internal_error("in the status thread", ex);
+        if (!sleep_for(backoff(3))) return;
+      }
+    }
+  }
+
+  void status_loop_once() {
     std::string last_put;
     auto last_keepalive = Clock::now();
     int attempt = 0;
@@ -754,8 +983,15 @@ std::string Fleet::render_metrics() const {
   metric("xbng_fleet_full_syncs_total", "counter", "full reads of the node's prefix applied",
          s.full_syncs);
   metric("xbng_fleet_compactions_total", "counter",
-         "watches that fell behind compaction (each followed by a full read)", s.compactions);
+         "reads or watches that fell behind compaction (each followed by a full read)",
+         s.compactions);
   metric("xbng_fleet_events_total", "counter", "watch events applied", s.events);
+  metric("xbng_fleet_history_resets_total", "counter",
+         "full reads because etcd's history changed (wiped, restored or another cluster)",
+         s.history_resets);
+  metric("xbng_fleet_internal_errors_total", "counter",
+         "exceptions caught at a reconciler thread's top level (logged; the thread goes on)",
+         s.internal_errors);
   return out;
 }
 

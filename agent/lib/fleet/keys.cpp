@@ -2,6 +2,8 @@
 #include <fmt/format.h>
 #include <google/protobuf/util/json_util.h>
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <charconv>
 
@@ -85,6 +87,118 @@ std::optional<std::string> decode_subscriber_value(std::string_view json, std::s
     return fmt::format("value says {}/{}/{} but the key says {}/{}/{}", out->port(),
                        out->outer_vlan(), out->inner_vlan(), port, outer, inner);
   return std::nullopt;
+}
+
+namespace {
+// Length of the well-formed UTF-8 sequence at s[i], or 0 (RFC 3629, table 3-7
+// of the Unicode standard: the second byte's range depends on the first).
+size_t utf8_seq(std::string_view s, size_t i) {
+  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned char c = b(i);
+  if (c < 0x80) return 1;
+  size_t n;
+  unsigned char lo = 0x80, hi = 0xbf;
+  if (c >= 0xc2 && c <= 0xdf) {
+    n = 2;
+  } else if (c >= 0xe0 && c <= 0xef) {
+    n = 3;
+    if (c == 0xe0) lo = 0xa0;        // no overlong forms
+    if (c == 0xed) hi = 0x9f;        // no surrogates
+  } else if (c >= 0xf0 && c <= 0xf4) {
+    n = 4;
+    if (c == 0xf0) lo = 0x90;        // no overlong forms
+    if (c == 0xf4) hi = 0x8f;        // at most U+10FFFF
+  } else {
+    return 0;
+  }
+  if (i + n > s.size() || b(i + 1) < lo || b(i + 1) > hi) return 0;
+  for (size_t k = 2; k < n; ++k)
+    if (b(i + k) < 0x80 || b(i + k) > 0xbf) return 0;
+  return n;
+}
+}  // namespace
+
+std::optional<size_t> invalid_utf8_at(std::string_view s) {
+  for (size_t i = 0; i < s.size();) {
+    const size_t n = utf8_seq(s, i);
+    if (!n) return i;
+    i += n;
+  }
+  return std::nullopt;
+}
+
+std::string escape_bytes(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    const size_t n = utf8_seq(s, i);
+    if (n) {
+      out.append(s.substr(i, n));
+      i += n;
+    } else {
+      static constexpr char kHex[] = "0123456789abcdef";
+      const auto c = static_cast<unsigned char>(s[i++]);
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
+}
+
+std::optional<std::string> decode_subscriber_kv(std::string_view prefix, std::string_view key,
+                                                std::string_view value, std::string* port,
+                                                uint32_t* outer, uint32_t* inner, bool* key_ok,
+                                                xbng::v1::Subscriber* out) {
+  *key_ok = false;
+  if (key.substr(0, prefix.size()) != prefix)
+    return fmt::format("key is not under {}", escape_bytes(prefix));
+  if (auto at = invalid_utf8_at(key))
+    return fmt::format("key is not valid UTF-8 (byte 0x{:02x} at offset {})",
+                       static_cast<unsigned char>(key[*at]), *at);
+  if (auto e = parse_subscriber_key_suffix(key.substr(prefix.size()), port, outer, inner))
+    return escape_bytes(*e);
+  *key_ok = true;
+  if (auto at = invalid_utf8_at(value)) {
+    const size_t from = *at < 16 ? 0 : *at - 16;
+    return fmt::format("value is not valid UTF-8 (byte 0x{:02x} at offset {}: \"{}\")",
+                       static_cast<unsigned char>(value[*at]), *at,
+                       escape_bytes(value.substr(from, 32)));
+  }
+  // JSON escapes can still spell what is not UTF-8 (a lone surrogate).
+  if (auto e = decode_subscriber_value(value, *port, *outer, *inner, out)) return escape_bytes(*e);
+  auto bad = [](std::string_view f) { return invalid_utf8_at(f).has_value(); };
+  bool any = bad(out->port()) || bad(out->mac()) || bad(out->ipv4()) || bad(out->ipv6());
+  for (const auto& p : out->ipv6_prefixes()) any = any || bad(p);
+  for (const auto& p : out->ipv4_prefixes()) any = any || bad(p);
+  if (any) return std::string("value is not valid UTF-8 once its JSON escapes are decoded");
+  return std::nullopt;
+}
+
+std::string render_fleet_status(const FleetStatus& s) {
+  nlohmann::json j;
+  j["node"] = escape_bytes(s.node);
+  j["boot_id"] = escape_bytes(s.boot_id);
+  j["revision"] = s.revision;
+  j["subscribers"] = s.subscribers;
+  j["synced"] = s.synced;
+  j["refused_count"] = s.refused ? s.refused->size() : 0;
+  auto& arr = j["refused"] = nlohmann::json::array();
+  if (s.refused)
+    for (const auto& [k, why] : *s.refused) {
+      if (arr.size() >= kStatusRefusedListed) break;
+      arr.push_back({{"key", escape_bytes(k)}, {"reason", escape_bytes(why)}});
+    }
+  j["etcd"] = {{"endpoint", escape_bytes(s.endpoint)},
+               {"outages", s.outages},
+               {"last_outage_seconds", s.last_outage_seconds},
+               {"last_error", escape_bytes(s.last_error)},
+               {"full_syncs", s.full_syncs},
+               {"compactions", s.compactions},
+               {"history_resets", s.history_resets},
+               {"internal_errors", s.internal_errors}};
+  // Everything is escaped above; "replace" only keeps dump() from ever throwing.
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 std::string encode_subscriber_value(const xbng::v1::Subscriber& s) {

@@ -12,13 +12,15 @@
 // At start: one consistent, paged range read at a single revision,
 // reconciled into the store (add, update, delete; unchanged entries are not
 // touched), then a watch from that revision + 1. A watch that falls behind
-// compaction triggers a full re-read. etcd unreachable: the maps keep
+// compaction triggers a full re-read, and so does an etcd whose history is
+// not the one applied (wiped, restored or another cluster: see fleet.cpp). etcd unreachable: the maps keep
 // forwarding with the last applied state while the node retries with backoff.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -81,6 +83,38 @@ std::optional<std::string> decode_subscriber_value(std::string_view json, std::s
                                                    xbng::v1::Subscriber* out);
 std::string encode_subscriber_value(const xbng::v1::Subscriber& s);  // MessageToJsonString
 
+// etcd keys and values are bytes. The offset of the first byte that is not
+// part of well-formed UTF-8 (no overlong forms, no surrogates, at most
+// U+10FFFF), or nullopt when all of `s` is UTF-8.
+std::optional<size_t> invalid_utf8_at(std::string_view s);
+// `s` for a log line or a JSON string: well-formed UTF-8 as is, every other
+// byte as \xNN (lowercase hex). Deterministic; never throws.
+std::string escape_bytes(std::string_view s);
+// One kv of a node's prefix: the key must be UTF-8 and parse after `prefix`,
+// the value must be UTF-8 and a Subscriber of that key. On a parsed key,
+// *port/*outer/*inner are set and *key_ok is true (even when the value is
+// refused). Returns the refusal reason (UTF-8: raw bytes escaped) or nullopt.
+std::optional<std::string> decode_subscriber_kv(std::string_view prefix, std::string_view key,
+                                                std::string_view value, std::string* port,
+                                                uint32_t* outer, uint32_t* inner, bool* key_ok,
+                                                xbng::v1::Subscriber* out);
+
+// The status value (/xbng/v1/status/<node>, docs/fleet.md). Every string is
+// escaped (escape_bytes) before it goes into the JSON, so rendering cannot
+// fail on bytes from etcd.
+struct FleetStatus {
+  std::string node, boot_id;
+  int64_t revision = 0;
+  uint64_t subscribers = 0;
+  bool synced = false;
+  const std::map<std::string, std::string>* refused = nullptr;  // every refused key → reason
+  std::string endpoint, last_error;
+  uint64_t outages = 0, full_syncs = 0, compactions = 0, history_resets = 0, internal_errors = 0;
+  double last_outage_seconds = 0;
+};
+inline constexpr size_t kStatusRefusedListed = 100;  // refused keys listed (the count is exact)
+std::string render_fleet_status(const FleetStatus& s);
+
 // Endpoint list from "a:2379,b:2379" (also accepts http(s):// prefixes).
 std::vector<std::string> split_endpoints(std::string_view s);
 
@@ -92,7 +126,9 @@ struct FleetState {
   uint64_t refused = 0;              // keys refused now
   uint64_t outages = 0;              // etcd became unreachable (count)
   uint64_t full_syncs = 0;           // full reads applied (1 + resyncs)
-  uint64_t compactions = 0;          // watches that fell behind compaction
+  uint64_t compactions = 0;          // reads or watches that fell behind compaction
+  uint64_t history_resets = 0;       // full reads because etcd's history changed (wiped, replaced)
+  uint64_t internal_errors = 0;      // exceptions caught at a reconciler thread's top level
   uint64_t events = 0;               // watch events applied
   double outage_seconds = 0;         // current outage (0 when up)
   std::string last_error;

@@ -47,6 +47,9 @@ struct UpsertResult {
 struct StreamResult {
   uint64_t applied = 0, failed = 0;
   std::vector<xbng::v1::Failure> failures;  // first kMaxReportedFailures
+  // Input, optional: called with every refused entry (the list above stops
+  // at kMaxReportedFailures), under the store's lock.
+  std::function<void(const xbng::v1::Subscriber&, const grpc::Status&)> on_failure;
 };
 
 struct Counters {
