@@ -237,14 +237,18 @@ int tcp_connect(const std::string& srv, const Target& t, std::optional<CtlFailur
 
 // What a probe handshake saw.
 struct TlsSeen {
-  bool tls_record = false;  // the server sent at least one TLS record
-  std::string alert;        // the alert it sent, if any
+  bool tls_record = false;      // the server sent at least one TLS record
+  bool cert_requested = false;  // ... and a CertificateRequest
+  std::string alert;            // the alert it sent, if any (as decoded)
 };
 
-void on_msg(int write_p, int, int content_type, const void*, size_t, SSL*, void* arg) {
-  // content_type 256 is the record header pseudo-type; 21 alert, 22 handshake.
-  if (!write_p && (content_type == SSL3_RT_HANDSHAKE || content_type == SSL3_RT_ALERT))
-    static_cast<TlsSeen*>(arg)->tls_record = true;
+void on_msg(int write_p, int, int content_type, const void* buf, size_t len, SSL*, void* arg) {
+  auto* seen = static_cast<TlsSeen*>(arg);
+  if (write_p || (content_type != SSL3_RT_HANDSHAKE && content_type != SSL3_RT_ALERT)) return;
+  seen->tls_record = true;
+  if (content_type == SSL3_RT_HANDSHAKE && len > 0 &&
+      static_cast<const unsigned char*>(buf)[0] == SSL3_MT_CERTIFICATE_REQUEST)
+    seen->cert_requested = true;
 }
 void on_info(const SSL* ssl, int where, int ret) {
   if (where & SSL_CB_READ_ALERT)
@@ -328,11 +332,22 @@ std::optional<CtlFailure> probe_tls(const std::string& srv, const CtlOptions& o,
                  fmt::format("connect with a name the certificate holds in its subjectAltName, "
                              "or reissue it for {}", t.host),
                  kExitUnreachable);
+    else if (verify == X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY ||
+             verify == X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT ||
+             verify == X509_V_ERR_SELF_SIGNED_CERT_IN_CHAIN ||
+             verify == X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT ||
+             verify == X509_V_ERR_UNABLE_TO_VERIFY_LEAF_SIGNATURE)
+      out = make("tls",
+                 fmt::format("TLS: xbngctl refused the certificate of xbngd at {} (unknown CA: {})",
+                             srv, why),
+                 fmt::format("server certificate refused: unknown CA: {}", why), ca_action,
+                 kExitUnreachable);
     else
       out = make("tls",
                  fmt::format("TLS: xbngctl refused the certificate of xbngd at {} ({})", srv, why),
-                 fmt::format("server certificate refused: {}", why), ca_action, kExitUnreachable);
-    out->extra = {{"refused_by", "xbngctl"}};
+                 fmt::format("server certificate refused: {}", why),
+                 "check xbngd's grpc.tls_cert (dates, key usage) and --tls-ca", kExitUnreachable);
+    out->extra = {{"refused_by", "xbngctl"}, {"verify_error", why}};
   } else if (!handshake && !seen.tls_record) {
     out = make("tls",
                fmt::format("TLS: xbngd at {} speaks plaintext (started with --insecure-tcp) and "
@@ -340,18 +355,23 @@ std::optional<CtlFailure> probe_tls(const std::string& srv, const CtlOptions& o,
                            srv),
                "TLS client, plaintext server",
                "pass --insecure, or give xbngd grpc.tls_cert and grpc.tls_key", kExitUnreachable);
-  } else if (!answered && !seen.alert.empty()) {
-    const std::string ours =
-        o.tls_cert.empty() ? "none given" : fmt::format("{}", o.tls_cert);
-    out = make("tls",
-               fmt::format("TLS: xbngd at {} refused xbngctl's client certificate ({}; TLS alert: "
-                           "{})",
-                           srv, ours, seen.alert),
-               fmt::format("client certificate refused: {}", seen.alert),
+  } else if (handshake && !answered && seen.cert_requested) {
+    // It asked for a client certificate, then hung up instead of answering
+    // HTTP/2. (Its alert is not reliable evidence of why: under TLS 1.3 it is
+    // sent after the client's handshake and often arrives undecodable.)
+    const std::string line =
+        o.tls_cert.empty()
+            ? fmt::format("TLS: xbngd at {} requires a client certificate and xbngctl gave none",
+                          srv)
+            : fmt::format("TLS: xbngd at {} refused xbngctl's client certificate {} (not signed "
+                          "by the CA of its grpc.tls_client_ca, or expired)",
+                          srv, o.tls_cert);
+    out = make("tls", line, o.tls_cert.empty() ? "no client certificate" : "client certificate refused",
                "pass --tls-cert and --tls-key with a certificate signed by the CA of xbngd's "
                "grpc.tls_client_ca",
                kExitUnreachable);
-    out->extra = {{"refused_by", "xbngd"}, {"tls_alert", seen.alert}};
+    out->extra = {{"refused_by", "xbngd"}};
+    if (!seen.alert.empty()) out->extra.emplace_back("tls_alert", seen.alert);
   }
   SSL_free(s);
   SSL_CTX_free(c);

@@ -3,9 +3,11 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <google/protobuf/util/json_util.h>
+#include <grpc/support/log.h>
 #include <grpcpp/grpcpp.h>
 
 #include <csignal>
+#include <cstdlib>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -17,6 +19,9 @@
 using namespace xbng::agent;
 
 int main(int argc, char** argv) {
+  // gRPC's own log lines (a failed handshake, ...) would precede xbngctl's
+  // one-line diagnosis; GRPC_VERBOSITY set: keep them, for debugging.
+  if (!std::getenv("GRPC_VERBOSITY")) gpr_set_log_function([](gpr_log_func_args*) {});
   CLI::App app{"xbngctl: control xbngd"};
   app.require_subcommand(1);
   CtlOptions o;
