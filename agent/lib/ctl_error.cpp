@@ -239,7 +239,6 @@ int tcp_connect(const std::string& srv, const Target& t, std::optional<CtlFailur
 struct TlsSeen {
   bool tls_record = false;      // the server sent at least one TLS record
   bool cert_requested = false;  // ... and a CertificateRequest
-  std::string alert;            // the alert it sent, if any (as decoded)
 };
 
 void on_msg(int write_p, int, int content_type, const void* buf, size_t len, SSL*, void* arg) {
@@ -249,10 +248,6 @@ void on_msg(int write_p, int, int content_type, const void* buf, size_t len, SSL
   if (content_type == SSL3_RT_HANDSHAKE && len > 0 &&
       static_cast<const unsigned char*>(buf)[0] == SSL3_MT_CERTIFICATE_REQUEST)
     seen->cert_requested = true;
-}
-void on_info(const SSL* ssl, int where, int ret) {
-  if (where & SSL_CB_READ_ALERT)
-    static_cast<TlsSeen*>(SSL_get_app_data(ssl))->alert = SSL_alert_desc_string_long(ret);
 }
 
 bool is_ip(const std::string& h) {
@@ -289,9 +284,7 @@ std::optional<CtlFailure> probe_tls(const std::string& srv, const CtlOptions& o,
   SSL_CTX_set_verify(c, plaintext_client ? SSL_VERIFY_NONE : SSL_VERIFY_PEER, nullptr);
   SSL_CTX_set_msg_callback(c, on_msg);
   SSL_CTX_set_msg_callback_arg(c, &seen);
-  SSL_CTX_set_info_callback(c, on_info);
   SSL* s = SSL_new(c);
-  SSL_set_app_data(s, &seen);
   SSL_set_fd(s, fd);
   static const unsigned char alpn[] = {2, 'h', '2'};
   SSL_set_alpn_protos(s, alpn, sizeof alpn);
@@ -371,7 +364,6 @@ std::optional<CtlFailure> probe_tls(const std::string& srv, const CtlOptions& o,
                "grpc.tls_client_ca",
                kExitUnreachable);
     out->extra = {{"refused_by", "xbngd"}};
-    if (!seen.alert.empty()) out->extra.emplace_back("tls_alert", seen.alert);
   }
   SSL_free(s);
   SSL_CTX_free(c);
