@@ -48,10 +48,7 @@ Agent::Agent(const AgentOptions& o)
   tracer_ = std::make_unique<Tracer>(dp_.get());
   service_->set_tracer(tracer_.get());
   if (o.fleet)
-    service_->set_read_only(fmt::format(
-        "xbngd runs in fleet mode: etcd is the source of truth; write subscribers under {} in "
-        "etcd (xbngctl sub import --etcd ... --node {})",
-        node_subscribers_prefix(o.fleet->node), o.fleet->node));
+    service_->set_fleet_read_only(o.fleet->node, node_subscribers_prefix(o.fleet->node));
   if (o.bringup.enabled) start_bringup(o.bringup);
   ServerOptions so = o.server;
   so.metrics = &grpc_metrics_;

@@ -260,13 +260,8 @@ std::optional<uint64_t> parse_si(std::string_view s) {
 
 Ctl::Ctl(const CtlOptions& o) : o_(o), stub_(v1::Subscribers::NewStub(make_channel(o))) {}
 
-int Ctl::fail(const grpc::Status& st) const {
-  if (o_.json)
-    std::printf("{\"error\":{\"code\":\"%s\",\"message\":%s}}\n", code_name(st.error_code()),
-                nlohmann::json(st.error_message()).dump().c_str());
-  std::fprintf(stderr, "xbngctl: %s: %s\n", code_name(st.error_code()),
-               st.error_message().c_str());
-  return 1;
+int Ctl::fail(const grpc::Status& st, const grpc::ClientContext* ctx) const {
+  return report_status(o_, st, ctx);
 }
 
 int Ctl::sub_add(const SubArgs& a) {
@@ -290,9 +285,10 @@ int Ctl::sub_add(const SubArgs& a) {
       if (in[k]->empty()) continue;
       auto n = parse_si(*in[k]);
       if (!n) {
-        std::fprintf(stderr, "xbngctl: %s \"%s\": not a number (k/M/G suffixes allowed)\n",
-                     flags[k], in[k]->c_str());
-        return 2;
+        return report_local(o_, "invalid_value",
+                            fmt::format("{} \"{}\": not a number (k/M/G suffixes allowed)",
+                                        flags[k], *in[k]),
+                            kExitRefused);
       }
       v[k] = *n;
     }
@@ -305,7 +301,7 @@ int Ctl::sub_add(const SubArgs& a) {
   v1::UpsertSubscribersResponse resp;
   grpc::ClientContext ctx;
   auto st = stub_->UpsertSubscribers(&ctx, req, &resp);
-  if (!st.ok()) return fail(st);
+  if (!st.ok()) return fail(st, &ctx);
   if (o_.json)
     std::printf("%s\n", to_json(resp).c_str());
   else
@@ -324,7 +320,7 @@ int Ctl::sub_del(const SubArgs& a) {
   v1::DeleteSubscribersResponse resp;
   grpc::ClientContext ctx;
   auto st = stub_->DeleteSubscribers(&ctx, req, &resp);
-  if (!st.ok()) return fail(st);
+  if (!st.ok()) return fail(st, &ctx);
   if (o_.json)
     std::printf("%s\n", to_json(resp).c_str());
   else
@@ -341,7 +337,7 @@ int Ctl::sub_get(const SubArgs& a) {
   v1::GetSubscriberResponse resp;
   grpc::ClientContext ctx;
   auto st = stub_->GetSubscriber(&ctx, req, &resp);
-  if (!st.ok()) return fail(st);
+  if (!st.ok()) return fail(st, &ctx);
   if (o_.json) {
     std::printf("%s\n", to_json(resp).c_str());
     return 0;
@@ -402,7 +398,7 @@ int Ctl::sub_list(const ListArgs& a) {
     v1::ListSubscribersResponse resp;
     grpc::ClientContext ctx;
     auto st = stub_->ListSubscribers(&ctx, req, &resp);
-    if (!st.ok()) return fail(st);
+    if (!st.ok()) return fail(st, &ctx);
     if (o_.json) {
       if (a.all) {
         // One JSON document: {"subscribers":[...],"total_count":"N"}.
@@ -512,7 +508,7 @@ int Ctl::sub_import(const std::string& file) {
   const double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (tty) std::fprintf(stderr, "\n");
-  if (!st.ok()) return fail(st);
+  if (!st.ok()) return fail(st, &ctx);
   if (o_.json) std::printf("%s\n", to_json(resp).c_str());
   std::fprintf(stderr, "%lu sent in %.2f s: %lu applied, %lu failed on the server, %lu lines "
                "unreadable\n",
@@ -542,9 +538,10 @@ int Ctl::sub_import_atomic(const std::string& file) {
       },
       &errors);
   if (bad) {  // all or nothing: an unreadable line sends nothing
-    std::fprintf(stderr, "xbngctl: %lu unreadable lines: nothing sent\n", bad);
+    report_local(o_, "invalid_value", fmt::format("{} unreadable lines: nothing sent", bad),
+                 kExitRefused);
     for (const auto& e : errors) std::fprintf(stderr, "  %s\n", e.c_str());
-    return 1;
+    return kExitRefused;
   }
   v1::UpsertSubscribersResponse resp;
   grpc::ClientContext ctx;
@@ -552,7 +549,7 @@ int Ctl::sub_import_atomic(const std::string& file) {
   auto st = stub_->UpsertSubscribers(&ctx, req, &resp);
   const double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (!st.ok()) return fail(st);
+  if (!st.ok()) return fail(st, &ctx);
   if (o_.json) std::printf("%s\n", to_json(resp).c_str());
   std::fprintf(stderr, "%d subscribers in one request, %.2f s: %lu created, %lu updated, %lu "
                "unchanged\n",
@@ -568,8 +565,10 @@ int Ctl::sub_del_file(const std::string& file) {
   v1::DeleteSubscribersResponse sresp;
   grpc::Status err;
   // One request in flight while the next chunk is read: chunks still go one
-  // after the other, in file order.
+  // after the other, in file order. Its context outlives it: a refusal's
+  // trailing metadata is read from it.
   std::future<grpc::Status> inflight;
+  std::unique_ptr<grpc::ClientContext> ctx;
   auto wait = [&]() {
     if (!inflight.valid()) return err.ok();
     grpc::Status st = inflight.get();
@@ -586,10 +585,9 @@ int Ctl::sub_del_file(const std::string& file) {
     if (req.keys_size() == 0) return true;
     sending.Swap(&req);
     req.clear_keys();
-    inflight = std::async(std::launch::async, [&] {
-      grpc::ClientContext ctx;
-      return stub_->DeleteSubscribers(&ctx, sending, &sresp);
-    });
+    ctx = std::make_unique<grpc::ClientContext>();
+    inflight = std::async(std::launch::async,
+                          [&] { return stub_->DeleteSubscribers(ctx.get(), sending, &sresp); });
     return true;
   };
   std::vector<std::string> errors;
@@ -605,7 +603,7 @@ int Ctl::sub_del_file(const std::string& file) {
       &errors);
   if (err.ok()) flush();
   wait();
-  if (!err.ok()) return fail(err);
+  if (!err.ok()) return fail(err, ctx.get());
   if (o_.json)
     std::printf("{\"deleted\":\"%lu\",\"not_found\":\"%lu\",\"unreadable\":\"%lu\"}\n", deleted,
                 not_found, bad);
@@ -620,7 +618,7 @@ int Ctl::stats() {
   v1::GetStatsResponse resp;
   grpc::ClientContext ctx;
   auto st = stub_->GetStats(&ctx, req, &resp);
-  if (!st.ok()) return fail(st);
+  if (!st.ok()) return fail(st, &ctx);
   if (o_.json) {
     std::printf("%s\n", to_json(resp).c_str());
     return 0;
@@ -686,9 +684,13 @@ int Ctl::events(int count) {
     return 0;
   }
   auto st = reader->Finish();
-  if (!st.ok()) return fail(st);
+  if (!st.ok()) return fail(st, &ctx);
   return 0;
 }
+
+namespace {
+constexpr const char* kNotServing = "health check: not SERVING";
+}  // namespace
 
 grpc::Status check_health(const std::shared_ptr<grpc::Channel>& ch,
                           std::chrono::milliseconds timeout) {
@@ -717,19 +719,27 @@ grpc::Status check_health(const std::shared_ptr<grpc::Channel>& ch,
   if (resp.Dump(&slices).ok())
     for (const auto& sl : slices) bytes.append(reinterpret_cast<const char*>(sl.begin()), sl.size());
   if (bytes != std::string("\x08\x01", 2))
-    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "health check: not SERVING");
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, kNotServing);
   return grpc::Status::OK;
 }
 
 int Ctl::health(int timeout_ms) {
   auto st = check_health(make_channel(o_), std::chrono::milliseconds(timeout_ms));
   if (!st.ok()) {
+    CtlFailure f = st.error_code() == grpc::StatusCode::UNAVAILABLE &&
+                           st.error_message() == kNotServing
+                       ? CtlFailure{"not_serving", fmt::format("xbngd at {} is NOT SERVING: it "
+                                                               "answered the health check with "
+                                                               "another status than SERVING",
+                                                               o_.server),
+                                    "not serving", "", "UNAVAILABLE", st.error_message(),
+                                    kExitRefused, {}}
+                       : describe_failure(o_, st, nullptr, std::chrono::milliseconds(timeout_ms));
     if (o_.json)
-      std::printf("{\"status\":\"NOT_SERVING\",\"code\":\"%s\",\"message\":%s}\n",
-                  code_name(st.error_code()), nlohmann::json(st.error_message()).dump().c_str());
-    std::fprintf(stderr, "xbngctl: %s: NOT SERVING: %s: %s\n", o_.server.c_str(),
-                 code_name(st.error_code()), st.error_message().c_str());
-    return 1;
+      std::printf("{\"status\":\"NOT_SERVING\",\"error\":%s}\n",
+                  failure_json(f, o_.server).c_str());
+    std::fprintf(stderr, "xbngctl: %s\n", f.message.c_str());
+    return f.exit_code;
   }
   if (o_.json) std::printf("{\"status\":\"SERVING\"}\n");
   else std::printf("%s: SERVING\n", o_.server.c_str());

@@ -79,8 +79,22 @@ SubscribersService::~SubscribersService() {
 }
 
 #define XBNG_BOOT_ID(ctx) (ctx)->AddInitialMetadata("xbng-boot-id", boot_id_)
-#define XBNG_WRITABLE() \
-  if (!read_only_.empty()) return Status(StatusCode::FAILED_PRECONDITION, read_only_)
+void SubscribersService::set_fleet_read_only(std::string node, std::string etcd_prefix) {
+  read_only_ = fmt::format(
+      "xbngd runs in fleet mode: etcd is the source of truth; write subscribers under {} in "
+      "etcd (xbngctl sub import --etcd ... --node {})",
+      etcd_prefix, node);
+  fleet_node_ = std::move(node);
+  fleet_prefix_ = std::move(etcd_prefix);
+}
+
+#define XBNG_WRITABLE()                                                   \
+  if (!read_only_.empty()) {                                              \
+    (ctx)->AddTrailingMetadata("xbng-error-reason", "fleet-read-only");   \
+    (ctx)->AddTrailingMetadata("xbng-fleet-node", fleet_node_);           \
+    (ctx)->AddTrailingMetadata("xbng-fleet-prefix", fleet_prefix_);       \
+    return Status(StatusCode::FAILED_PRECONDITION, read_only_);           \
+  }
 
 Status SubscribersService::UpsertSubscribers(ServerContext* ctx,
                                              const v1::UpsertSubscribersRequest* req,

@@ -3,9 +3,11 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <google/protobuf/util/json_util.h>
+#include <grpc/support/log.h>
 #include <grpcpp/grpcpp.h>
 
 #include <csignal>
+#include <cstdlib>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -18,6 +20,9 @@
 using namespace xbng::agent;
 
 int main(int argc, char** argv) {
+  // gRPC's own log lines (a failed handshake, ...) would precede xbngctl's
+  // one-line diagnosis; GRPC_VERBOSITY set: keep them, for debugging.
+  if (!std::getenv("GRPC_VERBOSITY")) gpr_set_log_function([](gpr_log_func_args*) {});
   CLI::App app{"xbngctl: control xbngd"};
   app.require_subcommand(1);
   CtlOptions o;
@@ -105,12 +110,19 @@ int main(int argc, char** argv) {
   auto* dump = bpf->add_subcommand("dump", "print subscribers and routes from the pinned maps");
   dump->add_option("--bpffs", bpffs, "pin directory")->default_str(bpffs);
 
-  CLI11_PARSE(app, argc, argv);
+  // Usage errors (an unknown flag, a missing argument) exit 2: xbngctl(8).
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    return report_local(o, "usage", fmt::format("{}; run with --help for usage", e.what()),
+                        kExitUsage);
+  }
   try {
     if (*dump) return ctl_bpf_dump(o, bpffs);
     if (*trace) return ctl_trace(o, ta);
     if (*imp && !etcd.empty()) {
-      if (node.empty()) throw std::runtime_error("sub import --etcd needs --node");
+      if (node.empty()) throw CtlUsageError("sub import --etcd needs --node");
       eo.endpoints = split_endpoints(etcd);
       if (!etcd_password_file.empty()) {
         std::ifstream in(etcd_password_file);
@@ -119,16 +131,16 @@ int main(int argc, char** argv) {
       }
       return ctl_etcd_import(eo, node, import_file, txn_ops, inflight);
     }
-    if (*imp && !node.empty()) throw std::runtime_error("sub import --node needs --etcd");
+    if (*imp && !node.empty()) throw CtlUsageError("sub import --node needs --etcd");
     if (*imp && atomic && !etcd.empty())
-      throw std::runtime_error("sub import --atomic writes to xbngd, not etcd");
+      throw CtlUsageError("sub import --atomic writes to xbngd, not etcd");
     Ctl ctl(o);
     if (*health) return ctl.health(health_timeout_ms);
     if (*add) return ctl.sub_add(a);
     if (*del) {
       if (!del_file.empty()) return ctl.sub_del_file(del_file);
       if (a.port.empty() || !a.outer || !a.inner)
-        throw std::runtime_error("sub del: give --port, --outer and --inner, or --file");
+        throw CtlUsageError("sub del: give --port, --outer and --inner, or --file");
       return ctl.sub_del(a);
     }
     if (*get) return ctl.sub_get(a);
@@ -136,9 +148,10 @@ int main(int argc, char** argv) {
     if (*imp) return atomic ? ctl.sub_import_atomic(import_file) : ctl.sub_import(import_file);
     if (*stats) return ctl.stats();
     if (*events) return ctl.events(count);
+  } catch (const CtlUsageError& e) {
+    return report_local(o, "usage", e.what(), kExitUsage);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "xbngctl: %s\n", e.what());
-    return 1;
+    return report_local(o, "error", e.what(), kExitRefused);
   }
   return 0;
 }

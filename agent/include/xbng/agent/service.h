@@ -65,9 +65,11 @@ class SubscribersService final
   }
   // Connection counters for GetStats (set once the server listens).
   void set_connection_stats(std::function<ListenerStats()> f) { connection_stats_ = std::move(f); }
-  // Fleet mode (issue 13): writes get FAILED_PRECONDITION with this message.
-  // Set before serving.
-  void set_read_only(std::string why) { read_only_ = std::move(why); }
+  // Fleet mode: writes get FAILED_PRECONDITION naming the node's etcd
+  // prefix, with trailing metadata for clients to key on (the message is for
+  // people): xbng-error-reason = fleet-read-only, xbng-fleet-node,
+  // xbng-fleet-prefix. Set before serving.
+  void set_fleet_read_only(std::string node, std::string etcd_prefix);
   // Bring-up: lease state shown by Get/ListSubscribers (may stay null).
   void set_leases(const LeaseTable* leases) { leases_ = leases; }
   // `xbngctl trace` (may stay null: Trace answers UNIMPLEMENTED).
@@ -93,7 +95,8 @@ class SubscribersService final
   uint64_t started_ns_;
   std::atomic<bool> stopping_{false};
   WatchStreams watch_;
-  std::string read_only_;
+  std::string read_only_;  // non-empty: fleet mode, the refusal's message
+  std::string fleet_node_, fleet_prefix_;
   const LeaseTable* leases_ = nullptr;
   Tracer* tracer_ = nullptr;
 };
