@@ -125,7 +125,7 @@ std::string read_frame_file(const std::string& path) {
 int ctl_trace(const CtlOptions& o, const TraceArgs& a) {
   v1::TraceRequest req;
   const bool access = !a.port.empty();
-  if (!access && a.uplink.empty()) throw std::runtime_error("trace: give --port or --uplink");
+  if (!access && a.uplink.empty()) throw CtlUsageError("trace: give --port or --uplink");
   req.set_port(access ? a.port : a.uplink);
   if (!a.frame_file.empty()) {
     req.set_frame(read_frame_file(a.frame_file));
@@ -133,7 +133,7 @@ int ctl_trace(const CtlOptions& o, const TraceArgs& a) {
     if (a.src.empty() || a.dst.empty())
       throw std::runtime_error("trace: give --src and --dst, or --frame FILE");
     if (access && (!a.outer || !a.inner))
-      throw std::runtime_error("trace --port: give --outer and --inner");
+      throw CtlUsageError("trace --port: give --outer and --inner");
     req.set_outer_vlan(a.outer);
     req.set_inner_vlan(a.inner);
     req.set_src(a.src);
@@ -150,19 +150,7 @@ int ctl_trace(const CtlOptions& o, const TraceArgs& a) {
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
   v1::TraceReply r;
   grpc::Status st = stub->Trace(&ctx, req, &r);
-  if (!st.ok()) {
-    const char* code = grpc_code_name(st.error_code());
-    if (o.json) {
-      std::string msg;
-      for (char c : st.error_message()) {
-        if (c == '"' || c == '\\') msg += '\\';
-        msg += c;
-      }
-      std::printf("{\"error\":{\"code\":\"%s\",\"message\":\"%s\"}}\n", code, msg.c_str());
-    }
-    std::fprintf(stderr, "xbngctl: %s: %s\n", code, st.error_message().c_str());
-    return 1;
-  }
+  if (!st.ok()) return report_status(o, st, &ctx, std::chrono::seconds(30));
   if (o.json) {
     google::protobuf::util::JsonPrintOptions jo;
     jo.preserve_proto_field_names = true;
