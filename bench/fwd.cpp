@@ -1,4 +1,4 @@
-// xbng_bench_fwd: forwarding through veth, in Mpps (issue #6, part 3).
+// xbng_bench_fwd: forwarding through veth, in Mpps.
 //
 //   sub ns            dut ns                          net ns
 //   sub0 [sink] ---- acc0 [xdp_access]  upl0 [xdp_uplink] ---- net0 [sink]

@@ -1,4 +1,4 @@
-// DHCPv4 (issue 10): parser, builder and server, byte-exact; the frame layer
+// DHCPv4: parser, builder and server, byte-exact; the frame layer
 // with checksums; a deterministic mutation fuzz loop over both parsers.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
