@@ -3,7 +3,7 @@
  * GCRA form (include/xbng/abi.h, struct xbng_bucket). Upstream the bucket
  * sits in the subscriber entry the lookup already fetched; downstream every
  * route of a subscriber carries its slot in `police`, whose 64-byte entry
- * holds the one bucket they share (docs/design.md "Rate plans").
+ * holds the one bucket they share (docs/policing.md).
  * Unlimited subscribers cost one flag test per packet, no clock read. */
 #ifndef XBNG_BPF_POLICE_H
 #define XBNG_BPF_POLICE_H

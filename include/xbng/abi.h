@@ -49,7 +49,7 @@ struct xbng_sub_key {
  * packet of L bytes conforms when max(tat_ns, now) + cost(L) - now <= the
  * cost of burst_bytes, and then moves tat_ns there. This is RFC 2697's
  * committed bucket (CIR, CBS; color-blind, red dropped) with the token count
- * expressed as the time it takes to refill. See docs/design.md "Rate plans". */
+ * expressed as the time it takes to refill. See docs/policing.md. */
 #define XBNG_POLICE_FP_SHIFT 12 /* byte_ns_fp: ns per byte in 1/4096 ns */
 struct xbng_bucket {
 	__u64 tat_ns;      /* theoretical arrival time (bpf_ktime_get_ns clock) */
@@ -197,7 +197,7 @@ struct xbng_police {
 /* MAC policy of a subscriber: xbng_subscriber.flags bits 8..9 (0 = its
  * port's xbng_port.mac_policy; a port's 0 means LEARN_ONCE). A frame whose
  * source MAC differs from a valid MAC in the entry is
- *   LEARN_ONCE: accepted, MAC unchanged, MAC_CONFLICT event (today's rule);
+ *   LEARN_ONCE: accepted, MAC unchanged, MAC_CONFLICT event (the default);
  *   FOLLOW:     anti-spoof-clean frames move the MAC (MAC_CHANGED event);
  *   ENFORCE:    dropped (DROP_MAC_MISMATCH), MAC_CONFLICT event.
  * Events are rate-limited per subscriber (`mac_seen`) and per CPU. */
