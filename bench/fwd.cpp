@@ -213,7 +213,7 @@ std::string reason_deltas(const std::vector<uint64_t>& a, const std::vector<uint
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"xbng forwarding through veth, Mpps (bench part 3)"};
+  CLI::App app{"xbng forwarding through veth, Mpps"};
   std::string sizes_arg = "1K,60K,1M";
   bool quick = false;
   double seconds = 0;

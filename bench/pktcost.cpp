@@ -285,7 +285,7 @@ std::string fmt_ratio(std::optional<double> v) { return v ? fmt::format("{:.2f}"
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"xbng per-packet cost with BPF_PROG_TEST_RUN (bench part 2)"};
+  CLI::App app{"xbng per-packet cost with BPF_PROG_TEST_RUN"};
   std::string sizes_arg = "1K,60K,1M";
   bool quick = false, skip_failed = false;
   int repeat = 0, trials = 0;

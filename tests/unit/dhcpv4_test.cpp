@@ -373,7 +373,7 @@ TEST(PuntFrame, RefusesWhatIsNotQinqIpUdp) {
 }
 
 // ---- fuzz: deterministic mutations of valid messages under the sanitizer build ----
-// XBNG_FUZZ_ITERATIONS sets the count (CI: 20000; the 200K run:
+// XBNG_FUZZ_ITERATIONS sets the count (CI: 20000; the long run, 200K:
 // XBNG_FUZZ_ITERATIONS=200000 in the ASan/UBSan build).
 TEST(Dhcpv4Fuzz, MutatedPacketsNeverCrash) {
   const char* env = std::getenv("XBNG_FUZZ_ITERATIONS");
