@@ -32,7 +32,7 @@ struct AgentOptions {
   // Fleet mode (docs/fleet.md): subscribers come from etcd; gRPC writes are refused.
   std::optional<FleetOptions> fleet;
   std::vector<std::string> reserved;  // security.reserved: never a subscriber's address
-  punt::BringupOptions bringup;  // DHCP/RA servers on the punt path (docs/bringup.md)
+  punt::BringupOptions bringup;  // DHCP/RA servers on the punt path (docs/design.md, "Subscriber bring-up")
   std::string journal_file;  // the store's write-ahead journal; "" = none
 };
 
