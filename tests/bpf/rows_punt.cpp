@@ -164,6 +164,19 @@ std::vector<Row> punt_rows()
 		steps.push_back(punt_step(kS2, discover(kS2), XBNG_PUNT_KIND_DHCPV4, XBNG_PUNT_DHCPV4));
 		add(row("a burst of DISCOVERs: the burst passes, the rest is limited", std::move(steps)));
 	}
+	{
+		// The budget is per protocol: a DHCPv4 storm spends the subscriber's
+		// DHCPv4 budget only; its DHCPv6 and Router Solicitations still pass.
+		std::vector<Step> steps;
+		for (int i = 0; i < XBNG_DEFAULT_PUNT_SUB_BURST; i++)
+			steps.push_back(punt_step(s1, discover(s1), XBNG_PUNT_KIND_DHCPV4, XBNG_PUNT_DHCPV4));
+		for (int i = 0; i < 3; i++)
+			steps.push_back(access(kAcc0, discover(s1), XDP_DROP, XBNG_DROP_PUNT_RATE_SUBSCRIBER));
+		steps.push_back(punt_step(s1, solicit(s1), XBNG_PUNT_KIND_DHCPV6, XBNG_PUNT_DHCPV6));
+		steps.push_back(punt_step(s1, router_solicit(s1), XBNG_PUNT_KIND_RS, XBNG_PUNT_ROUTER_SOLICIT));
+		steps.push_back(access(kAcc0, discover(s1), XDP_DROP, XBNG_DROP_PUNT_RATE_SUBSCRIBER));
+		add(row("a DHCPv4 flood leaves the subscriber's DHCPv6 and RS budgets alone", std::move(steps)));
+	}
 	// ---- the data path is untouched --------------------------------------------------------
 	add(row("data frame after punts is forwarded without a punt record",
 		{punt_step(s1, discover(s1), XBNG_PUNT_KIND_DHCPV4, XBNG_PUNT_DHCPV4),
