@@ -30,6 +30,8 @@ lease_time = 600
 [dhcpv6]
 preferred_lifetime = 600
 valid_lifetime = 1200
+t1 = 300
+t2 = 480
 """
 
 # The tracker's example: key 100/31, its CPE's MAC as the tag emulator wants it.
@@ -75,6 +77,9 @@ class LeaseOwnershipTest(unittest.TestCase):
         b = self.b
         ns = b.cpe(s)
         c4, _ = b.dhclient(ns)
+        # dhclient -6 binds to the link-local address: once the kernel's RS got its RA.
+        wait_for(lambda: b.default_via(ns, "-6") == "fe80::1", 30, 0.3, "IPv6 default route via fe80::1")
+        b.wait_dad(ns)
         c6, _ = b.dhclient(ns, v6=True, extra=["-N"])
         wait_for(lambda: b.lease(s).get("bound") and b.lease(s, "v6").get("bound"), 40, 0.3,
                  f"v4 and v6 leases of {s['outer_vlan']}/{s['inner_vlan']} in xbngd")
