@@ -467,7 +467,7 @@ int main(int argc, char** argv) {
   app.add_option("--pid", o.pid, "process to sample CPU and RSS of (xbngd)");
   app.add_option("--json", o.json, "write the figures as JSON");
   app.add_option("--fwd-netns", o.fwd_netns, "xbngd's namespace: measure its forwarding during the storm");
-  app.add_option("--fwd-link", o.fwd_link, "xbngd's pinned XDP link of the access port (<bpffs>/v2/links/acc0)");
+  app.add_option("--fwd-link", o.fwd_link, "xbngd's pinned XDP link of the access port (<bpffs>/v3/links/acc0)");
   app.add_option("--fwd-iface", o.fwd_iface, "xbngd's access port")->capture_default_str();
   app.add_option("--fwd-keys", o.fwd_keys, "other (already provisioned) subscribers: indices [0, K)");
   app.add_option("--fwd-repeat", o.fwd_repeat, "BPF_PROG_TEST_RUN repeat of an idle figure")
