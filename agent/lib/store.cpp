@@ -1373,6 +1373,7 @@ Status SubscriberStore::apply(Plan& p) {
     }
     for (const auto& c : e.claims) set_owner(c, rec);
     const SubscriberSpec& sp = recs_[rec];
+    if (change_hook_) change_hook_(sp.key, &sp, e.old_rec < 0);
     publish(e.old_rec >= 0 ? xbng::v1::Event::SUBSCRIBER_UPDATED : xbng::v1::Event::SUBSCRIBER_ADDED,
             sp.key, sp.has_mac ? &sp.mac : nullptr);
   }
@@ -1659,6 +1660,7 @@ Status SubscriberStore::remove_locked(const std::vector<SubKey>& ks, uint64_t* d
     index_.erase(key_rank(s.key));
     count_key(s.key, -1);
     publish(xbng::v1::Event::SUBSCRIBER_REMOVED, s.key, s.has_mac ? &s.mac : nullptr);
+    if (change_hook_) change_hook_(s.key, nullptr, false);
     s = SubscriberSpec{};
     free_.push_back(rec);
   }

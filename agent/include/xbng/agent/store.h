@@ -142,6 +142,16 @@ class SubscriberStore {
   uint64_t map_entries(MapId id) const;
   const PortResolver& ports() const { return ports_; }
 
+  // Called for every subscriber a change created, updated or deleted, once
+  // the change is in the maps and the index, under the store's lock (so that
+  // nothing reads the subscriber in between): `now` null = deleted,
+  // `created` = the key was not provisioned before. Every path that changes
+  // subscribers (upsert, stream and import, delete, the fleet's sync) goes
+  // through here; the lease table ends the leases a subscriber loses. Set
+  // once, before the first change; it must not call back into the store.
+  using ChangeHook = std::function<void(const SubKey& k, const SubscriberSpec* now, bool created)>;
+  void set_change_hook(ChangeHook h) { change_hook_ = std::move(h); }
+
  private:
   struct RouteKey;
   struct Plan;
@@ -189,6 +199,7 @@ class SubscriberStore {
 
   StoreMaps maps_;
   PortResolver ports_;
+  ChangeHook change_hook_;
   EventHub* hub_;
   std::shared_ptr<const ReservedSet> reserved_;  // under mu_
   std::unique_ptr<Journal> journal_;             // under mu_; null: none

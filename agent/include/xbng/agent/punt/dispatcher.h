@@ -88,6 +88,7 @@ class Dispatcher {
   bool send_ra(const PortBringup& port, const SubKey& key, const SubscriberSpec& spec,
                const Mac& dst_mac, const Ipv6& dst);
   void schedule_ra(const SubKey& key);
+  void confirm(const SubKey& key, LeaseFamily f);
   L2 l2_to(const PortBringup& port, const SubKey& key, const Mac& dst) const;
 
   SubscriberStore* store_;
