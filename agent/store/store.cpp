@@ -1,4 +1,4 @@
-#include "xbng/agent/store.h"
+#include "store/store.h"
 
 #include <absl/cleanup/cleanup.h>
 #include <absl/container/flat_hash_set.h>

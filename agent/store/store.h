@@ -20,7 +20,7 @@
 
 #include "xbng/agent/dataplane.h"
 #include "xbng/agent/events.h"
-#include "xbng/agent/journal.h"
+#include "store/journal.h"
 #include "xbng/agent/reserved.h"
 #include "xbng/agent/subscriber.h"
 
