@@ -171,6 +171,14 @@ class SubscriberStore {
                        const absl::flat_hash_map<uint64_t, size_t>& released, const Plan& p,
                        const std::vector<SubscriberSpec>& specs, bool atomic, size_t input) const;
 
+  // ---- the stream pipeline (stream.cpp)
+  // Plans and applies specs (numbered by idx) in sequential mode under mu_,
+  // reporting each refused entry to `fail`; leaves both vectors empty (their
+  // buffers kept for reuse).
+  void apply_specs(std::vector<SubscriberSpec>& specs, std::vector<size_t>& idx, bool resync,
+                   const std::function<void(size_t, const grpc::Status&)>& fail,
+                   uint64_t* applied);
+
   // ---- writing (writer.cpp)
   grpc::Status apply(Plan& p);
   // The values apply() writes, and what they replace.
