@@ -28,7 +28,7 @@
 #include "xbng/agent/punt/io.h"
 #include "xbng/agent/ra/ra.h"
 #include "xbng/agent/ra/scheduler.h"
-#include "xbng/agent/store.h"
+#include "store/store.h"
 
 namespace xbng::agent::punt {
 
