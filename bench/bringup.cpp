@@ -14,6 +14,12 @@
 //   --netns NS --iface IF [--pid PID]
 //                    against a real xbngd: IF (in namespace NS) is the peer
 //                    of xbngd's access port; PID is xbngd's, for CPU/RSS.
+//   --flood-dhcpv4 PPS
+//                    meanwhile every CPE also floods DHCPv4 DISCOVERs (other
+//                    xids, their answers ignored), PPS frames/s in all, round
+//                    robin, from --flood-lead seconds before the sessions
+//                    start: what a DHCPv4 storm does to the other protocols.
+//                    IPv6 sessions (REPLY + RA) are then counted on their own.
 // A benchmark: it prints what it measured and never passes or fails on a
 // threshold (exit status 0 unless it could not run).
 #include <arpa/inet.h>
@@ -39,6 +45,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <linux/bpf.h>
+#include <linux/filter.h>
 
 #include "bench_util.hpp"
 #include "pktcost.skel.h"
@@ -172,10 +179,15 @@ struct Options {
   std::string netns, iface, json;
   std::string fwd_netns, fwd_link, fwd_iface = "acc0";
   uint32_t fwd_keys = 0, fwd_repeat = 200000;
+  uint32_t flood_v4 = 0;  // DISCOVERs/s of the DHCPv4 flood over all CPEs (0: none)
+  double flood_lead = 1.0;
+  std::string iface_for_flood;  // set by main: the CPE side interface
 };
 
 struct Results {
   uint32_t bound = 0, failed = 0;
+  uint32_t bound_v6 = 0;       // CPEs holding their DHCPv6 REPLY and an RA (IPv4 or not)
+  size_t flood_sent = 0;       // DISCOVERs of the DHCPv4 flood
   std::string first_wrong;  // what the first wrong binding was
   uint64_t retransmits = 0, wrong_binding = 0, naks = 0, advertises = 0, stray = 0;
   double wall = 0;
@@ -280,6 +292,34 @@ Results run_storm(const Options& o, PacketSocket& sock, FwdProbe* fwd) {
     }
   };
 
+  // The DHCPv4 flood: its own socket (a filter that accepts nothing: it
+  // only sends), paced in 1 ms slices.
+  std::atomic<bool> flooding{o.flood_v4 > 0};
+  std::thread flooder;
+  if (o.flood_v4) {
+    auto fs = std::make_shared<PacketSocket>(o.iface_for_flood);
+    sock_filter none[] = {BPF_STMT(BPF_RET | BPF_K, 0)};
+    sock_fprog prog{1, none};
+    setsockopt(fs->fd(), SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof prog);
+    flooder = std::thread([&r, &o, &flooding, fs] {
+      const double start = now_s();
+      uint64_t sent = 0;
+      uint32_t next = 0;
+      while (flooding.load()) {
+        const double due = double(o.flood_v4) * (now_s() - start);
+        while (double(sent + fs->pending()) < due && fs->pending() < 4096) {
+          const uint32_t i = o.first + next;
+          fs->queue(dhcp4_discover(cpe_of(i), 0x20000000u + i));
+          next = next + 1 == o.n ? 0 : next + 1;
+        }
+        sent += fs->flush();
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      r.flood_sent = sent;
+    });
+    std::this_thread::sleep_for(std::chrono::duration<double>(o.flood_lead));
+  }
+
   const double t0 = now_s();
   double last_progress = t0;
   while (r.bound + r.failed < o.n) {
@@ -371,6 +411,10 @@ Results run_storm(const Options& o, PacketSocket& sock, FwdProbe* fwd) {
   }
   r.wall = now_s() - t0;
   r.failed = o.n - r.bound;
+  for (const Session& s : ss)
+    if ((s.flags & (kV6Bound | kRaSeen)) == (kV6Bound | kRaSeen)) ++r.bound_v6;
+  flooding = false;
+  if (flooder.joinable()) flooder.join();
   storming = false;
   if (fwd_thread.joinable()) {
     fwd_thread.join();
@@ -423,10 +467,15 @@ int main(int argc, char** argv) {
   app.add_option("--pid", o.pid, "process to sample CPU and RSS of (xbngd)");
   app.add_option("--json", o.json, "write the figures as JSON");
   app.add_option("--fwd-netns", o.fwd_netns, "xbngd's namespace: measure its forwarding during the storm");
-  app.add_option("--fwd-link", o.fwd_link, "xbngd's pinned XDP link of the access port (<bpffs>/v2/links/acc0)");
+  app.add_option("--fwd-link", o.fwd_link, "xbngd's pinned XDP link of the access port (<bpffs>/v3/links/acc0)");
   app.add_option("--fwd-iface", o.fwd_iface, "xbngd's access port")->capture_default_str();
   app.add_option("--fwd-keys", o.fwd_keys, "other (already provisioned) subscribers: indices [0, K)");
   app.add_option("--fwd-repeat", o.fwd_repeat, "BPF_PROG_TEST_RUN repeat of an idle figure")
+      ->capture_default_str();
+  app.add_option("--flood-dhcpv4", o.flood_v4,
+                 "meanwhile flood DHCPv4 DISCOVERs from every CPE, PPS frames/s in all (0: none)")
+      ->capture_default_str();
+  app.add_option("--flood-lead", o.flood_lead, "seconds of flood before the sessions start")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   if (o.iface.empty()) self_test = true;
@@ -463,6 +512,7 @@ int main(int argc, char** argv) {
     std::optional<xbench::NetnsGuard> in;
     if (!cpe_ns.empty()) in.emplace(cpe_ns);
     PacketSocket sock(cpe_if);
+    o.iface_for_flood = cpe_if;  // the flood's socket is opened in the same namespace
     std::fprintf(stderr, "bringup: %u CPEs from #%u on %s%s, window %u, rate %s, %s\n", o.n, o.first,
                  cpe_if.c_str(), cpe_ns.empty() ? "" : (" in " + cpe_ns).c_str(), o.window,
                  o.rate ? std::to_string(o.rate).c_str() : "unlimited",
@@ -481,6 +531,10 @@ int main(int argc, char** argv) {
                 o.rapid_commit ? " rapid commit" : "/ADVERTISE/REQUEST",
                 self_test ? "self-test responder (xbng_protocols in-process, AF_PACKET)" : "against xbngd");
     std::printf("  bound %u, failed %u in %.2f s: %.0f sessions/s\n", r.bound, r.failed, r.wall, rate);
+    if (o.flood_v4)
+      std::printf("  with a DHCPv4 flood of %u frames/s (%zu DISCOVERs sent): IPv6 bound (REPLY + RA) "
+                  "%u of %u\n",
+                  o.flood_v4, r.flood_sent, r.bound_v6, o.n);
     std::printf("  time to bound: p50 %.1f ms, p99 %.1f ms, max %.1f ms\n", p50, p99, pmax);
     std::printf("  frames sent %zu, received %zu; retransmissions %llu, NAKs %llu, ADVERTISEs %llu, "
                 "wrong bindings %llu, stray %llu\n",
@@ -510,7 +564,9 @@ int main(int argc, char** argv) {
                       {"sessions_per_s", rate}, {"ttb_p50_ms", p50}, {"ttb_p99_ms", p99},
                       {"ttb_max_ms", pmax}, {"retransmits", r.retransmits}, {"naks", r.naks},
                       {"advertises", r.advertises}, {"wrong_bindings", r.wrong_binding},
-                      {"frames_sent", r.sent}, {"frames_received", r.received}};
+                      {"frames_sent", r.sent}, {"frames_received", r.received},
+                      {"bound_v6", r.bound_v6}, {"flood_dhcpv4_pps", o.flood_v4},
+                      {"flood_sent", r.flood_sent}};
       if (r.sampled)
         j["process"] = {{"pid", o.pid}, {"cpu_pct_avg", r.cpu_pct}, {"cpu_pct_peak", r.cpu_pct_peak},
                         {"rss_mb_start", r.rss_kb_start / 1024.0}, {"rss_mb_peak", r.rss_kb_peak / 1024.0}};

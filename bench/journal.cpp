@@ -14,7 +14,7 @@
 #include <filesystem>
 #include <vector>
 
-#include "xbng/agent/journal.h"
+#include "store/journal.h"
 #include "xbng/agent/net.h"
 
 using namespace xbng::agent;

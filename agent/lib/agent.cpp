@@ -82,6 +82,15 @@ void Agent::start_bringup(const punt::BringupOptions& opts) {
     spdlog::info("DHCPv6 server DUID {} ({})", dhcpv6::format_duid_hex(*duid), o.duid_file);
   }
   leases_ = std::make_unique<LeaseTable>(&hub_, dp_->resolver(), o.lease_file);
+  // A lease never outlives its subscriber: restored leases of subscribers
+  // gone (or changed) while xbngd was stopped are dropped, and from now on
+  // every change of a subscriber ends the leases it loses.
+  leases_->retain_owned([s = store_.get()](const SubKey& k, SubscriberSpec* out) {
+    std::optional<Mac> learned;
+    return s->binding(k, out, &learned);
+  });
+  store_->set_change_hook([l = leases_.get()](const SubKey& k, const SubscriberSpec* now,
+                                              bool created) { l->on_subscriber_change(k, now, created); });
   std::vector<punt::PortBringup> ports;
   std::vector<uint32_t> ifindexes;
   for (const auto& p : dp_->ports()) {

@@ -1,5 +1,5 @@
 // SubscribersService::Trace: `xbngctl trace` (trace.h does the work).
-#include "xbng/agent/service.h"
+#include "api/service.h"
 #include "xbng/agent/trace.h"
 
 namespace xbng::agent {

@@ -11,8 +11,8 @@
 const volatile __u64 events_per_sec = XBNG_DEFAULT_EVENTS_PER_SEC;
 const volatile __u64 unknown_interval_ns = XBNG_DEFAULT_UNKNOWN_INTERVAL_NS;
 /* Bring-up: punt control frames to xbngd (0: drop them, counted),
- * GCRA per subscriber (emission interval, burst tolerance) and a per-CPU
- * window per access port. */
+ * GCRA per subscriber and protocol (emission interval, burst tolerance: the
+ * same for each protocol) and a per-CPU window per access port. */
 const volatile __u32 punt_enabled = 1;
 const volatile __u64 punt_sub_interval_ns = 1000000000ull / XBNG_DEFAULT_PUNT_SUB_RATE;
 const volatile __u64 punt_sub_tolerance_ns =
@@ -181,8 +181,8 @@ struct {
 	__uint(max_entries, XBNG_PUNT_RINGBUF_BYTES);
 } punt SEC(".maps");
 
-/* Per-subscriber punt rate limit (GCRA state), touched only by control
- * frames; fast path. Kept out of `subscribers` on purpose. */
+/* Per-subscriber punt rate limits (a GCRA state per protocol), touched only
+ * by control frames; fast path. Kept out of `subscribers` on purpose. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, XBNG_PUNT_LIMIT_ENTRIES);

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /* Punt of control frames (DHCPv4, DHCPv6, Router Solicitations) of
- * provisioned subscribers to xbngd, rate-limited per subscriber (GCRA in
- * `punt_limit`) and per port (per-CPU window in `punt_port_budget`). Only
- * control frames reach this file: data frames pay nothing for it. */
+ * provisioned subscribers to xbngd, rate-limited per subscriber and protocol
+ * (three GCRAs in one `punt_limit` entry) and per port (per-CPU window in
+ * `punt_port_budget`). Only control frames reach this file: data frames pay
+ * nothing for it. */
 #ifndef XBNG_BPF_PUNT_H
 #define XBNG_BPF_PUNT_H
 
@@ -11,25 +12,29 @@
 
 #define XBNG_PUNT_NSEC_PER_SEC 1000000000ull
 
-/* GCRA (virtual scheduling): allowed while the theoretical arrival time is
- * at most `tolerance` ahead of now. Two CPUs racing on one subscriber may
- * both pass: the bound is loose by a frame, never unbounded. */
-XBNG_INLINE int punt_sub_allowed(const struct xbng_sub_key *key, __u64 now)
+/* GCRA (virtual scheduling) of protocol `i` (enum xbng_punt_kind - 1): allowed
+ * while its theoretical arrival time is at most `tolerance` ahead of now.
+ * Each protocol has its own budget (the same rate and burst): a flood of one
+ * leaves the others of the subscriber alone. Two CPUs racing on one
+ * subscriber may both pass: the bound is loose by a frame, never unbounded. */
+XBNG_INLINE int punt_sub_allowed(const struct xbng_sub_key *key, __u32 i, __u64 now)
 {
-	struct xbng_punt_gcra *g, fresh;
+	struct xbng_punt_gcra *g, fresh = {};
 	__u64 tat;
 
+	if (i >= XBNG_PUNT_KINDS)
+		return 0;
 	g = bpf_map_lookup_elem(&punt_limit, key);
 	XBNG_SHADOW(struct xbng_punt_gcra, g);
 	if (!g) {
-		fresh.tat_ns = now + punt_sub_interval_ns;
+		fresh.tat_ns[i] = now + punt_sub_interval_ns;
 		XBNG_LIVE(bpf_map_update_elem(&punt_limit, key, &fresh, BPF_ANY));
 		return 1;
 	}
-	tat = g->tat_ns > now ? g->tat_ns : now;
+	tat = g->tat_ns[i] > now ? g->tat_ns[i] : now;
 	if (tat - now > punt_sub_tolerance_ns)
 		return 0;
-	g->tat_ns = tat + punt_sub_interval_ns;
+	g->tat_ns[i] = tat + punt_sub_interval_ns;
 	return 1;
 }
 
@@ -59,11 +64,16 @@ XBNG_INLINE int punt_frame(const struct xbng_pkt *p, const struct xbng_sub_key *
 	struct xbng_punt_record *r;
 	__u64 now = bpf_ktime_get_ns();
 	__u32 len = p->len;
+	__u32 proto = kind - XBNG_PUNT_KIND_DHCPV4; /* budget index; a constant once inlined */
 
 	if (len > XBNG_PUNT_MAX_FRAME)
 		return drop(p, XBNG_DROP_PUNT_TOO_BIG);
-	if (!punt_sub_allowed(key, now))
+	if (proto >= XBNG_PUNT_KINDS)
+		return drop(p, XBNG_DROP_INTERNAL);
+	if (!punt_sub_allowed(key, proto, now)) {
+		count_reason(XBNG_PUNT_RATE_SUB_DHCPV4 + proto, 0); /* which budget */
 		return drop(p, XBNG_DROP_PUNT_RATE_SUBSCRIBER);
+	}
 	if (!punt_port_allowed(p->port->slot, now))
 		return drop(p, XBNG_DROP_PUNT_RATE_PORT);
 	XBNG_TRACE_STEP(XBNG_TS_PUNT, kind, len);

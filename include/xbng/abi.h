@@ -14,7 +14,7 @@
 
 /* Bumped on any change of a map's key/value layout, type or semantics. The
  * pin directory is <bpffs>/v<XBNG_ABI_VERSION>/. */
-#define XBNG_ABI_VERSION 2
+#define XBNG_ABI_VERSION 3
 
 #define XBNG_MAX_PORTS 64                  /* access + uplink ports */
 #define XBNG_DEFAULT_MAX_SUBSCRIBERS 1000000
@@ -264,8 +264,9 @@ struct xbng_icmp_scratch {
  * Solicitations of provisioned subscribers into the `punt` ring buffer (one
  * record per frame: this header, then the frame as received, both tags
  * kept) and drops them; xbngd answers on the access port. Rate limits: per
- * subscriber a GCRA (`punt_limit`, LRU keyed by subscriber, touched only by
- * control frames) and per port a per-CPU window (`punt_port_budget`). */
+ * subscriber and protocol a GCRA (`punt_limit`, LRU keyed by subscriber,
+ * touched only by control frames) and per port a per-CPU window
+ * (`punt_port_budget`). */
 #define XBNG_PUNT_RINGBUF_BYTES (4 * 1024 * 1024)
 #define XBNG_PUNT_MAX_FRAME 1536       /* larger control frames are dropped (oversized) */
 #define XBNG_PUNT_LIMIT_ENTRIES 65536  /* LRU of subscribers that sent control frames lately */
@@ -275,6 +276,7 @@ enum xbng_punt_kind {
 	XBNG_PUNT_KIND_DHCPV6 = 2,
 	XBNG_PUNT_KIND_RS = 3,
 };
+#define XBNG_PUNT_KINDS 3
 
 /* One record of `punt`: fixed size (the frame occupies `len` bytes). */
 struct xbng_punt_record {
@@ -287,9 +289,12 @@ struct xbng_punt_record {
 	__u8 frame[XBNG_PUNT_MAX_FRAME];
 };
 
-/* Value of `punt_limit`: GCRA theoretical arrival time (ns, monotonic). */
+/* Value of `punt_limit`: per protocol (index kind - 1) a GCRA theoretical
+ * arrival time (ns, monotonic). One budget per protocol, so that a storm of
+ * one (say DHCPv4) cannot starve the others of the same subscriber; the
+ * three share the 24 bytes one lookup brings in. */
 struct xbng_punt_gcra {
-	__u64 tat_ns;
+	__u64 tat_ns[XBNG_PUNT_KINDS];
 };
 
 /* Value of `punt_port_budget` (per-CPU array indexed by port slot). */
@@ -298,7 +303,7 @@ struct xbng_punt_window {
 	__u64 used;
 };
 
-#define XBNG_DEFAULT_PUNT_SUB_RATE 10     /* control frames/s per subscriber, sustained */
+#define XBNG_DEFAULT_PUNT_SUB_RATE 10     /* control frames/s per subscriber and protocol, sustained */
 #define XBNG_DEFAULT_PUNT_SUB_BURST 20    /* ... and in a burst */
 #define XBNG_DEFAULT_PUNT_PORT_RATE 20000 /* control frames/s per access port per CPU */
 
@@ -320,6 +325,7 @@ static_assert(sizeof(struct xbng_port_stats) == 32, "ABI");
 static_assert(sizeof(struct xbng_counter) == 16, "ABI");
 static_assert(sizeof(struct xbng_event) == 32, "ABI");
 static_assert(sizeof(struct xbng_punt_record) == 24 + XBNG_PUNT_MAX_FRAME, "ABI");
+static_assert(sizeof(struct xbng_punt_gcra) == 24, "ABI");
 #else
 _Static_assert(sizeof(struct xbng_sub_key) == 8, "ABI");
 _Static_assert(sizeof(struct xbng_subscriber) == 64, "ABI");
@@ -329,6 +335,7 @@ _Static_assert(sizeof(struct xbng_port) == 68, "ABI");
 _Static_assert(sizeof(struct xbng_local_svc) == 4, "ABI");
 _Static_assert(sizeof(struct xbng_event) == 32, "ABI");
 _Static_assert(sizeof(struct xbng_punt_record) == 24 + XBNG_PUNT_MAX_FRAME, "ABI");
+_Static_assert(sizeof(struct xbng_punt_gcra) == 24, "ABI");
 #endif
 
 #endif /* XBNG_ABI_H */

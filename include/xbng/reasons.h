@@ -78,7 +78,11 @@
 	X(DROP_PUNT_RATE_PORT, "drop_punt_rate_port", XBNG_KIND_DROP)          \
 	X(DROP_PUNT_RING_FULL, "drop_punt_ring_full", XBNG_KIND_DROP)          \
 	X(DROP_PUNT_TOO_BIG, "drop_punt_oversized", XBNG_KIND_DROP)            \
-	X(DROP_DHCPV4_NO_IPV4, "drop_dhcpv4_no_ipv4", XBNG_KIND_DROP)
+	X(DROP_DHCPV4_NO_IPV4, "drop_dhcpv4_no_ipv4", XBNG_KIND_DROP)          \
+	/* which protocol's budget refused a drop_punt_rate_subscriber */     \
+	X(PUNT_RATE_SUB_DHCPV4, "punt_rate_subscriber_dhcpv4", XBNG_KIND_INFO) \
+	X(PUNT_RATE_SUB_DHCPV6, "punt_rate_subscriber_dhcpv6", XBNG_KIND_INFO) \
+	X(PUNT_RATE_SUB_RS, "punt_rate_subscriber_router_solicitation", XBNG_KIND_INFO)
 
 #define XBNG_REASON_ENUM_(name, str, kind) XBNG_##name,
 enum xbng_reason {

@@ -403,9 +403,13 @@ std::vector<std::vector<uint8_t>> Harness::drain_punts()
 	return punts_;
 }
 
-void Harness::set_punt_tat(const struct xbng_sub_key &k, uint64_t tat_ns)
+void Harness::set_punt_tat(const struct xbng_sub_key &k, uint64_t tat_ns, uint32_t kind)
 {
-	struct xbng_punt_gcra v{tat_ns};
+	struct xbng_punt_gcra v{};
+	(void)bpf_map_lookup_elem(map_fd("punt_limit"), &k, &v); /* the other protocols' stay */
+	for (uint32_t i = 0; i < XBNG_PUNT_KINDS; i++)
+		if (kind == 0 || kind == i + 1)
+			v.tat_ns[i] = tat_ns;
 	if (bpf_map_update_elem(map_fd("punt_limit"), &k, &v, BPF_ANY))
 		throw std::runtime_error("punt_limit update");
 }

@@ -194,7 +194,9 @@ public:
 	std::vector<struct xbng_event> drain_events();
 	std::vector<std::vector<uint8_t>> drain_punts(); // whole records
 	// Punt rate-limit state: GCRA time of a subscriber; port budget (all CPUs).
-	void set_punt_tat(const struct xbng_sub_key &k, uint64_t tat_ns);
+	// Every protocol's budget of k (kind 0), or only kind's (enum xbng_punt_kind):
+	// the next frame allowed at tat_ns.
+	void set_punt_tat(const struct xbng_sub_key &k, uint64_t tat_ns, uint32_t kind = 0);
 	void set_punt_port_used(uint32_t slot, uint64_t window_start_ns, uint64_t used);
 
 private:

@@ -137,7 +137,7 @@ std::vector<Row> punt_rows()
 
 	// ---- rate limits ------------------------------------------------------------------------
 	add(row("subscriber over its punt rate is dropped and counted",
-		access(kAcc0, discover(s1), XDP_DROP, XBNG_DROP_PUNT_RATE_SUBSCRIBER).pre([](Harness &h) {
+		access(kAcc0, discover(s1), XDP_DROP, XBNG_DROP_PUNT_RATE_SUBSCRIBER).count(XBNG_PUNT_RATE_SUB_DHCPV4).pre([](Harness &h) {
 			// GCRA: the next allowed time is a minute ahead.
 			h.set_punt_tat(kS1.key(), Harness::now_ns() + 60ull * 1000000000ull);
 		})));
@@ -160,9 +160,44 @@ std::vector<Row> punt_rows()
 		std::vector<Step> steps;
 		for (int i = 0; i < XBNG_DEFAULT_PUNT_SUB_BURST; i++)
 			steps.push_back(punt_step(s1, discover(s1), XBNG_PUNT_KIND_DHCPV4, XBNG_PUNT_DHCPV4));
-		steps.push_back(access(kAcc0, discover(s1), XDP_DROP, XBNG_DROP_PUNT_RATE_SUBSCRIBER));
+		steps.push_back(access(kAcc0, discover(s1), XDP_DROP, XBNG_DROP_PUNT_RATE_SUBSCRIBER)
+					.count(XBNG_PUNT_RATE_SUB_DHCPV4));
 		steps.push_back(punt_step(kS2, discover(kS2), XBNG_PUNT_KIND_DHCPV4, XBNG_PUNT_DHCPV4));
 		add(row("a burst of DISCOVERs: the burst passes, the rest is limited", std::move(steps)));
+	}
+	{
+		// The budget is per protocol: a DHCPv4 storm spends the subscriber's
+		// DHCPv4 budget only (here: its next DHCPv4 frame is a minute ahead);
+		// its DHCPv6 and Router Solicitations still pass, each counted apart.
+		auto flooded = [](Harness &h) {
+			h.set_punt_tat(kS1.key(), Harness::now_ns() + 60ull * 1000000000ull, XBNG_PUNT_KIND_DHCPV4);
+		};
+		std::vector<Step> steps;
+		steps.push_back(access(kAcc0, discover(s1), XDP_DROP, XBNG_DROP_PUNT_RATE_SUBSCRIBER)
+					.count(XBNG_PUNT_RATE_SUB_DHCPV4)
+					.pre(flooded));
+		steps.push_back(access(kAcc0, renew(s1), XDP_DROP, XBNG_DROP_PUNT_RATE_SUBSCRIBER)
+					.count(XBNG_PUNT_RATE_SUB_DHCPV4));
+		steps.push_back(punt_step(s1, solicit(s1), XBNG_PUNT_KIND_DHCPV6, XBNG_PUNT_DHCPV6));
+		steps.push_back(punt_step(s1, router_solicit(s1), XBNG_PUNT_KIND_RS, XBNG_PUNT_ROUTER_SOLICIT));
+		steps.push_back(access(kAcc0, discover(s1), XDP_DROP, XBNG_DROP_PUNT_RATE_SUBSCRIBER)
+					.count(XBNG_PUNT_RATE_SUB_DHCPV4));
+		add(row("a DHCPv4 flood leaves the subscriber's DHCPv6 and RS budgets alone", std::move(steps)));
+	}
+	{
+		// ... and each of the others is limited on its own, counted as its own.
+		auto flooded = [](Harness &h) {
+			const uint64_t later = Harness::now_ns() + 60ull * 1000000000ull;
+			h.set_punt_tat(kS1.key(), later, XBNG_PUNT_KIND_DHCPV6);
+			h.set_punt_tat(kS1.key(), later, XBNG_PUNT_KIND_RS);
+		};
+		add(row("DHCPv6 and RS over their budgets are limited, DHCPv4 still punted",
+			{access(kAcc0, solicit(s1), XDP_DROP, XBNG_DROP_PUNT_RATE_SUBSCRIBER)
+				 .count(XBNG_PUNT_RATE_SUB_DHCPV6)
+				 .pre(flooded),
+			 access(kAcc0, router_solicit(s1), XDP_DROP, XBNG_DROP_PUNT_RATE_SUBSCRIBER)
+				 .count(XBNG_PUNT_RATE_SUB_RS),
+			 punt_step(s1, discover(s1), XBNG_PUNT_KIND_DHCPV4, XBNG_PUNT_DHCPV4)}));
 	}
 	// ---- the data path is untouched --------------------------------------------------------
 	add(row("data frame after punts is forwarded without a punt record",

@@ -158,7 +158,7 @@ class RefusedStartTest(unittest.TestCase):
         r = subprocess.run(self.x.xbngd_argv(extra=["--config", path]), capture_output=True,
                            text=True, timeout=60)
         self.assertNotEqual(r.returncode, 0, r.stdout + r.stderr)
-        self.assertFalse(os.path.exists(f"{self.x.lab.bpffs}/v2/maps/subscribers"),
+        self.assertFalse(os.path.exists(f"{self.x.lab.bpffs}/v3/maps/subscribers"),
                          "something was loaded and pinned")
         return r.stdout + r.stderr
 

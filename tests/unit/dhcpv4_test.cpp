@@ -14,8 +14,10 @@
 #include "xbng/agent/punt/frame.h"
 #include "xbng/agent/events.h"
 #include "xbng/agent/lease/lease.h"
+#include "xbng/agent/net.h"
 #include "xbng/v1/xbng.pb.h"
 
+#include <arpa/inet.h>
 #include <unistd.h>
 #include <fstream>
 
@@ -511,4 +513,101 @@ TEST(LeaseTable, SurvivesARestartThroughTheStateFile) {
   EXPECT_THROW(LeaseTable(nullptr, one_port(), file), std::runtime_error);
   unlink(file.c_str());
   rmdir(dir);
+}
+
+namespace {
+SubscriberSpec spec_of(const SubKey& k, const char* v4, const char* v6, const char* pfx) {
+  SubscriberSpec s;
+  s.key = k;
+  if (v4) {
+    s.has_ipv4 = true;
+    inet_pton(AF_INET, v4, &s.ipv4);
+  }
+  if (v6) {
+    s.has_ipv6 = true;
+    inet_pton(AF_INET6, v6, s.ipv6.data());
+  }
+  if (pfx) {
+    auto p = parse_prefix(pfx);
+    EXPECT_TRUE(p) << pfx;
+    if (p) s.prefixes.push_back(*p);
+  }
+  return s;
+}
+
+std::vector<std::pair<int, int>> lease_events(Watcher* w) {
+  std::vector<AgentEvent> ev;
+  std::vector<std::pair<int, int>> out;
+  while (w->pop(&ev, 50))
+    for (const auto& e : ev) out.push_back({e.type, e.lease_family});
+  return out;
+}
+}  // namespace
+
+// A lease never outlives its subscriber nor changes owner.
+TEST(LeaseTable, SubscriberChangesEndTheLeasesItLoses) {
+  EventHub hub;
+  auto w = hub.subscribe();
+  LeaseTable t(&hub, one_port(), "");
+  const SubKey k{7, 100, 31};
+  const SubscriberSpec old = spec_of(k, "100.64.1.31", "2001:db8:ff00::1:31", "2001:db8:2000::/64");
+  auto bind_both = [&] {
+    t.bind(k, LeaseFamily::kV4, "100.64.1.31", {}, 600, 1000);
+    t.bind(k, LeaseFamily::kV6, "2001:db8:ff00::1:31", {"2001:db8:2000::/64"}, 600, 1000);
+  };
+  bind_both();
+  lease_events(w.get());
+  // An upsert that changes neither address keeps both.
+  EXPECT_EQ(t.on_subscriber_change(k, &old, false), 0u);
+  EXPECT_TRUE(t.get(k, LeaseFamily::kV4)->bound);
+  // Deleted: both end (LEASE_RELEASED each) and are forgotten.
+  EXPECT_EQ(t.on_subscriber_change(k, nullptr, false), 2u);
+  EXPECT_FALSE(t.get(k, LeaseFamily::kV4));
+  EXPECT_FALSE(t.get(k, LeaseFamily::kV6));
+  EXPECT_EQ(t.size(), 0u);
+  EXPECT_EQ(lease_events(w.get()),
+            (std::vector<std::pair<int, int>>{{v1::Event::LEASE_RELEASED, 4}, {v1::Event::LEASE_RELEASED, 6}}));
+  // A new subscriber on the key (even with the same addresses) starts without any.
+  bind_both();
+  EXPECT_EQ(t.on_subscriber_change(k, &old, true), 2u);
+  EXPECT_FALSE(t.get(k, LeaseFamily::kV6));
+  // Another IPv4: only the v4 lease ends; a delegated prefix taken away ends the v6 one.
+  bind_both();
+  const SubscriberSpec moved = spec_of(k, "100.64.1.231", "2001:db8:ff00::1:31", "2001:db8:2000::/64");
+  EXPECT_EQ(t.on_subscriber_change(k, &moved, false), 1u);
+  EXPECT_FALSE(t.get(k, LeaseFamily::kV4));
+  EXPECT_TRUE(t.get(k, LeaseFamily::kV6)->bound);
+  const SubscriberSpec no_pd = spec_of(k, "100.64.1.231", "2001:db8:ff00::1:31", nullptr);
+  EXPECT_EQ(t.on_subscriber_change(k, &no_pd, false), 1u);
+  EXPECT_FALSE(t.get(k, LeaseFamily::kV6));
+  // confirm(): a bind made from a binding read before a change is undone.
+  t.bind(k, LeaseFamily::kV4, "100.64.1.31", {}, 600, 1000);
+  t.confirm(k, LeaseFamily::kV4, &moved);
+  EXPECT_FALSE(t.get(k, LeaseFamily::kV4));
+  t.bind(k, LeaseFamily::kV4, "100.64.1.231", {}, 600, 1000);
+  t.confirm(k, LeaseFamily::kV4, &moved);
+  EXPECT_TRUE(t.get(k, LeaseFamily::kV4)->bound);
+  t.confirm(k, LeaseFamily::kV4, nullptr);
+  EXPECT_FALSE(t.get(k, LeaseFamily::kV4));
+}
+
+TEST(LeaseTable, StartDropsLeasesNoSubscriberHolds) {
+  LeaseTable t(nullptr, one_port(), "");
+  const SubKey gone{7, 100, 1}, moved{7, 100, 2}, kept{7, 100, 3};
+  t.bind(gone, LeaseFamily::kV4, "100.64.1.1", {}, 600, 1000);
+  t.bind(moved, LeaseFamily::kV4, "100.64.1.2", {}, 600, 1000);
+  t.bind(moved, LeaseFamily::kV6, "2001:db8::2", {}, 600, 1000);
+  t.bind(kept, LeaseFamily::kV4, "100.64.1.3", {}, 600, 1000);
+  auto lookup = [&](const SubKey& k, SubscriberSpec* out) {
+    if (k.inner_vid == 2) *out = spec_of(k, "100.64.1.200", "2001:db8::2", nullptr);
+    else if (k.inner_vid == 3) *out = spec_of(k, "100.64.1.3", nullptr, nullptr);
+    else return false;
+    return true;
+  };
+  EXPECT_EQ(t.retain_owned(lookup), 2u);
+  EXPECT_FALSE(t.get(gone, LeaseFamily::kV4));
+  EXPECT_FALSE(t.get(moved, LeaseFamily::kV4));
+  EXPECT_TRUE(t.get(moved, LeaseFamily::kV6)->bound);
+  EXPECT_TRUE(t.get(kept, LeaseFamily::kV4)->bound);
+  EXPECT_EQ(t.size(), 2u);
 }

@@ -10,7 +10,7 @@
 #include <filesystem>
 
 #include "xbng/agent/config.h"
-#include "xbng/agent/journal.h"
+#include "store/journal.h"
 
 using namespace xbng::agent;
 

@@ -16,7 +16,7 @@
 #include <sstream>
 
 #include "xbng/agent/dhcpv6/duid.h"
-#include "xbng/agent/journal.h"
+#include "store/journal.h"
 #include "xbng/agent/lease/lease.h"
 #include "xbng/agent/statefile.h"
 

@@ -18,7 +18,7 @@
 
 #include "etcd_client.h"
 #include "xbng/agent/fleet.h"
-#include "xbng/agent/store.h"
+#include "store/store.h"
 #include "xbng/v1/xbng.pb.h"
 
 namespace xbng::agent {

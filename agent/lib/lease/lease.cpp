@@ -128,6 +128,89 @@ void LeaseTable::release(const SubKey& k, LeaseFamily f, uint64_t now_unix) {
   publish(v1::Event::LEASE_RELEASED, k, f, l, now_unix);
 }
 
+bool LeaseTable::holds(const SubscriberSpec& s, LeaseFamily f, const Lease& l) {
+  if (f == LeaseFamily::kV4) return s.has_ipv4 && l.address == format_ipv4(s.ipv4);
+  if (!l.address.empty() && !(s.has_ipv6 && l.address == format_ipv6(s.ipv6.data())))
+    return false;
+  for (const auto& p : l.prefixes) {
+    bool held = false;
+    for (const auto& q : s.prefixes) held = held || (q.family == 6 && format_prefix(q) == p);
+    if (!held) return false;
+  }
+  return true;
+}
+
+void LeaseTable::end_locked(uint64_t rank, Slot& slot, int f) {
+  Lease& l = slot[f];
+  by_expiry_.erase({l.expires_unix, rank, f});
+  l.bound = false;
+  dirty_ = true;
+  count(AgentReason::kLEASE_ENDED_DEPROVISIONED);
+  publish(v1::Event::LEASE_RELEASED, key_of(rank), static_cast<LeaseFamily>(f), l, 0);
+  l = Lease{};  // its address is no longer this subscriber's to show
+}
+
+size_t LeaseTable::on_subscriber_change(const SubKey& k, const SubscriberSpec* now, bool created) {
+  std::lock_guard g(mu_);
+  auto it = leases_.find(key_rank(k));
+  if (it == leases_.end()) return 0;
+  size_t n = 0;
+  for (int f = 0; f < 2; ++f) {
+    Lease& l = it->second[f];
+    if (now && !created && holds(*now, static_cast<LeaseFamily>(f), l)) continue;
+    if (l.bound) {
+      end_locked(it->first, it->second, f);
+      ++n;
+    } else {
+      l = Lease{};
+    }
+  }
+  if (it->second[0] == Lease{} && it->second[1] == Lease{}) leases_.erase(it);
+  return n;
+}
+
+void LeaseTable::confirm(const SubKey& k, LeaseFamily f, const SubscriberSpec* now) {
+  std::lock_guard g(mu_);
+  auto it = leases_.find(key_rank(k));
+  if (it == leases_.end()) return;
+  Lease& l = it->second[static_cast<int>(f)];
+  if (!l.bound || (now && holds(*now, f, l))) return;
+  end_locked(it->first, it->second, static_cast<int>(f));
+}
+
+size_t LeaseTable::retain_owned(const std::function<bool(const SubKey&, SubscriberSpec*)>& lookup) {
+  constexpr size_t kLogged = 10;
+  std::lock_guard g(mu_);
+  size_t dropped = 0;
+  for (auto it = leases_.begin(); it != leases_.end();) {
+    const SubKey k = key_of(it->first);
+    SubscriberSpec s;
+    const bool found = lookup(k, &s);
+    for (int f = 0; f < 2; ++f) {
+      Lease& l = it->second[f];
+      if (!l.bound || (found && holds(s, static_cast<LeaseFamily>(f), l))) continue;
+      if (++dropped <= kLogged)
+        spdlog::warn("lease state {}: dropped the {} lease {} of {}/{}/{}: {}", file_,
+                     f == 0 ? "ipv4" : "ipv6", l.address.empty() ? "(prefixes only)" : l.address,
+                     ports_.name ? ports_.name(k.ifindex) : std::to_string(k.ifindex), k.outer_vid,
+                     k.inner_vid,
+                     found ? "the subscriber no longer holds it" : "the subscriber is no longer provisioned");
+      by_expiry_.erase({l.expires_unix, it->first, f});
+      l = Lease{};
+      dirty_ = true;
+    }
+    if (it->second[0] == Lease{} && it->second[1] == Lease{})
+      leases_.erase(it++);
+    else
+      ++it;
+  }
+  if (dropped)
+    spdlog::warn("lease state {}: {} restored lease(s) dropped: their subscriber is no longer "
+                 "provisioned or no longer holds the address",
+                 file_, dropped);
+  return dropped;
+}
+
 std::optional<Lease> LeaseTable::get(const SubKey& k, LeaseFamily f) const {
   std::lock_guard g(mu_);
   auto it = leases_.find(key_rank(k));

@@ -182,9 +182,10 @@ void Dispatcher::on_dhcpv4(const FrameView& v, const PortBringup& port, const Su
     }
   }
   const uint64_t now = clock_();
-  if (res.lease == dhcpv4::LeaseChange::kBound)
+  if (res.lease == dhcpv4::LeaseChange::kBound) {
     leases_->bind(key, LeaseFamily::kV4, format_ipv4(b.ipv4), {}, res.lease_time, now);
-  else if (res.lease == dhcpv4::LeaseChange::kReleased)
+    confirm(key, LeaseFamily::kV4);
+  } else if (res.lease == dhcpv4::LeaseChange::kReleased)
     leases_->release(key, LeaseFamily::kV4, now);
 
   if (!res.reply) return;
@@ -192,6 +193,16 @@ void Dispatcher::on_dhcpv4(const FrameView& v, const PortBringup& port, const Su
   const uint32_t dst = res.broadcast ? 0xffffffffu : res.dst_ip;
   send_(key.ifindex, build_udp4(l2_to(port, key, res.broadcast ? kBroadcast : v.l2.src),
                                 port.dhcpv4.gateway, dst, 67, 68, payload));
+}
+
+// The binding was read before the lease was written; a change of the
+// subscriber in between ended nothing (the store ends leases under its lock,
+// and this one did not exist yet). Read it again now that it does.
+void Dispatcher::confirm(const SubKey& key, LeaseFamily f) {
+  SubscriberSpec now;
+  std::optional<Mac> learned;
+  const bool found = store_->binding(key, &now, &learned);
+  leases_->confirm(key, f, found ? &now : nullptr);
 }
 
 void Dispatcher::on_dhcpv6(const FrameView& v, const PortBringup& port, const SubKey& key,
@@ -231,6 +242,7 @@ void Dispatcher::on_dhcpv6(const FrameView& v, const PortBringup& port, const Su
                                     out.lease.pd ? out.lease.pd_valid_until : 0);
     leases_->bind(key, LeaseFamily::kV6, std::move(addr), std::move(prefixes),
                   static_cast<uint32_t>(until > now ? until - now : 0), now);
+    confirm(key, LeaseFamily::kV6);
   } else if (out.lease.action == A::kReleased || out.lease.action == A::kDeclined) {
     leases_->release(key, LeaseFamily::kV6, now);
   }

@@ -19,8 +19,8 @@
 #include "xbng/agent/metrics.h"
 #include "xbng/agent/punt/dispatcher.h"
 #include "xbng/agent/punt/io.h"
-#include "xbng/agent/service.h"
-#include "xbng/agent/store.h"
+#include "api/service.h"
+#include "store/store.h"
 #include "xbng/agent/trace.h"
 
 namespace xbng::agent {

@@ -52,7 +52,7 @@
 #include "xbng/agent/dataplane.h"
 #include "xbng/agent/fleet.h"
 #include "xbng/agent/punt/dispatcher.h"
-#include "xbng/agent/service.h"
+#include "api/service.h"
 
 namespace xbng::agent {
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "xbng/agent/dataplane.h"
-#include "xbng/agent/store.h"
+#include "store/store.h"
 
 namespace xbng::agent {
 

@@ -3,6 +3,13 @@
 // DHCPv6 servers through the dispatcher; read by Get/ListSubscribers;
 // publishes LEASE_* events; expires leases on a timer.
 //
+// A lease belongs to one subscriber and never outlives it nor changes owner:
+// the store reports every change of a subscriber (on_subscriber_change, under
+// its lock), a deleted or re-created subscriber loses its leases and an
+// upsert that takes an address or prefix away ends the lease holding it
+// (LEASE_RELEASED). At start, restored leases that no provisioned subscriber
+// holds are dropped (retain_owned).
+//
 // Persistence: a small JSON state file, rewritten atomically (statefile.h:
 // a new file, fsync, rename; never through a link) at most once per second
 // when something changed and at shutdown. Loading checks every field of
@@ -21,6 +28,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -68,6 +76,23 @@ class LeaseTable {
   // LEASE_RELEASED when it was bound.
   void release(const SubKey& k, LeaseFamily f, uint64_t now_unix);
   std::optional<Lease> get(const SubKey& k, LeaseFamily f) const;
+
+  // Subscriber k was changed: `now` null = deleted; `created` = a new
+  // subscriber took the key (nothing of an old one's carries over). Ends
+  // (LEASE_RELEASED, forgotten) each lease of k that `now` does not hold,
+  // every one when deleted or created. Returns how many ended.
+  size_t on_subscriber_change(const SubKey& k, const SubscriberSpec* now, bool created);
+  // After a bind: ends the lease of family f of k unless `now` (k's
+  // subscriber as read after the bind; null = not provisioned) holds it.
+  // Closes the window between the dispatcher's read of the binding and its
+  // bind, in which a change of the subscriber would have been missed.
+  void confirm(const SubKey& k, LeaseFamily f, const SubscriberSpec* now);
+  // At start: drops (before anyone watches: no event) every lease whose
+  // subscriber `lookup` does not find or that it no longer holds; logs them.
+  // Returns how many were dropped.
+  size_t retain_owned(const std::function<bool(const SubKey&, SubscriberSpec*)>& lookup);
+  // Whether subscriber s holds lease l of family f (its address, prefixes).
+  static bool holds(const SubscriberSpec& s, LeaseFamily f, const Lease& l);
   // Expires what ended before now_unix; returns how many.
   size_t expire(uint64_t now_unix);
   // Writes the state file if something changed. Returns false on error.
@@ -80,6 +105,9 @@ class LeaseTable {
  private:
   using Slot = std::array<Lease, 2>;
   void publish(int type, const SubKey& k, LeaseFamily f, const Lease& l, uint64_t now_unix);
+  // Ends lease f of the entry at `it` (bound) as deprovisioned: event,
+  // counter, forgotten (a lease never outlives its subscriber). Under mu_.
+  void end_locked(uint64_t rank, std::array<Lease, 2>& slot, int f);
   void load();
   void run();
 

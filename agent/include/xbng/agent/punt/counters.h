@@ -52,6 +52,7 @@ namespace xbng::agent {
   X(RA_SOLICITED, "ra_solicited", "answered")                          \
   X(RA_UNSOLICITED, "ra_unsolicited", "info")                          \
   X(LEASE_EXPIRED, "lease_expired", "info")                            \
+  X(LEASE_ENDED_DEPROVISIONED, "lease_ended_deprovisioned", "info")    \
   X(LEASE_STATE_WRITE_ERROR, "lease_state_write_error", "info")
 
 enum class AgentReason : int {

@@ -28,7 +28,7 @@
 #include "xbng/agent/punt/io.h"
 #include "xbng/agent/ra/ra.h"
 #include "xbng/agent/ra/scheduler.h"
-#include "xbng/agent/store.h"
+#include "store/store.h"
 
 namespace xbng::agent::punt {
 
@@ -88,6 +88,7 @@ class Dispatcher {
   bool send_ra(const PortBringup& port, const SubKey& key, const SubscriberSpec& spec,
                const Mac& dst_mac, const Ipv6& dst);
   void schedule_ra(const SubKey& key);
+  void confirm(const SubKey& key, LeaseFamily f);
   L2 l2_to(const PortBringup& port, const SubKey& key, const Mac& dst) const;
 
   SubscriberStore* store_;

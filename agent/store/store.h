@@ -10,6 +10,7 @@
 #include <absl/container/flat_hash_map.h>
 #include <grpcpp/support/status.h>
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -20,7 +21,9 @@
 
 #include "xbng/agent/dataplane.h"
 #include "xbng/agent/events.h"
-#include "xbng/agent/journal.h"
+#include "store/claims.h"
+#include "store/journal.h"
+#include "store/map_ops.h"
 #include "xbng/agent/reserved.h"
 #include "xbng/agent/subscriber.h"
 
@@ -31,14 +34,6 @@ class Failure;
 }  // namespace xbng::v1
 
 namespace xbng::agent {
-
-// The maps the store writes, as fds and capacities (a Dataplane, or maps a
-// test creates itself).
-struct StoreMaps {
-  int fd[kMapCount];
-  uint32_t max_entries[kMapCount];
-  static StoreMaps from(const Dataplane& dp);
-};
 
 struct UpsertResult {
   uint64_t created = 0, updated = 0, unchanged = 0;
@@ -83,7 +78,10 @@ class SubscriberStore {
   static constexpr size_t kParallelApply = 2048;
   static constexpr size_t kMaxReportedFailures = 1000;
 
+  // On the kernel maps `maps`.
   SubscriberStore(const StoreMaps& maps, PortResolver ports, EventHub* hub);
+  // On any maps (unit tests: maps in memory).
+  SubscriberStore(std::unique_ptr<MapOps> maps, PortResolver ports, EventHub* hub);
 
   // Issue 14: from now on, every change of the maps is first recorded in
   // `j` (see journal.h). Set before rebuild() or the first change.
@@ -141,45 +139,95 @@ class SubscriberStore {
   // Entries of each subscriber-sized map as the index knows them.
   uint64_t map_entries(MapId id) const;
   const PortResolver& ports() const { return ports_; }
+  // Map writes a rollback (or a cleanup after a change) could not do: each
+  // is logged with what it left behind, and counted here.
+  uint64_t rollback_failures() const { return rollback_failures_.load(std::memory_order_relaxed); }
+
+  // Called for every subscriber a change created, updated or deleted, once
+  // the change is in the maps and the index, under the store's lock (so that
+  // nothing reads the subscriber in between): `now` null = deleted,
+  // `created` = the key was not provisioned before. Every path that changes
+  // subscribers (upsert, stream and import, delete, the fleet's sync) goes
+  // through here; the lease table ends the leases a subscriber loses. Set
+  // once, before the first change; it must not call back into the store.
+  using ChangeHook = std::function<void(const SubKey& k, const SubscriberSpec* now, bool created)>;
+  void set_change_hook(ChangeHook h) { change_hook_ = std::move(h); }
 
  private:
-  struct RouteKey;
   struct Plan;
+  struct Staged;
   enum class Mode { kAtomic, kSequential };
 
+  // ---- planning (planner.cpp)
   // Plans entries [0, n); in kSequential mode stops before an entry whose key
   // is already in the plan and returns its position (n when all planned).
   size_t plan(const std::vector<SubscriberSpec>& specs, const std::vector<size_t>& input_index,
               Mode mode, Plan* p, grpc::Status* atomic_error,
               std::vector<std::pair<size_t, grpc::Status>>* failures);
-  grpc::Status apply(Plan& p);
-  // Removes the indexed keys among `keys` (routes first, then the entries).
-  grpc::Status remove_locked(const std::vector<SubKey>& keys, uint64_t* deleted,
-                             uint64_t* not_found);
-  // Journal (issue 14): records the intent; an error status means nothing
-  // may be written. No-ops without a journal or while recovering.
-  grpc::Status journal_begin(const JournalIntent& intent);
-  void journal_clear();
-  // Resolves a change the previous agent left pending (under mu_).
-  std::string recover(const JournalIntent& intent);
-  uint64_t map_entries_locked(MapId id) const;
-  uint8_t effective_mac_policy(const SubscriberSpec& s) const;
-  void fill_counters(uint32_t rec, xbng::v1::Subscriber* out) const;
-  void to_proto(uint32_t rec, bool counters, xbng::v1::Subscriber* out) const;
-  static void claims_of(const SubscriberSpec& s, std::vector<RouteKey>* out);
-  int64_t owner_of(const RouteKey& k) const;
-  // Starts loading the index slots a later owner_of/set_owner on s's claims will touch.
-  void prefetch_owners(const SubscriberSpec& s) const;
+  // The checks of one entry's claims against the index, the reserved
+  // addresses and the plan; counts in adds[] the entries it would add.
+  // (`input` numbers the entry in messages: "subscribers[i]" when atomic,
+  // "entry i" otherwise.)
+  grpc::Status check_entry(const SubscriberSpec& s, const std::vector<RouteKey>& cl, bool atomic,
+                           size_t input, const absl::flat_hash_map<uint64_t, size_t>& released,
+                           const Plan& p, const std::vector<SubscriberSpec>& specs,
+                           uint64_t* adds, uint64_t* owned) const;
+  grpc::Status check_capacity(const Plan& p, const uint64_t* adds, bool atomic,
+                              size_t input) const;
+  // Takes the planned entry's claims into the plan.
+  static void add_to_plan(Plan* p, const SubscriberSpec& s, const std::vector<RouteKey>& cl,
+                          size_t i, const uint64_t* adds);
   // Nested overlaps of claim `c` (of the entry with key rank `rank`) with
   // claims of other subscribers, in the index (unless `released`) and in the
   // plan. Exact duplicates are not looked at (the caller checks them).
   grpc::Status overlap(const RouteKey& c, uint64_t rank, const SubKey& key,
                        const absl::flat_hash_map<uint64_t, size_t>& released, const Plan& p,
                        const std::vector<SubscriberSpec>& specs, bool atomic, size_t input) const;
-  void ord_insert(const RouteKey& k, uint32_t rec);
-  void ord_erase(const RouteKey& k, uint32_t rec);
-  void set_owner(const RouteKey& k, uint32_t rec);
-  void erase_owner(const RouteKey& k, uint32_t rec);
+
+  // ---- the stream pipeline (stream.cpp)
+  // Plans and applies specs (numbered by idx) in sequential mode under mu_,
+  // reporting each refused entry to `fail`; leaves both vectors empty (their
+  // buffers kept for reuse).
+  void apply_specs(std::vector<SubscriberSpec>& specs, std::vector<size_t>& idx, bool resync,
+                   const std::function<void(size_t, const grpc::Status&)>& fail,
+                   uint64_t* applied);
+
+  // ---- writing (writer.cpp)
+  grpc::Status apply(Plan& p);
+  // The values apply() writes, and what they replace.
+  void stage_entries(const Plan& p, Staged* w);
+  void stage_routes(const Plan& p, Staged* w) const;
+  grpc::Status write_staged(const Plan& p, Staged* w);
+  void undo(Staged* w, size_t police, size_t subs, const size_t* routes);
+  void commit_index(Plan& p, const Staged& w);
+  // Removes the indexed keys among `keys` (routes first, then the entries).
+  grpc::Status remove_locked(const std::vector<SubKey>& keys, uint64_t* deleted,
+                             uint64_t* not_found);
+  // A write that had to be undone could not be: logged and counted.
+  void rollback_failed(MapId m, size_t entries, int rc, const char* what);
+
+  // ---- journal and adoption (adoption.cpp)
+  // Journal (issue 14): records the intent; an error status means nothing
+  // may be written. No-ops without a journal or while recovering.
+  grpc::Status journal_begin(const JournalIntent& intent);
+  void journal_clear();
+  // Resolves a change the previous agent left pending (under mu_).
+  std::string recover(const JournalIntent& intent);
+  struct Adopted;
+  void adopt_subscribers(Adopted* a);
+  void adopt_routes(Adopted* a);
+  void repair_host_routes(Adopted* a);
+  void refresh_policies(const std::optional<JournalIntent>& intent, Adopted* a);
+
+  // ---- queries and proto (query.cpp)
+  void fill_counters(uint32_t rec, xbng::v1::Subscriber* out) const;
+  void to_proto(uint32_t rec, bool counters, xbng::v1::Subscriber* out) const;
+
+  uint64_t map_entries_locked(MapId id) const;
+  uint8_t effective_mac_policy(const SubscriberSpec& s) const;
+  static void claims_of(const SubscriberSpec& s, std::vector<RouteKey>* out) {
+    ClaimsIndex::claims_of(s, out);
+  }
   uint32_t alloc_record(SubscriberSpec&& s);
   // Puts s at record (= police slot) `rec`, growing the table as needed.
   void place_record(uint32_t rec, SubscriberSpec&& s);
@@ -187,8 +235,9 @@ class SubscriberStore {
   std::string owner_name(uint32_t rec) const;
   void publish(int type, const SubKey& k, const Mac* mac);
 
-  StoreMaps maps_;
+  std::unique_ptr<MapOps> maps_;
   PortResolver ports_;
+  ChangeHook change_hook_;
   EventHub* hub_;
   std::shared_ptr<const ReservedSet> reserved_;  // under mu_
   std::unique_ptr<Journal> journal_;             // under mu_; null: none
@@ -196,22 +245,13 @@ class SubscriberStore {
   mutable std::mutex conflicts_mu_;
   std::vector<ReservedConflict> conflicts_;
   uint64_t conflicts_total_ = 0;
+  std::atomic<uint64_t> rollback_failures_{0};
 
   mutable std::shared_mutex mu_;
   std::vector<SubscriberSpec> recs_;  // ifindex 0 = free slot
   std::vector<uint32_t> free_;
   absl::btree_map<uint64_t, uint32_t> index_;  // key_rank → record (sorted: stable pages)
-  absl::flat_hash_map<uint32_t, uint32_t> own_v4_;     // /32 → record
-  absl::flat_hash_map<Ipv6, uint32_t> own_v6_;         // /128 → record
-  absl::flat_hash_map<uint64_t, uint32_t> own_v6_64_;  // /64 → record
-  absl::flat_hash_map<Prefix, uint32_t> own_lpm_;      // other prefixes → record
-  uint64_t lpm_v4_count_ = 0, lpm_v6_count_ = 0;
-  // For nested overlaps. Addresses as host-order integers: IPv4 whole, IPv6
-  // its first 64 bits (every IPv6 prefix is /64 or shorter).
-  uint64_t pfx_len_[2][65] = {};  // [v4, v6][length]: prefixes of that length (not hosts)
-  absl::btree_set<std::pair<uint64_t, uint64_t>> ord_pfx_[2];  // (start, len << 32 | record)
-  absl::btree_set<uint64_t> ord_v4_host_;                     // address << 32 | record
-  absl::btree_set<std::pair<uint64_t, uint32_t>> ord_v6_host_;  // (first 64 bits, record)
+  ClaimsIndex claims_;                          // address/prefix → record
   absl::flat_hash_map<uint32_t, uint64_t> per_port_;
   absl::flat_hash_map<uint64_t, uint64_t> per_port_outer_;
 };

@@ -1,4 +1,4 @@
-#include "xbng/agent/journal.h"
+#include "store/journal.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>

@@ -16,7 +16,7 @@
 #include "xbng/agent/dataplane.h"
 #include "xbng/agent/events.h"
 #include "xbng/agent/listener.h"
-#include "xbng/agent/store.h"
+#include "store/store.h"
 #include "xbng/agent/watch.h"
 #include "xbng/v1/xbng.grpc.pb.h"
 

@@ -1,4 +1,4 @@
-#include "xbng/agent/service.h"
+#include "api/service.h"
 
 #include <bpf/bpf.h>
 #include <fmt/format.h>

@@ -1,0 +1,99 @@
+// ClaimsIndex: who owns each address and prefix (the ownership index of the
+// subscriber store) and the ordered indexes that find nested overlaps: a
+// claim inside another subscriber's prefix, or a prefix containing another
+// subscriber's claim. Records are the store's record numbers; the index
+// knows nothing else of them.
+#pragma once
+
+#include <absl/container/btree_set.h>
+#include <absl/container/flat_hash_map.h>
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "common/route_key.h"
+#include "xbng/agent/subscriber.h"
+
+namespace xbng::agent {
+
+class ClaimsIndex {
+ public:
+  // Sizes the exact-match tables for `cap` subscribers up front (growing
+  // one at 1M entries would briefly hold the old and the new table).
+  void reserve(size_t cap);
+
+  // The claims of a subscriber, in the order the store writes them: IPv4,
+  // IPv6, then its prefixes.
+  static void claims_of(const SubscriberSpec& s, std::vector<RouteKey>* out);
+
+  // Owning record of exactly `k`, or -1.
+  int64_t owner_of(const RouteKey& k) const;
+  // `rec` owns `k` from now on (replacing any previous owner).
+  void set_owner(const RouteKey& k, uint32_t rec);
+  // `k` is free again, if `rec` owned it.
+  void erase_owner(const RouteKey& k, uint32_t rec);
+  // Starts loading the slots a later owner_of/set_owner on s's claims touch.
+  void prefetch(const SubscriberSpec& s) const;
+  // Entries of route map `m` the index holds (0 for other maps).
+  uint64_t entries(MapId m) const;
+
+  // Whether any owned prefix of family `fi` (0 IPv4, 1 IPv6) has length `len`.
+  bool has_prefix_len(int fi, uint32_t len) const { return pfx_len_[fi][len] != 0; }
+
+  // An owned claim strictly inside the prefix `sp`: a longer prefix, or a
+  // host (whose address the caller reads from record `rec`).
+  struct Inside {
+    uint32_t rec = 0;
+    bool host = false;
+    Prefix prefix;  // when !host
+  };
+  // The first such claim (prefixes before hosts, in address order) whose
+  // record satisfies `foreign(rec)`. The same prefix as `sp` is skipped
+  // (exact duplicates are the owner check's).
+  template <typename Foreign>
+  std::optional<Inside> first_inside(const Span& sp, Foreign&& foreign) const;
+
+ private:
+  void ord_insert(const RouteKey& k, uint32_t rec);
+  void ord_erase(const RouteKey& k, uint32_t rec);
+
+  absl::flat_hash_map<uint32_t, uint32_t> own_v4_;     // /32 → record
+  absl::flat_hash_map<Ipv6, uint32_t> own_v6_;         // /128 → record
+  absl::flat_hash_map<uint64_t, uint32_t> own_v6_64_;  // /64 → record
+  absl::flat_hash_map<Prefix, uint32_t> own_lpm_;      // other prefixes → record
+  uint64_t lpm_v4_count_ = 0, lpm_v6_count_ = 0;
+  // For nested overlaps. Addresses as host-order integers: IPv4 whole, IPv6
+  // its first 64 bits (every IPv6 prefix is /64 or shorter).
+  uint64_t pfx_len_[2][65] = {};  // [v4, v6][length]: prefixes of that length (not hosts)
+  absl::btree_set<std::pair<uint64_t, uint64_t>> ord_pfx_[2];  // (start, len << 32 | record)
+  absl::btree_set<uint64_t> ord_v4_host_;                     // address << 32 | record
+  absl::btree_set<std::pair<uint64_t, uint32_t>> ord_v6_host_;  // (first 64 bits, record)
+};
+
+template <typename Foreign>
+std::optional<ClaimsIndex::Inside> ClaimsIndex::first_inside(const Span& sp,
+                                                             Foreign&& foreign) const {
+  const int fi = sp.fi;
+  const uint64_t end = sp.end();
+  for (auto it = ord_pfx_[fi].lower_bound({sp.start, 0});
+       it != ord_pfx_[fi].end() && it->first <= end; ++it) {
+    const uint32_t olen = static_cast<uint32_t>(it->second >> 32);
+    const uint32_t orec = static_cast<uint32_t>(it->second);
+    if (olen == sp.len && it->first == sp.start) continue;  // the same prefix
+    if (foreign(orec)) return Inside{orec, false, prefix_at(fi, it->first, olen)};
+  }
+  if (fi == 0) {
+    for (auto it = ord_v4_host_.lower_bound(sp.start << 32);
+         it != ord_v4_host_.end() && (*it >> 32) <= end; ++it)
+      if (const uint32_t orec = static_cast<uint32_t>(*it); foreign(orec))
+        return Inside{orec, true, {}};
+  } else {
+    for (auto it = ord_v6_host_.lower_bound({sp.start, 0});
+         it != ord_v6_host_.end() && it->first <= end; ++it)
+      if (foreign(it->second)) return Inside{it->second, true, {}};
+  }
+  return std::nullopt;
+}
+
+}  // namespace xbng::agent

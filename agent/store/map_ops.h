@@ -1,0 +1,64 @@
+// MapOps: the map operations the subscriber store performs, so that the
+// store runs against the kernel maps (BpfMapOps) or, in unit tests, against
+// maps in memory that can refuse a chosen write.
+//
+// Every operation returns 0 or -errno (and leaves errno set on failure).
+// The store writes different route maps from two threads at once: an
+// implementation must allow concurrent operations on different maps.
+#pragma once
+
+#include <linux/bpf.h>  // BPF_ANY, BPF_EXIST, BPF_NOEXIST
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+
+#include "xbng/agent/dataplane.h"
+
+namespace xbng::agent {
+
+// The maps the store writes, as fds and capacities (a Dataplane, or maps a
+// test creates itself).
+struct StoreMaps {
+  int fd[kMapCount];
+  uint32_t max_entries[kMapCount];
+  static StoreMaps from(const Dataplane& dp);
+};
+
+class MapOps {
+ public:
+  virtual ~MapOps() = default;
+  virtual uint32_t max_entries(MapId m) const = 0;
+  virtual int lookup(MapId m, const void* key, void* value) const = 0;
+  // flags: BPF_ANY, BPF_NOEXIST, BPF_EXIST.
+  virtual int update(MapId m, const void* key, const void* value, uint64_t flags) = 0;
+  virtual int erase(MapId m, const void* key) = 0;
+  // Writes n entries in order; *done is the number of leading entries written.
+  virtual int update_many(MapId m, const void* keys, const void* values, size_t n,
+                          size_t key_size, size_t value_size, size_t* done) = 0;
+  // Deletes n keys, ignoring keys that are absent.
+  virtual int delete_many(MapId m, const void* keys, size_t n, size_t key_size) = 0;
+  virtual int for_each(MapId m, size_t key_size, size_t value_size,
+                       const std::function<void(const void*, const void*)>& fn) const = 0;
+};
+
+// The kernel maps themselves.
+class BpfMapOps final : public MapOps {
+ public:
+  explicit BpfMapOps(const StoreMaps& maps) : maps_(maps) {}
+  uint32_t max_entries(MapId m) const override { return maps_.max_entries[static_cast<int>(m)]; }
+  int lookup(MapId m, const void* key, void* value) const override;
+  int update(MapId m, const void* key, const void* value, uint64_t flags) override;
+  int erase(MapId m, const void* key) override;
+  int update_many(MapId m, const void* keys, const void* values, size_t n, size_t key_size,
+                  size_t value_size, size_t* done) override;
+  int delete_many(MapId m, const void* keys, size_t n, size_t key_size) override;
+  int for_each(MapId m, size_t key_size, size_t value_size,
+               const std::function<void(const void*, const void*)>& fn) const override;
+
+ private:
+  int fd(MapId m) const { return maps_.fd[static_cast<int>(m)]; }
+  StoreMaps maps_;
+};
+
+}  // namespace xbng::agent

@@ -1,0 +1,208 @@
+// The stream pipeline of StreamSubscribers and the fleet's resync: a reader
+// thread receives and validates batch N+1 while this thread plans and
+// applies batch N; a refused batch is retried entry by entry.
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include "store/plan.h"
+#include "xbng/v1/xbng.pb.h"
+
+namespace xbng::agent {
+
+using grpc::Status;
+using grpc::StatusCode;
+
+namespace {
+
+struct Batch {
+  size_t base = 0, got = 0;
+  std::vector<xbng::v1::Subscriber> msgs;
+  std::vector<SubscriberSpec> specs;
+  std::vector<size_t> idx;
+  std::vector<std::pair<size_t, Status>> invalid;
+};
+
+// The batches between the reader and the applier: at most two queued.
+// Processed batches come back for reuse: their messages keep the memory of
+// their strings, so receiving the next batch allocates (almost) nothing.
+struct BatchQueue {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::unique_ptr<Batch>> q;
+  std::vector<std::unique_ptr<Batch>> pool;
+  bool done = false, abort = false;
+
+  std::unique_ptr<Batch> reuse() {
+    std::unique_ptr<Batch> b;
+    {
+      std::lock_guard l(mu);
+      if (!pool.empty()) {
+        b = std::move(pool.back());
+        pool.pop_back();
+      }
+    }
+    if (!b) {
+      b = std::make_unique<Batch>();
+      b->msgs.resize(SubscriberStore::kStreamBatch);
+    }
+    b->got = 0;
+    b->specs.clear();
+    b->idx.clear();
+    b->invalid.clear();
+    return b;
+  }
+  // False when the applier gave up.
+  bool push(std::unique_ptr<Batch> b) {
+    std::unique_lock l(mu);
+    cv.wait(l, [&] { return q.size() < 2 || abort; });
+    if (abort) return false;
+    q.push_back(std::move(b));
+    cv.notify_all();
+    return true;
+  }
+  // Null at the end of the stream.
+  std::unique_ptr<Batch> pop() {
+    std::unique_lock l(mu);
+    cv.wait(l, [&] { return !q.empty() || done; });
+    if (q.empty()) return nullptr;
+    auto b = std::move(q.front());
+    q.pop_front();
+    cv.notify_all();
+    return b;
+  }
+  void give_back(std::unique_ptr<Batch> b) {
+    std::lock_guard l(mu);
+    pool.push_back(std::move(b));
+  }
+  void finish(bool* flag) {
+    std::lock_guard l(mu);
+    *flag = true;
+    cv.notify_all();
+  }
+};
+
+// The reader stage: receives batches from `next` and validates them.
+void read_batches(BatchQueue& bq, const std::function<bool(xbng::v1::Subscriber*)>& next,
+                  const PortResolver& ports) {
+  size_t base = 0;
+  bool more = true;
+  while (more) {
+    std::unique_ptr<Batch> b = bq.reuse();
+    b->base = base;
+    while (b->got < SubscriberStore::kStreamBatch && (more = next(&b->msgs[b->got]))) ++b->got;
+    if (!b->got) break;
+    b->specs.reserve(b->got);
+    b->idx.reserve(b->got);
+    for (size_t i = 0; i < b->got; ++i) {
+      SubscriberSpec sp;
+      Status st = validate_at(b->msgs[i], ports, false, base + i, &sp);
+      if (!st.ok()) {
+        b->invalid.emplace_back(base + i, st);
+        continue;
+      }
+      b->specs.push_back(std::move(sp));
+      b->idx.push_back(base + i);
+    }
+    base += b->got;
+    if (!bq.push(std::move(b))) break;
+  }
+  bq.finish(&bq.done);
+}
+
+// Counts a failed entry of `b` and reports the first kMaxReportedFailures.
+void report_failure(const Batch& b, size_t index, const Status& st, StreamResult* out) {
+  ++out->failed;
+  const auto& m = b.msgs[index - b.base];
+  if (out->on_failure) out->on_failure(m, st);
+  if (out->failures.size() >= SubscriberStore::kMaxReportedFailures) return;
+  xbng::v1::Failure f;
+  f.set_index(index);
+  f.mutable_key()->set_port(m.port());
+  f.mutable_key()->set_outer_vlan(m.outer_vlan());
+  f.mutable_key()->set_inner_vlan(m.inner_vlan());
+  f.set_code(static_cast<int>(st.error_code()));
+  f.set_message(st.error_message());
+  out->failures.push_back(std::move(f));
+}
+
+}  // namespace
+
+void SubscriberStore::apply_specs(std::vector<SubscriberSpec>& specs, std::vector<size_t>& idx,
+                                  bool resync,
+                                  const std::function<void(size_t, const Status&)>& fail,
+                                  uint64_t* applied) {
+  std::vector<std::pair<size_t, Status>> failures;
+  size_t pos = 0;
+  while (pos < specs.size()) {
+    std::vector<SubscriberSpec> sub;
+    std::vector<size_t> sidx;
+    sub.swap(specs);
+    sidx.swap(idx);
+    Plan p;
+    p.resync = resync;
+    failures.clear();
+    size_t stop = plan(sub, sidx, Mode::kSequential, &p, nullptr, &failures);
+    for (auto& [i, st] : failures) fail(i, st);
+    Status st = apply(p);
+    if (st.ok()) {
+      *applied += p.accepted.size();
+    } else {
+      // The batch was rolled back: retry its entries one by one so that
+      // each is applied whole or reported with its own error.
+      spdlog::warn("stream batch of {} rolled back ({}); retrying entry by entry",
+                   p.entries.size(), st.error_message());
+      *applied += p.unchanged;
+      for (const auto& e : p.entries) {
+        Plan one;
+        one.resync = resync;
+        std::vector<std::pair<size_t, Status>> f1;
+        plan({e.spec}, {e.input}, Mode::kSequential, &one, nullptr, &f1);
+        Status s1 = f1.empty() ? apply(one) : f1[0].second;
+        if (s1.ok())
+          ++*applied;
+        else
+          fail(e.input, s1);
+      }
+    }
+    if (stop < sub.size()) {
+      // Put the unplanned tail back for the next round.
+      specs.assign(std::make_move_iterator(sub.begin() + stop),
+                   std::make_move_iterator(sub.end()));
+      idx.assign(sidx.begin() + stop, sidx.end());
+      continue;
+    }
+    // Keep the larger buffers with the batch for its next use.
+    specs.swap(sub);
+    idx.swap(sidx);
+    specs.clear();
+    idx.clear();
+    break;
+  }
+}
+
+void SubscriberStore::stream(const std::function<bool(xbng::v1::Subscriber*)>& next,
+                             StreamResult* out, bool resync) {
+  BatchQueue bq;
+  std::thread reader([&] { read_batches(bq, next, ports_); });
+  while (std::unique_ptr<Batch> b = bq.pop()) {
+    auto fail = [&](size_t index, const Status& st) { report_failure(*b, index, st, out); };
+    for (auto& [i, st] : b->invalid) fail(i, st);
+    {
+      std::unique_lock l(mu_);
+      apply_specs(b->specs, b->idx, resync, fail, &out->applied);
+    }
+    bq.give_back(std::move(b));
+  }
+  bq.finish(&bq.abort);
+  reader.join();
+  std::sort(out->failures.begin(), out->failures.end(),
+            [](const auto& a, const auto& b) { return a.index() < b.index(); });
+}
+
+}  // namespace xbng::agent

@@ -1,0 +1,301 @@
+// Writing: a checked plan applied to the maps in an order that never
+// blackholes (police slots, subscriber entries, new routes, then the
+// replaced routes out), recorded in the journal first, and rolled back
+// whole if the kernel refuses a write.
+#include <absl/cleanup/cleanup.h>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <cstring>
+
+#include "store/codec.h"
+#include "store/plan.h"
+#include "xbng/v1/xbng.pb.h"
+
+namespace xbng::agent {
+
+using grpc::Status;
+using grpc::StatusCode;
+
+Status kernel_status(int err, const std::string& what) {
+  err = err < 0 ? -err : err;
+  const StatusCode code = (err == E2BIG || err == ENOMEM || err == ENOSPC)
+                              ? StatusCode::RESOURCE_EXHAUSTED
+                              : StatusCode::INTERNAL;
+  return Status(code, fmt::format("{}: {}", what, std::strerror(err)));
+}
+
+void SubscriberStore::rollback_failed(MapId m, size_t entries, int rc, const char* what) {
+  rollback_failures_.fetch_add(entries, std::memory_order_relaxed);
+  spdlog::error("store: {}: {} entr{} of map {} could not be written ({}); the map holds them "
+                "as the failed change left them until the next change of those subscribers",
+                what, entries, entries == 1 ? "y" : "ies", map_name(m), std::strerror(-rc));
+}
+
+void SubscriberStore::stage_entries(const Plan& p, Staged* w) {
+  const size_t n = w->n = p.entries.size();
+  w->skeys.resize(n);
+  w->svals.resize(n);
+  w->sold.resize(n);
+  w->mac.resize(n);
+  w->mac_valid.resize(n);
+  w->slots.resize(n);
+  w->pvals.resize(n);
+  w->pold.resize(n);
+  w->down_policed.resize(n);
+  uint32_t next_slot = static_cast<uint32_t>(recs_.size());
+  for (size_t i = 0; i < n; ++i) {
+    if (p.entries[i].old_rec >= 0) {
+      w->slots[i] = static_cast<uint32_t>(p.entries[i].old_rec);
+    } else if (!free_.empty()) {
+      w->slots[i] = free_.back();
+      free_.pop_back();
+      w->taken.push_back(w->slots[i]);
+    } else {
+      w->slots[i] = next_slot++;
+    }
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const auto& e = p.entries[i];
+    const SubscriberSpec& s = e.spec;
+    const PolicySpec pol = ports_.policy_of(s);
+    if (e.old_rec >= 0) {
+      struct xbng_police opv;
+      if (maps_->lookup(MapId::kPolice, &w->slots[i], &opv) == 0) w->pold[i] = opv;
+    }
+    w->pvals[i] = encode_police(pol, w->pold[i] ? &*w->pold[i] : nullptr);
+    w->down_policed[i] = pol.down_rate != 0;
+    struct xbng_subscriber v = encode_subscriber(s, w->slots[i], pol);
+    if (e.old_rec >= 0) {
+      struct xbng_subscriber ov;
+      if (maps_->lookup(MapId::kSubscribers, &s.key, &ov) == 0) {
+        w->sold[i] = ov;
+        v.up_packets = ov.up_packets;
+        v.up_bytes = ov.up_bytes;
+        if (ov.up.byte_ns_fp == v.up.byte_ns_fp && ov.up.burst_bytes == v.up.burst_bytes)
+          v.up.tat_ns = ov.up.tat_ns;
+        // Keep a learned MAC when the request still asks to learn, except
+        // under "follow": an upsert without MAC makes it learn again.
+        if (!s.has_mac && !recs_[e.old_rec].has_mac && (ov.flags & XBNG_SUB_F_MAC_VALID) &&
+            effective_mac_policy(s) != XBNG_MAC_POLICY_FOLLOW) {
+          v.flags |= XBNG_SUB_F_MAC_VALID;
+          std::memcpy(v.mac, ov.mac, 6);
+        }
+      }
+    }
+    w->skeys[i] = s.key;
+    w->svals[i] = v;
+    std::memcpy(w->mac[i].data(), v.mac, 6);
+    w->mac_valid[i] = v.flags & XBNG_SUB_F_MAC_VALID;
+  }
+}
+
+void SubscriberStore::stage_routes(const Plan& p, Staged* w) const {
+  {
+    // Sized up front (see plan()): growing them by doubling was the largest
+    // transient of a maximal atomic upsert.
+    size_t claims[kMapCount] = {}, key_bytes[kMapCount] = {};
+    for (const auto& e : p.entries)
+      for (const auto& c : e.claims) {
+        ++claims[static_cast<int>(c.map)];
+        key_bytes[static_cast<int>(c.map)] += c.size;
+      }
+    for (int m = 0; m < kMapCount; ++m) {
+      w->w[m].keys.reserve(key_bytes[m]);
+      w->w[m].vals.reserve(claims[m]);
+      w->w[m].old.reserve(claims[m]);
+    }
+  }
+  for (size_t i = 0; i < w->n; ++i) {
+    const auto& e = p.entries[i];
+    for (size_t ci = 0; ci < e.claims.size(); ++ci) {
+      const RouteKey& c = e.claims[ci];
+      struct xbng_route r = encode_route(e.spec.key, w->slots[i],
+                                         w->mac_valid[i] ? &w->mac[i] : nullptr,
+                                         w->down_policed[i]);
+      std::optional<struct xbng_route> old;
+      if (ci < 64 ? (e.owned >> ci) & 1 : claims_.owner_of(c) >= 0) {
+        struct xbng_route orv;
+        if (maps_->lookup(c.map, c.b.data(), &orv) == 0) {
+          old = orv;
+          if (orv.sub == r.sub) {  // our own route, kept: keep its counters
+            r.down_packets = orv.down_packets;
+            r.down_bytes = orv.down_bytes;
+            if (std::memcmp(orv.mac, r.mac, 6) == 0 && orv.flags == r.flags &&
+                orv.slot == r.slot)
+              continue;
+          }
+        }
+      }
+      auto& mw = w->w[static_cast<int>(c.map)];
+      mw.keys.insert(mw.keys.end(), c.b.begin(), c.b.begin() + c.size);
+      mw.vals.push_back(r);
+      mw.old.push_back(old);
+    }
+    if (e.old_rec >= 0) {
+      std::vector<RouteKey> oc;
+      claims_of(recs_[e.old_rec], &oc);
+      for (const auto& c : oc)
+        if (!p.claims.contains(c)) {
+          auto& d = w->dels[static_cast<int>(c.map)];
+          d.insert(d.end(), c.b.begin(), c.b.begin() + c.size);
+        }
+    }
+  }
+}
+
+// Restores what the first `routes[m]` route writes (of each route map, in
+// kRouteMaps order; null: none), the first `subs` subscriber writes and the
+// first `police` police writes replaced, and returns the slots taken.
+void SubscriberStore::undo(Staged* w, size_t police, size_t subs, const size_t* routes) {
+  for (size_t mi = 0; routes && mi < std::size(kRouteMaps); ++mi) {
+    const MapId m = kRouteMaps[mi];
+    auto& mw = w->w[static_cast<int>(m)];
+    const size_t ks = route_key_size(m);
+    size_t failed = 0;
+    int last = 0;
+    for (size_t i = 0; i < routes[mi]; ++i) {
+      const int rc = mw.old[i] ? maps_->update(m, &mw.keys[i * ks], &*mw.old[i], BPF_ANY)
+                               : maps_->erase(m, &mw.keys[i * ks]);
+      if (rc && !(rc == -ENOENT && !mw.old[i])) ++failed, last = rc;
+    }
+    if (failed) rollback_failed(m, failed, last, "rolling back the routes of a refused change");
+  }
+  size_t failed = 0;
+  int last = 0;
+  for (size_t i = 0; i < subs; ++i) {
+    const int rc = w->sold[i] ? maps_->update(MapId::kSubscribers, &w->skeys[i], &*w->sold[i],
+                                              BPF_ANY)
+                              : maps_->erase(MapId::kSubscribers, &w->skeys[i]);
+    if (rc && !(rc == -ENOENT && !w->sold[i])) ++failed, last = rc;
+  }
+  if (failed)
+    rollback_failed(MapId::kSubscribers, failed, last, "rolling back a refused change");
+  failed = 0;
+  for (size_t i = 0; i < police; ++i)
+    if (w->pold[i])
+      if (int rc = maps_->update(MapId::kPolice, &w->slots[i], &*w->pold[i], BPF_ANY))
+        ++failed, last = rc;
+  if (failed) rollback_failed(MapId::kPolice, failed, last, "rolling back a refused change");
+  free_.insert(free_.end(), w->taken.begin(), w->taken.end());
+}
+
+Status SubscriberStore::write_staged(const Plan& p, Staged* w) {
+  const size_t n = w->n;
+  // Policers first: a route flagged POLICED always finds its bucket.
+  size_t done = 0;
+  if (int rc = maps_->update_many(MapId::kPolice, w->slots.data(), w->pvals.data(), n,
+                                  sizeof(uint32_t), sizeof(struct xbng_police), &done)) {
+    undo(w, done, 0, nullptr);
+    return kernel_status(rc, fmt::format("writing map police (entry {})",
+                                         p.entries[std::min(done, n - 1)].input));
+  }
+  crash_point("upsert", "police");
+  done = 0;
+  if (int rc = maps_->update_many(MapId::kSubscribers, w->skeys.data(), w->svals.data(), n,
+                                  sizeof(SubKey), sizeof(struct xbng_subscriber), &done)) {
+    undo(w, n, done, nullptr);
+    return kernel_status(rc, fmt::format("writing map subscribers (entry {})",
+                                         p.entries[std::min(done, n - 1)].input));
+  }
+  crash_point("upsert", "subscribers");
+  // The route maps are independent of each other: with a large batch, write
+  // them from two threads (two cores). Any failure rolls back everything.
+  int rc[std::size(kRouteMaps)] = {};
+  size_t written[std::size(kRouteMaps)] = {};
+  auto write_map = [&](size_t mi) {
+    const MapId m = kRouteMaps[mi];
+    auto& mw = w->w[static_cast<int>(m)];
+    if (mw.vals.empty()) return;
+    rc[mi] = maps_->update_many(m, mw.keys.data(), mw.vals.data(), mw.vals.size(),
+                                route_key_size(m), sizeof(struct xbng_route), &written[mi]);
+    if (!rc[mi]) written[mi] = mw.vals.size();
+  };
+  // kRouteMaps order: v4, v6, v6_64, prefixes v4, prefixes v6.
+  run_pair(
+      n >= kParallelApply,
+      [&] {
+        write_map(0);
+        write_map(2);
+        crash_point("upsert", "routes-partial");
+        write_map(3);
+      },
+      [&] {
+        write_map(1);
+        write_map(4);
+      });
+  crash_point("upsert", "routes");
+  for (size_t mi = 0; mi < std::size(kRouteMaps); ++mi) {
+    if (!rc[mi]) continue;
+    undo(w, n, n, written);
+    return kernel_status(rc[mi], fmt::format("writing map {}", map_name(kRouteMaps[mi])));
+  }
+  return Status::OK;
+}
+
+// Index: release the old claims first, then take the new ones (an address
+// may move between two subscribers of the same request).
+void SubscriberStore::commit_index(Plan& p, const Staged& w) {
+  for (const auto& e : p.entries) {
+    if (e.old_rec < 0) continue;
+    std::vector<RouteKey> oc;
+    claims_of(recs_[e.old_rec], &oc);
+    for (const auto& c : oc) claims_.erase_owner(c, static_cast<uint32_t>(e.old_rec));
+  }
+  const size_t n = p.entries.size();
+  for (size_t i = 0; i < n; ++i) {
+    if (i + kPrefetchAhead < n) claims_.prefetch(p.entries[i + kPrefetchAhead].spec);
+    auto& e = p.entries[i];
+    uint32_t rec;
+    if (e.old_rec >= 0) {
+      rec = static_cast<uint32_t>(e.old_rec);
+      recs_[rec] = std::move(e.spec);
+    } else {
+      const SubKey key = e.spec.key;
+      rec = w.slots[i];
+      place_record(rec, std::move(e.spec));
+      index_.emplace(key_rank(key), rec);
+      count_key(key, +1);
+    }
+    for (const auto& c : e.claims) claims_.set_owner(c, rec);
+    const SubscriberSpec& sp = recs_[rec];
+    if (change_hook_) change_hook_(sp.key, &sp, e.old_rec < 0);
+    publish(e.old_rec >= 0 ? xbng::v1::Event::SUBSCRIBER_UPDATED : xbng::v1::Event::SUBSCRIBER_ADDED,
+            sp.key, sp.has_mac ? &sp.mac : nullptr);
+  }
+}
+
+Status SubscriberStore::apply(Plan& p) {
+  if (p.entries.empty()) return Status::OK;
+  // Write-ahead: what every touched key was before (issue 14). From here
+  // on, every return leaves the maps consistent (written, or undone), so
+  // the intent is cleared on every path.
+  {
+    JournalIntent intent;
+    intent.op = JournalIntent::Op::kUpsert;
+    for (const auto& e : p.entries)
+      if (e.old_rec < 0)
+        intent.created.push_back(e.spec.key);
+      else
+        intent.before.push_back(recs_[e.old_rec]);
+    if (Status st = journal_begin(intent); !st.ok()) return st;
+  }
+  auto clear_journal = absl::MakeCleanup([this] { journal_clear(); });
+  crash_point("upsert", "journal");
+  Staged w;
+  stage_entries(p, &w);
+  stage_routes(p, &w);
+  if (Status st = write_staged(p, &w); !st.ok()) return st;
+  for (MapId m : kRouteMaps) {
+    auto& d = w.dels[static_cast<int>(m)];
+    if (d.empty()) continue;
+    const size_t ks = route_key_size(m);
+    if (int rc = maps_->delete_many(m, d.data(), d.size() / ks, ks))
+      rollback_failed(m, d.size() / ks, rc, "removing replaced routes");
+  }
+  crash_point("upsert", "old-routes");
+  commit_index(p, w);
+  return Status::OK;
+}
+
+}  // namespace xbng::agent

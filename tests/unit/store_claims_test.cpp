@@ -1,0 +1,118 @@
+// The store's claims index alone: exact ownership per route map, the owner
+// replaced and released, entry counts, and the ordered indexes that find a
+// claim nested inside a prefix.
+#include <gtest/gtest.h>
+
+#include "store/claims.h"
+
+using namespace xbng::agent;
+
+namespace {
+
+RouteKey v4(const char* a) { return RouteKey::host_v4(*parse_ipv4(a)); }
+RouteKey v6(const char* a) { return RouteKey::host_v6(parse_ipv6(a)->data()); }
+RouteKey pfx(const char* p) { return RouteKey::prefix(*parse_prefix(p)); }
+auto anyone = [](uint32_t) { return true; };
+
+TEST(StoreClaims, OwnershipPerMap) {
+  ClaimsIndex ix;
+  ix.set_owner(v4("100.64.0.1"), 1);
+  ix.set_owner(v6("2001:db8::1"), 1);
+  ix.set_owner(pfx("2001:db8:1:2::/64"), 2);
+  ix.set_owner(pfx("2001:db8:100::/48"), 2);
+  ix.set_owner(pfx("198.51.100.0/24"), 3);
+  EXPECT_EQ(ix.owner_of(v4("100.64.0.1")), 1);
+  EXPECT_EQ(ix.owner_of(v4("100.64.0.2")), -1);
+  EXPECT_EQ(ix.owner_of(v6("2001:db8::1")), 1);
+  EXPECT_EQ(ix.owner_of(pfx("2001:db8:1:2::/64")), 2);
+  EXPECT_EQ(ix.owner_of(pfx("2001:db8:100::/48")), 2);
+  EXPECT_EQ(ix.owner_of(pfx("2001:db8:100::/56")), -1);
+  EXPECT_EQ(ix.owner_of(pfx("198.51.100.0/24")), 3);
+  EXPECT_EQ(ix.entries(MapId::kRoutesV4), 1u);
+  EXPECT_EQ(ix.entries(MapId::kRoutesV6), 1u);
+  EXPECT_EQ(ix.entries(MapId::kRoutesV6_64), 1u);
+  EXPECT_EQ(ix.entries(MapId::kPrefixesV6), 1u);
+  EXPECT_EQ(ix.entries(MapId::kPrefixesV4), 1u);
+  EXPECT_EQ(ix.entries(MapId::kSubscribers), 0u);  // not a route map
+}
+
+TEST(StoreClaims, EraseOnlyByItsOwner) {
+  ClaimsIndex ix;
+  ix.set_owner(pfx("198.51.100.0/24"), 3);
+  ix.erase_owner(pfx("198.51.100.0/24"), 4);  // not the owner: kept
+  EXPECT_EQ(ix.owner_of(pfx("198.51.100.0/24")), 3);
+  EXPECT_TRUE(ix.has_prefix_len(0, 24));
+  ix.erase_owner(pfx("198.51.100.0/24"), 3);
+  EXPECT_EQ(ix.owner_of(pfx("198.51.100.0/24")), -1);
+  EXPECT_EQ(ix.entries(MapId::kPrefixesV4), 0u);
+  EXPECT_FALSE(ix.has_prefix_len(0, 24));
+  EXPECT_FALSE(ix.first_inside(span_of(*parse_prefix("198.51.0.0/16")), anyone));
+}
+
+TEST(StoreClaims, ReplacedOwnerLeavesTheOrderedIndex) {
+  ClaimsIndex ix;
+  ix.set_owner(pfx("198.51.100.0/24"), 1);
+  ix.set_owner(pfx("198.51.100.0/24"), 2);  // moved to record 2
+  EXPECT_EQ(ix.owner_of(pfx("198.51.100.0/24")), 2);
+  EXPECT_EQ(ix.entries(MapId::kPrefixesV4), 1u);
+  auto in = ix.first_inside(span_of(*parse_prefix("198.51.0.0/16")), anyone);
+  ASSERT_TRUE(in);
+  EXPECT_EQ(in->rec, 2u);
+  // Record 1 is gone from the ordered index too: only record 2 is foreign.
+  EXPECT_FALSE(
+      ix.first_inside(span_of(*parse_prefix("198.51.0.0/16")), [](uint32_t r) { return r == 1; }));
+}
+
+TEST(StoreClaims, NestedPrefixesAndHosts) {
+  ClaimsIndex ix;
+  ix.set_owner(pfx("198.51.100.0/28"), 5);
+  ix.set_owner(v4("203.0.113.9"), 6);
+  ix.set_owner(v6("2001:db8:7::1"), 7);
+  // A longer prefix inside.
+  auto in = ix.first_inside(span_of(*parse_prefix("198.51.100.0/24")), anyone);
+  ASSERT_TRUE(in);
+  EXPECT_FALSE(in->host);
+  EXPECT_EQ(in->rec, 5u);
+  EXPECT_EQ(format_prefix(in->prefix), "198.51.100.0/28");
+  // The same prefix is not "inside" (the exact check is the owner's).
+  EXPECT_FALSE(ix.first_inside(span_of(*parse_prefix("198.51.100.0/28")), anyone));
+  // Hosts inside a prefix, IPv4 and IPv6.
+  in = ix.first_inside(span_of(*parse_prefix("203.0.113.0/24")), anyone);
+  ASSERT_TRUE(in);
+  EXPECT_TRUE(in->host);
+  EXPECT_EQ(in->rec, 6u);
+  in = ix.first_inside(span_of(*parse_prefix("2001:db8:7::/48")), anyone);
+  ASSERT_TRUE(in);
+  EXPECT_EQ(in->rec, 7u);
+  // Disjoint ranges find nothing; claims of the caller itself are skipped.
+  EXPECT_FALSE(ix.first_inside(span_of(*parse_prefix("203.0.114.0/24")), anyone));
+  EXPECT_FALSE(ix.first_inside(span_of(*parse_prefix("2001:db8:8::/48")), anyone));
+  EXPECT_FALSE(ix.first_inside(span_of(*parse_prefix("203.0.113.0/24")),
+                               [](uint32_t r) { return r != 6; }));
+}
+
+TEST(StoreClaims, ClaimsOfASpecInWriteOrder) {
+  SubscriberSpec s;
+  s.has_ipv4 = true;
+  s.ipv4 = *parse_ipv4("100.64.0.1");
+  s.has_ipv6 = true;
+  s.ipv6 = *parse_ipv6("2001:db8::1");
+  s.prefixes = {*parse_prefix("2001:db8:1:2::/64"), *parse_prefix("198.51.100.0/24")};
+  std::vector<RouteKey> cl;
+  ClaimsIndex::claims_of(s, &cl);
+  ASSERT_EQ(cl.size(), 4u);
+  EXPECT_EQ(cl[0].map, MapId::kRoutesV4);
+  EXPECT_EQ(cl[1].map, MapId::kRoutesV6);
+  EXPECT_EQ(cl[2].map, MapId::kRoutesV6_64);
+  EXPECT_EQ(cl[3].map, MapId::kPrefixesV4);
+  // The key codec round trip.
+  for (const auto& c : cl) EXPECT_EQ(RouteKey::from_raw(c.map, c.b.data()), c);
+  EXPECT_EQ(RouteKey::prefix(cl[2].as_prefix()), cl[2]);
+  EXPECT_EQ(RouteKey::prefix(cl[3].as_prefix()), cl[3]);
+  EXPECT_EQ(format_prefix(cl[1].as_prefix()), "2001:db8::1/128");
+  EXPECT_EQ(cl[0].describe().first, std::string("ipv4"));
+  EXPECT_EQ(cl[0].describe().second, "100.64.0.1");
+  EXPECT_EQ(cl[3].describe().second, "198.51.100.0/24");
+}
+
+}  // namespace

@@ -1,0 +1,151 @@
+// The store's writer against a map double that refuses a chosen write: the
+// change is reported, the maps hold exactly what they held before, the index
+// is unchanged, the slots taken are given back; a rollback that itself
+// fails is counted.
+#include <fmt/format.h>
+#include <gmock/gmock.h>
+
+#include "store_test_maps.h"
+
+using namespace xbng::agent;
+using namespace xbng::test;
+using ::testing::HasSubstr;
+
+namespace {
+
+class StoreWriter : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    st_ = std::make_shared<MapState>();
+    store_ = make_store(st_, &maps_);
+    ASSERT_TRUE(upsert(*store_, {sub(1, "100.64.0.1", "2001:db8::1", {"2001:db8:1:1::/64"}),
+                                 sub(2, "100.64.0.2")})
+                    .ok());
+    before_ = st_->snapshot();
+    ASSERT_TRUE(store_->binding(key(1), &spec1_, &learned_));
+  }
+  // The change below: subscriber 1 moves to other addresses, 3 is created.
+  grpc::Status change() {
+    return upsert(*store_, {sub(1, "100.64.0.11", "2001:db8::11", {"2001:db8:1:9::/64"}),
+                            sub(3, "100.64.0.3")});
+  }
+  // Every map as before; police slots newly taken may hold the refused
+  // values (an array map in the kernel: its entries always exist).
+  void expect_maps_as_before() {
+    auto now = st_->snapshot();
+    for (int m = 0; m < kMapCount; ++m) {
+      if (m == static_cast<int>(MapId::kPolice)) {
+        for (const auto& [k, v] : before_[m]) EXPECT_EQ(now[m].at(k), v);
+        continue;
+      }
+      EXPECT_EQ(now[m], before_[m]) << map_name(static_cast<MapId>(m));
+    }
+  }
+  void expect_index_as_before() {
+    EXPECT_EQ(store_->size(), 2u);
+    SubscriberSpec s;
+    ASSERT_TRUE(store_->binding(key(1), &s, &learned_));
+    EXPECT_TRUE(s.same_provisioning(spec1_));
+    EXPECT_FALSE(store_->binding(key(3), &s, &learned_));
+    EXPECT_EQ(store_->map_entries(MapId::kRoutesV4), 2u);
+    EXPECT_EQ(store_->map_entries(MapId::kRoutesV6_64), 1u);
+  }
+  std::shared_ptr<MapState> st_;
+  FakeMaps* maps_ = nullptr;
+  std::unique_ptr<SubscriberStore> store_;
+  std::array<std::map<std::string, std::string>, kMapCount> before_;
+  SubscriberSpec spec1_;
+  std::optional<Mac> learned_;
+};
+
+TEST_F(StoreWriter, ChangeApplies) {
+  UpsertResult r;
+  ASSERT_TRUE(upsert(*store_, {sub(1, "100.64.0.11"), sub(3, "100.64.0.3")}, &r).ok());
+  EXPECT_EQ(r.created, 1u);
+  EXPECT_EQ(r.updated, 1u);
+  auto now = st_->snapshot();
+  const uint32_t old_a = *parse_ipv4("100.64.0.1"), new_a = *parse_ipv4("100.64.0.11");
+  auto& v4 = now[static_cast<int>(MapId::kRoutesV4)];
+  EXPECT_FALSE(v4.contains(std::string(reinterpret_cast<const char*>(&old_a), 4)));
+  EXPECT_TRUE(v4.contains(std::string(reinterpret_cast<const char*>(&new_a), 4)));
+  EXPECT_EQ(now[static_cast<int>(MapId::kSubscribers)].size(), 3u);
+  EXPECT_EQ(store_->rollback_failures(), 0u);
+}
+
+TEST_F(StoreWriter, RefusedRouteWriteRollsBackEverything) {
+  maps_->fault[static_cast<int>(MapId::kRoutesV6_64)].batch_after = 0;
+  grpc::Status st = change();
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(st.error_message(), HasSubstr("writing map"));
+  expect_maps_as_before();
+  expect_index_as_before();
+  EXPECT_EQ(store_->rollback_failures(), 0u);
+  // The slot taken for subscriber 3 was given back: the same change now
+  // applies, and 3 takes the lowest free slot.
+  ASSERT_TRUE(change().ok());
+  EXPECT_EQ(store_->size(), 3u);
+}
+
+TEST_F(StoreWriter, RefusedRouteWriteHalfwayRollsBack) {
+  // The IPv4 host map takes one of its two entries, then refuses.
+  maps_->fault[static_cast<int>(MapId::kRoutesV4)].batch_after = 1;
+  EXPECT_FALSE(change().ok());
+  expect_maps_as_before();
+  expect_index_as_before();
+}
+
+TEST_F(StoreWriter, RefusedSubscriberWriteRollsBack) {
+  maps_->fault[static_cast<int>(MapId::kSubscribers)].batch_after = 1;  // 1 written, 3 refused
+  grpc::Status st = change();
+  EXPECT_FALSE(st.ok());
+  EXPECT_THAT(st.error_message(), HasSubstr("writing map subscribers (entry 1)"));
+  expect_maps_as_before();
+  expect_index_as_before();
+}
+
+TEST_F(StoreWriter, RefusedPoliceWriteChangesNothing) {
+  maps_->fault[static_cast<int>(MapId::kPolice)].batch_after = 0;
+  EXPECT_FALSE(change().ok());
+  EXPECT_EQ(st_->snapshot(), before_);
+  expect_index_as_before();
+}
+
+TEST_F(StoreWriter, FailedRollbackIsCounted) {
+  maps_->fault[static_cast<int>(MapId::kRoutesV6_64)].batch_after = 0;
+  // The IPv4 routes (written before the /64 map) cannot be restored.
+  maps_->fault[static_cast<int>(MapId::kRoutesV4)].singles = true;
+  EXPECT_FALSE(change().ok());
+  EXPECT_EQ(store_->rollback_failures(), 2u);  // 100.64.0.11 added, 100.64.0.3 added
+  expect_index_as_before();
+}
+
+// A batch large enough for two writer threads: a refusal on one thread's
+// map rolls back the other's too.
+TEST(StoreWriterParallel, RefusedWriteRollsBackBothThreads) {
+  auto st = std::make_shared<MapState>(8192);
+  FakeMaps* maps = nullptr;
+  auto store = make_store(st, &maps);
+  const size_t n = SubscriberStore::kParallelApply + 10;
+  std::vector<xbng::v1::Subscriber> subs;
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t a = 0x64400000u + 16 + static_cast<uint32_t>(i);  // 100.64.0.16 + i
+    subs.push_back(sub(static_cast<uint32_t>(1 + i % 4000),
+                       fmt::format("{}.{}.{}.{}", a >> 24, (a >> 16) & 255, (a >> 8) & 255, a & 255),
+                       fmt::format("2001:db8:1000::{:x}", 16 + i)));
+    subs.back().set_outer_vlan(static_cast<uint32_t>(100 + i / 4000));
+  }
+  maps->fault[static_cast<int>(MapId::kRoutesV6)].batch_after = 1000;  // the second thread's
+  EXPECT_FALSE(upsert(*store, subs).ok());
+  auto now = st->snapshot();
+  for (int m = 0; m < kMapCount; ++m) {
+    if (m != static_cast<int>(MapId::kPolice)) {
+      EXPECT_TRUE(now[m].empty()) << map_name(static_cast<MapId>(m));
+    }
+  }
+  EXPECT_EQ(store->size(), 0u);
+  EXPECT_EQ(store->rollback_failures(), 0u);
+  ASSERT_TRUE(upsert(*store, subs).ok());
+  EXPECT_EQ(st->snapshot()[static_cast<int>(MapId::kRoutesV6)].size(), n);
+}
+
+}  // namespace
