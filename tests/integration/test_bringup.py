@@ -12,9 +12,9 @@ import threading
 import time
 import unittest
 
-from bringup_lab import BringupLab, cpe_sub
-from lab import wait_for
-from xbng_lab import GW4, UPLINK_NET4, UPLINK_NET6, subscribed
+from xbnglab.bringup import BringupLab, cpe_sub
+from xbnglab.lab import wait_for
+from xbnglab.xbngd import GW4, UPLINK_NET4, UPLINK_NET6, subscribed
 
 LEASE = 20  # seconds: T1 = 10 s, so renewals happen within the test
 

@@ -9,8 +9,8 @@ both ways and move a TCP stream whose bytes are checked end to end.
 import socket
 import unittest
 
-from cpe import add_cpe, cpe_sub, make_bridge, tcp_transfer
-from xbng_lab import UPLINK_NET4, UPLINK_NET6, XbngLab
+from xbnglab.cpe import add_cpe, cpe_sub, make_bridge, tcp_transfer
+from xbnglab.xbngd import UPLINK_NET4, UPLINK_NET6, XbngLab
 
 # The access veths stay at 1500 here: the CPEs use 1492 (as PPPoE would).
 CPE_MTU = 1492

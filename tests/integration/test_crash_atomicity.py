@@ -21,7 +21,7 @@ import subprocess
 import time
 import unittest
 
-from xbng_lab import P64_BASE, V4_BASE, XbngLab, plan, write_jsonl
+from xbnglab.xbngd import P64_BASE, V4_BASE, XbngLab, plan, write_jsonl
 
 N = 3000  # baseline subscribers; the upsert touches 3,000 entries (> kParallelApply)
 C_PER_S = 1000

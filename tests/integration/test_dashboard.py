@@ -19,9 +19,9 @@ import re
 import unittest
 import urllib.request
 
-from fleet_lab import EtcdCluster, FleetNode
-from lab import wait_for
-from xbng_lab import XbngLab, find_pass_obj
+from xbnglab.etcd import EtcdCluster, FleetNode
+from xbnglab.lab import wait_for
+from xbnglab.xbngd import XbngLab, find_pass_obj
 
 DASHBOARD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "deploy",
                          "grafana", "xbng.json")

@@ -13,9 +13,9 @@ import sys
 import time
 import unittest
 
-from fleet_lab import EtcdCluster, FleetNode, import_to_etcd
-from lab import wait_for
-from xbng_lab import XbngLab, find_pass_obj, plan
+from xbnglab.etcd import EtcdCluster, FleetNode, import_to_etcd
+from xbnglab.lab import wait_for
+from xbnglab.xbngd import XbngLab, find_pass_obj, plan
 
 N = 60_000
 HALF = N // 2

@@ -6,12 +6,12 @@ import subprocess
 import time
 import unittest
 
-from frames import (ARP, Dot1AD, ICMPv6ND_NA, ICMPv6NDOptDstLLAddr, IP, UDP, Dot1Q, Ether, IPv6,
-                    arp_request, checksums_ok, down_v4, down_v6, neighbour_solicit, qinq,
-                    tags, up_v4, up_v6)
-from lab import drain, recv_frames
-from traffic import Stream
-from xbng_lab import GW4, GW6, UPLINK_NET4, UPLINK_NET6, XbngLab, plan, subscribed
+from xbnglab.frames import (ARP, Dot1AD, ICMPv6ND_NA, ICMPv6NDOptDstLLAddr, IP, UDP, Dot1Q, Ether, IPv6,
+                            arp_request, checksums_ok, down_v4, down_v6, neighbour_solicit, qinq,
+                            tags, up_v4, up_v6)
+from xbnglab.lab import drain, recv_frames
+from xbnglab.traffic import Stream
+from xbnglab.xbngd import GW4, GW6, UPLINK_NET4, UPLINK_NET6, XbngLab, plan, subscribed
 
 ETH_P_8021AD = 0x88A8
 ETH_P_8021Q = 0x8100

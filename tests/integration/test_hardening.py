@@ -20,8 +20,8 @@ import unittest
 import urllib.error
 import urllib.request
 
-from lab import sh, wait_for
-from xbng_lab import XbngLab, plan
+from xbnglab.lab import sh, wait_for
+from xbnglab.xbngd import XbngLab, plan
 
 
 def metric(text: str, name: str) -> float:

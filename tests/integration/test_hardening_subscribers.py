@@ -15,11 +15,11 @@ import subprocess
 import time
 import unittest
 
-from frames import down_v4, qinq, up_v4
-from lab import drain, recv_frames, wait_for
+from xbnglab.frames import down_v4, qinq, up_v4
+from xbnglab.lab import drain, recv_frames, wait_for
 from scapy.layers.inet import IP, UDP
 from scapy.packet import Raw
-from xbng_lab import GW4, UPLINK_DUT4, UPLINK_NET4, CtlError, XbngLab, plan, subscribed
+from xbnglab.xbngd import GW4, UPLINK_DUT4, UPLINK_NET4, CtlError, XbngLab, plan, subscribed
 
 
 def tags_to(mac):

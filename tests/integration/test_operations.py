@@ -12,9 +12,9 @@ import unittest
 import urllib.error
 import urllib.request
 
-from frames import down_v4, qinq, tags, up_v4, IP, UDP, Raw
-from lab import drain, recv_frames, sh, wait_for
-from xbng_lab import UPLINK_NET4, XbngLab, plan
+from xbnglab.frames import down_v4, qinq, tags, up_v4, IP, UDP, Raw
+from xbnglab.lab import drain, recv_frames, sh, wait_for
+from xbnglab.xbngd import UPLINK_NET4, XbngLab, plan
 
 
 def samples(text: str) -> dict:

@@ -25,8 +25,8 @@ import subprocess
 import time
 import unittest
 
-from cpe import cpe_sub, make_cpes
-from xbng_lab import UPLINK_NET4, UPLINK_NET6, CtlError, XbngLab
+from xbnglab.cpe import cpe_sub, make_cpes
+from xbnglab.xbngd import UPLINK_NET4, UPLINK_NET6, CtlError, XbngLab
 
 PAYLOAD = 1400
 UDP_GOODPUT = PAYLOAD / (PAYLOAD + 28)  # IPv4 + UDP headers

@@ -18,8 +18,8 @@ import subprocess
 import time
 import unittest
 
-from lab import Lab, wait_for
-from xbng_lab import find_bin
+from xbnglab.lab import Lab, wait_for
+from xbnglab.xbngd import find_bin
 
 ADDR = "2001:db8:1000::16"
 PFX1, PFX2 = "2001:db8:2000::/56", "2001:db8:4000::/48"

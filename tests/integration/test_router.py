@@ -11,8 +11,8 @@ import socket
 import subprocess
 import unittest
 
-from cpe import add_cpe, cpe_sub, make_bridge, tcp_transfer
-from xbng_lab import GW4, GW6, UPLINK_DUT4, UPLINK_DUT6, UPLINK_NET4, UPLINK_NET6, XbngLab
+from xbnglab.cpe import add_cpe, cpe_sub, make_bridge, tcp_transfer
+from xbnglab.xbngd import GW4, GW6, UPLINK_DUT4, UPLINK_DUT6, UPLINK_NET4, UPLINK_NET6, XbngLab
 
 POOLS = '["100.64.0.0/16", "2001:db8:1000::/36", "2001:db8:2000::/36"]'
 

@@ -18,7 +18,7 @@ import subprocess
 import time
 import unittest
 
-from xbng_lab import XbngLab, plan
+from xbnglab.xbngd import XbngLab, plan
 
 JOURNAL_MAGIC_LEN = {b"XBNGJRN1": 40, b"XBNGJRN2": 48}  # header offset of the body length
 

@@ -18,8 +18,8 @@ import signal
 import subprocess
 import time
 
-from lab import Netns, wait_for
-from xbng_lab import GW4, XbngLab, plan
+from xbnglab.lab import Netns, wait_for
+from xbnglab.xbngd import GW4, XbngLab, plan
 
 
 def cpe_sub(i: int, base: int = 0) -> dict:

@@ -7,7 +7,7 @@ import os
 import socket
 import threading
 
-from xbng_lab import GW4, XbngLab, plan
+from xbnglab.xbngd import GW4, XbngLab, plan
 
 
 def cpe_sub(i: int) -> dict:

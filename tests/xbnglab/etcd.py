@@ -21,8 +21,8 @@ import subprocess
 import time
 import urllib.request
 
-from lab import Lab, Netns, sh, wait_for
-from xbng_lab import GW4, GW6, find_bin, write_jsonl
+from xbnglab.lab import Lab, Netns, sh, wait_for
+from xbnglab.xbngd import GW4, GW6, find_bin, write_jsonl
 
 ETCD = "/usr/bin/etcd"
 ETCDCTL = "/usr/bin/etcdctl"

@@ -22,7 +22,7 @@ import socket
 import subprocess
 import time
 
-from lab import Lab, Netns, sh, wait_for
+from xbnglab.lab import Lab, Netns, sh, wait_for
 
 GW4 = "100.64.0.1"
 GW6 = "2001:db8:1000::1"
