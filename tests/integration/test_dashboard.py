@@ -20,6 +20,7 @@ import unittest
 import urllib.request
 
 from xbnglab.etcd import EtcdCluster, FleetNode
+from xbnglab import prom
 from xbnglab.lab import wait_for
 from xbnglab.xbngd import XbngLab, find_pass_obj
 
@@ -140,24 +141,9 @@ def dashboard_queries(doc: dict) -> list[tuple[str, str]]:
     return out
 
 
-def parse_exposition(text: str) -> dict[str, list[dict]]:
-    """metric name -> the label sets of its samples (Prometheus text format)."""
-    series: dict[str, list[dict]] = {}
-    sample = re.compile(r'^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})? \S+$')
-    label = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        m = sample.match(line)
-        if not m:
-            raise AssertionError(f"not a sample line: {line!r}")
-        series.setdefault(m.group(1), []).append(dict(label.findall(m.group(2) or "")))
-    return series
-
-
 def missing(doc: dict, exposition: str) -> list[str]:
     """What the dashboard queries that the exposition does not have."""
-    series = parse_exposition(exposition)
+    series = prom.series(exposition)
     problems = []
     for where, expr in dashboard_queries(doc):
         sels = selectors(expr)

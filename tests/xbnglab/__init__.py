@@ -8,6 +8,7 @@
     bringup  real DHCP/RA clients (dhclient, dhcpcd) in such CPEs
     frames   scapy frame builders and checks
     traffic  steady numbered traffic with exact loss accounting
+    prom     the Prometheus text exposition parser
 
 Imported as a package (``from xbnglab import lab``): ctest, scripts/demo and
 bench/run put tests/ on PYTHONPATH.

@@ -21,6 +21,7 @@ import subprocess
 import time
 import urllib.request
 
+from xbnglab import prom
 from xbnglab.lab import Lab, Netns, sh, wait_for
 from xbnglab.xbngd import GW4, GW6, find_bin, write_jsonl
 
@@ -205,12 +206,7 @@ class FleetNode:
     def metrics(self) -> dict:
         with self.ns.entered():
             body = urllib.request.urlopen("http://127.0.0.1:9469/metrics", timeout=5).read().decode()
-        out = {}
-        for line in body.splitlines():
-            if line.startswith("xbng_fleet_"):
-                name, val = line.rsplit(" ", 1)
-                out[name.split("{")[0]] = float(val)
-        return out
+        return prom.values(body, "xbng_fleet_")
 
 
 def import_to_etcd(cluster: EtcdCluster, node: str, subs, path: str, members=None,
