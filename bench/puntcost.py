@@ -5,7 +5,8 @@ Needs root and the integration environment (XBNG_BIN, XBNG_*_OBJ as in
 tests/integration/CMakeLists.txt; PYTHONPATH=tests for the lab helpers). Run with /usr/bin/python3 (scapy)."""
 import json, os, struct, subprocess, sys, time
 from scapy.all import Ether, Dot1AD, Dot1Q, IP, UDP, Raw
-from xbnglab.bringup import BringupLab, cpe_sub
+from xbnglab.bringup import BringupLab
+from xbnglab.cpe import cpe_sub
 from xbnglab.xbngd import UPLINK_NET4
 
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 200000

@@ -124,7 +124,8 @@ def bringup():
     """Real CPEs: dhclient (v4) and dhcpcd (v4 + DHCPv6 IA_NA/IA_PD + RA) in
     their own namespaces behind the tag push/pop emulator, served by xbngd
     from their provisioned bindings on their own S-VID/C-VID."""
-    from xbnglab.bringup import BringupLab, cpe_sub
+    from xbnglab.bringup import BringupLab
+    from xbnglab.cpe import cpe_sub
     step("bring-up: real CPEs ask for their addresses (DHCPv4, DHCPv6, RS) and get the provisioned ones")
     b = BringupLab("[dhcp]\nlease_time = 600\ndns = [\"192.0.2.53\"]\n"
                    "[dhcpv6]\ndns = [\"2001:db8:ffff::53\"]\n")

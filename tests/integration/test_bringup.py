@@ -12,7 +12,8 @@ import threading
 import time
 import unittest
 
-from xbnglab.bringup import BringupLab, cpe_sub
+from xbnglab.bringup import BringupLab
+from xbnglab.cpe import cpe_sub
 from xbnglab.lab import wait_for
 from xbnglab.xbngd import GW4, UPLINK_NET4, UPLINK_NET6, subscribed
 

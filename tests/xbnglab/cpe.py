@@ -10,9 +10,10 @@ import threading
 from xbnglab.xbngd import GW4, XbngLab, plan
 
 
-def cpe_sub(i: int) -> dict:
-    """Subscriber i of the plan, with the MAC the CPE emulator derives its tags from."""
-    s = plan(i, c_per_s=2)
+def cpe_sub(i: int, base: int = 0) -> dict:
+    """Subscriber base + i of the plan (two C-VIDs per S-VID), with the MAC
+    the CPE emulator derives its tags from (02:cc:SS:SS:CC:CC)."""
+    s = plan(base + i, c_per_s=2)
     s["mac"] = "02:cc:%02x:%02x:%02x:%02x" % (s["outer_vlan"] >> 8, s["outer_vlan"] & 0xFF,
                                                s["inner_vlan"] >> 8, s["inner_vlan"] & 0xFF)
     return s

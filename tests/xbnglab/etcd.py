@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import time
 import urllib.request
 
 from xbnglab import prom
-from xbnglab.lab import Lab, Netns, sh, wait_for
+from xbnglab.lab import Lab, Netns, wait_for
 from xbnglab.xbngd import GW4, GW6, find_bin, write_jsonl
 
 ETCD = "/usr/bin/etcd"

@@ -23,7 +23,6 @@ import signal
 import socket
 import subprocess
 import time
-from typing import Iterable
 
 CLONE_NEWNET = 0x40000000
 BPFFS = "/sys/fs/bpf"

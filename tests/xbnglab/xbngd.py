@@ -17,12 +17,11 @@ import ipaddress
 import json
 import os
 import select
-import shutil
 import socket
 import subprocess
 import time
 
-from xbnglab.lab import Lab, Netns, sh, wait_for
+from xbnglab.lab import Lab, sh, wait_for
 
 GW4 = "100.64.0.1"
 GW6 = "2001:db8:1000::1"
