@@ -17,12 +17,12 @@ import json
 import os
 import re
 import unittest
-import urllib.request
 
-from xbnglab.etcd import EtcdCluster, FleetNode
 from xbnglab import prom
+from xbnglab.etcd import FleetNode
+from xbnglab.fixture import LabSuite
 from xbnglab.lab import wait_for
-from xbnglab.xbngd import XbngLab, find_pass_obj
+from xbnglab.xbngd import find_pass_obj
 
 DASHBOARD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "deploy",
                          "grafana", "xbng.json")
@@ -179,31 +179,17 @@ class SelectorParsingTest(unittest.TestCase):
             selectors("rte(xbng_a[5m])")
 
 
-class DashboardTest(unittest.TestCase):
+class DashboardTest(LabSuite):
     @classmethod
-    def setUpClass(cls):
+    def setUpLab(cls):
         with open(DASHBOARD) as f:
             cls.doc = json.load(f)
-        cls.x = x = XbngLab()
-        try:
-            lab = x.lab
-            etcd_ns, peer = lab.netns("etcd"), lab.netns("peer")
-            c = EtcdCluster(lab, etcd_ns, members=1)
-            c.start()
-            cls.node = n = FleetNode(lab, 1, etcd_ns, peer, find_pass_obj())
-            n.start(members=(0,))
-            wait_for(lambda: n.metrics().get("xbng_fleet_synced") == 1, 30, 0.2,
-                     "the fleet node to sync")
-            with n.ns.entered():
-                with urllib.request.urlopen("http://127.0.0.1:9469/metrics", timeout=10) as r:
-                    cls.exposition = r.read().decode()
-        except BaseException:
-            x.close()
-            raise
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.x.close()
+        cls.start_etcd(members=1)
+        cls.node = n = FleetNode(cls.x.lab, 1, cls.etcd_ns, cls.peer, find_pass_obj())
+        n.start(members=(0,))
+        wait_for(lambda: n.metrics().get("xbng_fleet_synced") == 1, 30, 0.2,
+                 "the fleet node to sync")
+        cls.exposition = n.scrape(timeout=10)
 
     def panels(self) -> list[dict]:
         out = []

@@ -9,6 +9,7 @@
     frames   scapy frame builders and checks
     traffic  steady numbered traffic with exact loss accounting
     prom     the Prometheus text exposition parser
+    fixture  the suite base classes: one lab per TestCase class, closed on every exit
 
 Imported as a package (``from xbnglab import lab``): ctest, scripts/demo and
 bench/run put tests/ on PYTHONPATH.

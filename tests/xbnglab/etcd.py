@@ -202,10 +202,15 @@ class FleetNode:
                 keys.add((port, int(outer), int(inner)))
         return keys
 
-    def metrics(self) -> dict:
+    def scrape(self, timeout: float = 5) -> str:
+        """The node's /metrics (it listens inside its namespace)."""
         with self.ns.entered():
-            body = urllib.request.urlopen("http://127.0.0.1:9469/metrics", timeout=5).read().decode()
-        return prom.values(body, "xbng_fleet_")
+            with urllib.request.urlopen("http://127.0.0.1:9469/metrics", timeout=timeout) as r:
+                return r.read().decode()
+
+    def metrics(self) -> dict:
+        """The node's xbng_fleet_* metrics: name -> value."""
+        return prom.values(self.scrape(), "xbng_fleet_")
 
 
 def import_to_etcd(cluster: EtcdCluster, node: str, subs, path: str, members=None,
