@@ -21,7 +21,7 @@ import socket
 import subprocess
 import time
 
-from xbnglab.lab import Lab, sh, wait_for
+from xbnglab.lab import Lab, read_text, sh, wait_for
 
 GW4 = "100.64.0.1"
 GW6 = "2001:db8:1000::1"
@@ -114,11 +114,7 @@ class Daemon:
         return self.daemon
 
     def read_log(self) -> str:
-        try:
-            with open(self.log) as f:
-                return f.read()
-        except FileNotFoundError:
-            return ""
+        return read_text(self.log)
 
     def ctl_raw(self, *args: str, timeout: float | None = None) -> subprocess.CompletedProcess:
         return subprocess.run([self.xbngctl, "--server", self.grpc, *args],
