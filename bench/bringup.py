@@ -21,19 +21,7 @@ import subprocess
 import sys
 import time
 
-from xbnglab.xbngd import XbngLab, find_bin, plan, write_jsonl
-
-
-BENCH_V6_BASE = int(ipaddress.IPv6Address("2001:db8:1000::16"))
-
-
-def bench_plan(i: int) -> dict:
-    """bench/README.md's addressing (what bench/'s BPF wrapper and the generator expect): the lab
-    plan with S-VID 1 + i/4000 and IPv6 2001:db8:1000::16 (hex) + i."""
-    p = plan(i, c_per_s=4000)
-    p["outer_vlan"] = 1 + i // 4000
-    p["ipv6"] = str(ipaddress.IPv6Address(BENCH_V6_BASE + i))
-    return p
+from xbnglab.xbngd import XbngLab, bench_plan, find_bin, write_jsonl
 
 
 def run(n: int, others: int, window: int, extra: list[str], json_out: str | None,

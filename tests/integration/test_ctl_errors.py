@@ -12,9 +12,9 @@ import socket
 import subprocess
 import unittest
 
-from fleet_lab import EtcdCluster, FleetNode
-from lab import sh, wait_for
-from xbng_lab import XbngLab, find_pass_obj, plan
+from xbnglab.etcd import EtcdCluster, FleetNode
+from xbnglab.lab import sh, wait_for
+from xbnglab.xbngd import XbngLab, find_pass_obj, plan
 
 START = "start it with systemctl start xbngd, or pass --server"
 

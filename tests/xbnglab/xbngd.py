@@ -44,6 +44,18 @@ def plan(i: int, c_per_s: int = 1000, port: str = "acc0") -> dict:
     }
 
 
+
+BENCH_V6_BASE = int(ipaddress.IPv6Address("2001:db8:1000::16"))
+
+
+def bench_plan(i: int) -> dict:
+    """bench/README.md's addressing (what bench/'s BPF wrapper and the generator expect): the lab
+    plan with S-VID 1 + i/4000 and IPv6 2001:db8:1000::16 (hex) + i."""
+    p = plan(i, c_per_s=4000)
+    p["outer_vlan"] = 1 + i // 4000
+    p["ipv6"] = str(ipaddress.IPv6Address(BENCH_V6_BASE + i))
+    return p
+
 def write_jsonl(path: str, subs) -> int:
     n = 0
     with open(path, "w") as f:
