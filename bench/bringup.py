@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import glob
-import ipaddress
 import os
 import subprocess
 import sys

@@ -6,7 +6,6 @@ stderr, the --json error fields and the exit code (xbngctl(8), EXIT STATUS:
 0 ok, 1 a value refused, 2 usage, 3 xbngd unreachable)."""
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess

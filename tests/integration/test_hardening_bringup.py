@@ -7,12 +7,10 @@
   - the per-subscriber punt budget is per protocol: with every CPE flooding
     DHCPv4 DISCOVERs (the bench generator, bench/bringup.cpp), the CPEs'
     IPv6 sessions (DHCPv6 + RS/RA) still come up."""
-import glob
 import json
 import os
 import signal
 import subprocess
-import sys
 import time
 import unittest
 
