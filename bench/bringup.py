@@ -1,6 +1,6 @@
 """Bring-up storm against the real xbngd (DHCPv4, DHCPv6, RS/RA).
 
-A standard xbng lab (tests/integration/xbng_lab.py: sub <-> dut <-> net, the
+A standard xbng lab (tests/xbnglab/xbngd.py: sub <-> dut <-> net, the
 real xbngd in dut). OTHERS subscribers plus N storm subscribers are
 provisioned through gRPC with bench/README.md's addressing (S-VID 1 + i/4000,
 C-VID 1 + i%4000); then xbng_bench_bringup emulates the N storm CPEs on the
@@ -9,33 +9,18 @@ xbngd's CPU and RSS from /proc and times xbngd's own xdp_access on the other
 subscribers (BPF_PROG_TEST_RUN through bench/'s wrapper) before and during
 the storm. Prints the generator's figures; asserts nothing.
 
-    /usr/bin/python3 bench/bringup.py --subscribers 60000 [--others 1000] [--json FILE]
+    PYTHONPATH=tests /usr/bin/python3 bench/bringup.py --subscribers 60000 [--others 1000] [--json FILE]
 """
 from __future__ import annotations
 
 import argparse
 import glob
-import ipaddress
 import os
 import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "integration"))
-
-from xbng_lab import XbngLab, find_bin, plan, write_jsonl  # noqa: E402
-
-
-BENCH_V6_BASE = int(ipaddress.IPv6Address("2001:db8:1000::16"))
-
-
-def bench_plan(i: int) -> dict:
-    """bench/README.md's addressing (what bench/'s BPF wrapper and the generator expect): the lab
-    plan with S-VID 1 + i/4000 and IPv6 2001:db8:1000::16 (hex) + i."""
-    p = plan(i, c_per_s=4000)
-    p["outer_vlan"] = 1 + i // 4000
-    p["ipv6"] = str(ipaddress.IPv6Address(BENCH_V6_BASE + i))
-    return p
+from xbnglab.xbngd import XbngLab, bench_plan, find_bin, write_jsonl
 
 
 def run(n: int, others: int, window: int, extra: list[str], json_out: str | None,

@@ -31,15 +31,12 @@ import re
 import shutil
 import statistics
 import subprocess
-import sys
 import time
 import urllib.request
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "integration"))
-
-from fleet_lab import EtcdCluster, FleetNode  # noqa: E402
-from lab import Lab, wait_for  # noqa: E402
-from xbng_lab import find_bin, find_pass_obj, plan, write_jsonl  # noqa: E402
+from xbnglab.etcd import EtcdCluster, FleetNode
+from xbnglab.lab import Lab, wait_for
+from xbnglab.xbngd import find_bin, find_pass_obj, plan, write_jsonl
 
 C_PER_S = 4000
 

@@ -16,13 +16,10 @@ import argparse
 import ipaddress
 import os
 import statistics
-import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "integration"))
-
-from xbng_lab import P64_BASE, XbngLab, plan, write_jsonl  # noqa: E402
+from xbnglab.xbngd import P64_BASE, XbngLab, plan, write_jsonl
 
 
 def one(bin_dir: str, n: int, add: str, upd: str) -> dict:

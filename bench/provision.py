@@ -15,13 +15,10 @@ import ipaddress
 import json
 import os
 import subprocess
-import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "integration"))
-
-from lab import Lab, sh  # noqa: E402
-from xbng_lab import XbngLab, plan, write_jsonl  # noqa: E402
+from xbnglab.lab import Lab, sh
+from xbnglab.xbngd import XbngLab, plan, write_jsonl
 
 XBNG_MAPS = ("subscribers", "routes_v4", "routes_v6", "routes_v6_64", "prefixes_v4", "prefixes_v6")
 

@@ -16,9 +16,8 @@ import os
 import statistics
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import provision  # noqa: E402
+import provision  # noqa: E402  (bench/provision.py, beside this script)
 
 
 def main():

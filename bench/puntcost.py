@@ -2,12 +2,12 @@
 data frame forwarded vs DHCPv4 DISCOVER punted (ring buffer copy) vs DISCOVER over the
 subscriber's rate limit. Frames are not modified by these paths, so repeat is valid.
 Needs root and the integration environment (XBNG_BIN, XBNG_*_OBJ as in
-tests/integration/CMakeLists.txt). Run with /usr/bin/python3 (scapy)."""
+tests/integration/CMakeLists.txt; PYTHONPATH=tests for the lab helpers). Run with /usr/bin/python3 (scapy)."""
 import json, os, struct, subprocess, sys, time
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "integration"))
 from scapy.all import Ether, Dot1AD, Dot1Q, IP, UDP, Raw
-from bringup_lab import BringupLab, cpe_sub
-from xbng_lab import UPLINK_NET4
+from xbnglab.bringup import BringupLab
+from xbnglab.cpe import cpe_sub
+from xbnglab.xbngd import UPLINK_NET4
 
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 200000
 def run(b, prog_id, frame, repeat):

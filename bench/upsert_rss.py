@@ -3,7 +3,7 @@
 `[api] max_request_bytes` (16 MiB by default) bounds one unary request; bulk
 loads are meant for StreamSubscribers, but one atomic UpsertSubscribers of
 the largest size the API takes is what an operator's script may send. In the
-standard lab (tests/integration/xbng_lab.py, its own namespaces and bpffs),
+standard lab (tests/xbnglab/xbngd.py, its own namespaces and bpffs),
 with subscriber i of the shared addressing plan:
 
   (a) N subscribers through StreamSubscribers (`xbngctl sub import`);
@@ -19,7 +19,7 @@ After each step: xbngd's peak RSS during the step (VmHWM, reset before the
 step through /proc/PID/clear_refs) and its RSS --settle seconds later
 (VmRSS, once malloc_trim has run). Prints figures, asserts nothing.
 
-    sudo python3 bench/upsert_rss.py [--subscribers 1000000] [--max-bytes 16777216]
+    sudo PYTHONPATH=tests python3 bench/upsert_rss.py [--subscribers 1000000] [--max-bytes 16777216]
 """
 from __future__ import annotations
 
@@ -27,12 +27,9 @@ import argparse
 import json
 import os
 import subprocess
-import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "integration"))
-
-from xbng_lab import XbngLab, find_bin, plan, write_jsonl  # noqa: E402
+from xbnglab.xbngd import XbngLab, find_bin, plan, write_jsonl
 
 C_PER_S = 4000  # C-VIDs per S-VID, as bench/provision.py
 

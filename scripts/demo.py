@@ -3,18 +3,14 @@ subscribers provisioned through gRPC, traffic both ways, counters.
 
 Run through scripts/demo (which installs and builds first)."""
 import ipaddress
-import os
 import random
 import subprocess
-import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "integration"))
-
-from frames import (ARP, Ether, ICMPv6ND_NA, IP, IPv6, arp_request, down_v4, down_v6,  # noqa: E402
-                    neighbour_solicit, tags, up_v4, up_v6)
-from lab import drain, recv_frames, wait_for  # noqa: E402
-from xbng_lab import GW4, GW6, UPLINK_NET4, UPLINK_NET6, XbngLab, plan, subscribed  # noqa: E402
+from xbnglab.frames import (ARP, Ether, ICMPv6ND_NA, IP, IPv6, arp_request, down_v4, down_v6,
+                            neighbour_solicit, tags, up_v4, up_v6)
+from xbnglab.lab import drain, recv_frames, wait_for
+from xbnglab.xbngd import GW4, GW6, UPLINK_NET4, UPLINK_NET6, XbngLab, plan, subscribed
 
 S_VLANS, C_PER_S = 3, 1000
 N = S_VLANS * C_PER_S
@@ -128,7 +124,8 @@ def bringup():
     """Real CPEs: dhclient (v4) and dhcpcd (v4 + DHCPv6 IA_NA/IA_PD + RA) in
     their own namespaces behind the tag push/pop emulator, served by xbngd
     from their provisioned bindings on their own S-VID/C-VID."""
-    from bringup_lab import BringupLab, cpe_sub
+    from xbnglab.bringup import BringupLab
+    from xbnglab.cpe import cpe_sub
     step("bring-up: real CPEs ask for their addresses (DHCPv4, DHCPv6, RS) and get the provisioned ones")
     b = BringupLab("[dhcp]\nlease_time = 600\ndns = [\"192.0.2.53\"]\n"
                    "[dhcpv6]\ndns = [\"2001:db8:ffff::53\"]\n")

@@ -12,9 +12,10 @@ import threading
 import time
 import unittest
 
-from bringup_lab import BringupLab, cpe_sub
-from lab import wait_for
-from xbng_lab import GW4, UPLINK_NET4, UPLINK_NET6, subscribed
+from xbnglab.cpe import cpe_sub
+from xbnglab.fixture import BringupSuite
+from xbnglab.lab import wait_for
+from xbnglab.xbngd import GW4, UPLINK_NET4, UPLINK_NET6, subscribed
 
 LEASE = 20  # seconds: T1 = 10 s, so renewals happen within the test
 
@@ -75,23 +76,15 @@ def tcp_both_ways(tc, lab, ns, addr, family=socket.AF_INET):
         tc.assertEqual(bytes(got), data, f"TCP {client.name} -> {server.name} {where}")
 
 
-class DhclientV4Test(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.b = BringupLab(CONFIG)
-        try:
-            cls.subs = [cpe_sub(i) for i in range(3)]
-            subs = [dict(s) for s in cls.subs]
-            del subs[1]["mac"]  # provisioned without MAC: learned from DHCP
-            out, _ = cls.b.x.import_subs(subs)
-            assert int(out["applied"]) == 3, out
-        except BaseException:
-            cls.b.close()
-            raise
+class DhclientV4Test(BringupSuite):
+    DHCP_TOML = CONFIG
 
     @classmethod
-    def tearDownClass(cls):
-        cls.b.close()
+    def setUpLab(cls):
+        cls.subs = [cpe_sub(i) for i in range(3)]
+        subs = [dict(s) for s in cls.subs]
+        del subs[1]["mac"]  # provisioned without MAC: learned from DHCP
+        cls.provision(subs)
 
     def test_1_bind_traffic_renew_restart_release(self):
         b, s = self.b, self.subs[0]
@@ -195,23 +188,15 @@ class DhclientV4Test(unittest.TestCase):
         b.stop_client(client)
 
 
-class V6Test(unittest.TestCase):
+class V6Test(BringupSuite):
     """RS -> RA (kernel and rdisc6), dhclient -6 -N -P (IA_NA + IA_PD), dhcpcd."""
 
-    @classmethod
-    def setUpClass(cls):
-        cls.b = BringupLab(CONFIG)
-        try:
-            cls.subs = [cpe_sub(i, base=10) for i in range(3)]
-            out, _ = cls.b.x.import_subs(cls.subs)
-            assert int(out["applied"]) == 3, out
-        except BaseException:
-            cls.b.close()
-            raise
+    DHCP_TOML = CONFIG
 
     @classmethod
-    def tearDownClass(cls):
-        cls.b.close()
+    def setUpLab(cls):
+        cls.subs = [cpe_sub(i, base=10) for i in range(3)]
+        cls.provision(cls.subs)
 
     def default6(self, ns):
         return self.b.default_via(ns, "-6")

@@ -9,35 +9,27 @@ both ways and move a TCP stream whose bytes are checked end to end.
 import socket
 import unittest
 
-from cpe import add_cpe, cpe_sub, make_bridge, tcp_transfer
-from xbng_lab import UPLINK_NET4, UPLINK_NET6, XbngLab
+from xbnglab.cpe import add_cpe, cpe_sub, make_bridge, tcp_transfer
+from xbnglab.fixture import LabSuite
+from xbnglab.xbngd import UPLINK_NET4, UPLINK_NET6
 
 # The access veths stay at 1500 here: the CPEs use 1492 (as PPPoE would).
 CPE_MTU = 1492
 
 
-class CpeTest(unittest.TestCase):
+class CpeTest(LabSuite):
     @classmethod
-    def setUpClass(cls):
-        cls.x = x = XbngLab()
-        try:
-            x.start(max_subscribers=1024)
-            cls.subs = [cpe_sub(i) for i in range(3)]
-            out, _ = x.import_subs(cls.subs)
-            assert int(out["applied"]) == 3, out
-            x.resolve_uplink_neighbours()
-            make_bridge(x)
-            cls.cpes = []
-            for i, s in enumerate(cls.subs):
-                ns = add_cpe(x, i, s, CPE_MTU)
-                cls.cpes.append(ns)
-        except BaseException:
-            x.close()
-            raise
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.x.close()
+    def setUpLab(cls):
+        x = cls.x
+        x.start(max_subscribers=1024)
+        cls.subs = [cpe_sub(i) for i in range(3)]
+        cls.provision(cls.subs)
+        x.resolve_uplink_neighbours()
+        make_bridge(x)
+        cls.cpes = []
+        for i, s in enumerate(cls.subs):
+            ns = add_cpe(x, i, s, CPE_MTU)
+            cls.cpes.append(ns)
 
     def ping(self, ns, dst, v6=False):
         r = ns.exec(["ping", *(["-6"] if v6 else []), "-c3", "-i0.2", "-W2", dst], check=False)

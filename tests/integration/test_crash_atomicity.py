@@ -21,7 +21,8 @@ import subprocess
 import time
 import unittest
 
-from xbng_lab import P64_BASE, V4_BASE, XbngLab, plan, write_jsonl
+from xbnglab.fixture import LabSuite
+from xbnglab.xbngd import P64_BASE, V4_BASE, plan, write_jsonl
 
 N = 3000  # baseline subscribers; the upsert touches 3,000 entries (> kParallelApply)
 C_PER_S = 1000
@@ -84,22 +85,12 @@ def routes_of(subs: dict) -> set:
     return out
 
 
-class CrashAtomicityTest(unittest.TestCase):
+class CrashAtomicityTest(LabSuite):
     @classmethod
-    def setUpClass(cls):
-        cls.x = XbngLab()
-        try:
-            cls.x.start(max_subscribers=65536)
-            cls.base = {key(s): s for s in (baseline(i) for i in range(N))}
-            out, _ = cls.x.import_subs(cls.base.values())
-            assert int(out["applied"]) == N, out
-        except BaseException:
-            cls.x.close()
-            raise
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.x.close()
+    def setUpLab(cls):
+        cls.x.start(max_subscribers=65536)
+        cls.base = {key(s): s for s in (baseline(i) for i in range(N))}
+        cls.provision(cls.base.values())
 
     # -- state -------------------------------------------------------------------
     def listed(self) -> dict:

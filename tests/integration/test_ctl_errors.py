@@ -6,15 +6,14 @@ stderr, the --json error fields and the exit code (xbngctl(8), EXIT STATUS:
 0 ok, 1 a value refused, 2 usage, 3 xbngd unreachable)."""
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
 import unittest
 
-from fleet_lab import EtcdCluster, FleetNode
-from lab import sh, wait_for
-from xbng_lab import XbngLab, find_pass_obj, plan
+from xbnglab.etcd import EtcdCluster, FleetNode
+from xbnglab.lab import sh, wait_for
+from xbnglab.xbngd import XbngLab, find_pass_obj, plan
 
 START = "start it with systemctl start xbngd, or pass --server"
 

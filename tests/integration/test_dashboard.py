@@ -17,11 +17,12 @@ import json
 import os
 import re
 import unittest
-import urllib.request
 
-from fleet_lab import EtcdCluster, FleetNode
-from lab import wait_for
-from xbng_lab import XbngLab, find_pass_obj
+from xbnglab import prom
+from xbnglab.etcd import FleetNode
+from xbnglab.fixture import LabSuite
+from xbnglab.lab import wait_for
+from xbnglab.xbngd import find_pass_obj
 
 DASHBOARD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "deploy",
                          "grafana", "xbng.json")
@@ -140,24 +141,9 @@ def dashboard_queries(doc: dict) -> list[tuple[str, str]]:
     return out
 
 
-def parse_exposition(text: str) -> dict[str, list[dict]]:
-    """metric name -> the label sets of its samples (Prometheus text format)."""
-    series: dict[str, list[dict]] = {}
-    sample = re.compile(r'^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})? \S+$')
-    label = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        m = sample.match(line)
-        if not m:
-            raise AssertionError(f"not a sample line: {line!r}")
-        series.setdefault(m.group(1), []).append(dict(label.findall(m.group(2) or "")))
-    return series
-
-
 def missing(doc: dict, exposition: str) -> list[str]:
     """What the dashboard queries that the exposition does not have."""
-    series = parse_exposition(exposition)
+    series = prom.series(exposition)
     problems = []
     for where, expr in dashboard_queries(doc):
         sels = selectors(expr)
@@ -193,31 +179,17 @@ class SelectorParsingTest(unittest.TestCase):
             selectors("rte(xbng_a[5m])")
 
 
-class DashboardTest(unittest.TestCase):
+class DashboardTest(LabSuite):
     @classmethod
-    def setUpClass(cls):
+    def setUpLab(cls):
         with open(DASHBOARD) as f:
             cls.doc = json.load(f)
-        cls.x = x = XbngLab()
-        try:
-            lab = x.lab
-            etcd_ns, peer = lab.netns("etcd"), lab.netns("peer")
-            c = EtcdCluster(lab, etcd_ns, members=1)
-            c.start()
-            cls.node = n = FleetNode(lab, 1, etcd_ns, peer, find_pass_obj())
-            n.start(members=(0,))
-            wait_for(lambda: n.metrics().get("xbng_fleet_synced") == 1, 30, 0.2,
-                     "the fleet node to sync")
-            with n.ns.entered():
-                with urllib.request.urlopen("http://127.0.0.1:9469/metrics", timeout=10) as r:
-                    cls.exposition = r.read().decode()
-        except BaseException:
-            x.close()
-            raise
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.x.close()
+        cls.start_etcd(members=1)
+        cls.node = n = FleetNode(cls.x.lab, 1, cls.etcd_ns, cls.peer, find_pass_obj())
+        n.start(members=(0,))
+        wait_for(lambda: n.metrics().get("xbng_fleet_synced") == 1, 30, 0.2,
+                 "the fleet node to sync")
+        cls.exposition = n.scrape(timeout=10)
 
     def panels(self) -> list[dict]:
         out = []

@@ -13,9 +13,10 @@ import sys
 import time
 import unittest
 
-from fleet_lab import EtcdCluster, FleetNode, import_to_etcd
-from lab import wait_for
-from xbng_lab import XbngLab, find_pass_obj, plan
+from xbnglab.etcd import FleetNode, import_to_etcd
+from xbnglab.fixture import LabSuite
+from xbnglab.lab import wait_for
+from xbnglab.xbngd import find_pass_obj, plan
 
 N = 60_000
 HALF = N // 2
@@ -30,35 +31,24 @@ def etcd_key(node, s):
     return f"/xbng/v1/nodes/{node}/subscribers/{s['port']}/{s['outer_vlan']}/{s['inner_vlan']}"
 
 
-class FleetTest(unittest.TestCase):
+class FleetTest(LabSuite):
     @classmethod
-    def setUpClass(cls):
-        cls.x = XbngLab()  # its Lab owns every namespace, process and pin below
-        try:
-            lab = cls.x.lab
-            cls.etcd_ns, cls.peer = lab.netns("etcd"), lab.netns("peer")
-            cls.cluster = EtcdCluster(lab, cls.etcd_ns)
-            cls.cluster.start()
-            obj = find_pass_obj()
-            cls.n1 = FleetNode(lab, 1, cls.etcd_ns, cls.peer, obj)
-            cls.n2 = FleetNode(lab, 2, cls.etcd_ns, cls.peer, obj)
-            # n1 from a config file ([etcd] section, a short status lease),
-            # member 2 first (the one killed mid-load); n2 reaches member 1 only.
-            cls.n1_conf = os.path.join(lab.rundir, "n1.toml")
-            with open(cls.n1_conf, "w") as f:
-                f.write('[etcd]\nendpoints = [%s]\nnode = "n1"\nstatus_ttl = 3\n' %
-                        ", ".join(f'"{cls.n1.etcd_host}:{p}"' for p in (22379, 2379, 12379)))
-            cls.n1.start(config=cls.n1_conf)
-            cls.n2.start(members=(1,))
-            cls.want = {"n1": {key_of(s): s for s in (plan(i, C_PER_S) for i in range(HALF))},
-                        "n2": {key_of(s): s for s in (plan(i, C_PER_S) for i in range(HALF, N))}}
-        except BaseException:
-            cls.x.close()
-            raise
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.x.close()
+    def setUpLab(cls):
+        lab = cls.x.lab  # owns every namespace, process and pin below
+        cls.start_etcd(members=3)
+        obj = find_pass_obj()
+        cls.n1 = FleetNode(lab, 1, cls.etcd_ns, cls.peer, obj)
+        cls.n2 = FleetNode(lab, 2, cls.etcd_ns, cls.peer, obj)
+        # n1 from a config file ([etcd] section, a short status lease),
+        # member 2 first (the one killed mid-load); n2 reaches member 1 only.
+        cls.n1_conf = os.path.join(lab.rundir, "n1.toml")
+        with open(cls.n1_conf, "w") as f:
+            f.write('[etcd]\nendpoints = [%s]\nnode = "n1"\nstatus_ttl = 3\n' %
+                    ", ".join(f'"{cls.n1.etcd_host}:{p}"' for p in (22379, 2379, 12379)))
+        cls.n1.start(config=cls.n1_conf)
+        cls.n2.start(members=(1,))
+        cls.want = {"n1": {key_of(s): s for s in (plan(i, C_PER_S) for i in range(HALF))},
+                    "n2": {key_of(s): s for s in (plan(i, C_PER_S) for i in range(HALF, N))}}
 
     # -- helpers ------------------------------------------------------------------
     def node(self, name):

@@ -6,9 +6,9 @@ import json
 import os
 import unittest
 
-from fleet_lab import EtcdCluster, FleetNode
-from lab import wait_for
-from xbng_lab import XbngLab, find_bin, find_pass_obj, plan, write_jsonl
+from xbnglab.etcd import EtcdCluster, FleetNode
+from xbnglab.lab import wait_for
+from xbnglab.xbngd import XbngLab, find_bin, find_pass_obj, plan, write_jsonl
 
 
 class FleetAuthTest(unittest.TestCase):

@@ -16,9 +16,9 @@ import subprocess
 import time
 import unittest
 
-from fleet_lab import ETCDCTL, EtcdCluster, FleetNode
-from lab import wait_for
-from xbng_lab import XbngLab, find_pass_obj, plan
+from xbnglab.etcd import ETCDCTL, EtcdCluster, FleetNode
+from xbnglab.lab import wait_for
+from xbnglab.xbngd import XbngLab, find_pass_obj, plan
 
 NODE = "n1"
 PREFIX = f"/xbng/v1/nodes/{NODE}/subscribers/"

@@ -6,12 +6,13 @@ import subprocess
 import time
 import unittest
 
-from frames import (ARP, Dot1AD, ICMPv6ND_NA, ICMPv6NDOptDstLLAddr, IP, UDP, Dot1Q, Ether, IPv6,
-                    arp_request, checksums_ok, down_v4, down_v6, neighbour_solicit, qinq,
-                    tags, up_v4, up_v6)
-from lab import drain, recv_frames
-from traffic import Stream
-from xbng_lab import GW4, GW6, UPLINK_NET4, UPLINK_NET6, XbngLab, plan, subscribed
+from xbnglab.frames import (ARP, Dot1AD, ICMPv6ND_NA, ICMPv6NDOptDstLLAddr, IP, UDP, Dot1Q, Ether, IPv6,
+                            arp_request, checksums_ok, down_v4, down_v6, neighbour_solicit, qinq,
+                            tags, up_v4, up_v6)
+from xbnglab.lab import drain, recv_frames
+from xbnglab.fixture import LabSuite
+from xbnglab.traffic import Stream
+from xbnglab.xbngd import GW4, GW6, UPLINK_NET4, UPLINK_NET6, plan, subscribed
 
 ETH_P_8021AD = 0x88A8
 ETH_P_8021Q = 0x8100
@@ -40,32 +41,17 @@ def qinq_to_mac(mac, marker=b"xbng-down"):
     return lambda f: f[0:6] == m and len(tags(f)) == 2 and (marker is None or marker in f)
 
 
-class ForwardingTest(unittest.TestCase):
+class ForwardingTest(LabSuite):
     @classmethod
-    def setUpClass(cls):
-        cls.x = XbngLab()
-        try:
-            cls.x.start(max_subscribers=4096)
-            # 3 S-VLANs x 4 C-VLANs; every subscriber gets IPv4, IPv6 and a /64.
-            cls.subs = [plan(i, c_per_s=4) for i in range(12)]
-            # One business line with a routed IPv4 prefix and a /56.
-            cls.subs[5]["ipv4_prefixes"] = ["198.51.100.0/28"]
-            cls.subs[5]["ipv6_prefixes"] = ["2001:db8:3000:100::/56"]
-            out, _ = cls.x.import_subs(cls.subs)
-            assert int(out.get("applied", 0)) == 12, out
-            cls.x.resolve_uplink_neighbours()
-            cls.acc_mac = cls.x.dut.mac("acc0")
-            cls.upl_mac = cls.x.dut.mac("upl0")
-            cls.n0_mac = cls.x.net.mac("n0")
-            cls.sub_sock = cls.x.sub.packet_socket("s0")
-            cls.net_sock = cls.x.net.packet_socket("n0")
-        except BaseException:
-            cls.x.close()
-            raise
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.x.close()
+    def setUpLab(cls):
+        cls.x.start(max_subscribers=4096)
+        # 3 S-VLANs x 4 C-VLANs; every subscriber gets IPv4, IPv6 and a /64.
+        cls.subs = [plan(i, c_per_s=4) for i in range(12)]
+        # One business line with a routed IPv4 prefix and a /56.
+        cls.subs[5]["ipv4_prefixes"] = ["198.51.100.0/28"]
+        cls.subs[5]["ipv6_prefixes"] = ["2001:db8:3000:100::/56"]
+        cls.provision(cls.subs)
+        cls.open_ports()
 
     def setUp(self):
         drain(self.sub_sock)

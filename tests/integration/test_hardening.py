@@ -20,15 +20,9 @@ import unittest
 import urllib.error
 import urllib.request
 
-from lab import sh, wait_for
-from xbng_lab import XbngLab, plan
-
-
-def metric(text: str, name: str) -> float:
-    for line in text.splitlines():
-        if line.startswith(name + " ") or line.startswith(name + "{"):
-            return float(line.rsplit(" ", 1)[1])
-    raise KeyError(name)
+from xbnglab import prom
+from xbnglab.lab import sh, wait_for
+from xbnglab.xbngd import XbngLab, plan
 
 
 class Hardening(unittest.TestCase):
@@ -332,8 +326,8 @@ class Hardening(unittest.TestCase):
         self.assertTrue(all(w.poll() is None for w in silent))
         self.assertIn("stopped reading", self.x.read_log())
         m = self.http("/metrics")[1]
-        self.assertEqual(metric(m, "xbng_watchers"), 0)
-        self.assertEqual(metric(m, "xbng_watchers_disconnected_total"), 16)
+        self.assertEqual(prom.value(m, "xbng_watchers"), 0)
+        self.assertEqual(prom.value(m, "xbng_watchers_disconnected_total"), 16)
         # Their calls end too, with the clients still stopped: cancelled, or
         # when a write is stuck in the socket itself, their connections shut
         # down.

@@ -7,21 +7,17 @@
   - the per-subscriber punt budget is per protocol: with every CPE flooding
     DHCPv4 DISCOVERs (the bench generator, bench/bringup.cpp), the CPEs'
     IPv6 sessions (DHCPv6 + RS/RA) still come up."""
-import glob
 import json
 import os
 import signal
 import subprocess
-import sys
 import time
 import unittest
 
-from bringup_lab import BringupLab
-from lab import wait_for
-from xbng_lab import XbngLab, find_bin, write_jsonl
+from xbnglab.bringup import BringupLab
+from xbnglab.lab import wait_for
+from xbnglab.xbngd import XbngLab, bench_plan, find_bin, write_jsonl
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
-from bringup import bench_plan  # noqa: E402  (bench/README.md addressing, as the generator expects)
 
 CONFIG = """
 [dhcp]

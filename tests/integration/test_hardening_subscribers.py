@@ -15,11 +15,12 @@ import subprocess
 import time
 import unittest
 
-from frames import down_v4, qinq, up_v4
-from lab import drain, recv_frames, wait_for
+from xbnglab.fixture import LabSuite
+from xbnglab.frames import down_v4, qinq, up_v4
+from xbnglab.lab import drain, recv_frames, wait_for
 from scapy.layers.inet import IP, UDP
 from scapy.packet import Raw
-from xbng_lab import GW4, UPLINK_DUT4, UPLINK_NET4, CtlError, XbngLab, plan, subscribed
+from xbnglab.xbngd import GW4, UPLINK_DUT4, UPLINK_NET4, CtlError, plan, subscribed
 
 
 def tags_to(mac):
@@ -27,27 +28,13 @@ def tags_to(mac):
     return lambda f: f[0:6] == m and f[12:14] == b"\x88\xa8" and b"xbng-down" in f
 
 
-class HardeningTest(unittest.TestCase):
+class HardeningTest(LabSuite):
     @classmethod
-    def setUpClass(cls):
-        cls.x = XbngLab()
-        try:
-            cls.config = os.path.join(cls.x.lab.rundir, "xbngd.toml")
-            cls.write_config(allow=[])
-            cls.x.start(max_subscribers=4096, extra=["--config", cls.config])
-            cls.x.resolve_uplink_neighbours()
-            cls.acc_mac = cls.x.dut.mac("acc0")
-            cls.upl_mac = cls.x.dut.mac("upl0")
-            cls.n0_mac = cls.x.net.mac("n0")
-            cls.sub_sock = cls.x.sub.packet_socket("s0")
-            cls.net_sock = cls.x.net.packet_socket("n0")
-        except BaseException:
-            cls.x.close()
-            raise
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.x.close()
+    def setUpLab(cls):
+        cls.config = os.path.join(cls.x.lab.rundir, "xbngd.toml")
+        cls.write_config(allow=[])
+        cls.x.start(max_subscribers=4096, extra=["--config", cls.config])
+        cls.open_ports()
 
     @classmethod
     def write_config(cls, allow):

@@ -6,7 +6,7 @@ import subprocess
 import sys
 import unittest
 
-from lab import Lab, recv_frames, sh, sweep_stale
+from xbnglab.lab import Lab, recv_frames, sh, sweep_stale
 
 from scapy.layers.l2 import Dot1AD, Dot1Q, Ether
 from scapy.layers.inet import IP, UDP
@@ -33,7 +33,7 @@ class LabTest(unittest.TestCase):
 
     def test_killed_lab_is_swept(self):
         # A child builds a lab and is SIGKILLed: nothing of it may survive the sweep.
-        code = ("import os,time,sys; sys.path.insert(0,'.'); from lab import Lab; "
+        code = ("import os,time; from xbnglab.lab import Lab; "
                 "l=Lab(); l.netns('x'); os.makedirs(l.bpffs); print(l.id, flush=True); time.sleep(60)")
         p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
         lab_id = p.stdout.readline().strip()

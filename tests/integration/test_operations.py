@@ -12,19 +12,10 @@ import unittest
 import urllib.error
 import urllib.request
 
-from frames import down_v4, qinq, tags, up_v4, IP, UDP, Raw
-from lab import drain, recv_frames, sh, wait_for
-from xbng_lab import UPLINK_NET4, XbngLab, plan
-
-
-def samples(text: str) -> dict:
-    """{'name{labels}': float} of a Prometheus text exposition."""
-    out = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            key, _, value = line.rpartition(" ")
-            out[key] = float(value)
-    return out
+from xbnglab import prom
+from xbnglab.frames import down_v4, qinq, tags, up_v4, IP, UDP, Raw
+from xbnglab.lab import drain, recv_frames, sh, wait_for
+from xbnglab.xbngd import UPLINK_NET4, XbngLab, plan
 
 
 class OpsLab(unittest.TestCase):
@@ -73,7 +64,7 @@ class MetricsTest(OpsLab):
         # to dut's stack and counted): the scrape must lie between two
         # GetStats taken around it, and equal them where nothing moved.
         before = self.x.ctl("stats")
-        m = samples(self.scrape())
+        m = prom.by_key(self.scrape())
         after = {(r["reason"], f): int(r.get(f, 0))
                  for r in self.x.ctl("stats")["reasons"] for f in ("packets", "bytes")}
         for r in before["reasons"]:
@@ -114,7 +105,7 @@ class ReloadTest(OpsLab):
         self.assertIsNone(self.x.daemon.poll(), self.x.read_log())
 
     def reload_ok(self, listen: str) -> float:
-        return samples(self.scrape(listen))["xbng_config_last_reload_successful"]
+        return prom.by_key(self.scrape(listen))["xbng_config_last_reload_successful"]
 
     def test_sighup_applies_live_settings_and_refuses_the_rest(self):
         path = self.write_config(self.BASE)

@@ -25,8 +25,9 @@ import subprocess
 import time
 import unittest
 
-from cpe import cpe_sub, make_cpes
-from xbng_lab import UPLINK_NET4, UPLINK_NET6, CtlError, XbngLab
+from xbnglab.cpe import cpe_sub, make_cpes, warm
+from xbnglab.fixture import LabSuite
+from xbnglab.xbngd import UPLINK_NET4, UPLINK_NET6, CtlError, XbngLab
 
 PAYLOAD = 1400
 UDP_GOODPUT = PAYLOAD / (PAYLOAD + 28)  # IPv4 + UDP headers
@@ -137,33 +138,22 @@ class Iperf:
         self.procs.clear()
 
 
-class PoliceTest(unittest.TestCase):
+class PoliceTest(LabSuite):
     @classmethod
-    def setUpClass(cls):
-        cls.x = x = XbngLab()
-        try:
-            x.start(max_subscribers=1024)
-            cls.subs = [cpe_sub(i) for i in range(len(PLANS))]
-            for s, (up, down) in zip(cls.subs, PLANS):
-                s["policy"] = policy(up, down)
-            # A third subscriber without a plan: the same generator, unpoliced,
-            # in the same run, shows what rate the machine lets it reach.
-            cls.free = cpe_sub(len(PLANS))
-            out, _ = x.import_subs(cls.subs + [cls.free])
-            assert int(out["applied"]) == len(cls.subs) + 1, out
-            x.resolve_uplink_neighbours()
-            cls.cpes = make_cpes(x, cls.subs + [cls.free])
-            cls.free_cpe = cls.cpes[-1]
-            for ns in cls.cpes:  # ARP/ND through xbng before anything is timed
-                ns.exec(["ping", "-c1", "-W2", UPLINK_NET4], check=False)
-                ns.exec(["ping", "-6", "-c1", "-W2", UPLINK_NET6], check=False)
-        except BaseException:
-            x.close()
-            raise
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.x.close()
+    def setUpLab(cls):
+        x = cls.x
+        x.start(max_subscribers=1024)
+        cls.subs = [cpe_sub(i) for i in range(len(PLANS))]
+        for s, (up, down) in zip(cls.subs, PLANS):
+            s["policy"] = policy(up, down)
+        # A third subscriber without a plan: the same generator, unpoliced,
+        # in the same run, shows what rate the machine lets it reach.
+        cls.free = cpe_sub(len(PLANS))
+        cls.provision(cls.subs + [cls.free])
+        x.resolve_uplink_neighbours()
+        cls.cpes = make_cpes(x, cls.subs + [cls.free])
+        cls.free_cpe = cls.cpes[-1]
+        warm(cls.cpes)
 
     def setUp(self):
         self.iperf = Iperf(self.x)

@@ -18,8 +18,8 @@ import subprocess
 import time
 import unittest
 
-from lab import Lab, wait_for
-from xbng_lab import find_bin
+from xbnglab.lab import Lab, read_text, wait_for
+from xbnglab.xbngd import find_bin
 
 ADDR = "2001:db8:1000::16"
 PFX1, PFX2 = "2001:db8:2000::/56", "2001:db8:4000::/48"
@@ -58,11 +58,7 @@ class ProtoInterop(unittest.TestCase):
         return p
 
     def responder_log(self) -> str:
-        try:
-            with open(self.out) as f:
-                return f.read()
-        except FileNotFoundError:
-            return ""
+        return read_text(self.out)
 
     def wait_log(self, needle: str, timeout: float, what: str) -> None:
         wait_for(lambda: needle in self.responder_log(), timeout, 0.1,

@@ -5,8 +5,8 @@ import signal
 import time
 import unittest
 
-from traffic import Stream
-from xbng_lab import XbngLab, plan
+from xbnglab.traffic import Stream
+from xbnglab.xbngd import XbngLab, plan
 
 class RestartTest(unittest.TestCase):
     def setUp(self):

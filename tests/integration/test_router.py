@@ -11,8 +11,9 @@ import socket
 import subprocess
 import unittest
 
-from cpe import add_cpe, cpe_sub, make_bridge, tcp_transfer
-from xbng_lab import GW4, GW6, UPLINK_DUT4, UPLINK_DUT6, UPLINK_NET4, UPLINK_NET6, XbngLab
+from xbnglab.cpe import add_cpe, cpe_sub, make_bridge, tcp_transfer, warm
+from xbnglab.fixture import LabSuite
+from xbnglab.xbngd import GW4, GW6, UPLINK_DUT4, UPLINK_DUT6, UPLINK_NET4, UPLINK_NET6
 
 POOLS = '["100.64.0.0/16", "2001:db8:1000::/36", "2001:db8:2000::/36"]'
 
@@ -27,7 +28,7 @@ def hops(out: str) -> dict:
     return got
 
 
-class RouterLab(unittest.TestCase):
+class RouterLab(LabSuite):
     SUB_MTU = None        # subscriber_mtu in the config (None: the default, 1500)
     CPE_IP_MTU = 1500     # what the CPEs believe
     CLAMP = True
@@ -49,27 +50,16 @@ class RouterLab(unittest.TestCase):
         cls.x.start(max_subscribers=1024, extra=["--config", path])
 
     @classmethod
-    def setUpClass(cls):
-        cls.x = x = XbngLab()
-        try:
-            cls.start_xbngd()
-            cls.subs = [cpe_sub(i) for i in range(3)]
-            out, _ = x.import_subs(cls.subs)
-            assert int(out["applied"]) == 3, out
-            x.resolve_uplink_neighbours()
-            make_bridge(x, link_mtu=1508)
-            cls.cpes = [add_cpe(x, i, s, cls.CPE_IP_MTU, link_mtu=1508)
-                        for i, s in enumerate(cls.subs)]
-            for ns in cls.cpes:  # ARP/ND for the gateway, and the path warm
-                ns.exec(["ping", "-c1", "-W2", UPLINK_NET4], check=False)
-                ns.exec(["ping", "-6", "-c1", "-W2", UPLINK_NET6], check=False)
-        except BaseException:
-            x.close()
-            raise
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.x.close()
+    def setUpLab(cls):
+        x = cls.x
+        cls.start_xbngd()
+        cls.subs = [cpe_sub(i) for i in range(3)]
+        cls.provision(cls.subs)
+        x.resolve_uplink_neighbours()
+        make_bridge(x, link_mtu=1508)
+        cls.cpes = [add_cpe(x, i, s, cls.CPE_IP_MTU, link_mtu=1508)
+                    for i, s in enumerate(cls.subs)]
+        warm(cls.cpes)
 
     def delta(self, before, after, reason):
         return after.get(reason, 0) - before.get(reason, 0)
@@ -140,16 +130,8 @@ class DefaultMtuTest(RouterLab):
         self.assertEqual(self.delta(before, after, "drop_pool_unassigned"), 0)
 
 
-class RefusedStartTest(unittest.TestCase):
+class RefusedStartTest(LabSuite):
     """What xbngd refuses at start, before loading anything."""
-
-    @classmethod
-    def setUpClass(cls):
-        cls.x = XbngLab()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.x.close()
 
     def start_fails(self, config: str) -> str:
         path = os.path.join(self.x.lab.rundir, "refused.toml")

@@ -8,9 +8,9 @@ import sys
 import time
 import unittest
 
-from frames import down_v4, down_v6, tags, up_v4, up_v6
-from lab import drain, recv_frames
-from xbng_lab import UPLINK_NET4, UPLINK_NET6, XbngLab, plan
+from xbnglab.frames import down_v4, down_v6, tags, up_v4, up_v6
+from xbnglab.lab import drain, recv_frames
+from xbnglab.xbngd import UPLINK_NET4, UPLINK_NET6, XbngLab, plan
 
 N, C_PER_S, SAMPLE = 60_000, 3_000, 500
 

@@ -18,37 +18,28 @@ import subprocess
 import time
 import unittest
 
-from xbng_lab import XbngLab, plan
+from xbnglab.fixture import LabSuite
+from xbnglab.xbngd import plan
 
 JOURNAL_MAGIC_LEN = {b"XBNGJRN1": 40, b"XBNGJRN2": 48}  # header offset of the body length
 
 
-class StateFilesTest(unittest.TestCase):
+class StateFilesTest(LabSuite):
     @classmethod
-    def setUpClass(cls):
-        cls.x = XbngLab()
-        try:
-            x = cls.x
-            cls.state = os.path.join("/run/xbng", x.lab.id)
-            cls.journal = os.path.join(cls.state, "store.journal")
-            cls.leases = os.path.join(cls.state, "leases.json")
-            cls.duid = os.path.join(cls.state, "dhcpv6-server-duid")
-            x.start(max_subscribers=4096)
-            out, _ = x.import_subs([plan(i, c_per_s=10) for i in range(5)])
-            assert int(out["applied"]) == 5, out
-            assert x.stop() == 0, x.read_log()
-            cls.good = os.path.join(x.lab.rundir, "good-state")
-            shutil.copytree(cls.state, cls.good)
-            cls.maps = cls.dump()
-            assert len([m for m in cls.maps if '"subscribers"' in m]) == 5, cls.maps
-            cls.outside = os.path.join(x.lab.rundir, "outside")
-        except BaseException:
-            cls.x.close()
-            raise
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.x.close()
+    def setUpLab(cls):
+        x = cls.x
+        cls.state = os.path.join("/run/xbng", x.lab.id)
+        cls.journal = os.path.join(cls.state, "store.journal")
+        cls.leases = os.path.join(cls.state, "leases.json")
+        cls.duid = os.path.join(cls.state, "dhcpv6-server-duid")
+        x.start(max_subscribers=4096)
+        cls.provision([plan(i, c_per_s=10) for i in range(5)])
+        assert x.stop() == 0, x.read_log()
+        cls.good = os.path.join(x.lab.rundir, "good-state")
+        shutil.copytree(cls.state, cls.good)
+        cls.maps = cls.dump()
+        assert len([m for m in cls.maps if '"subscribers"' in m]) == 5, cls.maps
+        cls.outside = os.path.join(x.lab.rundir, "outside")
 
     @classmethod
     def dump(cls) -> set:

@@ -27,9 +27,9 @@ import unittest
 from scapy.layers.dhcp import BOOTP, DHCP
 from scapy.utils import wrpcap
 
-from frames import IP, UDP, Dot1AD, Dot1Q, Ether, Raw
-from lab import drain, recv_frames
-from xbng_lab import GW4, UPLINK_DUT4, UPLINK_DUT6, UPLINK_NET4, UPLINK_NET6, XbngLab, plan
+from xbnglab.frames import IP, UDP, Dot1AD, Dot1Q, Ether, Raw
+from xbnglab.lab import drain, recv_frames
+from xbnglab.xbngd import GW4, UPLINK_DUT4, UPLINK_DUT6, UPLINK_NET4, UPLINK_NET6, XbngLab, plan
 
 BPFTOOL = next((p for p in ("/usr/sbin/bpftool", "/sbin/bpftool") if os.path.exists(p)), "bpftool")
 RINGBUFS = {"events", "punt"}  # not dumpable; covered by the event stream and the punt counters

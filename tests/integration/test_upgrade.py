@@ -15,9 +15,9 @@ import subprocess
 import time
 import unittest
 
-from lab import sh
-from traffic import Stream
-from xbng_lab import XbngLab, find_bin, plan
+from xbnglab.lab import sh
+from xbnglab.traffic import Stream
+from xbnglab.xbngd import XbngLab, find_bin, plan
 
 MAPS = ("subscribers", "routes_v4", "routes_v6", "routes_v6_64", "prefixes_v4", "prefixes_v6",
         "ports", "tx_ports", "stats", "port_stats", "events", "unknown_seen", "event_budget",
@@ -46,7 +46,7 @@ class UpgradeTest(unittest.TestCase):
         self.x.resolve_uplink_neighbours()
 
     def pins(self) -> str:
-        # The running ABI's directory (<bpffs>/v<ABI>), as xbng_lab.pinned_map finds it.
+        # The running ABI's directory (<bpffs>/v<ABI>), as xbnglab.xbngd.pinned_map finds it.
         return os.path.dirname(os.path.dirname(self.x.pinned_map("ports")))
 
     def dataplane(self) -> dict:

@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import time
 import urllib.request
 
-from lab import Lab, Netns, sh, wait_for
-from xbng_lab import GW4, GW6, find_bin, write_jsonl
+from xbnglab import prom
+from xbnglab.lab import Lab, Netns, wait_for
+from xbnglab.xbngd import GW4, GW6, Daemon, find_bin, write_jsonl
 
 ETCD = "/usr/bin/etcd"
 ETCDCTL = "/usr/bin/etcdctl"
@@ -110,8 +110,10 @@ class EtcdCluster:
         self.ctl("compact", str(rev), "--physical")
 
 
-class FleetNode:
+class FleetNode(Daemon):
     """One xbngd in its own namespace, driven from etcd."""
+
+    CTL_TIMEOUT = 300
 
     def __init__(self, lab: Lab, k: int, etcd_ns: Netns, peer: Netns, pass_obj: str):
         self.lab, self.k, self.name = lab, k, f"n{k}"
@@ -132,6 +134,7 @@ class FleetNode:
         self.grpc = f"unix://{self.socket_path}"
         self.log = os.path.join(lab.rundir, f"{self.name}.log")
         self.xbngd, self.xbngctl = find_bin("xbngd"), find_bin("xbngctl")
+        self.what = f"xbngd {self.name}"
         self.daemon = None
 
     def endpoints(self, members) -> str:
@@ -139,8 +142,6 @@ class FleetNode:
 
     def start(self, members=(0, 1, 2), config: str | None = None, max_subscribers: int = 65536,
               extra: list[str] | None = None, timeout: float = 30):
-        if os.path.exists(self.socket_path):
-            os.unlink(self.socket_path)
         argv = [self.xbngd, "--access", "acc0", "--uplink", "upl0", "--gateway-ipv4", GW4,
                 "--gateway-ipv6", GW6, "--grpc", self.grpc, "--bpffs", self.bpffs,
                 "--max-subscribers", str(max_subscribers), "--metrics-listen", "127.0.0.1:9469"]
@@ -149,35 +150,10 @@ class FleetNode:
         else:
             argv += ["--etcd", self.endpoints(members), "--node", self.name]
         argv += extra or []
-        self.daemon = self.lab.spawn(self.ns.nsenter_argv(argv), log=self.log)
-
-        def ready():
-            if self.daemon.poll() is not None:
-                raise RuntimeError(f"xbngd {self.name} exited {self.daemon.returncode}:\n"
-                                   f"{self.read_log()}")
-            return os.path.exists(self.socket_path) and self.ctl_raw("stats").returncode == 0
-        wait_for(ready, timeout, 0.1, f"xbngd {self.name} to serve gRPC")
+        self.launch(self.ns.nsenter_argv(argv), timeout)
 
     def kill(self, sig=signal.SIGKILL) -> None:
         self.lab.stop(self.daemon, sig)
-
-    def read_log(self) -> str:
-        try:
-            with open(self.log) as f:
-                return f.read()
-        except FileNotFoundError:
-            return ""
-
-    def ctl_raw(self, *args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([self.xbngctl, "--server", self.grpc, *args],
-                              capture_output=True, text=True, timeout=300)
-
-    def ctl(self, *args: str):
-        r = subprocess.run([self.xbngctl, "--server", self.grpc, "--json", *args],
-                           capture_output=True, text=True, timeout=300)
-        if r.returncode != 0:
-            raise RuntimeError(f"xbngctl {args}: {r.stderr.strip()}")
-        return json.loads(r.stdout) if r.stdout.strip() else None
 
     def listed_keys(self) -> set:
         out = self.ctl("sub", "list", "--all", "--page-size", "10000")
@@ -202,15 +178,15 @@ class FleetNode:
                 keys.add((port, int(outer), int(inner)))
         return keys
 
-    def metrics(self) -> dict:
+    def scrape(self, timeout: float = 5) -> str:
+        """The node's /metrics (it listens inside its namespace)."""
         with self.ns.entered():
-            body = urllib.request.urlopen("http://127.0.0.1:9469/metrics", timeout=5).read().decode()
-        out = {}
-        for line in body.splitlines():
-            if line.startswith("xbng_fleet_"):
-                name, val = line.rsplit(" ", 1)
-                out[name.split("{")[0]] = float(val)
-        return out
+            with urllib.request.urlopen("http://127.0.0.1:9469/metrics", timeout=timeout) as r:
+                return r.read().decode()
+
+    def metrics(self) -> dict:
+        """The node's xbng_fleet_* metrics: name -> value."""
+        return prom.values(self.scrape(), "xbng_fleet_")
 
 
 def import_to_etcd(cluster: EtcdCluster, node: str, subs, path: str, members=None,

@@ -7,12 +7,13 @@ import os
 import socket
 import threading
 
-from xbng_lab import GW4, XbngLab, plan
+from xbnglab.xbngd import GW4, UPLINK_NET4, UPLINK_NET6, XbngLab, plan
 
 
-def cpe_sub(i: int) -> dict:
-    """Subscriber i of the plan, with the MAC the CPE emulator derives its tags from."""
-    s = plan(i, c_per_s=2)
+def cpe_sub(i: int, base: int = 0) -> dict:
+    """Subscriber base + i of the plan (two C-VIDs per S-VID), with the MAC
+    the CPE emulator derives its tags from (02:cc:SS:SS:CC:CC)."""
+    s = plan(base + i, c_per_s=2)
     s["mac"] = "02:cc:%02x:%02x:%02x:%02x" % (s["outer_vlan"] >> 8, s["outer_vlan"] & 0xFF,
                                                s["inner_vlan"] >> 8, s["inner_vlan"] & 0xFF)
     return s
@@ -65,6 +66,14 @@ def make_cpes(x: XbngLab, subs, ip_mtu: int = 1492) -> list:
     """br0 and one CPE namespace per subscriber (cpe<i>); returns the namespaces."""
     make_bridge(x)
     return [add_cpe(x, i, s, ip_mtu) for i, s in enumerate(subs)]
+
+
+def warm(cpes) -> None:
+    """One ping from each CPE to net, IPv4 and IPv6: the gateway's ARP/ND
+    entries made and the path through xbng warm before anything is timed."""
+    for ns in cpes:
+        ns.exec(["ping", "-c1", "-W2", UPLINK_NET4], check=False)
+        ns.exec(["ping", "-6", "-c1", "-W2", UPLINK_NET6], check=False)
 
 
 def tcp_transfer(test, server_ns, client_ns, server_addr, family, size=4 << 20):

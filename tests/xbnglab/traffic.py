@@ -4,9 +4,9 @@ import struct
 import threading
 import time
 
-from frames import up_v4
-from lab import drain, recv_frames
-from xbng_lab import UPLINK_NET4, XbngLab
+from xbnglab.frames import up_v4
+from xbnglab.lab import drain, recv_frames
+from xbnglab.xbngd import UPLINK_NET4, XbngLab
 
 MAGIC = b"XBNGSEQ!"
 

@@ -23,7 +23,6 @@ import signal
 import socket
 import subprocess
 import time
-from typing import Iterable
 
 CLONE_NEWNET = 0x40000000
 BPFFS = "/sys/fs/bpf"
@@ -246,6 +245,15 @@ def _on_signal(signum, _frame):
 atexit.register(_close_all)
 for _sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
     signal.signal(_sig, _on_signal)
+
+
+def read_text(path: str) -> str:
+    """A file's text; "" while it does not exist (a log not yet written)."""
+    try:
+        with open(path) as f:
+            return f.read()
+    except FileNotFoundError:
+        return ""
 
 
 def wait_for(pred, timeout: float = 10.0, interval: float = 0.05, what: str = "condition"):

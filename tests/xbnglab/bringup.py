@@ -9,24 +9,14 @@ run dir (never the system's), and are stopped by PID.
 """
 from __future__ import annotations
 
-import ipaddress
 import json
 import os
-import re
-import shutil
 import signal
 import subprocess
-import time
 
-from lab import Netns, wait_for
-from xbng_lab import GW4, XbngLab, plan
-
-
-def cpe_sub(i: int, base: int = 0) -> dict:
-    s = plan(base + i, c_per_s=2)
-    s["mac"] = "02:cc:%02x:%02x:%02x:%02x" % (s["outer_vlan"] >> 8, s["outer_vlan"] & 0xFF,
-                                               s["inner_vlan"] >> 8, s["inner_vlan"] & 0xFF)
-    return s
+from xbnglab.cpe import make_bridge
+from xbnglab.lab import Netns, wait_for
+from xbnglab.xbngd import GW4, XbngLab
 
 
 class BringupLab:
@@ -44,11 +34,7 @@ class BringupLab:
         try:
             self.start()
             x.resolve_uplink_neighbours()
-            x.sub.ip("link", "add", "br0", "type", "bridge")
-            x.sub.ip("link", "set", "s0", "master", "br0")
-            x.sub.ip("link", "set", "br0", "up")
-            x.sub.sysctl("net.ipv6.conf.br0.disable_ipv6", "1")
-            x.sub.exec(["ethtool", "-K", "s0", "txvlan", "off", "tx-vlan-stag-hw-insert", "off"])
+            make_bridge(x)
         except BaseException:
             x.close()
             raise

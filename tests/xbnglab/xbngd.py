@@ -17,12 +17,11 @@ import ipaddress
 import json
 import os
 import select
-import shutil
 import socket
 import subprocess
 import time
 
-from lab import Lab, Netns, sh, wait_for
+from xbnglab.lab import Lab, read_text, sh, wait_for
 
 GW4 = "100.64.0.1"
 GW6 = "2001:db8:1000::1"
@@ -44,6 +43,18 @@ def plan(i: int, c_per_s: int = 1000, port: str = "acc0") -> dict:
         "ipv6_prefixes": [f"{ipaddress.IPv6Address(P64_BASE + (i << 64))}/64"],
     }
 
+
+
+BENCH_V6_BASE = int(ipaddress.IPv6Address("2001:db8:1000::16"))
+
+
+def bench_plan(i: int) -> dict:
+    """bench/README.md's addressing (what bench/'s BPF wrapper and the generator expect): the lab
+    plan with S-VID 1 + i/4000 and IPv6 2001:db8:1000::16 (hex) + i."""
+    p = plan(i, c_per_s=4000)
+    p["outer_vlan"] = 1 + i // 4000
+    p["ipv6"] = str(ipaddress.IPv6Address(BENCH_V6_BASE + i))
+    return p
 
 def write_jsonl(path: str, subs) -> int:
     n = 0
@@ -92,7 +103,44 @@ class CtlError(RuntimeError):
         self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
 
 
-class XbngLab:
+class Daemon:
+    """One xbngd of a lab and the xbngctl that talks to it. A subclass sets
+    lab (the Lab), socket_path, grpc, log, xbngctl and what (its name in
+    messages)."""
+
+    CTL_TIMEOUT = 600
+    what = "xbngd"
+    daemon: subprocess.Popen | None = None
+
+    def launch(self, argv: list[str], timeout: float = 30) -> subprocess.Popen:
+        """Spawns xbngd (argv) and waits until it answers on its socket."""
+        if os.path.exists(self.socket_path):
+            os.unlink(self.socket_path)
+        self.daemon = self.lab.spawn(argv, log=self.log)
+
+        def ready():
+            if self.daemon.poll() is not None:
+                raise RuntimeError(f"{self.what} exited {self.daemon.returncode}:\n{self.read_log()}")
+            return os.path.exists(self.socket_path) and self.ctl_raw("stats").returncode == 0
+        wait_for(ready, timeout, 0.1, f"{self.what} to serve gRPC")
+        return self.daemon
+
+    def read_log(self) -> str:
+        return read_text(self.log)
+
+    def ctl_raw(self, *args: str, timeout: float | None = None) -> subprocess.CompletedProcess:
+        return subprocess.run([self.xbngctl, "--server", self.grpc, *args],
+                              capture_output=True, text=True, timeout=timeout or self.CTL_TIMEOUT)
+
+    def ctl(self, *args: str, timeout: float | None = None):
+        """Runs xbngctl --json ARGS; returns parsed JSON, raises CtlError on failure."""
+        r = self.ctl_raw("--json", *args, timeout=timeout)
+        if r.returncode != 0:
+            raise CtlError(r.returncode, r.stdout, r.stderr)
+        return json.loads(r.stdout) if r.stdout.strip() else None
+
+
+class XbngLab(Daemon):
     def __init__(self, kind: str = "xbngt", access_mtu: int | None = None):
         self.lab = Lab(kind)
         lab = self.lab
@@ -151,30 +199,12 @@ class XbngLab:
 
     def start(self, max_subscribers: int = 65536, extra: list[str] | None = None,
               timeout: float = 30) -> subprocess.Popen:
-        if os.path.exists(self.socket_path):
-            os.unlink(self.socket_path)
-        self.daemon = self.lab.spawn(self.xbngd_argv(max_subscribers, extra), log=self.log)
-
-        def ready():
-            if self.daemon.poll() is not None:
-                raise RuntimeError(f"xbngd exited {self.daemon.returncode}:\n{self.read_log()}")
-            if not os.path.exists(self.socket_path):
-                return False
-            return self.ctl_raw("stats").returncode == 0
-        wait_for(ready, timeout, 0.1, "xbngd to serve gRPC")
-        return self.daemon
+        return self.launch(self.xbngd_argv(max_subscribers, extra), timeout)
 
     def stop(self, sig=None) -> int:
         import signal as _s
         rc = self.lab.stop(self.daemon, sig or _s.SIGTERM)
         return rc
-
-    def read_log(self) -> str:
-        try:
-            with open(self.log) as f:
-                return f.read()
-        except FileNotFoundError:
-            return ""
 
     def pinned_map(self, name: str) -> str:
         """Path of a pinned map of the running ABI version (<bpffs>/v<ABI>/maps/NAME)."""
@@ -188,18 +218,6 @@ class XbngLab:
         sh(self.dut.nsenter_argv([self.xbngd, "--teardown", "--bpffs", self.lab.bpffs]))
 
     # -- the CLI ------------------------------------------------------------------
-    def ctl_raw(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-        return subprocess.run([self.xbngctl, "--server", self.grpc, *args],
-                              capture_output=True, text=True, timeout=timeout)
-
-    def ctl(self, *args: str, timeout: float = 600):
-        """Runs xbngctl --json ARGS; returns parsed JSON, raises CtlError on failure."""
-        r = subprocess.run([self.xbngctl, "--server", self.grpc, "--json", *args],
-                           capture_output=True, text=True, timeout=timeout)
-        if r.returncode != 0:
-            raise CtlError(r.returncode, r.stdout, r.stderr)
-        return json.loads(r.stdout) if r.stdout.strip() else None
-
     def import_subs(self, subs) -> tuple[dict, float]:
         path = os.path.join(self.lab.rundir, f"subs-{time.monotonic_ns()}.jsonl")
         write_jsonl(path, subs)
