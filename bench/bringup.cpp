@@ -1,4 +1,4 @@
-// xbng_bench_bringup: the subscriber bring-up storm (issue 10). Emulates N
+// xbng_bench_bringup: the subscriber bring-up storm (DHCPv4/DHCPv6/RS). Emulates N
 // QinQ CPEs on one veth with AF_PACKET: each sends DHCPv4 DISCOVER, DHCPv6
 // SOLICIT (Rapid Commit, IA_NA + IA_PD) and an RS at once, then REQUEST on
 // the OFFER (or on an ADVERTISE); a CPE is bound when it holds its ACK,

@@ -1,4 +1,4 @@
-"""Bring-up storm against the real xbngd (issue 10).
+"""Bring-up storm against the real xbngd (DHCPv4, DHCPv6, RS/RA).
 
 A standard xbng lab (tests/xbnglab/xbngd.py: sub <-> dut <-> net, the
 real xbngd in dut). OTHERS subscribers plus N storm subscribers are

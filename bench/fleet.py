@@ -1,4 +1,4 @@
-"""Fleet-mode benchmark (issue 13): xbngd driven from a real etcd.
+"""Fleet-mode benchmark: xbngd driven from a real etcd.
 
 One etcd member (Debian's /usr/bin/etcd, data dir on disk) and one xbngd node
 in namespaces of a lab. For each size N:

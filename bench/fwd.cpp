@@ -1,4 +1,4 @@
-// xbng_bench_fwd: forwarding through veth, in Mpps (issue #6, part 3).
+// xbng_bench_fwd: forwarding through veth, in Mpps.
 //
 //   sub ns            dut ns                          net ns
 //   sub0 [sink] ---- acc0 [xdp_access]  upl0 [xdp_uplink] ---- net0 [sink]
@@ -213,7 +213,7 @@ std::string reason_deltas(const std::vector<uint64_t>& a, const std::vector<uint
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"xbng forwarding through veth, Mpps (bench part 3)"};
+  CLI::App app{"xbng forwarding through veth, Mpps"};
   std::string sizes_arg = "1K,60K,1M";
   bool quick = false;
   double seconds = 0;

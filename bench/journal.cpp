@@ -1,4 +1,4 @@
-// Issue 14 item 6: what the store's write-ahead journal costs per change, in
+// What the store's write-ahead journal costs per change, in
 // isolation: Journal::begin + clear for a batch the size of a stream batch
 // (8,192), all new keys (a bulk load: 8 bytes each) or all updates (each
 // previous spec: ~90 bytes with IPv4, IPv6, a /64 and a policy), into a file

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""A/B cost of the store's write-ahead journal (issue 14, item 6) in one run:
+"""A/B cost of the store's write-ahead journal in one run:
 bench/journal_ab.py OLD_BIN_DIR NEW_BIN_DIR [--n 1000000] [--rounds 2].
 
 OLD_BIN_DIR holds an xbngd/xbngctl without the journal (main before it, built

@@ -1,5 +1,5 @@
 // xbng_bench_pktcost: per-packet cost of the fast path with BPF_PROG_TEST_RUN
-// (issue #6, part 2), next to three references over the same keys.
+// next to three references over the same keys.
 //
 // Runs in a private network namespace (unshare(CLONE_NEWNET): it vanishes
 // with the process). For each N: xbng is loaded with its maps sized to N and
@@ -47,7 +47,7 @@ struct Case {
   uint32_t action;
   int reason;     // xbng verdict counted on success, -1 for the references
   int len_delta;  // output length - input length
-  bool police = false;  // issue 12: timed with every subscriber on a rate plan
+  bool police = false;  // timed with every subscriber on a rate plan
 };
 
 const std::vector<Case>& cases() {
@@ -74,19 +74,19 @@ const std::vector<Case>& cases() {
        Tmpl::kDownV6_64, true, XDP_REDIRECT, XBNG_FWD_DOWNSTREAM, 8},
       {"arp", "xbng ARP reply", "xbng", PC_SLOT_XDP_ACCESS, PC_MODE_ARP, Tmpl::kArp, false,
        XDP_TX, XBNG_TX_ARP_REPLY, 0},
-      // Issue 11: TCP SYNs whose MSS option is clamped on every pass.
+      // TCP SYNs whose MSS option is clamped on every pass.
       {"up_syn4", "xbng up IPv4 SYN, MSS clamped", "xbng", PC_SLOT_XDP_ACCESS,
        PC_MODE_UP_V4, Tmpl::kUpSyn4, false, XDP_REDIRECT, XBNG_FWD_UPSTREAM, -8},
       {"down_syn4", "xbng down IPv4 SYN, MSS clamped", "xbng", PC_SLOT_XDP_UPLINK,
        PC_MODE_DOWN_V4, Tmpl::kDownSyn4, true, XDP_REDIRECT, XBNG_FWD_DOWNSTREAM, 8},
-      // Issue 12: where a shared downstream bucket can live (ref_hash + bucket).
+      // Rate plans: where a shared downstream bucket can live (ref_hash + bucket).
       {"ref_pol_route", "ref: hash + bucket in route value", "reference", PC_SLOT_REF_POL_ROUTE,
        PC_MODE_DOWN_V4, Tmpl::kDownV4, true, XDP_REDIRECT, -1, 0},
       {"ref_pol_array", "ref: hash + slot -> array bucket", "reference", PC_SLOT_REF_POL_ARRAY,
        PC_MODE_DOWN_V4, Tmpl::kDownV4, true, XDP_REDIRECT, -1, 0},
       {"ref_pol_subhash", "ref: hash + subscriber hash bucket", "reference",
        PC_SLOT_REF_POL_SUBHASH, PC_MODE_DOWN_V4, Tmpl::kDownV4, true, XDP_REDIRECT, -1, 0},
-      // Issue 12: the fast path with every subscriber on a rate plan.
+      // Rate plans: the fast path with every subscriber on a rate plan.
       {"up_v4_pol", "xbng upstream IPv4 +police", "xbng", PC_SLOT_XDP_ACCESS, PC_MODE_UP_V4,
        Tmpl::kUpV4, false, XDP_REDIRECT, XBNG_FWD_UPSTREAM, -8, true},
       {"up_v6_pol", "xbng upstream IPv6 +police", "xbng", PC_SLOT_XDP_ACCESS, PC_MODE_UP_V6,
@@ -285,7 +285,7 @@ std::string fmt_ratio(std::optional<double> v) { return v ? fmt::format("{:.2f}"
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"xbng per-packet cost with BPF_PROG_TEST_RUN (bench part 2)"};
+  CLI::App app{"xbng per-packet cost with BPF_PROG_TEST_RUN"};
   std::string sizes_arg = "1K,60K,1M";
   bool quick = false, skip_failed = false;
   int repeat = 0, trials = 0;
@@ -325,7 +325,7 @@ int main(int argc, char** argv) {
       xbng_add_port(x.get(), {env.acc, XBNG_ROLE_ACCESS, env.port_mac, 0});
       xbng_add_port(x.get(), {env.upl, XBNG_ROLE_UPLINK, env.upl_mac, 1});
       double t_x = xbng_fill_subscribers(x.get(), env.acc, n, false);
-      bool policed = false;  // issue 12: the state the maps are in
+      bool policed = false;  // the state the maps are in
       auto set_police = [&](bool on) {
         if (on == policed) return;
         double t = xbng_fill_subscribers(x.get(), env.acc, n, on);
@@ -458,8 +458,8 @@ int main(int argc, char** argv) {
                           {"lpm_over_case_random_net", jv(lxr_net)}});
       }
     }
-    // ---- issue 12: policing on / off, and where the downstream bucket lives ------------
-    std::printf("\nRate plans (issue 12): cost of policing, same run. on/off = policed case / "
+    // ---- rate plans: policing on / off, and where the downstream bucket lives ------------
+    std::printf("\nRate plans: cost of policing, same run. on/off = policed case / "
                 "same case unpoliced;\n'net' subtracts the harness row from both first. Layout "
                 "references: / ref hash lookup.\n");
     std::string ph = fmt::format("{:<31} {:>5} | {:>9} {:>9} {:>9} {:>9}", "case", "N", "on/off fix",
@@ -487,7 +487,7 @@ int main(int argc, char** argv) {
     }
     // Memory per subscriber: the kernel's accounting (memlock) of the
     // subscriber-sized maps a subscriber with a /32, a /128 and a /64 uses,
-    // with the layouts before issue 12 (values 48 and 32 bytes, no police
+    // with the layouts before rate plans (values 48 and 32 bytes, no police
     // array) and now.
     nlohmann::json memj = nlohmann::json::array();
     std::printf("\nMemory per subscriber (fdinfo memlock of subscribers + routes_v4/v6/v6_64 "

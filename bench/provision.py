@@ -1,4 +1,4 @@
-"""Provisioning benchmark (issue 6, part 1).
+"""Provisioning benchmark: subscriber add/update/delete rates and agent memory.
 
 xbng: N subscribers (IPv4 + IPv6 + one /64 each) through the real gRPC
 StreamSubscribers (`xbngctl sub import`), client file to maps, then deleted

@@ -1,4 +1,4 @@
-"""Agent memory of a maximal atomic UpsertSubscribers on top of a full store (issue 14).
+"""Agent memory of a maximal atomic UpsertSubscribers on top of a full store.
 
 `[api] max_request_bytes` (16 MiB by default) bounds one unary request; bulk
 loads are meant for StreamSubscribers, but one atomic UpsertSubscribers of

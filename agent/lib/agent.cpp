@@ -68,7 +68,7 @@ Agent::Agent(const AgentOptions& o)
 void Agent::start_bringup(const punt::BringupOptions& opts) {
   punt::BringupOptions o = opts;
   if (o.dhcpv6) {
-    // The server DUID stays the same across restarts and upgrades (10B's helper).
+    // The server DUID stays the same across restarts and upgrades (dhcpv6::load_or_create_server_duid).
     std::string err;
     std::optional<dhcpv6::Duid> duid;
     if (o.duid_file.empty()) {  // embedded use (tests): a DUID for this process only
@@ -104,7 +104,7 @@ void Agent::start_bringup(const punt::BringupOptions& opts) {
     b.dhcpv4.gateway = p.cfg.gw_ipv4;
     b.dhcpv6 = o.dhcpv6_settings;
     b.ra = o.ra_settings;
-    // The MTU option: at most the port's subscriber MTU (issue 11), else what
+    // The MTU option: at most the port's subscriber MTU, else what
     // fits once the two tags (8 bytes) are added.
     const uint32_t cap = p.cfg.sub_mtu ? p.cfg.sub_mtu : (p.cfg.mtu > 8 ? p.cfg.mtu - 8u : 0u);
     if (b.ra.mtu && cap && b.ra.mtu > cap) b.ra.mtu = cap;

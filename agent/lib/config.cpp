@@ -56,7 +56,7 @@ std::vector<std::string> get_strings(const std::string& path, const std::string&
   return out;
 }
 
-// Issue 12: a port's default rate plan, { up_rate_bps, up_burst_bytes,
+// A port's default rate plan, { up_rate_bps, up_burst_bytes,
 // down_rate_bps, down_burst_bytes } (omitted keys are 0).
 PolicySpec get_policy(const std::string& path, const std::string& where, const toml::node& n) {
   const toml::table* t = n.as_table();
@@ -244,7 +244,7 @@ void load_config_file(const std::string& path, Config* cfg) {
       else if (key == "etcd.password") cfg->etcd_password = get_string(path, key, v);
       else if (key == "etcd.password_file") cfg->etcd_password_file = get_string(path, key, v);
       else if (key == "etcd.status_ttl") cfg->etcd_status_ttl = get_uint(path, key, v);
-      // issue 14
+      // hardening: MAC policy of the port
       else if (key == "grpc.tls_no_client_auth") cfg->tls_no_client_auth = get_bool(path, key, v);
       else if (key == "api.max_connections") cfg->api_max_connections = get_uint(path, key, v);
       else if (key == "api.max_request_bytes") cfg->api_max_request_bytes = get_uint(path, key, v);
@@ -473,7 +473,7 @@ ConfigCheck check_config(const Config& c) {
   if (c.punt_port_rate > 10'000'000)
     err("punt.port_rate {}: expected 0..10000000 frames/s per CPU", c.punt_port_rate);
 
-  // Security (issue 14).
+  // Security: MAC policy, reserved ranges, services allowed to the host.
   if (!parse_mac_policy(c.mac_policy) || c.mac_policy.empty())
     err("security.mac_policy {}: expected learn-once, follow or enforce", c.mac_policy);
   for (const auto& name : c.access)
@@ -544,7 +544,7 @@ ConfigCheck check_config(const Config& c) {
         if (auto e = unreadable(*path)) err("{} {}: cannot read: {}", what, *path, *e);
   }
 
-  // API limits (issue 14).
+  // API limits: bounded API resources.
   if (c.api_max_connections < 1 || c.api_max_connections > 1'000'000)
     err("api.max_connections {}: expected 1..1000000", c.api_max_connections);
   if (c.api_max_request_bytes < 65536 || c.api_max_request_bytes > (256u << 20))

@@ -43,10 +43,10 @@ constexpr const char* kMapNames[kMapCount] = {
     "subscribers", "routes_v4", "routes_v6", "routes_v6_64", "prefixes_v4",  "prefixes_v6",
     "ports",       "tx_ports",  "stats",     "port_stats",   "events",       "unknown_seen",
     "event_budget",
-    "icmp_budget", "icmp_scratch", "pools_v4", "pools_v6",  // issue 11
-    "police",                                               // issue 12
-    "local_allow", "mac_seen",                              // issue 14
-    "punt",        "punt_limit",   "punt_port_budget",      // issue 10
+    "icmp_budget", "icmp_scratch", "pools_v4", "pools_v6",  // ICMP errors, pools
+    "police",                                               // rate plans
+    "local_allow", "mac_seen",                              // hardening
+    "punt",        "punt_limit",   "punt_port_budget",      // bring-up
 };
 
 // Maps whose size follows --max-subscribers.
@@ -367,7 +367,7 @@ void Dataplane::apply_load_config(XbngSkelRefs* r) const {
   const uint64_t token_ns = opts_.icmp_rate_per_sec ? 1000000000ull / opts_.icmp_rate_per_sec : 0;
   *r->icmp_token_ns = token_ns;
   *r->icmp_burst_ns = token_ns * (opts_.icmp_burst ? opts_.icmp_burst : 1);
-  // Punt (issue 10): on/off and the rate limits.
+  // Punt (bring-up): on/off and the rate limits.
   *r->punt_enabled = opts_.punt_enabled ? 1 : 0;
   const uint64_t rate = std::max<uint32_t>(opts_.punt_sub_rate, 1);
   *r->punt_sub_interval_ns = 1000000000ull / rate;

@@ -19,7 +19,7 @@ struct XbngSkelRefs {
   uint64_t* unknown_interval_ns = nullptr;  // rodata, writable until load
   uint64_t* icmp_token_ns = nullptr;        // rodata, writable until load
   uint64_t* icmp_burst_ns = nullptr;        // rodata, writable until load
-  uint32_t* punt_enabled = nullptr;            // rodata (issue 10)
+  uint32_t* punt_enabled = nullptr;            // rodata: punt control frames to xbngd
   uint64_t* punt_sub_interval_ns = nullptr;    // rodata
   uint64_t* punt_sub_tolerance_ns = nullptr;   // rodata
   uint64_t* punt_port_per_sec = nullptr;       // rodata

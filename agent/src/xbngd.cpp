@@ -88,7 +88,7 @@ int main(int argc, char** argv) {
                  "DHCP lease state file (default: /var/lib/xbng/leases.json, or "
                  "/run/xbng/<bpffs name>/leases.json with a non-default --bpffs)");
   app.add_flag("!--no-bringup", flags.punt_enabled,
-               "do not punt or answer DHCP/DHCPv6/RS (drop them, as before issue 10)");
+               "do not punt or answer DHCP/DHCPv6/RS (drop them, counted)");
   app.add_flag("--teardown", teardown, "detach the XDP links and remove every pin, then exit");
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error")->default_str("info");
   app.add_flag("--version", version, "print the version and exit");

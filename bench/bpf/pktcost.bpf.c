@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
- * Benchmark harness programs (issue #6, parts 2 and 3).
+ * Benchmark harness programs (per-packet cost and veth forwarding).
  *
  * `wrapper` is a template-restoring XDP program: BPF_PROG_TEST_RUN with
  * repeat > 1 does not restore the frame between repetitions, and a program
@@ -74,7 +74,7 @@ struct {
 	__type(value, struct xbng_route);
 } ref_lpm_map SEC(".maps");
 
-/* Issue 12 references, resized to N before load: routes with their own
+/* Rate-plan references, resized to N before load: routes with their own
  * bucket (same keys as ref_hash_map), per-subscriber entries by slot, and
  * subscribers by key with the downstream bucket in the entry. */
 struct {
@@ -264,7 +264,7 @@ int ref_hash(struct xdp_md *ctx)
 	return bpf_redirect_map(&ref_tx, 0, 0);
 }
 
-/* Issue 12: ref_hash plus a bucket charged, the bucket in three places. A
+/* Rate plans: ref_hash plus a bucket charged, the bucket in three places. A
  * policed packet counts as a miss (the plans are set far above what the
  * harness can send). */
 static __always_inline int ref_charge(struct xbng_bucket *b, struct xdp_md *ctx)

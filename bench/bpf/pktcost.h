@@ -28,7 +28,7 @@ enum pc_slot {
 	PC_SLOT_REF_HASH = 4,     /* one hash lookup of the IPv4 destination */
 	PC_SLOT_REF_LPM = 5,      /* one LPM-trie lookup of the IPv4 destination */
 	PC_SLOT_REF_FIB = 6,      /* one bpf_fib_lookup (what upstream pays per packet) */
-	/* Issue 12: where the downstream bucket lives (ref_hash + a bucket). */
+	/* Rate plans: where the downstream bucket lives (ref_hash + a bucket). */
 	PC_SLOT_REF_POL_ROUTE = 7,   /* in the route value (per route: NOT shared; the floor) */
 	PC_SLOT_REF_POL_ARRAY = 8,   /* slot in the route -> array of per-subscriber entries */
 	PC_SLOT_REF_POL_SUBHASH = 9, /* owner key in the route -> subscriber hash lookup */
@@ -50,7 +50,7 @@ enum pc_slot {
 #ifdef __cplusplus
 #include "xbng/abi.h"
 #endif
-/* Issue 12 references: a route value with its own bucket, and a subscriber
+/* Rate-plan references: a route value with its own bucket, and a subscriber
  * value with the downstream bucket in it. */
 struct pc_route_bkt {
 	struct xbng_route r;

@@ -491,7 +491,7 @@ void xbng_add_port(::xbng* s, const PortConfig& p) {
   std::memcpy(v.mac, p.mac.data(), 6);
   v.mtu = 1500;
   v.slot = p.slot;
-  if (p.role == XBNG_ROLE_ACCESS) {  // issue 11: subscriber MTU, MSS clamping on
+  if (p.role == XBNG_ROLE_ACCESS) {  // subscriber MTU, MSS clamping on
     v.mtu = XBNG_DEFAULT_SUBSCRIBER_MTU + XBNG_QINQ_TAGS_BYTES;
     v.sub_mtu = XBNG_DEFAULT_SUBSCRIBER_MTU;
     v.flags = XBNG_PORT_F_MSS_CLAMP;

@@ -1,6 +1,6 @@
 // (Namespace xbench, not xbng::bench: the generated skeleton declares a
 // global `struct xbng`, which a namespace xbng would collide with.)
-// Shared plumbing of the xbng benchmarks (issue #6 parts 2 and 3): shell and
+// Shared plumbing of the xbng benchmarks (per-packet cost and forwarding): shell and
 // namespace helpers, benchmark frames, subscriber addressing, loading the
 // fast path and the harness and filling their maps, per-CPU counters.
 #pragma once
@@ -87,7 +87,7 @@ std::vector<uint8_t> frame_up_v6(const FrameAddrs& a);    // QinQ IPv6/UDP, 72 b
 std::vector<uint8_t> frame_arp(const FrameAddrs& a, uint32_t target_v4);  // QinQ ARP request
 std::vector<uint8_t> frame_down_v4(const FrameAddrs& a, uint32_t src_v4);  // IPv4/UDP, 64 bytes
 std::vector<uint8_t> frame_down_v6(const FrameAddrs& a, bool prefix64);    // IPv6/UDP, 64 bytes
-// TCP SYNs with MSS 8960 (clamped by xbng on every pass), issue 11.
+// TCP SYNs with MSS 8960 (clamped by xbng on every pass).
 std::vector<uint8_t> frame_up_syn4(const FrameAddrs& a);                    // QinQ, 66 bytes
 std::vector<uint8_t> frame_down_syn4(const FrameAddrs& a, uint32_t src_v4); // 58 bytes
 
@@ -119,11 +119,11 @@ struct PortConfig {
 void xbng_add_port(::xbng* s, const PortConfig& p);
 // N subscribers on access port `access_ifindex`: subscribers, routes_v4,
 // routes_v6, routes_v6_64 (bpf_map_update_batch). Returns seconds taken.
-// police: every subscriber gets a rate plan (issue 12) far above what the
+// police: every subscriber gets a rate plan far above what the
 // harness sends (100 Gbit/s, 1 MB bursts, both directions): the buckets are
 // charged on every packet, nothing is dropped. Else: unlimited.
 double xbng_fill_subscribers(::xbng* s, uint32_t access_ifindex, uint32_t n, bool police = false);
-// Issue 12: kernel memory (fdinfo memlock) of a map of `type` with N entries
+// Kernel memory (fdinfo memlock) of a map of `type` with N entries
 // of these sizes, created and closed again.
 uint64_t map_memlock(uint32_t type, uint32_t key_size, uint32_t value_size, uint32_t n,
                      uint32_t flags = 0);

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
-/* The token bucket of a rate plan (issue 12), on its own: no maps, no
+/* The token bucket of a rate plan, on its own: no maps, no
  * packet, so that the benchmark's layout references (bench/bpf) charge
  * exactly the same code as the fast path (lib/police.h). */
 #ifndef XBNG_BPF_BUCKET_H

@@ -58,7 +58,7 @@ XBNG_INLINE int upstream_forward(const struct xbng_pkt *p, struct xbng_subscribe
 	case BPF_FIB_LKUP_RET_FWD_DISABLED:
 		return upstream_pass(p, XBNG_PASS_FWD_DISABLED);
 	case BPF_FIB_LKUP_RET_NOT_FWDED: {
-		/* For the host itself: only the services allowed (issue 14). */
+		/* For the host itself: only the services allowed (security.allow_to_host). */
 		int rc = to_host_allowed(p, l3, is_v4);
 
 		if (rc != XBNG_CONTINUE)

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
-/* Issue 14: what a source MAC other than the subscriber's means, by MAC
+/* What a source MAC other than the subscriber's means, by MAC
  * policy (learn once, follow, enforce; see enum xbng_mac_policy). The
  * common case, a frame from the MAC in the entry, costs one flag test and
  * one 6-byte compare of data the subscriber lookup already brought in. */

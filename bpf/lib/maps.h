@@ -10,7 +10,7 @@
 /* Load-time configuration (set by the agent before load). */
 const volatile __u64 events_per_sec = XBNG_DEFAULT_EVENTS_PER_SEC;
 const volatile __u64 unknown_interval_ns = XBNG_DEFAULT_UNKNOWN_INTERVAL_NS;
-/* Bring-up: punt control frames to xbngd (0: drop them as before),
+/* Bring-up: punt control frames to xbngd (0: drop them, counted),
  * GCRA per subscriber and protocol (emission interval, burst tolerance: the
  * same for each protocol) and a per-CPU window per access port. */
 const volatile __u32 punt_enabled = 1;
@@ -124,7 +124,7 @@ struct {
 	__type(value, struct xbng_event_budget);
 } event_budget SEC(".maps");
 
-/* ---- issue 11: ICMP errors, subscriber pools ----------------------------- */
+/* ---- router correctness: ICMP errors, subscriber pools ----------------------------- */
 /* ICMP error token bucket (load-time; defaults: 1000/s, burst 50 per CPU). */
 const volatile __u64 icmp_token_ns = 1000000000ull / XBNG_DEFAULT_ICMP_RATE;
 const volatile __u64 icmp_burst_ns =
@@ -163,7 +163,7 @@ struct {
 	__type(key, struct xbng_lpm_v6_key);
 	__type(value, struct xbng_pool);
 } pools_v6 SEC(".maps");
-/* Issue 12: per-subscriber policer state by xbng_subscriber.slot (the
+/* Rate plans: per-subscriber policer state by xbng_subscriber.slot (the
  * downstream bucket, configured rates, policed counters); written by the
  * agent, buckets and policed counters by the fast path. Mmapable so that
  * its values start page-aligned: each 64-byte entry is one cache line. */
@@ -198,7 +198,7 @@ struct {
 	__type(value, struct xbng_punt_window);
 } punt_port_budget SEC(".maps");
 
-/* Issue 14. Services on the host's own addresses that subscribers may
+/* Hardening. Services on the host's own addresses that subscribers may
  * reach (everything else addressed to the host is dropped); agent. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -207,7 +207,7 @@ struct {
 	__type(value, __u8);
 } local_allow SEC(".maps");
 
-/* Issue 14. Last MAC event (changed/conflict) per subscriber key: rate
+/* Hardening. Last MAC event (changed/conflict) per subscriber key: rate
  * limit of those events and of MAC moves under "follow"; fast path. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);

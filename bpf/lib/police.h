@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
-/* Rate plans (issue 12): a token bucket per subscriber per direction, in
+/* Rate plans: a token bucket per subscriber per direction, in
  * GCRA form (include/xbng/abi.h, struct xbng_bucket). Upstream the bucket
  * sits in the subscriber entry the lookup already fetched; downstream every
  * route of a subscriber carries its slot in `police`, whose 64-byte entry
- * holds the one bucket they share (docs/design.md "Rate plans").
+ * holds the one bucket they share (docs/policing.md).
  * Unlimited subscribers cost one flag test per packet, no clock read. */
 #ifndef XBNG_BPF_POLICE_H
 #define XBNG_BPF_POLICE_H

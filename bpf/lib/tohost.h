@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
-/* Issue 14: frames from subscribers for the host itself. bpf_fib_lookup
+/* Frames from subscribers for the host itself. bpf_fib_lookup
  * answers NOT_FWDED for a destination the kernel would deliver locally (an
  * address of the host, a subnet broadcast): those reach the host's own
  * services (SSH, BGP, the metrics port) only when the operator allowed

@@ -40,16 +40,16 @@ struct xbng_sub_key {
 #define XBNG_SUB_F_LEARN_MAC  (1u << 3) /* provisioned without MAC: learn it */
 #define XBNG_SUB_F_V4_PREFIX  (1u << 4) /* owns routed IPv4 prefixes */
 #define XBNG_SUB_F_V6_PREFIX  (1u << 5) /* owns delegated IPv6 prefixes */
-#define XBNG_SUB_F_POLICY_SET (1u << 6) /* issue 12: own policy (else the port's default) */
-/* Bits 8..11 (issue 14): XBNG_SUB_F_MAC_POLICY_* below. */
+#define XBNG_SUB_F_POLICY_SET (1u << 6) /* own rate plan (else the port's default) */
+/* Bits 8..11: XBNG_SUB_F_MAC_POLICY_* below. */
 
-/* ---- issue 12: rate plans ------------------------------------------------ */
+/* ---- rate plans ------------------------------------------------------- */
 /* A token bucket in GCRA form (virtual scheduling): one 64-bit state word,
  * updated with compare-and-swap. The bucket is full when tat_ns <= now; a
  * packet of L bytes conforms when max(tat_ns, now) + cost(L) - now <= the
  * cost of burst_bytes, and then moves tat_ns there. This is RFC 2697's
  * committed bucket (CIR, CBS; color-blind, red dropped) with the token count
- * expressed as the time it takes to refill. See docs/design.md "Rate plans". */
+ * expressed as the time it takes to refill. See docs/policing.md. */
 #define XBNG_POLICE_FP_SHIFT 12 /* byte_ns_fp: ns per byte in 1/4096 ns */
 struct xbng_bucket {
 	__u64 tat_ns;      /* theoretical arrival time (bpf_ktime_get_ns clock) */
@@ -64,11 +64,11 @@ struct xbng_subscriber {
 	__u8 mac[6];
 	__u16 flags;      /* XBNG_SUB_F_* */
 	__be32 ipv4;      /* network order */
-	__u32 slot;       /* issue 12: this subscriber's entry in `police` */
+	__u32 slot;       /* this subscriber's entry in `police` */
 	__u32 ipv6[4];    /* network order */
 	__u64 up_packets;
 	__u64 up_bytes;
-	struct xbng_bucket up; /* issue 12: upstream policer (in the line the lookup fetched) */
+	struct xbng_bucket up; /* upstream policer (in the line the lookup fetched) */
 };
 
 /* Value of every downstream route map (host /32, /128, /64 hashes and the
@@ -81,13 +81,13 @@ struct xbng_route {
 	struct xbng_sub_key sub;
 	__u8 mac[6];
 	__u16 flags;      /* XBNG_ROUTE_F_* */
-	__u32 slot;       /* issue 12: the owner's entry in `police` (with F_POLICED) */
+	__u32 slot;       /* the owner's entry in `police` (with F_POLICED) */
 	__u32 pad;
 	__u64 down_packets;
 	__u64 down_bytes;
 };
 #define XBNG_ROUTE_F_MAC_VALID (1u << 0)
-#define XBNG_ROUTE_F_POLICED   (1u << 1) /* issue 12: owner has a downstream rate */
+#define XBNG_ROUTE_F_POLICED   (1u << 1) /* owner has a downstream rate */
 
 /* Keys of the downstream maps. */
 struct xbng_v6_key {            /* routes_v6: IPv6 /128 */
@@ -122,12 +122,12 @@ struct xbng_port {
 	__u32 slot;        /* index into port_stats */
 	__be32 gw_ipv4;    /* unnumbered gateway, network order */
 	__u32 gw_ipv6[4];  /* global gateway, network order (fe80::1 is implicit) */
-	/* ---- issue 11: router correctness ---- */
+	/* ---- router correctness ---- */
 	__u16 sub_mtu;     /* access: largest L3 packet to/from a subscriber */
 	__u16 flags;       /* XBNG_PORT_F_* */
 	__be32 icmp_src4;  /* uplink: source of ICMPv4 errors sent from XDP (0: none sent) */
 	__u32 icmp_src6[4];/* uplink: source of ICMPv6 errors (::: none sent) */
-	__u8 mac_policy;   /* issue 14: enum xbng_mac_policy of subscribers without their own */
+	__u8 mac_policy;   /* enum xbng_mac_policy of subscribers without their own */
 	__u8 pad14[3];
 };
 #define XBNG_PORT_F_MSS_CLAMP (1u << 0) /* access: clamp TCP MSS of SYNs to sub_mtu */
@@ -150,8 +150,8 @@ struct xbng_counter {
 enum xbng_event_type {
 	XBNG_EVENT_UNKNOWN_SUBSCRIBER = 1, /* frame on an unprovisioned key */
 	XBNG_EVENT_MAC_LEARNED = 2,        /* first valid frame of a LEARN_MAC subscriber */
-	XBNG_EVENT_MAC_CHANGED = 3,        /* issue 14: MAC policy "follow" took a new source MAC */
-	XBNG_EVENT_MAC_CONFLICT = 4,       /* issue 14: another source MAC, not followed */
+	XBNG_EVENT_MAC_CHANGED = 3,        /* MAC policy "follow" took a new source MAC */
+	XBNG_EVENT_MAC_CONFLICT = 4,       /* another source MAC, not followed */
 };
 
 struct xbng_event {
@@ -179,7 +179,7 @@ struct xbng_event_budget {
 	__u64 used;
 };
 
-/* ---- issue 12: value of `police` (array indexed by subscriber slot) ------- */
+/* ---- value of `police` (array indexed by subscriber slot) ---------------- */
 /* One 64-byte line per subscriber: the downstream bucket every route of the
  * subscriber shares, the configured rates (the agent's record: buckets hold
  * a rounded cost), and the policed counters (written only by drops). */
@@ -193,11 +193,11 @@ struct xbng_police {
 	__u64 down_policed_bytes;
 };
 
-/* ---- issue 14: hardening ----------------------------------------------------- */
+/* ---- hardening -------------------------------------------------------------- */
 /* MAC policy of a subscriber: xbng_subscriber.flags bits 8..9 (0 = its
  * port's xbng_port.mac_policy; a port's 0 means LEARN_ONCE). A frame whose
  * source MAC differs from a valid MAC in the entry is
- *   LEARN_ONCE: accepted, MAC unchanged, MAC_CONFLICT event (today's rule);
+ *   LEARN_ONCE: accepted, MAC unchanged, MAC_CONFLICT event (the default);
  *   FOLLOW:     anti-spoof-clean frames move the MAC (MAC_CHANGED event);
  *   ENFORCE:    dropped (DROP_MAC_MISMATCH), MAC_CONFLICT event.
  * Events are rate-limited per subscriber (`mac_seen`) and per CPU. */
@@ -209,7 +209,7 @@ enum xbng_mac_policy {
 };
 #define XBNG_SUB_F_MAC_POLICY_SHIFT 8
 #define XBNG_SUB_F_MAC_POLICY_MASK (3u << XBNG_SUB_F_MAC_POLICY_SHIFT)
-/* bits 10..11 reserved for issue 14 */
+/* bits 10..11: unused, must be 0 */
 #define XBNG_MAC_SEEN_ENTRIES 16384 /* LRU rate-limiting MAC events and moves */
 
 /* Key of `local_allow`: a service on the host's own addresses that
@@ -226,7 +226,7 @@ struct xbng_local_svc {
 #define XBNG_DEFAULT_EVENTS_PER_SEC 1000
 #define XBNG_DEFAULT_UNKNOWN_INTERVAL_NS 1000000000ull
 
-/* ---- issue 11: ICMP errors from XDP, subscriber pools -------------------------- */
+/* ---- ICMP errors from XDP, subscriber pools ----------------------------------- */
 /* Per-CPU token bucket of ICMP errors (like the kernel's icmp_msgs_per_sec /
  * icmp_msgs_burst): value of `icmp_budget` (per-CPU array, 1 entry). One
  * token costs 1e9 / rate ns of credit; credit is capped at burst tokens. */
@@ -259,7 +259,7 @@ struct xbng_icmp_scratch {
 #define XBNG_ICMP4_MAX_LEN 576  /* RFC 792/1812: error datagram, IP header included */
 #define XBNG_ICMP6_MAX_LEN 1280 /* RFC 4443: error packet, IPv6 header included */
 
-/* ---- issue 10: subscriber bring-up (punt of control frames) ----------------
+/* ---- subscriber bring-up (punt of control frames) -------------------------
  * xdp_access copies DHCPv4/DHCPv6 client->server frames and Router
  * Solicitations of provisioned subscribers into the `punt` ring buffer (one
  * record per frame: this header, then the frame as received, both tags

@@ -67,10 +67,10 @@
 	X(MSS_CLAMPED, "mss_clamped", XBNG_KIND_INFO)                          \
 	X(DROP_POLICED_UP, "drop_policed_upstream", XBNG_KIND_DROP)            \
 	X(DROP_POLICED_DOWN, "drop_policed_downstream", XBNG_KIND_DROP)        \
-	/* issue 14 */                                                         \
+	/* hardening */                                                        \
 	X(DROP_TO_HOST, "drop_to_host", XBNG_KIND_DROP)                        \
 	X(DROP_MAC_MISMATCH, "drop_mac_mismatch", XBNG_KIND_DROP)                \
-	/* issue 10 */                                                         \
+	/* bring-up */                                                         \
 	X(PUNT_DHCPV4, "punt_dhcpv4", XBNG_KIND_PUNT)                          \
 	X(PUNT_DHCPV6, "punt_dhcpv6", XBNG_KIND_PUNT)                          \
 	X(PUNT_ROUTER_SOLICIT, "punt_router_solicitation", XBNG_KIND_PUNT)     \

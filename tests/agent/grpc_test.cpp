@@ -760,7 +760,7 @@ TEST_F(AgentTest, RestartAdoptsThePinnedMaps) {
   EXPECT_EQ(kernel_count(MapId::kSubscribers), 5000u);
 }
 
-// Issue 14 item 8 with the fleet: under mac policy "follow" an upsert without
+// MAC policy with the fleet: under mac policy "follow" an upsert without
 // MAC makes the subscriber learn again, but a full re-read of etcd (stream
 // with resync) restates the same provisioning and must keep the learned MAC
 // (else every fleet resync cuts downstream until each CPE sends a frame).
@@ -800,7 +800,7 @@ TEST_F(AgentTest, ResyncKeepsALearnedMacUnderFollow) {
   EXPECT_FALSE(learned()) << "a request without MAC under follow learns again";
 }
 
-// Issue 14 item 10: a rejected value is quoted by a short prefix only, so a
+// A rejected value is quoted by a short prefix only, so a
 // huge value neither bloats the status (gRPC caps its metadata at ~8 KB,
 // which turned the error into a client-side RESOURCE_EXHAUSTED) nor costs
 // memory to echo.
@@ -830,7 +830,7 @@ TEST_F(AgentTest, RejectedValuesAreQuotedByAShortPrefix) {
   EXPECT_NE(st.error_message().find("\\x01"), std::string::npos) << st.error_message();
 }
 
-// Issue 14 item 2: one agent per pin directory, in-process too (the lock is
+// One agent per pin directory, in-process too (the lock is
 // per open file description).
 TEST_F(AgentTest, SecondAgentOnThePinsIsRefused) {
   start();

@@ -677,7 +677,7 @@ void Harness::run(const Step &st)
 		EXPECT_EQ(v.second - before.route_down[name].second, pk * want.size()) << "route " << name << " down_bytes";
 	}
 
-	// Policed counters (issue 12): bytes are frames as received upstream, as
+	// Policed counters: bytes are frames as received upstream, as
 	// they would have been sent (tags pushed) downstream.
 	for (auto &[name, a] : after.police) {
 		const auto &b = before.police[name];

@@ -87,7 +87,7 @@ extern const Ip4 kUnreachable4;    // `unreachable` route
 extern const Ip4 kBlackhole4;      // `blackhole` route
 extern const Ip4 kUplinkAddr4;     // the host's own address on up0
 extern const Ip6 kUplinkAddr6;     // its global IPv6 address (ICMP errors' source)
-// Baseline of the router settings (issue 11): every access port has
+// Baseline of the router settings: every access port has
 // subscriber MTU kSubMtu (= its MTU - 8) and MSS clamping on; acc0 owns the
 // pools kPool4 / kPool6; up0 sends ICMP errors from kUplinkAddr4/6.
 constexpr uint16_t kSubMtu = 1492;
@@ -106,7 +106,7 @@ struct ExpectedEvent {
 
 class Harness;
 
-// A frame the access program copied into the `punt` ring buffer (issue 10):
+// A frame the access program copied into the `punt` ring buffer:
 // the record's port/VLANs/kind; its bytes must be the step's input frame.
 struct ExpectedPunt {
 	uint32_t kind;  // XBNG_PUNT_KIND_*
@@ -127,7 +127,7 @@ struct Step {
 	std::vector<ExpectedPunt> punts;
 	std::map<std::string, uint64_t> sub_up;     // SubDef name -> packets
 	std::map<std::string, uint64_t> route_down; // RouteDef name -> packets
-	std::map<std::string, uint64_t> policed_up;   // SubDef name -> packets (issue 12)
+	std::map<std::string, uint64_t> policed_up;   // SubDef name -> packets
 	std::map<std::string, uint64_t> policed_down; // SubDef name -> packets
 	std::function<void(Harness &)> before;
 	std::function<void(Harness &)> after;
@@ -180,7 +180,7 @@ public:
 	// Reads, edits and writes back the `ports` entry of `ifname`.
 	void edit_port(const std::string &ifname, const std::function<void(struct xbng_port &)> &f);
 	static uint64_t now_ns(); // CLOCK_MONOTONIC = bpf_ktime_get_ns()
-	// Issue 12: the policers' clock (police_test_now_ns; 0 after reset()),
+	// The policers' clock (police_test_now_ns; 0 after reset()),
 	// police entries and buckets. set_down_bucket also sets or clears
 	// XBNG_ROUTE_F_POLICED on every route of `s`, as the agent does.
 	void set_clock(uint64_t now_ns);
@@ -228,7 +228,7 @@ std::vector<Row> upstream_rows();
 std::vector<Row> control_rows();
 std::vector<Row> downstream_rows();
 std::vector<Row> router_rows();
-std::vector<Row> police_rows(); // issue 12
+std::vector<Row> police_rows(); // rate plans
 
 // Slot of `s` in the police map (index in kSubs + 1).
 uint32_t sub_slot(const SubDef &s);

@@ -221,7 +221,7 @@ std::vector<Row> control_rows()
 		     Packet().eth(mac("33:33:00:00:00:01"), s1.mac).qinq(0x88a8, 100, 200)
 			     .ipv6(ll1, ip6("ff02::1"), hop255()).icmp6(134, 0, testpkt::Bytes(12, 0)).build(),
 		     XBNG_DROP_ND_OTHER));
-	// Router Solicitations: rows_punt.cpp (issue 10).
+	// Router Solicitations: rows_punt.cpp (punted to xbngd).
 	{
 		Bytes ns = ns_multicast(s1, ll1, fe80_1);
 		add(drop_row("truncated NS inside the target", kAcc0,
@@ -238,7 +238,7 @@ std::vector<Row> control_rows()
 			     XBNG_DROP_TRUNCATED));
 	}
 
-	// DHCP: rows_punt.cpp (issue 10).
+	// DHCP: rows_punt.cpp (punted to xbngd).
 
 	// ---- unknown subscribers and their events -----------------------------------------------
 	{

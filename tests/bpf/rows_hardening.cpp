@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
-// Issue 14 (hardening), fast-path side: frames for the host itself
+// Hardening, fast-path side: frames for the host itself
 // (drop_to_host unless allowed in local_allow) and the MAC policies (learn
 // once, follow, enforce; MAC_CHANGED / MAC_CONFLICT events, rate-limited).
 #include <bpf/bpf.h>
@@ -88,7 +88,7 @@ std::vector<Row> hardening_rows()
 	auto add = [&rows](Row r) { rows.push_back(std::move(r)); };
 	const SubDef &s1 = kS1;
 
-	// ---- item 9: frames for the host itself ------------------------------------------
+	// ---- frames for the host itself -------------------------------------------------
 	add(row("to host UDP not allowed is dropped",
 		access(kAcc0, udp4(from_sub(s1), s1.v4, kUplinkAddr4), XDP_DROP, XBNG_DROP_TO_HOST)));
 	add(row("to host TCP SYN port 22 not allowed is dropped",
@@ -136,7 +136,7 @@ std::vector<Row> hardening_rows()
 	add(row("to a remote host is still forwarded with nothing allowed",
 		fwd_from(s1, s1.mac)));
 
-	// ---- item 8: MAC policies --------------------------------------------------------
+	// ---- MAC policies ---------------------------------------------------------------
 	add(row("learn-once: another MAC is forwarded and reported once",
 		{fwd_from(s1, kOtherMac).event(ev(XBNG_EVENT_MAC_CONFLICT, s1, kOtherMac)).count(XBNG_EVENT_SENT),
 		 fwd_from(s1, kOtherMac).count(XBNG_EVENT_SUPPRESSED).post([](Harness &h) {

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
-// Rate plans (issue 12): the token buckets of bpf/lib/police.h, upstream in
+// Rate plans: the token buckets of bpf/lib/police.h, upstream in
 // the subscriber entry, downstream in the `police` entry every route of the
 // subscriber shares. The policers read the test clock (Harness::set_clock),
 // so every row is exact to the nanosecond.

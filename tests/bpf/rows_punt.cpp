@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
-// Bring-up punt path (issue 10): DHCPv4/DHCPv6 client -> server frames and
+// Bring-up punt path: DHCPv4/DHCPv6 client -> server frames and
 // Router Solicitations of provisioned subscribers are copied whole (both
 // tags) into the `punt` ring buffer and dropped; rate limits per subscriber
 // and per port; what is not for the server keeps its old drop reasons;

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
-// Router correctness (issue 11): ICMP errors built in XDP (time exceeded,
+// Router correctness: ICMP errors built in XDP (time exceeded,
 // fragmentation needed / packet too big, unreachable for unassigned pool
 // addresses), the rate limit, echo replies for the gateway addresses, TCP
 // MSS clamping.

@@ -268,7 +268,7 @@ std::vector<Row> upstream_rows()
 		access(kAcc2, udp4(from_sub(kS4), kS4.v4, kNoNeigh4), XDP_PASS, XBNG_PASS_NO_NEIGH)
 			.expect_out(udp4(untagged_from(kS4), kS4.v4, kNoNeigh4))
 			.up("s4")));
-	// For the host itself: dropped unless allowed (issue 14, rows_hardening.cpp).
+	// For the host itself: dropped unless allowed (rows_hardening.cpp).
 	add(drop_row("to the host own address dropped", kAcc0, udp4(from_sub(s1), s1.v4, kUplinkAddr4),
 		     XBNG_DROP_TO_HOST));
 	{

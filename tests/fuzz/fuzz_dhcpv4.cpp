@@ -1,4 +1,4 @@
-// DHCPv4 (issue 10, 10A): every input goes through the punt frame parser
+// DHCPv4: every input goes through the punt frame parser
 // (inside a QinQ/IPv4/UDP frame, then raw as a frame) and the DHCPv4 parser;
 // what parses is served against a binding with and without MAC, and every
 // reply must build, be a BOOTREPLY of at least 300 bytes that the request

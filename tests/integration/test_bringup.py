@@ -1,4 +1,4 @@
-"""Subscriber bring-up with real Debian clients (issue 10): each CPE gets
+"""Subscriber bring-up with real Debian clients: each CPE gets
 exactly its provisioned binding from xbngd on its own QinQ pair, then moves
 traffic; renew, release, re-provisioning (NAK, then the new address) and a
 restart of xbngd in the middle of leases.

@@ -1,4 +1,4 @@
-"""Issue 14, item 6: an Upsert or a Delete killed at any stage of its map
+"""The store's write-ahead journal: an Upsert or a Delete killed at any stage of its map
 writes leaves every subscriber exactly as last acknowledged or exactly as
 requested, never a mix, and the restart says what it rolled back or forward.
 

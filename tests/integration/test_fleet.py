@@ -1,4 +1,4 @@
-"""Fleet mode (issue 13): two xbngd nodes driven from a real 3-member etcd
+"""Fleet mode (docs/fleet.md): two xbngd nodes driven from a real 3-member etcd
 cluster. 60K subscribers split across the nodes, each converging to exactly
 its own set (gRPC listing and the pinned map); updates and deletes; faults:
 an etcd member killed mid-load, xbngd SIGKILLed while keys change, a watch

@@ -1,4 +1,4 @@
-"""Fleet mode with etcd authentication (issue 13): username/password are
+"""Fleet mode with etcd authentication: username/password are
 passed through to etcd by xbngd and by `xbngctl sub import --etcd`; a wrong
 password keeps the node out (status absent, outage in the metrics) while the
 data plane runs."""

@@ -1,4 +1,4 @@
-"""Hardening (issue 14, items 1, 2, 4, 5, 7, 11-14): a real xbngd driven past
+"""Hardening: a real xbngd driven past
 its limits as a hostile operator would. Each test failed on the code before
 the fix: descriptors exhausted, a second agent on the same pins, a private
 bpffs, TLS without client certificates, silent watchers, the socket's
@@ -53,7 +53,7 @@ class Hardening(unittest.TestCase):
             except urllib.error.HTTPError as e:
                 return e.code, e.read().decode()
 
-    # -- item 1 ------------------------------------------------------------------
+    # -- descriptor exhaustion ---------------------------------------------------
     def test_fd_exhaustion_is_refused_and_recovers(self):
         """Under a 1024-descriptor limit, 1,100 held connections and then a
         burst of 5,000 connect/close leave the API serving: the surplus is
@@ -97,7 +97,7 @@ class Hardening(unittest.TestCase):
         self.assertGreaterEqual(int(stats["grpc_connections_refused"]), 1100 - 768)
         self.assertNotIn("Failed accept4", self.x.read_log())
 
-    # -- items 2, 12, 13 ---------------------------------------------------------
+    # -- one agent per pins, the socket path, teardown ---------------------------
     def link_prog_ids(self):
         out = {}
         for port in ("acc0", "upl0"):
@@ -182,7 +182,7 @@ class Hardening(unittest.TestCase):
         self.assertIn("done", r.stdout + r.stderr)
         self.assertFalse(os.path.exists(self.x.lab.bpffs))
 
-    # -- item 4 ------------------------------------------------------------------
+    # -- private bpffs -----------------------------------------------------------
     def test_private_bpffs_is_refused(self):
         """xbngd in a private mount namespace with a bpffs of its own: the
         pins would die with it. It must refuse and attach nothing."""
@@ -196,7 +196,7 @@ class Hardening(unittest.TestCase):
         r = self.x.dut.exec(["ip", "-d", "link", "show", "acc0"])
         self.assertNotIn("xdp", r.stdout.split("link/ether")[0])
 
-    # -- item 5 ------------------------------------------------------------------
+    # -- TLS client certificates -------------------------------------------------
     def make_pki(self):
         d = os.path.join(self.x.lab.rundir, "pki")
         os.makedirs(d)
@@ -248,7 +248,7 @@ class Hardening(unittest.TestCase):
         wait_for(lambda: self.ctl_tcp("health").returncode == 0, 30, 0.2, "TLS xbngd")
         self.assertIn("WITHOUT client certificates", self.x.read_log())
 
-    # -- item 7 ------------------------------------------------------------------
+    # -- silent watchers ---------------------------------------------------------
     @staticmethod
     def end_all(procs):
         for p in procs:
@@ -355,7 +355,7 @@ class Hardening(unittest.TestCase):
                            capture_output=True, text=True, timeout=30)
         self.assertEqual(r.returncode, 0, r.stderr)
 
-    # -- item 11 -----------------------------------------------------------------
+    # -- socket permissions ------------------------------------------------------
     def test_socket_never_exists_with_loose_permissions(self):
         """Under umask 000 the socket must never be reachable at its path
         before it is 0600: it appears there by rename, already restricted
@@ -382,7 +382,7 @@ class Hardening(unittest.TestCase):
         self.assertNotIn((IN_CREATE, "xbngd.sock"), events)
         self.assertEqual(os.stat(self.x.socket_path).st_mode & 0o777, 0o600)
 
-    # -- item 14 -----------------------------------------------------------------
+    # -- slow HTTP clients -------------------------------------------------------
     def test_slow_http_clients_do_not_block_scrapes(self):
         self.x.start()
         stop = threading.Event()

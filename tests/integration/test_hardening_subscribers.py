@@ -1,11 +1,11 @@
-"""Issue 14 (items 3, 8, 9), end to end with the real xbngd:
-  3. the router's own and infrastructure addresses are refused as subscriber
+"""Hardening of subscribers, end to end with the real xbngd:
+  - the router's own and infrastructure addresses are refused as subscriber
      addresses (FAILED_PRECONDITION naming the conflict), and a conflict that
      appears later (an address added to the uplink) is reported in GetStats;
-  8. MAC policy "follow": a CPE swap moves the subscriber (MAC_CHANGED) and
+  - MAC policy "follow": a CPE swap moves the subscriber (MAC_CHANGED) and
      downstream frames go to the new MAC; an upsert without MAC re-learns;
      "enforce" drops frames from another MAC;
-  9. a subscriber's frames to the host's own services are dropped unless the
+  - a subscriber's frames to the host's own services are dropped unless the
      service is allowed (security.allow_to_host, applied live on SIGHUP)."""
 import json
 import os
@@ -50,7 +50,7 @@ class HardeningTest(LabSuite):
         out, _ = self.x.import_subs([sub])
         return out
 
-    # -- item 3 ------------------------------------------------------------------
+    # -- reserved addresses ------------------------------------------------------
     def test_reserved_addresses_are_refused_by_name(self):
         s = plan(900, c_per_s=10)
         key = self.key(s)
@@ -95,7 +95,7 @@ class HardeningTest(LabSuite):
         wait_for(lambda: int(self.x.ctl("stats").get("reserved_conflict_count", 0)) == 0, 10, 0.2,
                  "the conflict to clear")
 
-    # -- item 9 ------------------------------------------------------------------
+    # -- host services -----------------------------------------------------------
     def test_host_services_are_closed_unless_allowed(self):
         s = plan(902, c_per_s=10)
         self.assertEqual(int(self.import_one(s)["applied"]), 1)
@@ -122,7 +122,7 @@ class HardeningTest(LabSuite):
         type(self).write_config(allow=[])
         self.x.daemon.send_signal(signal.SIGHUP)
 
-    # -- item 8 ------------------------------------------------------------------
+    # -- MAC policies ------------------------------------------------------------
     def events(self, n):
         p = subprocess.Popen([self.x.xbngctl, "--server", self.x.grpc, "--json", "events",
                               "--count", str(n)], stdout=subprocess.PIPE, text=True)

@@ -1,4 +1,4 @@
-"""Issue 12, rate plans, end to end: real kernels in emulated CPEs (see
+"""Rate plans, end to end: real kernels in emulated CPEs (see
 test_cpe.py), iperf3 started in the namespaces by the test and killed by PID.
 
 - UDP at 3x the plan for 6 s, two subscribers with different plans, both

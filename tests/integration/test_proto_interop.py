@@ -1,4 +1,4 @@
-"""Real DHCPv6 and ND clients against xbng's bring-up libraries (issue 10).
+"""Real DHCPv6 and ND clients against xbng's bring-up libraries.
 
 xbng_proto_responder serves one subscriber binding (the /128, two delegated
 prefixes, DNS) with the pure DHCPv6 server, RS parser and RA builder that

@@ -1,4 +1,4 @@
-"""Router correctness (issue 11) with real stacks on both ends: traceroute,
+"""Router correctness with real stacks on both ends: traceroute,
 tracepath, ping -M do and TCP through xbng, on veths that all start at MTU
 1500 (xbngd raises its access port; the lab raises the CPE side, as a real
 access network carries baby giants).

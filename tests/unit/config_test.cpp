@@ -128,7 +128,7 @@ level = "debug"
   EXPECT_EQ(s.watcher_queue, 100u);
 }
 
-// Issue 14 item 5: TLS without a client CA needs an explicit opt-out.
+// TLS without a client CA needs an explicit opt-out.
 TEST(Config, TlsWithoutClientCaNeedsTheExplicitFlag) {
   Config c = valid_config();
   c.grpc = "127.0.0.1:50051";
@@ -383,7 +383,7 @@ TEST(Ctl, ParsesCsvLines) {
   EXPECT_NE(parse_csv_line("acc0,x,200,,100.64.0.1,,,", &s), "");
 }
 
-// Issue 11: subscriber MTU, MSS clamping, pools, uplink ICMP sources, [icmp].
+// Router correctness: subscriber MTU, MSS clamping, pools, uplink ICMP sources, [icmp].
 TEST(Config, RouterSettings) {
   auto p = write_tmp(R"(
 [ports]
@@ -454,7 +454,7 @@ TEST(Net, PrefixesOverlap) {
   EXPECT_FALSE(prefixes_overlap(P("2001:db8:1000::/36"), P("2001:db8:2000::/36")));
 }
 
-// Issue 12: a port's default rate plan, its checks, and the CSV policy columns.
+// A port's default rate plan, its checks, and the CSV policy columns.
 TEST(Config, PortDefaultPolicy) {
   auto p = write_tmp(R"(
 [ports]

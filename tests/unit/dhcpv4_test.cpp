@@ -1,4 +1,4 @@
-// DHCPv4 (issue 10): parser, builder and server, byte-exact; the frame layer
+// DHCPv4: parser, builder and server, byte-exact; the frame layer
 // with checksums; a deterministic mutation fuzz loop over both parsers.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -375,7 +375,7 @@ TEST(PuntFrame, RefusesWhatIsNotQinqIpUdp) {
 }
 
 // ---- fuzz: deterministic mutations of valid messages under the sanitizer build ----
-// XBNG_FUZZ_ITERATIONS sets the count (CI: 20000; the issue's 200K run:
+// XBNG_FUZZ_ITERATIONS sets the count (CI: 20000; the long run, 200K:
 // XBNG_FUZZ_ITERATIONS=200000 in the ASan/UBSan build).
 TEST(Dhcpv4Fuzz, MutatedPacketsNeverCrash) {
   const char* env = std::getenv("XBNG_FUZZ_ITERATIONS");

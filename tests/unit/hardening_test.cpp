@@ -1,4 +1,4 @@
-// Issue 14: reserved-address matching, services allowed to the host, MAC
+// Hardening: reserved-address matching, services allowed to the host, MAC
 // policy names and their config checks (no system access).
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// Issue 14, item 6: the store's write-ahead journal as a file: what begin()
+// The store's write-ahead journal as a file: what begin()
 // writes is what pending() reads back, clear() leaves nothing pending, and a
 // damaged file is reported, never misread. (The kill-at-every-stage test of
 // the store with it is tests/integration/test_crash_atomicity.py.)

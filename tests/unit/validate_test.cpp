@@ -230,7 +230,7 @@ TEST(Validate, KeyOrderIsPortOuterInner) {
   EXPECT_LT(key_rank(b), key_rank(c));
 }
 
-// Issue 12: policy ranges.
+// Rate plans: policy ranges.
 TEST(Validate, Policy) {
   auto with = [](uint64_t ur, uint64_t ub, uint64_t dr, uint64_t db) {
     auto s = good();

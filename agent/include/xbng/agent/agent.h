@@ -29,11 +29,11 @@ struct AgentOptions {
   DataplaneOptions dataplane;
   ServerOptions server;        // server.metrics is set by the agent
   std::string metrics_listen;  // HOST:PORT; empty: no metrics endpoint
-  // Fleet mode (issue 13): subscribers come from etcd; gRPC writes are refused.
+  // Fleet mode (docs/fleet.md): subscribers come from etcd; gRPC writes are refused.
   std::optional<FleetOptions> fleet;
-  std::vector<std::string> reserved;  // security.reserved (issue 14)
-  punt::BringupOptions bringup;  // DHCP/RA servers on the punt path (issue 10)
-  std::string journal_file;  // the store's write-ahead journal; "" = none (issue 14)
+  std::vector<std::string> reserved;  // security.reserved: never a subscriber's address
+  punt::BringupOptions bringup;  // DHCP/RA servers on the punt path (docs/design.md, "Subscriber bring-up")
+  std::string journal_file;  // the store's write-ahead journal; "" = none
 };
 
 class Agent {
@@ -64,7 +64,7 @@ class Agent {
   // when healthy, else what is wrong. Used by /healthz and the systemd
   // watchdog (without capacity: a flood is refused by design, not a fault).
   std::string health(bool capacity = true);
-  // Issue 14: new operator ranges; every subscriber is checked again.
+  // New operator reserved ranges; every subscriber is checked again.
   void set_reserved_ranges(const std::vector<std::string>& ranges);
 
  private:
@@ -86,7 +86,7 @@ class Agent {
   std::unique_ptr<GrpcServer> server_;
   std::unique_ptr<Fleet> fleet_;  // writes the store: stopped before the server goes
   std::unique_ptr<MetricsServer> metrics_;  // first to go: it reads everything above
-  // Issue 14: reserved addresses, re-read on address changes.
+  // Reserved addresses (the host's own and the operator's), re-read on address changes.
   void refresh_reserved();
   std::mutex reserved_mu_;
   std::vector<std::string> reserved_ranges_;

@@ -6,7 +6,7 @@
 //             { name, icmp_source_ipv4, icmp_source_ipv6 }), outer_tpid = "0x88a8",
 //   [ports]   access = ["eth1", { name = "eth2", outer_tpid = "0x8100", mtu = 1508 }]
 //             (a port table may also hold `policy = { up_rate_bps = .., up_burst_bytes = ..,
-//              down_rate_bps = .., down_burst_bytes = .. }`: its default rate plan, issue 12)
+//              down_rate_bps = .., down_burst_bytes = .. }`: its default rate plan)
 //             (or [[ports.access]] tables), uplink = ["eth0"], outer_tpid = "0x88a8",
 //             xdp_generic = false
 //   [icmp]    rate_per_sec = 1000, burst = 50 (ICMP errors sent from XDP, per CPU)
@@ -15,16 +15,16 @@
 //   [grpc]    listen = "unix:///run/xbng/xbngd.sock", tls_cert, tls_key, tls_client_ca,
 //             insecure_tcp = false
 //   [api]     max_connections = 1024, max_request_bytes = 524288, max_watchers = 16,
-//             watcher_queue = 65536  (issue 14: bounded API resources)
+//             watcher_queue = 65536  (bounded API resources)
 //   [grpc]    tls_no_client_auth = false (TLS without client certificates, explicitly)
 //   [metrics] listen = "127.0.0.1:9469" ("" disables)
 //   [bpf]     bpffs = "/sys/fs/bpf/xbng"
 //   [log]     level = "info"
-//   [etcd]    (issue 13, fleet mode) endpoints = ["10.0.0.1:2379", ...] (--etcd a,b,c),
+//   [etcd]    (fleet mode, docs/fleet.md) endpoints = ["10.0.0.1:2379", ...] (--etcd a,b,c),
 //             node = "bng1" (--node), ca, cert, key (TLS to etcd: --etcd-ca/--etcd-cert/
 //             --etcd-key), username, password or password_file (--etcd-username,
 //             --etcd-password-file), status_ttl = 10 (seconds)
-//   [security] (issue 14) mac_policy = "learn-once" | "follow" | "enforce",
+//   [security] mac_policy = "learn-once" | "follow" | "enforce",
 //             allow_to_host = ["tcp/22", "icmp"], reserved = ["192.0.2.0/24"]
 //             (per access port too: { name = "eth1", mac_policy = "enforce" })
 //   [punt]    enabled = true, subscriber_rate = 10, subscriber_burst = 20, port_rate = 20000
@@ -58,7 +58,7 @@ namespace xbng::agent {
 
 // Per access port settings; empty/0 = the global value (outer TPID and
 // gateways) or the netdev's MTU.
-// Issue 11: subscriber_mtu (0 = 1500, or `mtu` - 8 when only the older `mtu`
+// Router correctness: subscriber_mtu (0 = 1500, or `mtu` - 8 when only the older `mtu`
 // key is given), mss_clamp (default on), pools (CIDR prefixes).
 struct AccessPortConfig {
   std::string outer_tpid;
@@ -67,13 +67,13 @@ struct AccessPortConfig {
   uint64_t subscriber_mtu = 0;
   std::optional<bool> mss_clamp;
   std::vector<std::string> pools;
-  // Issue 12: `policy = { up_rate_bps, up_burst_bytes, down_rate_bps,
+  // Default rate plan: `policy = { up_rate_bps, up_burst_bytes, down_rate_bps,
   // down_burst_bytes }`, the rate plan of this port's subscribers that have
   // none of their own (xbng.v1.Policy; absent = unlimited). Applied at start
   // (subscribers written under another default are rewritten then).
   PolicySpec policy;
-  std::string mac_policy;  // issue 14; "" = security.mac_policy
-  // Bring-up (issue 10); unset = the [dhcp] value.
+  std::string mac_policy;  // "" = security.mac_policy
+  // Bring-up (DHCP/RA on the punt path); unset = the [dhcp] value.
   std::optional<uint64_t> dhcp_lease_time;
   std::optional<std::vector<std::string>> dhcp_dns;
   std::optional<std::string> dhcp_subnet_mask;
@@ -107,23 +107,23 @@ struct Config {
   uint64_t events_per_sec = XBNG_DEFAULT_EVENTS_PER_SEC;
   uint64_t unknown_interval_ms = XBNG_DEFAULT_UNKNOWN_INTERVAL_NS / 1000000;
   std::string log_level = "info";
-  // Fleet mode (issue 13): no endpoints = single node driven by gRPC.
+  // Fleet mode (docs/fleet.md): no endpoints = single node driven by gRPC.
   std::vector<std::string> etcd_endpoints;
   std::string etcd_node;
   std::string etcd_ca, etcd_cert, etcd_key;
   std::string etcd_username, etcd_password, etcd_password_file;
   uint64_t etcd_status_ttl = 10;
-  // ---- issue 14: bounded API resources, TLS client authentication ----
+  // ---- bounded API resources, TLS client authentication ----
   bool tls_no_client_auth = false;            // grpc.tls_no_client_auth
   uint64_t api_max_connections = 1024;        // api.max_connections
   uint64_t api_max_request_bytes = 512u << 10;  // api.max_request_bytes
   uint64_t api_max_watchers = 16;             // api.max_watchers
   uint64_t api_watcher_queue = 65536;         // api.watcher_queue (events)
-  // [security] (issue 14)
+  // [security]: MAC policy, reserved ranges, services allowed to the host
   std::string mac_policy = "learn-once";   // of access ports without their own
   std::vector<std::string> allow_to_host;  // "tcp/22", "udp/53", "icmp", ...
   std::vector<std::string> reserved;       // prefixes never given to subscribers
-  // Bring-up (issue 10): [punt] and [dhcp].
+  // Bring-up: [punt] and [dhcp].
   bool punt_enabled = true;
   uint64_t punt_subscriber_rate = XBNG_DEFAULT_PUNT_SUB_RATE;
   uint64_t punt_subscriber_burst = XBNG_DEFAULT_PUNT_SUB_BURST;
@@ -169,11 +169,11 @@ DataplaneOptions to_dataplane_options(const Config& cfg);
 ServerOptions to_server_options(const Config& cfg);
 // Fleet options when etcd endpoints are configured (reads password_file).
 std::optional<FleetOptions> to_fleet_options(const Config& cfg);
-// security.allow_to_host parsed and deduplicated (issue 14). Throws on a bad entry.
+// security.allow_to_host parsed and deduplicated. Throws on a bad entry.
 std::vector<LocalService> allow_to_host_of(const Config& cfg);
 punt::BringupOptions to_bringup_options(const Config& cfg);
 punt::BringupOptions to_bringup_options_unchecked(const Config& cfg);
-// Issue 14: the store's write-ahead journal (journal.h). Runtime state, on
+// The store's write-ahead journal (journal.h). Runtime state, on
 // tmpfs like the pins it describes: /run/xbng/store.journal for the default
 // bpffs, else /run/xbng/<basename of bpffs>/store.journal.
 std::string store_journal_path(const Config& cfg);
@@ -187,8 +187,8 @@ std::optional<std::string> parse_listen(std::string_view s, std::string* host, u
 struct ReloadPlan {
   bool log_level = false;       // apply next.log_level
   bool metrics_listen = false;  // rebind the metrics server on next.metrics_listen
-  bool allow_to_host = false;   // rewrite local_allow from next.allow_to_host (issue 14)
-  bool reserved = false;        // new reserved ranges: check every subscriber again (issue 14)
+  bool allow_to_host = false;   // rewrite local_allow from next.allow_to_host
+  bool reserved = false;        // new reserved ranges: check every subscriber again
   std::vector<std::string> applied;  // "log.level: info -> debug"
   std::vector<std::string> refused;  // "ports.access: [a] -> [a,b]: cannot change live; ..."
 };

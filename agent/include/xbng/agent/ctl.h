@@ -19,7 +19,7 @@ namespace xbng::agent {
 
 inline constexpr const char* kCsvHeader =
     "port,outer_vlan,inner_vlan,mac,ipv4,ipv6,ipv6_prefixes,ipv4_prefixes";
-// Issue 12: the same with the rate plan's four columns (Policy's fields). On a
+// The same with the rate plan's four columns (Policy's fields). On a
 // line, four empty cells = no policy of its own (the port default applies);
 // otherwise empty cells are 0 (unlimited).
 inline constexpr const char* kCsvHeaderPolicy =
@@ -38,7 +38,7 @@ struct SubArgs {
   uint32_t outer = 0, inner = 0;
   std::string mac, ipv4, ipv6;
   std::vector<std::string> ipv6_prefixes, ipv4_prefixes;
-  // Issue 12: rate plan. Rates in bits/s, bursts in bytes, each a number
+  // Rate plan. Rates in bits/s, bursts in bytes, each a number
   // with an optional k/M/G suffix (x1000). None given and !unlimited: no
   // policy of its own (the port's default applies).
   std::string up_rate, up_burst, down_rate, down_burst;

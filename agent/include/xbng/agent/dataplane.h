@@ -42,9 +42,9 @@ enum class MapId : int {
   kIcmpScratch,
   kPoolsV4,
   kPoolsV6,
-  kPolice,  // issue 12
-  kLocalAllow,  // issue 14
-  kMacSeen,     // issue 14
+  kPolice,  // per-subscriber token buckets (rate plans)
+  kLocalAllow,  // host services subscribers may reach
+  kMacSeen,     // rate limit of MAC_CHANGED/MAC_CONFLICT events
   kPunt,
   kPuntLimit,
   kPuntPortBudget,
@@ -73,8 +73,8 @@ struct AccessPortOverride {
   uint16_t sub_mtu = 0;  // 0: XBNG_DEFAULT_SUBSCRIBER_MTU
   bool mss_clamp = true;
   std::vector<Prefix> pools;
-  PolicySpec default_policy;  // issue 12
-  std::optional<uint8_t> mac_policy;  // enum xbng_mac_policy (issue 14)
+  PolicySpec default_policy;  // the port's default rate plan
+  std::optional<uint8_t> mac_policy;  // enum xbng_mac_policy
 };
 
 // Settings of one uplink.
@@ -98,11 +98,11 @@ struct DataplaneOptions {
   bool xdp_generic = false;
   uint64_t events_per_sec = XBNG_DEFAULT_EVENTS_PER_SEC;
   uint64_t unknown_interval_ns = XBNG_DEFAULT_UNKNOWN_INTERVAL_NS;
-  // Issue 14: MAC policy of access ports without their own, and the host
+  // MAC policy of access ports without their own, and the host
   // services subscribers may reach.
   uint8_t mac_policy = XBNG_MAC_POLICY_LEARN_ONCE;
   std::vector<LocalService> allow_to_host;
-  // Bring-up (issue 10): punt control frames to xbngd, and their limits.
+  // Bring-up: punt control frames to xbngd, and their limits.
   bool punt_enabled = true;
   uint32_t punt_sub_rate = XBNG_DEFAULT_PUNT_SUB_RATE;    // frames/s per subscriber
   uint32_t punt_sub_burst = XBNG_DEFAULT_PUNT_SUB_BURST;  // frames in a burst

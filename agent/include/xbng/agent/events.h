@@ -26,7 +26,7 @@ struct AgentEvent {
   bool has_mac = false;
   Mac mac{};
   uint64_t timestamp_unix_ns = 0;
-  // LEASE_* events (issue 10).
+  // LEASE_* events (DHCP/DHCPv6 leases served by xbngd).
   int lease_family = 0;  // 4 or 6
   bool lease_bound = false;
   uint64_t lease_expires_unix = 0;
@@ -94,7 +94,7 @@ class EventHub {
 
 class RingbufReader {
  public:
-  // on_event (optional) sees every event before the hub (issue 14: a MAC
+  // on_event (optional) sees every event before the hub (e.g. a MAC
   // moved under policy "follow" must reach the routes).
   RingbufReader(int ringbuf_fd, EventHub* hub,
                 std::function<void(const AgentEvent&)> on_event = nullptr);  // throws

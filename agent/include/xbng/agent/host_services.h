@@ -1,4 +1,4 @@
-// Issue 14, item 9: the host's own services as subscribers may reach them.
+// The host's own services as subscribers may reach them.
 // Frames from access ports for the host itself are dropped by the fast path
 // (drop_to_host) unless their protocol and destination port are in the
 // `local_allow` map, written from `[security] allow_to_host`.

@@ -1,4 +1,4 @@
-// Issue 14, item 8: MAC policies by name (enum xbng_mac_policy of abi.h).
+// MAC policies by name (enum xbng_mac_policy of abi.h).
 #pragma once
 
 #include <cstdint>

@@ -56,7 +56,7 @@ struct MetricsSnapshot {
   int abi = 0;
   double start_time_seconds = 0;
   bool last_reload_ok = true;
-  struct Api {  // issue 14: bounded API resources
+  struct Api {  // bounded API resources
     uint64_t watchers = 0, watchers_disconnected = 0, watchers_refused = 0;
     uint64_t connections = 0, max_connections = 0, connections_refused = 0, accept_errors = 0;
   } api;

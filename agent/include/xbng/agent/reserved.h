@@ -1,4 +1,4 @@
-// Issue 14, item 3: addresses that are never a subscriber's. A subscriber
+// Addresses that are never a subscriber's. A subscriber
 // address or prefix that equals, covers or lies inside one of them is
 // refused (FAILED_PRECONDITION naming the conflict):
 //   - the IPv4/IPv6 gateway of every access port;

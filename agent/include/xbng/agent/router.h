@@ -1,4 +1,4 @@
-// What xbngd does to the system for router correctness (issue 11), apart
+// What xbngd does to the system for router correctness (ICMP errors, MTU, MSS, pools), apart
 // from the BPF maps: the uplinks' own addresses (the default ICMP error
 // source, the subnets a pool may not overlap) and the access netdevs' MTU.
 #pragma once

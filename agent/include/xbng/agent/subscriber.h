@@ -37,7 +37,7 @@ struct SubKeyHash {
   size_t operator()(const SubKey& k) const { return std::hash<uint64_t>{}(key_rank(k)); }
 };
 
-// Issue 12: a rate plan (xbng.v1.Policy). Rates in bits/s of IP packets,
+// A rate plan (xbng.v1.Policy). Rates in bits/s of IP packets,
 // bursts in bytes; a zero rate is unlimited (and its burst zero).
 struct PolicySpec {
   uint64_t up_rate = 0, up_burst = 0, down_rate = 0, down_burst = 0;
@@ -67,7 +67,7 @@ struct SubscriberSpec {
   bool has_ipv4 = false;
   bool has_ipv6 = false;
   bool has_policy = false;  // false: the port's default policy applies
-  uint8_t mac_policy = 0;   // enum xbng_mac_policy; 0 = the port's (issue 14)
+  uint8_t mac_policy = 0;   // enum xbng_mac_policy; 0 = the port's
   absl::InlinedVector<Prefix, 1> prefixes;
   PolicySpec policy;
 
@@ -80,7 +80,7 @@ static_assert(sizeof(SubscriberSpec) <= 104, "SubscriberSpec: one per subscriber
 struct PortResolver {
   std::function<std::optional<uint32_t>(std::string_view)> access_ifindex;
   std::function<std::string(uint32_t)> name;
-  // Issue 12 (both optional): an access port's default policy, and the
+  // Rate plans (both optional): an access port's default policy, and the
   // largest IP packet it carries (its MTU).
   std::function<PolicySpec(uint32_t)> default_policy;
   std::function<uint32_t(uint32_t)> max_packet;
@@ -90,7 +90,7 @@ struct PortResolver {
   }
 };
 
-// Validation limits (issue 4).
+// Validation limits.
 inline constexpr int kMinV6PrefixLen = 40, kMaxV6PrefixLen = 64;
 inline constexpr int kMinV4PrefixLen = 8, kMaxV4PrefixLen = 31;
 

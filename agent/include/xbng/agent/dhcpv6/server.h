@@ -48,7 +48,7 @@ inline constexpr size_t kMaxDelegatedPrefixes = 16;
 // it then gets no answer (counted), rather than a frame no link carries.
 inline constexpr size_t kMaxReply = 1452;
 
-// Per access port (10A maps the config file onto this).
+// Per access port (config.cpp maps the config file onto this).
 struct Settings {
   Duid server_duid;               // see duid.h: persistent
   uint32_t preferred_lifetime = 3600;  // seconds, for IAADDR and IAPREFIX
@@ -65,7 +65,7 @@ struct Settings {
 // Problems that make settings unusable, each naming the field and value
 // (empty: fine): a server DUID must be set; 0 < preferred ≤ valid;
 // T1 ≤ T2 ≤ preferred when T1/T2 are given (RFC 8415 §21.4, §21.21); at
-// most 16 DNS servers. For config checks (10A's config layer).
+// most 16 DNS servers. For config checks (the config layer).
 std::vector<std::string> check_settings(const Settings& s);
 
 // What the subscriber is provisioned with (from SubscriberSpec).

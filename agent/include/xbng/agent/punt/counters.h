@@ -69,7 +69,7 @@ const char* agent_reason_kind(AgentReason r);  // answered | refused | drop | in
 void count(AgentReason r, uint64_t n = 1);
 uint64_t agent_reason_value(AgentReason r);
 
-// Families named by the protocol libraries' own lists (10B's DHCPv6 outcome
+// Families named by the protocol libraries' own lists (the DHCPv6 server's outcome
 // kinds and parse errors, RS parse errors): "dhcpv6_<kind>",
 // "dhcpv6_malformed_<error>", "rs_malformed_<error>".
 void count_dhcpv6(dhcpv6::Kind k);
