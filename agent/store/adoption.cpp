@@ -94,7 +94,7 @@ std::string SubscriberStore::recover(const JournalIntent& in) {
 // ---- adoption ------------------------------------------------------------------
 
 struct SubscriberStore::Adopted {
-  // Issue 12: records whose entries must be rewritten (the port default
+  // Rate plans: records whose entries must be rewritten (the port default
   // changed since they were written, or their slot was unusable).
   std::vector<uint32_t> refresh;
   std::vector<SubscriberSpec> reslot;
@@ -110,7 +110,7 @@ void SubscriberStore::adopt_subscribers(Adopted* a) {
         std::memcpy(&key, k, sizeof key);
         struct xbng_subscriber sv;
         std::memcpy(&sv, v, sizeof sv);
-        // Issue 12: the policy in force, from the subscriber's bucket and
+        // Rate plan: the policy in force, from the subscriber's bucket and
         // its police entry.
         struct xbng_police pv {};
         const bool slot_ok = sv.slot < police_max &&

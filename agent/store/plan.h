@@ -51,7 +51,7 @@ struct SubscriberStore::Staged {
   std::vector<SubKey> skeys;
   std::vector<struct xbng_subscriber> svals;
   std::vector<std::optional<struct xbng_subscriber>> sold;
-  // Issue 12: each record's index is its slot in `police`; new entries take
+  // Rate plans: each record's index is its slot in `police`; new entries take
   // theirs now (returned if the plan is rolled back).
   std::vector<uint32_t> slots;
   std::vector<uint32_t> taken;

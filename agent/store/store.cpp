@@ -283,7 +283,7 @@ Status SubscriberStore::remove_locked(const std::vector<SubKey>& ks, uint64_t* d
     }
   }
   if (recs.empty()) return Status::OK;
-  // Write-ahead (issue 14): a delete interrupted by a crash is completed on
+  // Write-ahead: a delete interrupted by a crash is completed on
   // adoption. Cleared once the maps are consistent again.
   {
     JournalIntent intent;

@@ -51,7 +51,7 @@ struct Counters {
   uint64_t up_packets = 0, up_bytes = 0, down_packets = 0, down_bytes = 0;
 };
 
-// A provisioned address or prefix that overlaps a reserved one (issue 14).
+// A provisioned address or prefix that overlaps a reserved one.
 struct ReservedConflict {
   SubKey key{};
   std::string field, value;  // "ipv4", "100.64.0.1"
@@ -71,7 +71,7 @@ class SubscriberStore {
   // Subscribers per planned and applied stream batch. Up to four batches are
   // alive at once (one received, two queued, one applied), each holding its
   // messages and specs: 2048 keeps them to a few MB (8192 cost ~25 MB of
-  // peak RSS at 1M subscribers, issue 14 item 7) at the same load rate, and
+  // peak RSS at 1M subscribers) at the same load rate, and
   // still reaches kParallelApply.
   static constexpr size_t kStreamBatch = 2048;
   // Plans at least this large write the route maps from two threads.
@@ -83,7 +83,7 @@ class SubscriberStore {
   // On any maps (unit tests: maps in memory).
   SubscriberStore(std::unique_ptr<MapOps> maps, PortResolver ports, EventHub* hub);
 
-  // Issue 14: from now on, every change of the maps is first recorded in
+  // From now on, every change of the maps is first recorded in
   // `j` (see journal.h). Set before rebuild() or the first change.
   void set_journal(std::unique_ptr<Journal> j);
   // Fresh maps (no adoption): a change left pending in the journal is void.
@@ -114,20 +114,20 @@ class SubscriberStore {
   grpc::Status list(const ListQuery& q, std::vector<xbng::v1::Subscriber>* out,
                     std::string* next_token, uint64_t* total);
 
-  // Issue 14: from now on refuse claims that overlap `r`, and check every
+  // From now on refuse claims that overlap `r`, and check every
   // provisioned subscriber against it (conflicts logged and kept for
   // GetStats). Null: no reserved addresses.
   void set_reserved(std::shared_ptr<const ReservedSet> r);
   std::vector<ReservedConflict> reserved_conflicts(uint64_t* total) const;
   static constexpr size_t kMaxReportedConflicts = 100;
 
-  // Issue 14: the fast path moved subscriber k to `mac` (policy follow):
+  // The fast path moved subscriber k to `mac` (policy follow):
   // the MAC copies in its routes follow.
   void follow_mac(const SubKey& k, const Mac& mac);
 
   size_t size() const;
 
-  // Bring-up (issue 10): the provisioned binding of `k` and, for a
+  // Bring-up (DHCP, RS): the provisioned binding of `k` and, for a
   // subscriber provisioned without MAC, the MAC learned so far (from the
   // fast path or a DHCP exchange). False when `k` is not provisioned.
   bool binding(const SubKey& k, SubscriberSpec* out, std::optional<Mac>* learned) const;
@@ -207,7 +207,7 @@ class SubscriberStore {
   void rollback_failed(MapId m, size_t entries, int rc, const char* what);
 
   // ---- journal and adoption (adoption.cpp)
-  // Journal (issue 14): records the intent; an error status means nothing
+  // Journal: records the intent; an error status means nothing
   // may be written. No-ops without a journal or while recovering.
   grpc::Status journal_begin(const JournalIntent& intent);
   void journal_clear();

@@ -267,7 +267,7 @@ void SubscriberStore::commit_index(Plan& p, const Staged& w) {
 
 Status SubscriberStore::apply(Plan& p) {
   if (p.entries.empty()) return Status::OK;
-  // Write-ahead: what every touched key was before (issue 14). From here
+  // Write-ahead: what every touched key was before. From here
   // on, every return leaves the maps consistent (written, or undone), so
   // the intent is cleared on every path.
   {

@@ -27,7 +27,7 @@ class BringupLab:
         self.config = os.path.join(self.run, "xbngd.toml")
         with open(self.config, "w") as f:
             # The CPE links stay at 1500 and frames carry two tags: the
-            # subscriber MTU (issue 11) is 1492, which the RA advertises.
+            # subscriber MTU (largest L3 packet either way) is 1492, which the RA advertises.
             f.write('[ports]\naccess = [{ name = "acc0", subscriber_mtu = 1492 }]\n\n')
             f.write(dhcp_toml)
         self.clients: list[subprocess.Popen] = []
