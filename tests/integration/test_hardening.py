@@ -291,7 +291,10 @@ class Hardening(unittest.TestCase):
                 os.kill(w.pid, signal.SIGSTOP)  # silent: never reads again
         refused = [w for w in watchers if w.poll() is not None]
         self.assertEqual(len(refused), 84)
-        self.assertIn("RESOURCE_EXHAUSTED", refused[0].stderr.read().decode())
+        # xbngd's RESOURCE_EXHAUSTED, in xbngctl's words: the limit and what to do.
+        self.assertIn("the maximum (api.max_watchers): retry later",
+                      refused[0].stderr.read().decode())
+        self.assertEqual(refused[0].returncode, 1)
         silent = [w for w in watchers if w.poll() is None]
         self.assertEqual(len(silent), 16)
         watching = self.proc_status(pid)

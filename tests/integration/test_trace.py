@@ -265,11 +265,13 @@ class TraceTest(unittest.TestCase):
         with self.subTest("bad requests"):
             t = self.x.ctl_raw("trace", "--port", "nope0", "--outer", "1", "--inner", "1",
                                "--src", "100.64.0.1", "--dst", UPLINK_NET4)
-            self.assertNotEqual(t.returncode, 0)
-            self.assertIn("INVALID_ARGUMENT", t.stderr)
+            # Refused by xbngd (INVALID_ARGUMENT): its message alone, exit 1.
+            self.assertEqual(t.returncode, 1, t.stderr)
+            self.assertIn('port "nope0": not a port of this xbngd', t.stderr)
             t = self.x.ctl_raw("trace", *key0, "--src", s0["ipv4"], "--dst", UPLINK_NET6)
-            self.assertNotEqual(t.returncode, 0)
-            self.assertIn("INVALID_ARGUMENT", t.stderr)
+            self.assertEqual(t.returncode, 1, t.stderr)
+            self.assertTrue(t.stderr.startswith("xbngctl: "), t.stderr)
+            self.assertNotIn("INVALID_ARGUMENT", t.stderr)
 
     def police_cases(self):
         s1 = self.subs[1]
