@@ -13,8 +13,8 @@
 #include <iostream>
 #include <sstream>
 
-#include "ctl_trace.h"
-#include "xbng/agent/ctl.h"
+#include "ctl/trace.h"
+#include "ctl/ctl.h"
 #include "xbng/agent/fleet.h"
 
 using namespace xbng::agent;

@@ -26,7 +26,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "xbng/agent/ctl.h"
+#include "ctl/ctl.h"
 
 namespace xbng::agent {
 

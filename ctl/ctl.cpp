@@ -1,4 +1,4 @@
-#include "xbng/agent/ctl.h"
+#include "ctl/ctl.h"
 
 #include <absl/synchronization/mutex.h>
 #include <grpcpp/generic/generic_stub.h>

@@ -1,4 +1,4 @@
-#include "ctl_trace.h"
+#include "ctl/trace.h"
 
 #include <fmt/format.h>
 #include <google/protobuf/util/json_util.h>
