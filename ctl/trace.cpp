@@ -10,7 +10,6 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "xbng/agent/metrics.h"
 #include "xbng/v1/xbng.grpc.pb.h"
 
 namespace xbng::agent {
