@@ -15,7 +15,8 @@
 #include <chrono>
 #include <cstdio>
 
-#include "xbng/agent/ctl.h"
+#include "common/subscriber_file.h"
+#include "ctl/ctl.h"
 #include "xbng/v1/xbng.grpc.pb.h"
 
 namespace v1 = xbng::v1;

@@ -28,16 +28,6 @@ namespace xbng::agent {
 
 // ---- gRPC accounting ---------------------------------------------------------
 
-const char* grpc_code_name(int code) {
-  static constexpr const char* kNames[] = {
-      "OK",        "CANCELLED",         "UNKNOWN",          "INVALID_ARGUMENT",
-      "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS",   "PERMISSION_DENIED",
-      "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",
-      "UNIMPLEMENTED", "INTERNAL",      "UNAVAILABLE",      "DATA_LOSS",
-      "UNAUTHENTICATED"};
-  return code >= 0 && code < static_cast<int>(std::size(kNames)) ? kNames[code] : "UNKNOWN";
-}
-
 void GrpcMetrics::record(const std::string& method, int code, double seconds) {
   std::lock_guard lk(mu_);
   GrpcMethodStats& m = by_method_[method];

@@ -19,7 +19,7 @@
 
 #include "xbng/agent/punt/counters.h"
 #include "xbng/agent/agent.h"
-#include "xbng/agent/ctl.h"
+#include "ctl/ctl.h"
 #include "xbng/v1/xbng.grpc.pb.h"
 
 using namespace xbng::agent;

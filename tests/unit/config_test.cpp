@@ -8,7 +8,7 @@
 #include <fstream>
 
 #include "xbng/agent/config.h"
-#include "xbng/agent/ctl.h"
+#include "common/subscriber_file.h"
 #include "xbng/agent/net.h"
 
 using namespace xbng::agent;

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <string>
 
+#include "common/grpc_code.h"
 #include "xbng/agent/stats.h"
 
 namespace grpc::experimental {
@@ -45,9 +46,6 @@ class GrpcMetrics {
 // A server interceptor that times every RPC and records its final status.
 std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>
 make_metrics_interceptor_factory(GrpcMetrics* metrics);
-
-// "OK", "CANCELLED", ... for a grpc::StatusCode value.
-const char* grpc_code_name(int code);
 
 struct MetricsSnapshot {
   StatsSnapshot stats;

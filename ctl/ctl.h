@@ -1,13 +1,13 @@
-// xbngctl commands (in the library so that tests can drive them).
+// xbngctl: the options every command takes, the gRPC client commands (class
+// Ctl), failure reporting, and the two commands that are not gRPC clients
+// (bpf dump, sub import --etcd).
 #pragma once
 
 #include <grpcpp/grpcpp.h>
 
 #include <chrono>
 #include <cstdint>
-#include <functional>
 #include <memory>
-#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -16,15 +16,6 @@
 #include "xbng/v1/xbng.grpc.pb.h"
 
 namespace xbng::agent {
-
-inline constexpr const char* kCsvHeader =
-    "port,outer_vlan,inner_vlan,mac,ipv4,ipv6,ipv6_prefixes,ipv4_prefixes";
-// The same with the rate plan's four columns (Policy's fields). On a
-// line, four empty cells = no policy of its own (the port default applies);
-// otherwise empty cells are 0 (unlimited).
-inline constexpr const char* kCsvHeaderPolicy =
-    "port,outer_vlan,inner_vlan,mac,ipv4,ipv6,ipv6_prefixes,ipv4_prefixes,"
-    "up_rate_bps,up_burst_bytes,down_rate_bps,down_burst_bytes";
 
 struct CtlOptions {
   std::string server = "unix:///run/xbng/xbngd.sock";
@@ -45,9 +36,6 @@ struct SubArgs {
   bool unlimited = false;
 };
 
-// "20M" -> 20000000, "1500" -> 1500, "1.5k" -> 1500; nullopt if not a number.
-std::optional<uint64_t> parse_si(std::string_view s);
-
 struct ListArgs {
   std::string port;
   uint32_t outer = 0;
@@ -56,20 +44,9 @@ struct ListArgs {
   bool all = false, counters = false;
 };
 
-// Parses one CSV data line (header kCsvHeader) into a Subscriber; returns
-// an error text or empty.
-std::string parse_csv_line(const std::string& line, xbng::v1::Subscriber* out);
-// Reads an import file (CSV with kCsvHeader or JSON Lines), calling fn for
-// each readable entry; unreadable lines go to errors (first 20) and are
-// counted in the return value.
-uint64_t read_import_file(const std::string& file,
-                          const std::function<bool(const xbng::v1::Subscriber&)>& fn,
-                          std::vector<std::string>* errors);
+// The channel to o.server: a unix socket or plaintext TCP (--insecure), else TLS
+// with --tls-ca/--tls-cert/--tls-key.
 std::shared_ptr<grpc::Channel> make_channel(const CtlOptions& o);
-// grpc.health.v1.Health/Check (the server's overall health) within
-// `timeout`: OK when SERVING.
-grpc::Status check_health(const std::shared_ptr<grpc::Channel>& ch,
-                          std::chrono::milliseconds timeout);
 
 // ---- failures ------------------------------------------------------------------
 // Every failure of an xbngctl command is reported by report_failure(): one
@@ -141,6 +118,7 @@ class Ctl {
   std::unique_ptr<xbng::v1::Subscribers::Stub> stub_;
 };
 
+// bpf dump: reads the pinned maps under bpffs (libbpf), not xbngd.
 int ctl_bpf_dump(const CtlOptions& o, const std::string& bpffs);
 
 }  // namespace xbng::agent

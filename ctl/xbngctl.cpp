@@ -13,8 +13,9 @@
 #include <iostream>
 #include <sstream>
 
-#include "ctl_trace.h"
-#include "xbng/agent/ctl.h"
+#include "ctl/trace.h"
+#include "common/subscriber_file.h"
+#include "ctl/ctl.h"
 #include "xbng/agent/fleet.h"
 
 using namespace xbng::agent;

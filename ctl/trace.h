@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-#include "xbng/agent/ctl.h"
+#include "ctl/ctl.h"
 
 namespace xbng::agent {
 

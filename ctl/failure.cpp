@@ -26,23 +26,14 @@
 #include <cstdio>
 #include <cstring>
 
-#include "xbng/agent/ctl.h"
+#include "common/grpc_code.h"
+#include "ctl/ctl.h"
 
 namespace xbng::agent {
 
 namespace {
 
 constexpr int kProbeTimeoutMs = 3000;
-
-const char* code_name(grpc::StatusCode c) {
-  static const char* names[] = {"OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT",
-                                "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS",
-                                "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
-                                "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL",
-                                "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED"};
-  const int i = static_cast<int>(c);
-  return i >= 0 && i < 17 ? names[i] : "UNKNOWN";
-}
 
 std::string lower(std::string s) {
   for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -440,15 +431,15 @@ CtlFailure describe_failure(const CtlOptions& o, const grpc::Status& st,
     case grpc::StatusCode::ALREADY_EXISTS:
     case grpc::StatusCode::RESOURCE_EXHAUSTED:
     case grpc::StatusCode::OUT_OF_RANGE:
-      f = make(lower(code_name(st.error_code())), msg, "", "", kExitRefused);
+      f = make(lower(grpc_code_name(static_cast<int>(st.error_code()))), msg, "", "", kExitRefused);
       break;
     default:
-      f = make(lower(code_name(st.error_code())),
+      f = make(lower(grpc_code_name(static_cast<int>(st.error_code()))),
                fmt::format("xbngd at {} failed the call: {} ({})", srv, msg,
-                           code_name(st.error_code())),
+                           grpc_code_name(static_cast<int>(st.error_code()))),
                "", "", kExitRefused);
   }
-  f.code = code_name(st.error_code());
+  f.code = grpc_code_name(static_cast<int>(st.error_code()));
   f.server_message = msg;
   return f;
 }

@@ -1,4 +1,4 @@
-#include "ctl_trace.h"
+#include "ctl/trace.h"
 
 #include <fmt/format.h>
 #include <google/protobuf/util/json_util.h>
@@ -10,7 +10,6 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "xbng/agent/metrics.h"
 #include "xbng/v1/xbng.grpc.pb.h"
 
 namespace xbng::agent {

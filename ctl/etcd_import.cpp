@@ -5,7 +5,8 @@
 
 #include <cstdio>
 
-#include "xbng/agent/ctl.h"
+#include "common/subscriber_file.h"
+#include "ctl/ctl.h"
 #include "xbng/agent/fleet.h"
 #include "xbng/agent/subscriber.h"
 #include "xbng/v1/xbng.pb.h"
