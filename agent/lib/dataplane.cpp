@@ -39,22 +39,18 @@ namespace xbng::agent {
 
 namespace {
 
-constexpr const char* kMapNames[kMapCount] = {
-    "subscribers", "routes_v4", "routes_v6", "routes_v6_64", "prefixes_v4",  "prefixes_v6",
-    "ports",       "tx_ports",  "stats",     "port_stats",   "events",       "unknown_seen",
-    "event_budget",
-    "icmp_budget", "icmp_scratch", "pools_v4", "pools_v6",  // issue 11
-    "police",                                               // issue 12
-    "local_allow", "mac_seen",                              // issue 14
-    "punt",        "punt_limit",   "punt_port_budget",      // issue 10
+struct MapRow {
+  const char* name;
+  bool sized_by_subscribers;
+  bool shared_with_trace;
 };
-
-// Maps whose size follows --max-subscribers.
-bool sized_by_subscribers(MapId id) {
-  return id == MapId::kSubscribers || id == MapId::kRoutesV4 || id == MapId::kRoutesV6 ||
-         id == MapId::kRoutesV6_64 || id == MapId::kPrefixesV4 || id == MapId::kPrefixesV6 ||
-         id == MapId::kPolice;
-}
+constexpr bool kSizing_SUBSCRIBERS = true, kSizing_FIXED = false;
+constexpr bool kTrace_SHARED = true, kTrace_PRIVATE = false;
+constexpr MapRow kMaps[kMapCount] = {
+#define XBNG_MAP(id, name, sizing, trace) {#name, kSizing_##sizing, kTrace_##trace},
+#include "xbng/maps.def"
+#undef XBNG_MAP
+};
 
 std::string errstr(int err) { return std::strerror(err < 0 ? -err : err); }
 
@@ -299,7 +295,9 @@ std::optional<std::string> disable_rx_vlan_offload(const std::string& name) {
 
 }  // namespace
 
-const char* map_name(MapId id) { return kMapNames[static_cast<int>(id)]; }
+const char* map_name(MapId id) { return kMaps[static_cast<int>(id)].name; }
+bool map_sized_by_subscribers(MapId id) { return kMaps[static_cast<int>(id)].sized_by_subscribers; }
+bool map_shared_with_trace(MapId id) { return kMaps[static_cast<int>(id)].shared_with_trace; }
 
 std::string pin_root(const std::string& bpffs) {
   return fmt::format("{}/v{}", bpffs, XBNG_ABI_VERSION);
@@ -392,7 +390,7 @@ void Dataplane::open_and_load() {
   for (int i = 0; i < kMapCount; ++i) {
     const MapId id = static_cast<MapId>(i);
     struct bpf_map* m = maps[i];
-    if (sized_by_subscribers(id)) bpf_map__set_max_entries(m, opts_.max_subscribers);
+    if (map_sized_by_subscribers(id)) bpf_map__set_max_entries(m, opts_.max_subscribers);
     const std::string path = map_pin_path(opts_.bpffs, id);
     if (access(path.c_str(), F_OK) != 0) continue;
     Fd pfd(bpf_obj_get(path.c_str()));
@@ -417,7 +415,7 @@ void Dataplane::open_and_load() {
           map_type_name(bpf_map__type(m)), bpf_map__key_size(m), bpf_map__value_size(m),
           bpf_map__map_flags(m), XBNG_ABI_VERSION, opts_.bpffs));
     if (info.max_entries != bpf_map__max_entries(m)) {
-      if (!sized_by_subscribers(id))
+      if (!map_sized_by_subscribers(id))
         throw DataplaneError(fmt::format(
             "{}: pinned map has {} entries, this build expects {}: tear down with `xbngd "
             "--teardown --bpffs {}`",
