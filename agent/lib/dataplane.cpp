@@ -40,13 +40,6 @@ namespace xbng::agent {
 namespace {
 
 
-// Maps whose size follows --max-subscribers.
-bool sized_by_subscribers(MapId id) {
-  return id == MapId::kSubscribers || id == MapId::kRoutesV4 || id == MapId::kRoutesV6 ||
-         id == MapId::kRoutesV6_64 || id == MapId::kPrefixesV4 || id == MapId::kPrefixesV6 ||
-         id == MapId::kPolice;
-}
-
 std::string errstr(int err) { return std::strerror(err < 0 ? -err : err); }
 
 struct Fd {
@@ -372,7 +365,7 @@ void Dataplane::open_and_load() {
   for (int i = 0; i < kMapCount; ++i) {
     const MapId id = static_cast<MapId>(i);
     struct bpf_map* m = maps[i];
-    if (sized_by_subscribers(id)) bpf_map__set_max_entries(m, opts_.max_subscribers);
+    if (map_sized_by_subscribers(id)) bpf_map__set_max_entries(m, opts_.max_subscribers);
     const std::string path = map_pin_path(opts_.bpffs, id);
     if (access(path.c_str(), F_OK) != 0) continue;
     Fd pfd(bpf_obj_get(path.c_str()));
@@ -397,7 +390,7 @@ void Dataplane::open_and_load() {
           map_type_name(bpf_map__type(m)), bpf_map__key_size(m), bpf_map__value_size(m),
           bpf_map__map_flags(m), XBNG_ABI_VERSION, opts_.bpffs));
     if (info.max_entries != bpf_map__max_entries(m)) {
-      if (!sized_by_subscribers(id))
+      if (!map_sized_by_subscribers(id))
         throw DataplaneError(fmt::format(
             "{}: pinned map has {} entries, this build expects {}: tear down with `xbngd "
             "--teardown --bpffs {}`",

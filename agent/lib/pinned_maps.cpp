@@ -17,21 +17,28 @@ namespace xbng::agent {
 
 namespace {
 
-constexpr const char* kMapNames[kMapCount] = {
-    "subscribers", "routes_v4", "routes_v6", "routes_v6_64", "prefixes_v4",  "prefixes_v6",
-    "ports",       "tx_ports",  "stats",     "port_stats",   "events",       "unknown_seen",
-    "event_budget",
-    "icmp_budget", "icmp_scratch", "pools_v4", "pools_v6",  // issue 11
-    "police",                                               // issue 12
-    "local_allow", "mac_seen",                              // issue 14
-    "punt",        "punt_limit",   "punt_port_budget",      // issue 10
+// One row per map of include/xbng/maps.def: its name, whether its size
+// follows --max-subscribers, whether the trace build reuses the running map.
+struct MapRow {
+  const char* name;
+  bool sized_by_subscribers;
+  bool shared_with_trace;
+};
+constexpr bool kSizing_SUBSCRIBERS = true, kSizing_FIXED = false;
+constexpr bool kTrace_SHARED = true, kTrace_PRIVATE = false;
+constexpr MapRow kMaps[kMapCount] = {
+#define XBNG_MAP(id, name, sizing, trace) {#name, kSizing_##sizing, kTrace_##trace},
+#include "xbng/maps.def"
+#undef XBNG_MAP
 };
 
 std::string errstr(int err) { return std::strerror(err < 0 ? -err : err); }
 
 }  // namespace
 
-const char* map_name(MapId id) { return kMapNames[static_cast<int>(id)]; }
+const char* map_name(MapId id) { return kMaps[static_cast<int>(id)].name; }
+bool map_sized_by_subscribers(MapId id) { return kMaps[static_cast<int>(id)].sized_by_subscribers; }
+bool map_shared_with_trace(MapId id) { return kMaps[static_cast<int>(id)].shared_with_trace; }
 
 std::string pin_root(const std::string& bpffs) {
   return fmt::format("{}/v{}", bpffs, XBNG_ABI_VERSION);

@@ -2,6 +2,22 @@
 
 #include "xbng.skel.h"
 
+// The skeleton's maps are exactly those of include/xbng/maps.def: each row
+// names a map of the BPF object, and the object has no other map than the
+// rows and its global-data maps (.rodata, .bss).
+#define XBNG_MAP(id, name, sizing, trace) \
+  static_assert(sizeof(((struct xbng*)nullptr)->maps.name) == sizeof(struct bpf_map*), \
+                "include/xbng/maps.def names a map the BPF object lacks: " #name);
+#include "xbng/maps.def"
+#undef XBNG_MAP
+#define XBNG_MAP(id, name, sizing, trace) +1
+static_assert(sizeof(((struct xbng*)nullptr)->maps) ==
+                  sizeof(struct bpf_map*) * (0
+#include "xbng/maps.def"
+                                             + 2 /* .rodata, .bss */),
+              "the BPF object has a map include/xbng/maps.def does not list");
+#undef XBNG_MAP
+
 bool xbng_skel_open(XbngSkelRefs* r) {
   struct xbng* s = xbng__open();
   if (!s) return false;

@@ -146,8 +146,7 @@ Status Tracer::load_locked() {
   dp_->apply_load_config(s.get());
   for (int i = 0; i < kMapCount; ++i) {
     const MapId id = static_cast<MapId>(i);
-    // The ICMP builders' scratch buffer is scratch, not state: private.
-    if (id == MapId::kIcmpScratch) continue;
+    if (!map_shared_with_trace(id)) continue;  // scratch, not state: private
     struct bpf_map* m = bpf_object__find_map_by_name(s->obj, map_name(id));
     int err = m ? bpf_map__reuse_fd(m, dp_->fd(id)) : -ENOENT;
     if (err) {

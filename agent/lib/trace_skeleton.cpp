@@ -3,6 +3,22 @@
 #include "xbng/trace.h"  // the log type the skeleton names
 #include "xbng_trace.skel.h"
 
+// The skeleton's maps are exactly those of include/xbng/maps.def: each row
+// names a map of the BPF object, and the object has no other map than the
+// rows and its global-data maps (.rodata, .bss).
+#define XBNG_MAP(id, name, sizing, trace) \
+  static_assert(sizeof(((struct xbng_trace*)nullptr)->maps.name) == sizeof(struct bpf_map*), \
+                "include/xbng/maps.def names a map the BPF object lacks: " #name);
+#include "xbng/maps.def"
+#undef XBNG_MAP
+#define XBNG_MAP(id, name, sizing, trace) +1
+static_assert(sizeof(((struct xbng_trace*)nullptr)->maps) ==
+                  sizeof(struct bpf_map*) * (0
+#include "xbng/maps.def"
+                                             + 2 /* .rodata, .bss */),
+              "the BPF object has a map include/xbng/maps.def does not list");
+#undef XBNG_MAP
+
 bool xbng_trace_skel_open(XbngSkelRefs* r) {
   struct xbng_trace* s = xbng_trace__open();
   if (!s) return false;

@@ -24,34 +24,19 @@ struct XbngSkelRefs;
 
 namespace xbng::agent {
 
+// One identifier per map of include/xbng/maps.def, in its order.
 enum class MapId : int {
-  kSubscribers,
-  kRoutesV4,
-  kRoutesV6,
-  kRoutesV6_64,
-  kPrefixesV4,
-  kPrefixesV6,
-  kPorts,
-  kTxPorts,
-  kStats,
-  kPortStats,
-  kEvents,
-  kUnknownSeen,
-  kEventBudget,
-  kIcmpBudget,
-  kIcmpScratch,
-  kPoolsV4,
-  kPoolsV6,
-  kPolice,  // per-subscriber token buckets (rate plans)
-  kLocalAllow,  // host services subscribers may reach
-  kMacSeen,     // rate limit of MAC_CHANGED/MAC_CONFLICT events
-  kPunt,
-  kPuntLimit,
-  kPuntPortBudget,
+#define XBNG_MAP(id, name, sizing, trace) id,
+#include "xbng/maps.def"
+#undef XBNG_MAP
   kCount
 };
 inline constexpr int kMapCount = static_cast<int>(MapId::kCount);
 const char* map_name(MapId id);
+// Maps whose size follows --max-subscribers (sizing SUBSCRIBERS).
+bool map_sized_by_subscribers(MapId id);
+// Maps the trace build reuses from the running programs (trace SHARED).
+bool map_shared_with_trace(MapId id);
 
 struct DataplaneError : std::runtime_error {
   using std::runtime_error::runtime_error;
