@@ -15,7 +15,7 @@
 #include <chrono>
 #include <cstdio>
 
-#include "common/subscriber_file.h"
+#include "api/subscriber_file.h"
 #include "ctl/ctl.h"
 #include "xbng/v1/xbng.grpc.pb.h"
 

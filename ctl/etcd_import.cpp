@@ -5,7 +5,7 @@
 
 #include <cstdio>
 
-#include "common/subscriber_file.h"
+#include "api/subscriber_file.h"
 #include "ctl/ctl.h"
 #include "xbng/agent/fleet.h"
 #include "xbng/agent/subscriber.h"

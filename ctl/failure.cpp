@@ -26,7 +26,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "common/grpc_code.h"
+#include "api/grpc_code.h"
 #include "ctl/ctl.h"
 
 namespace xbng::agent {

@@ -4,7 +4,7 @@
 #include <chrono>
 #include <cstdio>
 
-#include "common/health_check.h"
+#include "api/health_check.h"
 #include "ctl/ctl.h"
 #include "ctl/output.h"
 

@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <ctime>
 
-#include "common/subscriber_file.h"
+#include "api/subscriber_file.h"
 #include "ctl/ctl.h"
 #include "ctl/output.h"
 

@@ -10,8 +10,8 @@
 #include <future>
 #include <memory>
 
-#include "common/grpc_code.h"
-#include "common/subscriber_file.h"
+#include "api/grpc_code.h"
+#include "api/subscriber_file.h"
 #include "ctl/ctl.h"
 #include "ctl/output.h"
 

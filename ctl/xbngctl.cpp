@@ -14,7 +14,7 @@
 #include <sstream>
 
 #include "ctl/trace.h"
-#include "common/subscriber_file.h"
+#include "api/subscriber_file.h"
 #include "ctl/ctl.h"
 #include "xbng/agent/fleet.h"
 

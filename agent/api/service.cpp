@@ -16,7 +16,7 @@
 #include <random>
 #include <sstream>
 
-#include "common/health_check.h"
+#include "api/health_check.h"
 #include "xbng/agent/lease/lease.h"
 #include "xbng/agent/metrics.h"
 #include "xbng/agent/stats.h"

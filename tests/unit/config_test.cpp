@@ -8,7 +8,7 @@
 #include <fstream>
 
 #include "xbng/agent/config.h"
-#include "common/subscriber_file.h"
+#include "api/subscriber_file.h"
 #include "xbng/agent/net.h"
 
 using namespace xbng::agent;

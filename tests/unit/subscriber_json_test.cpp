@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <fstream>
 
-#include "common/subscriber_file.h"
+#include "api/subscriber_file.h"
 #include "xbng/agent/subscriber_json.h"
 #include "xbng/v1/xbng.pb.h"
 

@@ -11,7 +11,7 @@
 #include <mutex>
 #include <string>
 
-#include "common/grpc_code.h"
+#include "api/grpc_code.h"
 #include "xbng/agent/stats.h"
 
 namespace grpc::experimental {

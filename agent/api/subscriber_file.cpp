@@ -1,4 +1,4 @@
-#include "common/subscriber_file.h"
+#include "api/subscriber_file.h"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "common/grpc_code.h"
+#include "api/grpc_code.h"
 
 #include <iterator>
 

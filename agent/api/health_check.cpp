@@ -1,4 +1,4 @@
-#include "common/health_check.h"
+#include "api/health_check.h"
 
 #include <grpcpp/generic/generic_stub.h>
 
