@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "store/journal.h"
-#include "xbng/agent/net.h"
+#include "common/net.h"
 
 using namespace xbng::agent;
 

@@ -8,8 +8,8 @@
 #include <stdexcept>
 
 #include "ctl/ctl.h"
-#include "xbng/agent/dataplane.h"
-#include "xbng/agent/net.h"
+#include "dataplane/dataplane.h"
+#include "common/net.h"
 
 namespace xbng::agent {
 

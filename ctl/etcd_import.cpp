@@ -7,8 +7,8 @@
 
 #include "api/subscriber_file.h"
 #include "ctl/ctl.h"
-#include "xbng/agent/fleet.h"
-#include "xbng/agent/subscriber.h"
+#include "fleet/fleet.h"
+#include "store/subscriber.h"
 #include "xbng/v1/xbng.pb.h"
 
 namespace xbng::agent {

@@ -16,7 +16,7 @@
 #include "ctl/trace.h"
 #include "api/subscriber_file.h"
 #include "ctl/ctl.h"
-#include "xbng/agent/fleet.h"
+#include "fleet/fleet.h"
 
 using namespace xbng::agent;
 

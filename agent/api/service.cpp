@@ -17,9 +17,9 @@
 #include <sstream>
 
 #include "api/health_check.h"
-#include "xbng/agent/lease/lease.h"
-#include "xbng/agent/metrics.h"
-#include "xbng/agent/stats.h"
+#include "bringup/lease/lease.h"
+#include "telemetry/metrics.h"
+#include "telemetry/stats.h"
 
 namespace xbng::agent {
 

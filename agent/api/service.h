@@ -13,11 +13,11 @@
 #include <memory>
 #include <string>
 
-#include "xbng/agent/dataplane.h"
-#include "xbng/agent/events.h"
-#include "xbng/agent/listener.h"
+#include "dataplane/dataplane.h"
+#include "telemetry/events.h"
+#include "api/listener.h"
 #include "store/store.h"
-#include "xbng/agent/watch.h"
+#include "api/watch.h"
 #include "xbng/v1/xbng.grpc.pb.h"
 
 namespace xbng::agent {

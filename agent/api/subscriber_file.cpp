@@ -8,7 +8,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "xbng/agent/subscriber_json.h"
+#include "api/subscriber_json.h"
 
 namespace xbng::agent {
 

@@ -9,8 +9,8 @@
 #include <string>
 #include <utility>
 
-#include "xbng/agent/dataplane.h"
-#include "xbng/agent/net.h"
+#include "dataplane/dataplane.h"
+#include "common/net.h"
 
 namespace xbng::agent {
 

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "common/route_key.h"
-#include "xbng/agent/subscriber.h"
+#include "store/subscriber.h"
 
 namespace xbng::agent {
 

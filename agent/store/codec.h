@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "xbng/abi.h"
-#include "xbng/agent/subscriber.h"
+#include "store/subscriber.h"
 
 namespace xbng::agent {
 

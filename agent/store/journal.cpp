@@ -13,7 +13,7 @@
 #include <filesystem>
 #include <stdexcept>
 
-#include "xbng/agent/statefile.h"
+#include "common/statefile.h"
 
 namespace xbng::agent {
 

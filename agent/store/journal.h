@@ -35,7 +35,7 @@
 #include <string>
 #include <vector>
 
-#include "xbng/agent/subscriber.h"
+#include "store/subscriber.h"
 
 namespace xbng::agent {
 

@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <functional>
 
-#include "xbng/agent/dataplane.h"
+#include "dataplane/dataplane.h"
 
 namespace xbng::agent {
 

@@ -19,13 +19,13 @@
 #include <string>
 #include <vector>
 
-#include "xbng/agent/dataplane.h"
-#include "xbng/agent/events.h"
+#include "dataplane/dataplane.h"
+#include "telemetry/events.h"
 #include "store/claims.h"
 #include "store/journal.h"
 #include "store/map_ops.h"
-#include "xbng/agent/reserved.h"
-#include "xbng/agent/subscriber.h"
+#include "store/reserved.h"
+#include "store/subscriber.h"
 
 namespace xbng::v1 {
 class Subscriber;

@@ -9,9 +9,9 @@
 #include <sys/ioctl.h>
 
 #include "packet_socket.hpp"
-#include "xbng/agent/dhcpv6/duid.h"
-#include "xbng/agent/dhcpv6/server.h"
-#include "xbng/agent/ra/ra.h"
+#include "bringup/dhcpv6/duid.h"
+#include "bringup/dhcpv6/server.h"
+#include "bringup/ra/ra.h"
 
 namespace a = xbng::agent;
 

@@ -17,8 +17,8 @@
 #include <set>
 #include <thread>
 
-#include "xbng/agent/punt/counters.h"
-#include "xbng/agent/agent.h"
+#include "bringup/punt/counters.h"
+#include "daemon/agent.h"
 #include "ctl/ctl.h"
 #include "xbng/v1/xbng.grpc.pb.h"
 

@@ -7,9 +7,9 @@
 #include <string>
 
 #include "fuzz.h"
-#include "xbng/agent/dhcpv4/message.h"
-#include "xbng/agent/dhcpv4/server.h"
-#include "xbng/agent/punt/frame.h"
+#include "bringup/dhcpv4/message.h"
+#include "bringup/dhcpv4/server.h"
+#include "bringup/punt/frame.h"
 
 namespace xbng::fuzz {
 namespace {

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "fuzz.h"
-#include "xbng/agent/dhcpv6/server.h"
+#include "bringup/dhcpv6/server.h"
 
 namespace xbng::fuzz {
 namespace {

@@ -15,7 +15,7 @@
 #include <string>
 
 #include "fuzz.h"
-#include "xbng/agent/fleet.h"
+#include "fleet/fleet.h"
 #include "xbng/v1/xbng.pb.h"
 
 namespace xbng::fuzz {

@@ -3,7 +3,7 @@
 #include <string>
 
 #include "fuzz.h"
-#include "xbng/agent/ra/ra.h"
+#include "bringup/ra/ra.h"
 
 namespace xbng::fuzz {
 namespace {

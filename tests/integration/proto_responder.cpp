@@ -23,9 +23,9 @@
 #include <string>
 #include <vector>
 
-#include "xbng/agent/dhcpv6/duid.h"
-#include "xbng/agent/dhcpv6/server.h"
-#include "xbng/agent/ra/ra.h"
+#include "bringup/dhcpv6/duid.h"
+#include "bringup/dhcpv6/server.h"
+#include "bringup/ra/ra.h"
 
 namespace a = xbng::agent;
 

@@ -7,9 +7,9 @@
 #include <cstdio>
 #include <fstream>
 
-#include "xbng/agent/config.h"
+#include "config/config.h"
 #include "api/subscriber_file.h"
-#include "xbng/agent/net.h"
+#include "common/net.h"
 
 using namespace xbng::agent;
 

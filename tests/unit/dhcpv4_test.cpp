@@ -9,12 +9,12 @@
 #include <random>
 #include <string>
 
-#include "xbng/agent/dhcpv4/message.h"
-#include "xbng/agent/dhcpv4/server.h"
-#include "xbng/agent/punt/frame.h"
-#include "xbng/agent/events.h"
-#include "xbng/agent/lease/lease.h"
-#include "xbng/agent/net.h"
+#include "bringup/dhcpv4/message.h"
+#include "bringup/dhcpv4/server.h"
+#include "bringup/punt/frame.h"
+#include "telemetry/events.h"
+#include "bringup/lease/lease.h"
+#include "common/net.h"
 #include "xbng/v1/xbng.pb.h"
 
 #include <arpa/inet.h>

@@ -8,8 +8,8 @@
 #include <fstream>
 
 #include "proto_test_util.h"
-#include "xbng/agent/dhcpv6/duid.h"
-#include "xbng/agent/dhcpv6/server.h"
+#include "bringup/dhcpv6/duid.h"
+#include "bringup/dhcpv6/server.h"
 
 using namespace xbng::agent;
 using namespace xbng::agent::dhcpv6;

@@ -7,8 +7,8 @@
 #include <cstdio>
 #include <fstream>
 
-#include "xbng/agent/config.h"
-#include "xbng/agent/fleet.h"
+#include "config/config.h"
+#include "fleet/fleet.h"
 #include "xbng/v1/xbng.pb.h"
 
 using namespace xbng::agent;

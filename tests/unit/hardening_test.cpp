@@ -2,10 +2,10 @@
 // policy names and their config checks (no system access).
 #include <gtest/gtest.h>
 
-#include "xbng/agent/config.h"
-#include "xbng/agent/host_services.h"
-#include "xbng/agent/mac_policy.h"
-#include "xbng/agent/reserved.h"
+#include "config/config.h"
+#include "dataplane/host_services.h"
+#include "dataplane/mac_policy.h"
+#include "store/reserved.h"
 
 using namespace xbng::agent;
 

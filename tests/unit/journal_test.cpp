@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "xbng/agent/config.h"
+#include "config/config.h"
 #include "store/journal.h"
 
 using namespace xbng::agent;

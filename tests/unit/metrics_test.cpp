@@ -12,7 +12,7 @@
 #include <set>
 #include <sstream>
 
-#include "xbng/agent/metrics.h"
+#include "telemetry/metrics.h"
 #include "xbng/reasons.h"
 
 using namespace xbng::agent;

@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "xbng/agent/net.h"
+#include "common/net.h"
 
 using namespace xbng::agent;
 

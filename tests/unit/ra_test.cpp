@@ -11,8 +11,8 @@
 #include <set>
 
 #include "proto_test_util.h"
-#include "xbng/agent/ra/ra.h"
-#include "xbng/agent/ra/scheduler.h"
+#include "bringup/ra/ra.h"
+#include "bringup/ra/scheduler.h"
 
 using namespace xbng::agent;
 using namespace xbng::agent::ra;

@@ -15,10 +15,10 @@
 #include <functional>
 #include <sstream>
 
-#include "xbng/agent/dhcpv6/duid.h"
+#include "bringup/dhcpv6/duid.h"
 #include "store/journal.h"
-#include "xbng/agent/lease/lease.h"
-#include "xbng/agent/statefile.h"
+#include "bringup/lease/lease.h"
+#include "common/statefile.h"
 
 using namespace xbng::agent;
 namespace fs = std::filesystem;

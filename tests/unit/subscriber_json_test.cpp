@@ -8,7 +8,7 @@
 #include <fstream>
 
 #include "api/subscriber_file.h"
-#include "xbng/agent/subscriber_json.h"
+#include "api/subscriber_json.h"
 #include "xbng/v1/xbng.pb.h"
 
 using namespace xbng::agent;

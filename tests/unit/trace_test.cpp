@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "xbng/agent/trace.h"
+#include "dataplane/trace.h"
 
 using namespace xbng::agent;
 

@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "xbng/agent/subscriber.h"
+#include "store/subscriber.h"
 #include "xbng/v1/xbng.pb.h"
 
 using namespace xbng::agent;

@@ -1,0 +1,465 @@
+#include "bringup/lease/lease.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+#include "common/net.h"
+#include "bringup/punt/counters.h"
+#include "common/statefile.h"
+#include "xbng/v1/xbng.pb.h"
+
+using json = nlohmann::json;
+
+namespace xbng::agent {
+
+namespace {
+
+SubKey key_of(uint64_t rank) {
+  SubKey k{};
+  k.ifindex = static_cast<uint32_t>(rank >> 32);
+  k.outer_vid = static_cast<uint16_t>(rank >> 16);
+  k.inner_vid = static_cast<uint16_t>(rank);
+  return k;
+}
+
+uint64_t now_seconds() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::seconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count());
+}
+
+void to_pb(const Lease& l, v1::Lease* out) {
+  out->set_bound(l.bound);
+  out->set_expires_unix(l.bound ? l.expires_unix : 0);
+  out->set_address(l.address);
+  for (const auto& p : l.prefixes) out->add_prefixes(p);
+  out->set_bound_unix(l.bound_unix);
+}
+
+}  // namespace
+
+LeaseTable::LeaseTable(EventHub* hub, PortResolver ports, std::string state_file)
+    : hub_(hub), ports_(std::move(ports)), file_(std::move(state_file)) {
+  if (!file_.empty()) load();
+}
+
+LeaseTable::~LeaseTable() { stop(); }
+
+void LeaseTable::start() {
+  if (thread_.joinable()) return;
+  thread_ = std::thread([this] { run(); });
+}
+
+void LeaseTable::stop() {
+  if (thread_.joinable()) {
+    stop_ = true;
+    run_cv_.notify_all();
+    thread_.join();
+  }
+  flush();
+}
+
+void LeaseTable::run() {
+  // The whole file is rewritten: keep that under ~5% of the time (a 60K-lease
+  // file takes ~0.2 s to write here, so it is rewritten every ~4 s; the loss
+  // window on a crash grows with the table, see docs/design.md).
+  std::unique_lock l(run_mu_);
+  auto next_flush = std::chrono::steady_clock::now();
+  while (!stop_) {
+    run_cv_.wait_for(l, std::chrono::seconds(1));
+    if (stop_) break;
+    expire(now_seconds());
+    const auto t0 = std::chrono::steady_clock::now();
+    if (t0 < next_flush) continue;
+    flush();
+    const auto took = std::chrono::steady_clock::now() - t0;
+    next_flush = t0 + std::max<std::chrono::steady_clock::duration>(std::chrono::seconds(1),
+                                                                     took * 20);
+  }
+}
+
+void LeaseTable::publish(int type, const SubKey& k, LeaseFamily f, const Lease& l,
+                         uint64_t now_unix) {
+  (void)now_unix;
+  if (!hub_ || !hub_->has_watchers()) return;
+  AgentEvent e;
+  e.type = type;
+  e.key = k;
+  e.timestamp_unix_ns = unix_now_ns();
+  e.lease_family = f == LeaseFamily::kV4 ? 4 : 6;
+  e.lease_bound = l.bound;
+  e.lease_expires_unix = l.bound ? l.expires_unix : 0;
+  e.lease_address = l.address;
+  e.lease_prefixes = l.prefixes;
+  hub_->publish(e);
+}
+
+void LeaseTable::bind(const SubKey& k, LeaseFamily f, std::string address,
+                      std::vector<std::string> prefixes, uint32_t lifetime_s, uint64_t now_unix) {
+  std::lock_guard g(mu_);
+  const uint64_t rank = key_rank(k);
+  Lease& l = leases_[rank][static_cast<int>(f)];
+  const bool renew = l.bound && l.address == address && l.prefixes == prefixes;
+  if (l.bound) by_expiry_.erase({l.expires_unix, rank, static_cast<int>(f)});
+  l.bound = true;
+  l.address = std::move(address);
+  l.prefixes = std::move(prefixes);
+  l.bound_unix = now_unix;
+  l.expires_unix = now_unix + lifetime_s;
+  by_expiry_.insert({l.expires_unix, rank, static_cast<int>(f)});
+  dirty_ = true;
+  publish(renew ? v1::Event::LEASE_RENEWED : v1::Event::LEASE_BOUND, k, f, l, now_unix);
+}
+
+void LeaseTable::release(const SubKey& k, LeaseFamily f, uint64_t now_unix) {
+  std::lock_guard g(mu_);
+  auto it = leases_.find(key_rank(k));
+  if (it == leases_.end()) return;
+  Lease& l = it->second[static_cast<int>(f)];
+  if (!l.bound) return;
+  by_expiry_.erase({l.expires_unix, key_rank(k), static_cast<int>(f)});
+  l.bound = false;
+  dirty_ = true;
+  publish(v1::Event::LEASE_RELEASED, k, f, l, now_unix);
+}
+
+bool LeaseTable::holds(const SubscriberSpec& s, LeaseFamily f, const Lease& l) {
+  if (f == LeaseFamily::kV4) return s.has_ipv4 && l.address == format_ipv4(s.ipv4);
+  if (!l.address.empty() && !(s.has_ipv6 && l.address == format_ipv6(s.ipv6.data())))
+    return false;
+  for (const auto& p : l.prefixes) {
+    bool held = false;
+    for (const auto& q : s.prefixes) held = held || (q.family == 6 && format_prefix(q) == p);
+    if (!held) return false;
+  }
+  return true;
+}
+
+void LeaseTable::end_locked(uint64_t rank, Slot& slot, int f) {
+  Lease& l = slot[f];
+  by_expiry_.erase({l.expires_unix, rank, f});
+  l.bound = false;
+  dirty_ = true;
+  count(AgentReason::kLEASE_ENDED_DEPROVISIONED);
+  publish(v1::Event::LEASE_RELEASED, key_of(rank), static_cast<LeaseFamily>(f), l, 0);
+  l = Lease{};  // its address is no longer this subscriber's to show
+}
+
+size_t LeaseTable::on_subscriber_change(const SubKey& k, const SubscriberSpec* now, bool created) {
+  std::lock_guard g(mu_);
+  auto it = leases_.find(key_rank(k));
+  if (it == leases_.end()) return 0;
+  size_t n = 0;
+  for (int f = 0; f < 2; ++f) {
+    Lease& l = it->second[f];
+    if (now && !created && holds(*now, static_cast<LeaseFamily>(f), l)) continue;
+    if (l.bound) {
+      end_locked(it->first, it->second, f);
+      ++n;
+    } else {
+      l = Lease{};
+    }
+  }
+  if (it->second[0] == Lease{} && it->second[1] == Lease{}) leases_.erase(it);
+  return n;
+}
+
+void LeaseTable::confirm(const SubKey& k, LeaseFamily f, const SubscriberSpec* now) {
+  std::lock_guard g(mu_);
+  auto it = leases_.find(key_rank(k));
+  if (it == leases_.end()) return;
+  Lease& l = it->second[static_cast<int>(f)];
+  if (!l.bound || (now && holds(*now, f, l))) return;
+  end_locked(it->first, it->second, static_cast<int>(f));
+}
+
+size_t LeaseTable::retain_owned(const std::function<bool(const SubKey&, SubscriberSpec*)>& lookup) {
+  constexpr size_t kLogged = 10;
+  std::lock_guard g(mu_);
+  size_t dropped = 0;
+  for (auto it = leases_.begin(); it != leases_.end();) {
+    const SubKey k = key_of(it->first);
+    SubscriberSpec s;
+    const bool found = lookup(k, &s);
+    for (int f = 0; f < 2; ++f) {
+      Lease& l = it->second[f];
+      if (!l.bound || (found && holds(s, static_cast<LeaseFamily>(f), l))) continue;
+      if (++dropped <= kLogged)
+        spdlog::warn("lease state {}: dropped the {} lease {} of {}/{}/{}: {}", file_,
+                     f == 0 ? "ipv4" : "ipv6", l.address.empty() ? "(prefixes only)" : l.address,
+                     ports_.name ? ports_.name(k.ifindex) : std::to_string(k.ifindex), k.outer_vid,
+                     k.inner_vid,
+                     found ? "the subscriber no longer holds it" : "the subscriber is no longer provisioned");
+      by_expiry_.erase({l.expires_unix, it->first, f});
+      l = Lease{};
+      dirty_ = true;
+    }
+    if (it->second[0] == Lease{} && it->second[1] == Lease{})
+      leases_.erase(it++);
+    else
+      ++it;
+  }
+  if (dropped)
+    spdlog::warn("lease state {}: {} restored lease(s) dropped: their subscriber is no longer "
+                 "provisioned or no longer holds the address",
+                 file_, dropped);
+  return dropped;
+}
+
+std::optional<Lease> LeaseTable::get(const SubKey& k, LeaseFamily f) const {
+  std::lock_guard g(mu_);
+  auto it = leases_.find(key_rank(k));
+  if (it == leases_.end()) return std::nullopt;
+  const Lease& l = it->second[static_cast<int>(f)];
+  if (!l.bound && l.address.empty() && l.prefixes.empty()) return std::nullopt;
+  return l;
+}
+
+size_t LeaseTable::expire(uint64_t now_unix) {
+  std::lock_guard g(mu_);
+  size_t n = 0;
+  while (!by_expiry_.empty()) {
+    auto [exp, rank, fam] = *by_expiry_.begin();
+    if (exp > now_unix) break;
+    by_expiry_.erase(by_expiry_.begin());
+    Lease& l = leases_[rank][fam];
+    l.bound = false;
+    dirty_ = true;
+    ++n;
+    count(AgentReason::kLEASE_EXPIRED);
+    publish(v1::Event::LEASE_EXPIRED, key_of(rank), static_cast<LeaseFamily>(fam), l, now_unix);
+  }
+  return n;
+}
+
+size_t LeaseTable::size() const {
+  std::lock_guard g(mu_);
+  return by_expiry_.size();
+}
+
+void LeaseTable::fill(v1::Subscriber* out) const {
+  SubKey k{};
+  auto idx = ports_.access_ifindex ? ports_.access_ifindex(out->port()) : std::nullopt;
+  if (!idx) return;
+  k.ifindex = *idx;
+  k.outer_vid = static_cast<uint16_t>(out->outer_vlan());
+  k.inner_vid = static_cast<uint16_t>(out->inner_vlan());
+  if (auto l = get(k, LeaseFamily::kV4)) to_pb(*l, out->mutable_lease_v4());
+  if (auto l = get(k, LeaseFamily::kV6)) to_pb(*l, out->mutable_lease_v6());
+}
+
+bool LeaseTable::flush() {
+  if (file_.empty()) return true;
+  json doc;
+  {
+    std::lock_guard g(mu_);
+    if (!dirty_) return true;
+    doc["version"] = 1;
+    json arr = json::array();
+    for (const auto& [rank, slot] : leases_) {
+      const SubKey k = key_of(rank);
+      const std::string port = ports_.name ? ports_.name(k.ifindex) : std::string();
+      if (port.empty()) continue;
+      for (int f = 0; f < 2; ++f) {
+        const Lease& l = slot[f];
+        if (!l.bound) continue;
+        arr.push_back({{"port", port},
+                       {"outer_vlan", k.outer_vid},
+                       {"inner_vlan", k.inner_vid},
+                       {"family", f == 0 ? "ipv4" : "ipv6"},
+                       {"address", l.address},
+                       {"prefixes", l.prefixes},
+                       {"bound_unix", l.bound_unix},
+                       {"expires_unix", l.expires_unix}});
+      }
+    }
+    doc["leases"] = std::move(arr);
+    dirty_ = false;
+  }
+  std::string err;
+  if (!statefile::write_atomic(file_, doc.dump() + "\n", 0644, true, &err)) {
+    count(AgentReason::kLEASE_STATE_WRITE_ERROR);
+    spdlog::error("lease state {}", err);
+    std::lock_guard g(mu_);
+    dirty_ = true;
+    return false;
+  }
+  return true;
+}
+
+namespace {
+
+// Bounds of what the agent itself writes. A lease file holds at most two
+// leases per subscriber (~250 bytes each): 1 GiB is far beyond 1M subscribers.
+constexpr size_t kMaxLeaseFileBytes = size_t{1} << 30;
+constexpr size_t kMaxLeasePrefixes = 256;
+constexpr uint64_t kMaxUnixSeconds = uint64_t{1} << 40;  // year ~36800
+
+struct ParsedLease {
+  std::string port;
+  uint16_t outer_vid = 0, inner_vid = 0;
+  LeaseFamily family = LeaseFamily::kV4;
+  Lease lease;
+};
+
+// One entry of the file, every field present, typed and in range (what
+// flush() writes); false with *why naming the field otherwise.
+bool decode_entry(const json& e, ParsedLease* out, std::string* why) {
+  if (!e.is_object()) return *why = fmt::format("is {}, not an object", e.type_name()), false;
+  auto field = [&](const char* name) -> const json* {
+    auto it = e.find(name);
+    if (it == e.end()) {
+      *why = fmt::format("no \"{}\"", name);
+      return nullptr;
+    }
+    return &*it;
+  };
+  auto str = [&](const char* name, std::string* v) {
+    const json* j = field(name);
+    if (!j) return false;
+    if (!j->is_string()) return *why = fmt::format("\"{}\" is {}, not a string", name, j->type_name()), false;
+    *v = j->get<std::string>();
+    return true;
+  };
+  auto uint = [&](const char* name, uint64_t lo, uint64_t hi, uint64_t* v) {
+    const json* j = field(name);
+    if (!j) return false;
+    if (!j->is_number_integer())
+      return *why = fmt::format("\"{}\" is {} {}, not an integer", name, j->type_name(), j->dump()), false;
+    if (j->is_number_unsigned() ? j->get<uint64_t>() < lo || j->get<uint64_t>() > hi
+                                : j->get<int64_t>() < 0 || static_cast<uint64_t>(j->get<int64_t>()) < lo ||
+                                      static_cast<uint64_t>(j->get<int64_t>()) > hi)
+      return *why = fmt::format("\"{}\" {} is outside {}..{}", name, j->dump(), lo, hi), false;
+    *v = j->is_number_unsigned() ? j->get<uint64_t>() : static_cast<uint64_t>(j->get<int64_t>());
+    return true;
+  };
+  std::string family;
+  uint64_t outer = 0, inner = 0;
+  if (!str("port", &out->port)) return false;
+  if (out->port.empty() || out->port.size() > 15)  // IFNAMSIZ - 1
+    return *why = fmt::format("\"port\" \"{}\" is not an interface name (1..15 characters)",
+                              out->port.substr(0, 64)),
+           false;
+  if (!uint("outer_vlan", 1, 4094, &outer) || !uint("inner_vlan", 1, 4094, &inner)) return false;
+  out->outer_vid = static_cast<uint16_t>(outer);
+  out->inner_vid = static_cast<uint16_t>(inner);
+  if (!str("family", &family)) return false;
+  if (family != "ipv4" && family != "ipv6")
+    return *why = fmt::format("\"family\" \"{}\" is neither \"ipv4\" nor \"ipv6\"",
+                              family.substr(0, 64)),
+           false;
+  out->family = family == "ipv4" ? LeaseFamily::kV4 : LeaseFamily::kV6;
+  Lease& l = out->lease;
+  l.bound = true;
+  if (!str("address", &l.address)) return false;
+  if (out->family == LeaseFamily::kV4 ? !parse_ipv4(l.address)
+                                      : !l.address.empty() && !parse_ipv6(l.address))
+    return *why = fmt::format("\"address\" \"{}\" is not an {} address", l.address.substr(0, 64),
+                              family == "ipv4" ? "IPv4" : "IPv6"),
+           false;
+  const json* pf = field("prefixes");
+  if (!pf) return false;
+  if (!pf->is_array()) return *why = fmt::format("\"prefixes\" is {}, not an array", pf->type_name()), false;
+  if (pf->size() > kMaxLeasePrefixes)
+    return *why = fmt::format("\"prefixes\" has {} entries, more than {}", pf->size(),
+                              kMaxLeasePrefixes),
+           false;
+  for (size_t k = 0; k < pf->size(); ++k) {
+    const json& p = (*pf)[k];
+    if (!p.is_string() || !parse_prefix(p.get<std::string>(), out->family == LeaseFamily::kV4 ? 4 : 6))
+      return *why = fmt::format("\"prefixes\"[{}] {} is not an {} prefix", k, p.dump().substr(0, 64),
+                                family == "ipv4" ? "IPv4" : "IPv6"),
+             false;
+    l.prefixes.push_back(p.get<std::string>());
+  }
+  if (!uint("bound_unix", 0, kMaxUnixSeconds, &l.bound_unix) ||
+      !uint("expires_unix", 0, kMaxUnixSeconds, &l.expires_unix))
+    return false;
+  if (l.expires_unix < l.bound_unix || l.expires_unix - l.bound_unix > UINT32_MAX)
+    return *why = fmt::format("\"expires_unix\" {} is not within a lease time (0..{} s) of "
+                              "\"bound_unix\" {}",
+                              l.expires_unix, UINT32_MAX, l.bound_unix),
+           false;
+  return true;
+}
+
+}  // namespace
+
+void LeaseTable::load() {
+  std::string text, err;
+  switch (statefile::read(file_, kMaxLeaseFileBytes, &text, &err)) {
+    case statefile::ReadStatus::kAbsent: return;  // first start
+    case statefile::ReadStatus::kError:
+      throw std::runtime_error(fmt::format(
+          "lease state {}; move it away to start without leases", err));
+    case statefile::ReadStatus::kOk: break;
+  }
+  auto refuse = [&](const std::string& what) {
+    return std::runtime_error(fmt::format(
+        "lease state {}: {}; fix it or move it away to start without leases", file_, what));
+  };
+  json doc;
+  try {
+    doc = json::parse(text);
+  } catch (const std::exception& e) {
+    throw refuse(fmt::format("cannot parse ({})", e.what()));
+  }
+  const char* shape = "a lease file is {\"version\": 1, \"leases\": [...]}";
+  if (!doc.is_object()) throw refuse(fmt::format("is {}, not an object ({})", doc.type_name(), shape));
+  auto ver = doc.find("version");
+  if (ver == doc.end() || !ver->is_number_unsigned() || ver->get<uint64_t>() != 1)
+    throw refuse(fmt::format("\"version\" is {}, not 1 ({})",
+                             ver == doc.end() ? "missing" : ver->dump().substr(0, 64), shape));
+  auto arr = doc.find("leases");
+  if (arr == doc.end() || !arr->is_array())
+    throw refuse(fmt::format("\"leases\" is {}, not an array ({})",
+                             arr == doc.end() ? "missing" : arr->type_name(), shape));
+  // Decoded and checked whole before anything is kept: a bad entry changes nothing.
+  std::vector<ParsedLease> parsed(arr->size());
+  absl::flat_hash_map<std::pair<std::string, uint64_t>, size_t> seen;
+  for (size_t i = 0; i < arr->size(); ++i) {
+    std::string why;
+    if (!decode_entry((*arr)[i], &parsed[i], &why)) throw refuse(fmt::format("entry {}: {}", i, why));
+    const ParsedLease& p = parsed[i];
+    const uint64_t id = uint64_t{p.outer_vid} << 20 | uint64_t{p.inner_vid} << 4 |
+                        static_cast<uint64_t>(p.family);
+    auto [it, fresh] = seen.try_emplace(std::make_pair(p.port, id), i);
+    if (!fresh)
+      throw refuse(fmt::format("entry {}: a second {} lease of {}/{}/{} (entry {} is the first)", i,
+                               p.family == LeaseFamily::kV4 ? "ipv4" : "ipv6", p.port, p.outer_vid,
+                               p.inner_vid, it->second));
+  }
+  const uint64_t now = now_seconds();
+  size_t loaded = 0, expired = 0, unknown_port = 0;
+  for (ParsedLease& p : parsed) {
+    auto idx = ports_.access_ifindex(p.port);
+    if (!idx) {
+      ++unknown_port;
+      continue;
+    }
+    if (p.lease.expires_unix <= now) {
+      ++expired;
+      continue;
+    }
+    SubKey k{};
+    k.ifindex = *idx;
+    k.outer_vid = p.outer_vid;
+    k.inner_vid = p.inner_vid;
+    const int f = static_cast<int>(p.family);
+    const uint64_t rank = key_rank(k);
+    by_expiry_.insert({p.lease.expires_unix, rank, f});
+    leases_[rank][f] = std::move(p.lease);
+    ++loaded;
+  }
+  spdlog::info("lease state {}: {} leases restored, {} expired while stopped, {} on ports no "
+               "longer configured",
+               file_, loaded, expired, unknown_port);
+  dirty_ = expired || unknown_port;
+}
+
+}  // namespace xbng::agent

@@ -1,0 +1,127 @@
+// LeaseTable: what each subscriber's CPE holds from xbngd's DHCP servers,
+// per family (bound or not, expiry, address/prefixes). Fed by the DHCPv4 and
+// DHCPv6 servers through the dispatcher; read by Get/ListSubscribers;
+// publishes LEASE_* events; expires leases on a timer.
+//
+// A lease belongs to one subscriber and never outlives it nor changes owner:
+// the store reports every change of a subscriber (on_subscriber_change, under
+// its lock), a deleted or re-created subscriber loses its leases and an
+// upsert that takes an address or prefix away ends the lease holding it
+// (LEASE_RELEASED). At start, restored leases that no provisioned subscriber
+// holds are dropped (retain_owned).
+//
+// Persistence: a small JSON state file, rewritten atomically (statefile.h:
+// a new file, fsync, rename; never through a link) at most once per second
+// when something changed and at shutdown. Loading checks every field of
+// every entry (types and ranges) and refuses the whole file, naming it and
+// the entry, when one is wrong.
+// A file rather than a pinned map: leases are the agent's state, not the
+// fast path's; a file survives a reboot and an ABI change of the maps, and
+// its layout can change without touching the BPF ABI. Keys are stored by
+// port name (ifindexes change when a netdev is recreated).
+#pragma once
+
+#include <absl/container/btree_set.h>
+#include <absl/container/flat_hash_map.h>
+
+#include <array>
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "telemetry/events.h"
+#include "store/subscriber.h"
+
+namespace xbng::v1 {
+class Subscriber;
+}
+
+namespace xbng::agent {
+
+struct Lease {
+  bool bound = false;
+  uint64_t expires_unix = 0;  // seconds
+  uint64_t bound_unix = 0;    // last bind or renew
+  std::string address;        // "" = none
+  std::vector<std::string> prefixes;
+  friend bool operator==(const Lease&, const Lease&) = default;
+};
+
+enum class LeaseFamily { kV4 = 0, kV6 = 1 };
+
+class LeaseTable {
+ public:
+  // state_file "" = no persistence. Loads the file (leases already expired
+  // are dropped). Throws std::runtime_error, naming the file (and the
+  // entry), on a file that exists but is not a regular file or does not
+  // parse and check whole (never silently loses leases).
+  LeaseTable(EventHub* hub, PortResolver ports, std::string state_file);
+  ~LeaseTable();
+
+  // Starts the expiry/flush thread (period 1 s).
+  void start();
+  void stop();  // flushes
+
+  // A bind (or renew when it was bound to the same address): LEASE_BOUND or
+  // LEASE_RENEWED. now_unix: seconds.
+  void bind(const SubKey& k, LeaseFamily f, std::string address, std::vector<std::string> prefixes,
+            uint32_t lifetime_s, uint64_t now_unix);
+  // LEASE_RELEASED when it was bound.
+  void release(const SubKey& k, LeaseFamily f, uint64_t now_unix);
+  std::optional<Lease> get(const SubKey& k, LeaseFamily f) const;
+
+  // Subscriber k was changed: `now` null = deleted; `created` = a new
+  // subscriber took the key (nothing of an old one's carries over). Ends
+  // (LEASE_RELEASED, forgotten) each lease of k that `now` does not hold,
+  // every one when deleted or created. Returns how many ended.
+  size_t on_subscriber_change(const SubKey& k, const SubscriberSpec* now, bool created);
+  // After a bind: ends the lease of family f of k unless `now` (k's
+  // subscriber as read after the bind; null = not provisioned) holds it.
+  // Closes the window between the dispatcher's read of the binding and its
+  // bind, in which a change of the subscriber would have been missed.
+  void confirm(const SubKey& k, LeaseFamily f, const SubscriberSpec* now);
+  // At start: drops (before anyone watches: no event) every lease whose
+  // subscriber `lookup` does not find or that it no longer holds; logs them.
+  // Returns how many were dropped.
+  size_t retain_owned(const std::function<bool(const SubKey&, SubscriberSpec*)>& lookup);
+  // Whether subscriber s holds lease l of family f (its address, prefixes).
+  static bool holds(const SubscriberSpec& s, LeaseFamily f, const Lease& l);
+  // Expires what ended before now_unix; returns how many.
+  size_t expire(uint64_t now_unix);
+  // Writes the state file if something changed. Returns false on error.
+  bool flush();
+  size_t size() const;
+
+  // Fills lease_v4/lease_v6 of `out` (key taken from its port/vlans).
+  void fill(xbng::v1::Subscriber* out) const;
+
+ private:
+  using Slot = std::array<Lease, 2>;
+  void publish(int type, const SubKey& k, LeaseFamily f, const Lease& l, uint64_t now_unix);
+  // Ends lease f of the entry at `it` (bound) as deprovisioned: event,
+  // counter, forgotten (a lease never outlives its subscriber). Under mu_.
+  void end_locked(uint64_t rank, std::array<Lease, 2>& slot, int f);
+  void load();
+  void run();
+
+  EventHub* hub_;
+  PortResolver ports_;
+  std::string file_;
+  mutable std::mutex mu_;
+  absl::flat_hash_map<uint64_t, Slot> leases_;  // key_rank -> per family
+  absl::btree_set<std::tuple<uint64_t, uint64_t, int>> by_expiry_;  // (expires, rank, family)
+  bool dirty_ = false;
+  std::atomic<bool> stop_{false};
+  std::mutex run_mu_;
+  std::condition_variable run_cv_;
+  std::thread thread_;
+};
+
+}  // namespace xbng::agent

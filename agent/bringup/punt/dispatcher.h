@@ -1,0 +1,109 @@
+// Dispatcher: routes each punted frame to its protocol server with the
+// subscriber's binding (from the store's index, never from the BPF map) and
+// sends the reply as a whole QinQ frame on the access port: the
+// subscriber's tags, the port's outer TPID and MAC, dst MAC = the
+// subscriber's. Lease changes go to the LeaseTable. It also owns the
+// unsolicited-RA schedule (RaScheduler, a timing wheel over every IPv6
+// subscriber) and the thread that sends what comes due.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bringup/dhcpv4/server.h"
+#include "bringup/dhcpv6/server.h"
+#include "bringup/lease/lease.h"
+#include "common/net.h"
+#include "bringup/punt/frame.h"
+#include "bringup/punt/io.h"
+#include "bringup/ra/ra.h"
+#include "bringup/ra/scheduler.h"
+#include "store/store.h"
+
+namespace xbng::agent::punt {
+
+// One access port as the protocol servers see it.
+struct PortBringup {
+  uint32_t ifindex = 0;
+  Mac mac{};
+  uint16_t outer_tpid = 0x88a8;
+  dhcpv4::Settings dhcpv4;
+  dhcpv6::Settings dhcpv6;
+  ra::Settings ra;
+};
+
+struct BringupOptions {
+  bool enabled = true;  // false: no punt, no servers (frames dropped as before)
+  bool dhcpv4 = true, dhcpv6 = true, ra = true;
+  // DHCPv4 defaults (gateway = the port's) and per access port overrides.
+  dhcpv4::Settings dhcpv4_defaults;
+  std::map<std::string, dhcpv4::Settings> dhcpv4_ports;  // complete settings by port name
+  dhcpv6::Settings dhcpv6_settings;  // server_duid filled at start from duid_file
+  std::string duid_file;
+  ra::Settings ra_settings;
+  bool ra_slaac = false;  // PIO (A=1) with the subscriber's first /64 prefix
+  uint64_t ra_unsolicited_interval_s = 600;  // every IPv6 subscriber hears one per interval
+  uint32_t ra_slots = 3000;                  // ticks per interval
+  uint32_t max_subscribers = XBNG_DEFAULT_MAX_SUBSCRIBERS;
+  std::string lease_file;  // "" = leases not persisted
+};
+
+class Dispatcher {
+ public:
+  using Clock = std::function<uint64_t()>;  // unix seconds
+  Dispatcher(SubscriberStore* store, LeaseTable* leases, std::vector<PortBringup> ports,
+             BringupOptions opts, Sender send, Clock clock = nullptr);
+  ~Dispatcher();
+
+  // RX thread entry point.
+  void handle(const PuntedFrame& f);
+
+  // Unsolicited RAs: seeds the schedule with every provisioned IPv6
+  // subscriber and starts the thread that sends what comes due.
+  void start_ra();
+  void stop_ra();
+  // Sends the RAs due at now_ns (CLOCK_MONOTONIC); returns how many (tests).
+  size_t ra_tick(uint64_t now_ns);
+  size_t ra_scheduled() const;
+
+  const PortBringup* port(uint32_t ifindex) const;
+
+ private:
+  void on_dhcpv4(const FrameView& v, const PortBringup& port, const SubKey& key,
+                 const SubscriberSpec& spec, const std::optional<Mac>& learned);
+  void on_dhcpv6(const FrameView& v, const PortBringup& port, const SubKey& key,
+                 const SubscriberSpec& spec);
+  void on_rs(const FrameView& v, const PortBringup& port, const SubKey& key,
+             const SubscriberSpec& spec);
+  bool send_ra(const PortBringup& port, const SubKey& key, const SubscriberSpec& spec,
+               const Mac& dst_mac, const Ipv6& dst);
+  void schedule_ra(const SubKey& key);
+  void confirm(const SubKey& key, LeaseFamily f);
+  L2 l2_to(const PortBringup& port, const SubKey& key, const Mac& dst) const;
+
+  SubscriberStore* store_;
+  LeaseTable* leases_;
+  std::map<uint32_t, PortBringup> ports_;
+  BringupOptions opts_;
+  Sender send_;
+  Clock clock_;
+
+  mutable std::mutex ra_mu_;  // the scheduler has one owner at a time
+  std::unique_ptr<ra::RaScheduler> ra_sched_;
+  std::atomic<bool> ra_stop_{false};
+  std::mutex ra_wait_mu_;
+  std::condition_variable ra_cv_;
+  std::thread ra_thread_;
+};
+
+}  // namespace xbng::agent::punt

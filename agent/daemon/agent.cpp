@@ -1,0 +1,223 @@
+#include "daemon/agent.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <optional>
+#include <cstring>
+#include <stdexcept>
+
+#include "xbng/abi.h"
+#include "xbng/v1/xbng.pb.h"
+#include "bringup/dhcpv6/duid.h"
+
+namespace xbng::agent {
+
+Agent::Agent(const AgentOptions& o)
+    : boot_id_(make_boot_id()),
+      start_time_seconds_(std::chrono::duration<double>(
+                              std::chrono::system_clock::now().time_since_epoch())
+                              .count()) {
+  dp_ = Dataplane::start(o.dataplane);
+  const StoreMaps maps = StoreMaps::from(*dp_);
+  store_ = std::make_unique<SubscriberStore>(maps, dp_->resolver(), &hub_);
+  if (!o.journal_file.empty()) store_->set_journal(std::make_unique<Journal>(o.journal_file));
+  if (dp_->adopted()) {
+    std::string summary;
+    store_->rebuild(&summary);
+    spdlog::info("{}", summary);
+  } else if (std::string void_change = store_->discard_journal(); !void_change.empty()) {
+    spdlog::warn("{}", void_change);
+  }
+  reserved_ranges_ = o.reserved;
+  // Watch first, then read: no address change falls between the two.
+  addr_watcher_ = std::make_unique<AddressWatcher>([this] { refresh_reserved(); });
+  refresh_reserved();
+  rb_ = std::make_unique<RingbufReader>(dp_->fd(MapId::kEvents), &hub_,
+                                        [this](const AgentEvent& e) {
+                                          if (e.type == xbng::v1::Event::MAC_CHANGED)
+                                            store_->follow_mac(e.key, e.mac);
+                                          else if (e.type == xbng::v1::Event::MAC_CONFLICT)
+                                            spdlog::warn("subscriber {}: frames from MAC {}, not "
+                                                         "its own (mac policy learn-once/enforce)",
+                                                         key_to_string(e.key, dp_->resolver()),
+                                                         format_mac(e.mac.data()));
+                                        });
+  service_ = std::make_unique<SubscribersService>(store_.get(), &hub_, maps, dp_->ports(), boot_id_);
+  tracer_ = std::make_unique<Tracer>(dp_.get());
+  service_->set_tracer(tracer_.get());
+  if (o.fleet)
+    service_->set_fleet_read_only(o.fleet->node, node_subscribers_prefix(o.fleet->node));
+  if (o.bringup.enabled) start_bringup(o.bringup);
+  ServerOptions so = o.server;
+  so.metrics = &grpc_metrics_;
+  service_->set_watch_limits(o.server.max_watchers, o.server.watcher_queue);
+  server_ = std::make_unique<GrpcServer>(so, service_.get());
+  service_->set_connection_stats([this] { return server_->listener().stats(); });
+  spdlog::info("gRPC serving on {} (boot id {})", server_->address(), boot_id_);
+  if (o.fleet) {
+    FleetOptions fo = *o.fleet;
+    for (const auto& p : dp_->ports())
+      if (p.role == XBNG_ROLE_ACCESS) fo.access_ports.push_back(p.name);
+    fleet_ = std::make_unique<Fleet>(fo, store_.get(), boot_id_);
+  }
+  set_metrics_listen(o.metrics_listen);
+}
+
+void Agent::start_bringup(const punt::BringupOptions& opts) {
+  punt::BringupOptions o = opts;
+  if (o.dhcpv6) {
+    // The server DUID stays the same across restarts and upgrades (dhcpv6::load_or_create_server_duid).
+    std::string err;
+    std::optional<dhcpv6::Duid> duid;
+    if (o.duid_file.empty()) {  // embedded use (tests): a DUID for this process only
+      duid = dhcpv6::make_duid_uuid();
+      spdlog::warn("no DHCPv6 DUID file: the server DUID changes at every start");
+    } else {
+      duid = dhcpv6::load_or_create_server_duid(o.duid_file, &err);
+    }
+    if (!duid) throw std::runtime_error("DHCPv6 server DUID: " + err);
+    o.dhcpv6_settings.server_duid = *duid;
+    spdlog::info("DHCPv6 server DUID {} ({})", dhcpv6::format_duid_hex(*duid), o.duid_file);
+  }
+  leases_ = std::make_unique<LeaseTable>(&hub_, dp_->resolver(), o.lease_file);
+  // A lease never outlives its subscriber: restored leases of subscribers
+  // gone (or changed) while xbngd was stopped are dropped, and from now on
+  // every change of a subscriber ends the leases it loses.
+  leases_->retain_owned([s = store_.get()](const SubKey& k, SubscriberSpec* out) {
+    std::optional<Mac> learned;
+    return s->binding(k, out, &learned);
+  });
+  store_->set_change_hook([l = leases_.get()](const SubKey& k, const SubscriberSpec* now,
+                                              bool created) { l->on_subscriber_change(k, now, created); });
+  std::vector<punt::PortBringup> ports;
+  std::vector<uint32_t> ifindexes;
+  for (const auto& p : dp_->ports()) {
+    if (p.role != XBNG_ROLE_ACCESS) continue;
+    punt::PortBringup b;
+    b.ifindex = p.ifindex;
+    std::memcpy(b.mac.data(), p.cfg.mac, 6);
+    b.outer_tpid = p.cfg.outer_tpid;
+    auto it = o.dhcpv4_ports.find(p.name);
+    b.dhcpv4 = it != o.dhcpv4_ports.end() ? it->second : o.dhcpv4_defaults;
+    b.dhcpv4.gateway = p.cfg.gw_ipv4;
+    b.dhcpv6 = o.dhcpv6_settings;
+    b.ra = o.ra_settings;
+    // The MTU option: at most the port's subscriber MTU, else what
+    // fits once the two tags (8 bytes) are added.
+    const uint32_t cap = p.cfg.sub_mtu ? p.cfg.sub_mtu : (p.cfg.mtu > 8 ? p.cfg.mtu - 8u : 0u);
+    if (b.ra.mtu && cap && b.ra.mtu > cap) b.ra.mtu = cap;
+    ports.push_back(b);
+    ifindexes.push_back(p.ifindex);
+  }
+  punt_tx_ = std::make_unique<punt::PuntTx>(ifindexes);
+  dispatcher_ = std::make_unique<punt::Dispatcher>(
+      store_.get(), leases_.get(), std::move(ports), o,
+      [tx = punt_tx_.get()](uint32_t ifx, std::span<const uint8_t> f) { return tx->send(ifx, f); });
+  punt_rx_ = std::make_unique<punt::PuntRx>(
+      dp_->fd(MapId::kPunt), [d = dispatcher_.get()](const punt::PuntedFrame& f) { d->handle(f); });
+  leases_->start();
+  dispatcher_->start_ra();
+  service_->set_leases(leases_.get());
+  spdlog::info("bring-up on: DHCPv4 {}, DHCPv6 {}, RA {}, leases {}, {} lease(s) restored",
+               o.dhcpv4 ? "on" : "off", o.dhcpv6 ? "on" : "off", o.ra ? "on" : "off",
+               o.lease_file.empty() ? "not persisted" : o.lease_file, leases_->size());
+}
+
+std::string Agent::render_metrics() const {
+  MetricsSnapshot s;
+  if (auto err = read_stats(StoreMaps::from(*dp_), dp_->ports(), *store_, &s.stats))
+    throw std::runtime_error(*err);
+  s.grpc = grpc_metrics_.snapshot();
+  s.version = XBNG_VERSION;
+  s.abi = XBNG_ABI_VERSION;
+  s.start_time_seconds = start_time_seconds_;
+  s.last_reload_ok = last_reload_ok_;
+  s.api.watchers = hub_.watchers();
+  s.api.watchers_disconnected = hub_.overflowed_total();
+  s.api.watchers_refused = hub_.refused_total();
+  if (server_) {
+    const ListenerStats c = server_->listener().stats();
+    s.api.connections = c.open;
+    s.api.max_connections = c.max;
+    s.api.connections_refused = c.refused;
+    s.api.accept_errors = c.accept_errors;
+  }
+  std::string out = xbng::agent::render_metrics(s);
+  if (fleet_) out += fleet_->render_metrics();
+  return out;
+}
+
+void Agent::set_metrics_listen(const std::string& listen) {
+  if (metrics_ && metrics_->listen() == listen) return;
+  const std::string old = metrics_listen();
+  // The new address may be the old port on another host: free it first.
+  metrics_.reset();
+  if (listen.empty()) {
+    if (!old.empty()) spdlog::info("metrics endpoint {} closed", old);
+    return;
+  }
+  MetricsServer::Handlers scrape{[this] { return render_metrics(); },
+                                 [this] { return health(); }};
+  try {
+    metrics_ = std::make_unique<MetricsServer>(listen, scrape);
+  } catch (const std::exception& e) {
+    if (!old.empty()) {
+      try {
+        metrics_ = std::make_unique<MetricsServer>(old, scrape);
+      } catch (const std::exception& e2) {
+        spdlog::error("metrics endpoint {} could not be restored: {}", old, e2.what());
+      }
+    }
+    throw;
+  }
+}
+
+std::string Agent::health(bool capacity) {
+  if (!server_) return "gRPC server stopped";
+  Listener& l = server_->listener();
+  if (!l.alive()) return "the gRPC accept loop is stuck";
+  if (capacity && !l.has_room()) {
+    const auto s = l.stats();
+    return fmt::format("{} gRPC connections open, the maximum (api.max_connections): new "
+                       "clients are refused",
+                       s.open);
+  }
+  if (auto st = server_->probe(std::chrono::seconds(2)); !st.ok())
+    return fmt::format("gRPC health check failed: {}", st.error_message());
+  return "";
+}
+
+void Agent::refresh_reserved() {
+  std::lock_guard l(reserved_mu_);
+  auto set = std::make_shared<ReservedSet>(
+      build_reserved(dp_->ports(), reserved_ranges_, read_if_addresses()));
+  spdlog::info("reserved addresses: {} (gateways, xbng port addresses, uplink subnets, "
+               "security.reserved)",
+               set->size());
+  store_->set_reserved(std::move(set));
+}
+
+void Agent::set_reserved_ranges(const std::vector<std::string>& ranges) {
+  {
+    std::lock_guard l(reserved_mu_);
+    reserved_ranges_ = ranges;
+  }
+  refresh_reserved();
+}
+
+void Agent::stop() {
+  addr_watcher_.reset();
+  metrics_.reset();
+  if (fleet_) fleet_->stop();
+  if (server_) server_->shutdown();
+  rb_.reset();
+  punt_rx_.reset();  // no frame reaches the servers after this
+  if (dispatcher_) dispatcher_->stop_ra();
+  if (leases_) leases_->stop();
+}
+
+Agent::~Agent() { stop(); }
+
+}  // namespace xbng::agent

@@ -1,0 +1,96 @@
+// Agent: everything xbngd runs, in start order: dataplane (load/adopt,
+// attach, ports), subscriber store (rebuilt from the maps), event hub and
+// ring-buffer reader, gRPC server (with request metrics), metrics endpoint.
+// Destroying it stops serving and leaves the data plane pinned and
+// forwarding.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <mutex>
+#include <vector>
+#include <string>
+
+#include "dataplane/dataplane.h"
+#include "telemetry/events.h"
+#include "fleet/fleet.h"
+#include "bringup/lease/lease.h"
+#include "telemetry/metrics.h"
+#include "bringup/punt/dispatcher.h"
+#include "bringup/punt/io.h"
+#include "api/service.h"
+#include "store/store.h"
+#include "dataplane/trace.h"
+
+namespace xbng::agent {
+
+struct AgentOptions {
+  DataplaneOptions dataplane;
+  ServerOptions server;        // server.metrics is set by the agent
+  std::string metrics_listen;  // HOST:PORT; empty: no metrics endpoint
+  // Fleet mode (docs/fleet.md): subscribers come from etcd; gRPC writes are refused.
+  std::optional<FleetOptions> fleet;
+  std::vector<std::string> reserved;  // security.reserved: never a subscriber's address
+  punt::BringupOptions bringup;  // DHCP/RA servers on the punt path (docs/design.md, "Subscriber bring-up")
+  std::string journal_file;  // the store's write-ahead journal; "" = none
+};
+
+class Agent {
+ public:
+  explicit Agent(const AgentOptions& opts);  // throws DataplaneError / std::runtime_error
+  ~Agent();
+  void stop();  // stop serving (idempotent); pins stay
+
+  const std::string& boot_id() const { return boot_id_; }
+  Dataplane& dataplane() { return *dp_; }
+  SubscriberStore& store() { return *store_; }
+  const std::string& address() const { return server_->address(); }
+  bool adopted() const { return dp_->adopted(); }
+
+  // The Prometheus exposition of the current counters. Throws
+  // std::runtime_error when a map cannot be read.
+  std::string render_metrics() const;
+  // Moves the metrics endpoint (empty: none). On failure the previous
+  // endpoint is kept and std::runtime_error thrown.
+  void set_metrics_listen(const std::string& listen);
+  std::string metrics_listen() const { return metrics_ ? metrics_->listen() : ""; }
+  void set_last_reload_ok(bool ok) { last_reload_ok_ = ok; }
+  Fleet* fleet() { return fleet_.get(); }  // null unless in fleet mode
+
+  // Can the API take a client now? The accept loop runs, a connection would
+  // be accepted (below api.max_connections) unless `capacity` is false, and
+  // the gRPC server answers a health check on a private connection. Empty
+  // when healthy, else what is wrong. Used by /healthz and the systemd
+  // watchdog (without capacity: a flood is refused by design, not a fault).
+  std::string health(bool capacity = true);
+  // New operator reserved ranges; every subscriber is checked again.
+  void set_reserved_ranges(const std::vector<std::string>& ranges);
+
+ private:
+  std::string boot_id_;
+  double start_time_seconds_;
+  std::atomic<bool> last_reload_ok_{true};
+  std::unique_ptr<Dataplane> dp_;
+  EventHub hub_;
+  std::unique_ptr<SubscriberStore> store_;
+  std::unique_ptr<RingbufReader> rb_;
+  void start_bringup(const punt::BringupOptions& o);
+  std::unique_ptr<LeaseTable> leases_;
+  std::unique_ptr<punt::PuntTx> punt_tx_;
+  std::unique_ptr<punt::Dispatcher> dispatcher_;
+  std::unique_ptr<punt::PuntRx> punt_rx_;
+  std::unique_ptr<Tracer> tracer_;  // used by service_: declared before it
+  std::unique_ptr<SubscribersService> service_;
+  GrpcMetrics grpc_metrics_;  // outlives the server's interceptors
+  std::unique_ptr<GrpcServer> server_;
+  std::unique_ptr<Fleet> fleet_;  // writes the store: stopped before the server goes
+  std::unique_ptr<MetricsServer> metrics_;  // first to go: it reads everything above
+  // Reserved addresses (the host's own and the operator's), re-read on address changes.
+  void refresh_reserved();
+  std::mutex reserved_mu_;
+  std::vector<std::string> reserved_ranges_;
+  std::unique_ptr<AddressWatcher> addr_watcher_;
+};
+
+}  // namespace xbng::agent

@@ -1,0 +1,187 @@
+// Dataplane: the XDP programs and their maps, pinned under
+// <bpffs>/v<XBNG_ABI_VERSION>/{maps,links}/. Start loads the embedded
+// skeleton, adopting what is already pinned (maps reused, programs swapped
+// into the pinned links without detaching), configures the ports and leaves
+// everything pinned when destroyed: forwarding outlives the agent.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "xbng/abi.h"
+#include "dataplane/host_services.h"
+#include "common/net.h"
+#include "dataplane/pinlock.h"
+#include "store/subscriber.h"
+
+struct XbngSkelRefs;
+
+namespace xbng::agent {
+
+// One identifier per map of include/xbng/maps.def, in its order.
+enum class MapId : int {
+#define XBNG_MAP(id, name, sizing, trace) id,
+#include "xbng/maps.def"
+#undef XBNG_MAP
+  kCount
+};
+inline constexpr int kMapCount = static_cast<int>(MapId::kCount);
+const char* map_name(MapId id);
+// Maps whose size follows --max-subscribers (sizing SUBSCRIBERS).
+bool map_sized_by_subscribers(MapId id);
+// Maps the trace build reuses from the running programs (trace SHARED).
+bool map_shared_with_trace(MapId id);
+
+struct DataplaneError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct PortInfo {
+  std::string name;
+  uint32_t ifindex = 0;
+  int role = XBNG_ROLE_NONE;
+  struct xbng_port cfg {};
+};
+
+// Settings of one access port that differ from the global ones.
+struct AccessPortOverride {
+  std::optional<uint16_t> outer_tpid;
+  uint16_t mtu = 0;  // 0: the netdev's MTU
+  std::optional<uint32_t> gateway_ipv4;  // network order
+  std::optional<Ipv6> gateway_ipv6;
+  uint16_t sub_mtu = 0;  // 0: XBNG_DEFAULT_SUBSCRIBER_MTU
+  bool mss_clamp = true;
+  std::vector<Prefix> pools;
+  PolicySpec default_policy;  // the port's default rate plan
+  std::optional<uint8_t> mac_policy;  // enum xbng_mac_policy
+};
+
+// Settings of one uplink.
+struct UplinkPortOverride {
+  std::optional<uint32_t> icmp_source_ipv4;  // network order; default: first global address
+  std::optional<Ipv6> icmp_source_ipv6;
+};
+
+struct DataplaneOptions {
+  std::vector<std::string> access;
+  std::map<std::string, AccessPortOverride> access_overrides;  // by access port name
+  std::vector<std::string> uplink;
+  std::map<std::string, UplinkPortOverride> uplink_overrides;  // by uplink name
+  uint64_t icmp_rate_per_sec = XBNG_DEFAULT_ICMP_RATE;
+  uint64_t icmp_burst = XBNG_DEFAULT_ICMP_BURST;
+  uint32_t gateway_ipv4 = 0;  // network order, 0 = none
+  Ipv6 gateway_ipv6{};
+  std::string bpffs = "/sys/fs/bpf/xbng";
+  uint32_t max_subscribers = XBNG_DEFAULT_MAX_SUBSCRIBERS;
+  uint16_t outer_tpid = XBNG_ETH_P_8021AD;
+  bool xdp_generic = false;
+  uint64_t events_per_sec = XBNG_DEFAULT_EVENTS_PER_SEC;
+  uint64_t unknown_interval_ns = XBNG_DEFAULT_UNKNOWN_INTERVAL_NS;
+  // MAC policy of access ports without their own, and the host
+  // services subscribers may reach.
+  uint8_t mac_policy = XBNG_MAC_POLICY_LEARN_ONCE;
+  std::vector<LocalService> allow_to_host;
+  // Bring-up: punt control frames to xbngd, and their limits.
+  bool punt_enabled = true;
+  uint32_t punt_sub_rate = XBNG_DEFAULT_PUNT_SUB_RATE;    // frames/s per subscriber
+  uint32_t punt_sub_burst = XBNG_DEFAULT_PUNT_SUB_BURST;  // frames in a burst
+  uint64_t punt_port_rate = XBNG_DEFAULT_PUNT_PORT_RATE;  // frames/s per access port per CPU
+  // Tests: skip writing /proc/sys forwarding and ethtool changes.
+  bool configure_netdevs = true;
+};
+
+// Paths under a bpffs directory.
+std::string pin_root(const std::string& bpffs);  // <bpffs>/v<ABI>
+std::string map_pin_path(const std::string& bpffs, MapId id);
+std::string link_pin_path(const std::string& bpffs, const std::string& ifname);
+
+class Dataplane {
+ public:
+  // Throws DataplaneError with an actionable message.
+  static std::unique_ptr<Dataplane> start(const DataplaneOptions& opts);
+  // Detaches every pinned link (all ABI versions) and removes every pin,
+  // under the pin directory's lock (a running agent holds it: refused).
+  struct TeardownReport {
+    std::vector<std::string> removed;  // one line per detached/unpinned object
+    std::vector<std::string> errors;   // anything that failed or was refused
+    bool nothing_to_remove = false;    // no pin directory, or nothing in it
+    bool ok() const { return errors.empty(); }
+  };
+  static TeardownReport teardown(const std::string& bpffs);
+
+  ~Dataplane();
+  Dataplane(const Dataplane&) = delete;
+  Dataplane& operator=(const Dataplane&) = delete;
+
+  int fd(MapId id) const { return fds_[static_cast<int>(id)]; }
+  uint32_t max_entries(MapId id) const { return max_entries_[static_cast<int>(id)]; }
+  bool adopted() const { return adopted_; }
+  const std::vector<PortInfo>& ports() const { return ports_; }
+  const std::string& bpffs() const { return opts_.bpffs; }
+  PortResolver resolver() const;
+  const std::vector<std::string>& warnings() const { return warnings_; }
+  // Raises each access netdev's MTU back to subscriber_mtu + 8 if it was
+  // lowered (SIGHUP). Returns the errors, if any.
+  std::optional<std::string> ensure_access_mtu();
+  // Writes the load-time configuration (rodata) of this agent's programs
+  // into an opened skeleton: the live one, and the trace build's (trace.h).
+  void apply_load_config(XbngSkelRefs* refs) const;
+  // Rewrites `local_allow` (start, reload). Throws DataplaneError.
+  void set_allow_to_host(const std::vector<LocalService>& services);
+
+ private:
+  Dataplane() = default;
+  void open_and_load();
+  void attach_ports();
+  void configure_ports();
+  void configure_pools();
+  void check_pools() const;
+  void ensure_access_mtu_or_throw();
+  uint16_t subscriber_mtu(const std::string& port) const;
+  void configure_uplink_icmp_source(const std::string& name, struct xbng_port* c);
+
+  PinLock lock_;  // the pin directory, held for the agent's life
+  DataplaneOptions opts_;
+  std::unique_ptr<XbngSkelRefs> skel_;
+  int fds_[kMapCount];
+  uint32_t max_entries_[kMapCount]{};
+  bool adopted_ = false;
+  std::vector<PortInfo> ports_;
+  std::vector<std::string> warnings_;
+};
+
+// Opens the pinned maps of <bpffs>/v<ABI> read-write without loading
+// anything (xbngctl bpf dump, tests). Throws DataplaneError.
+class PinnedMaps {
+ public:
+  explicit PinnedMaps(const std::string& bpffs);
+  ~PinnedMaps();
+  PinnedMaps(const PinnedMaps&) = delete;
+  PinnedMaps& operator=(const PinnedMaps&) = delete;
+  int fd(MapId id) const { return fds_[static_cast<int>(id)]; }
+
+ private:
+  int fds_[kMapCount];
+};
+
+// ---- map helpers ----------------------------------------------------------
+// Writes n entries; uses bpf_map_update_batch, falls back to single updates
+// where the map type lacks batch support. Returns 0 or -errno; *done is the
+// number of leading entries written.
+int map_update_many(int fd, const void* keys, const void* values, size_t n, size_t key_size,
+                    size_t value_size, size_t* done);
+// Deletes n keys, ignoring keys that are absent. Returns 0 or -errno.
+int map_delete_many(int fd, const void* keys, size_t n, size_t key_size);
+// Calls fn(key, value) for every entry (value size = value_size; for
+// per-CPU maps pass the full per-CPU size). Returns 0 or -errno.
+int map_for_each(int fd, size_t key_size, size_t value_size,
+                 const std::function<void(const void*, const void*)>& fn);
+int possible_cpus();
+
+}  // namespace xbng::agent

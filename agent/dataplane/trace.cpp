@@ -1,0 +1,567 @@
+#include "dataplane/trace.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <fmt/format.h>
+#include <linux/bpf.h>
+#include <spdlog/spdlog.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "dataplane/trace_skeleton.h"
+#include "xbng/abi.h"
+#include "dataplane/dataplane.h"
+#include "dataplane/mac_policy.h"
+#include "common/net.h"
+#include "telemetry/stats.h"
+#include "xbng/trace.h"
+
+namespace xbng::agent {
+
+namespace v1 = xbng::v1;
+using grpc::Status;
+using grpc::StatusCode;
+
+namespace {
+
+// XDP test runs take one page less head- and tailroom; frames beyond this
+// are refused with a clear error rather than the kernel's EINVAL.
+constexpr size_t kMaxFrame = 3000;
+// Room for what the program may add: both tags, an ICMP error's headers.
+constexpr size_t kOutSlack = 512;
+
+constexpr const char* kStepNames[] = {
+#define XBNG_TRACE_NAME_(name, str) str,
+    XBNG_TRACE_STEPS(XBNG_TRACE_NAME_)
+#undef XBNG_TRACE_NAME_
+};
+constexpr const char* kCheckNames[] = {
+#define XBNG_TRACE_NAME_(name, str) str,
+    XBNG_TRACE_CHECKS(XBNG_TRACE_NAME_)
+#undef XBNG_TRACE_NAME_
+};
+
+uint16_t rd16(const uint8_t* p) { return static_cast<uint16_t>(p[0] << 8 | p[1]); }
+void wr16(uint8_t* p, uint16_t v) {
+  p[0] = static_cast<uint8_t>(v >> 8);
+  p[1] = static_cast<uint8_t>(v);
+}
+
+// Internet checksum (RFC 1071) of `n` bytes, folded, not complemented,
+// continuing from `sum`.
+uint32_t csum_add(uint32_t sum, const uint8_t* p, size_t n) {
+  for (size_t i = 0; i + 1 < n; i += 2) sum += rd16(p + i);
+  if (n & 1) sum += static_cast<uint32_t>(p[n - 1] << 8);
+  while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
+  return sum;
+}
+uint16_t csum_fold(uint32_t sum) { return static_cast<uint16_t>(~csum_add(sum, nullptr, 0)); }
+
+const char* xdp_action_name(int a) {
+  switch (a) {
+    case XDP_ABORTED: return "XDP_ABORTED";
+    case XDP_DROP: return "XDP_DROP";
+    case XDP_PASS: return "XDP_PASS";
+    case XDP_TX: return "XDP_TX";
+    case XDP_REDIRECT: return "XDP_REDIRECT";
+  }
+  return "XDP_?";
+}
+
+const char* fib_rc_name(uint64_t rc) {
+  switch (rc) {
+    case BPF_FIB_LKUP_RET_SUCCESS: return "success";
+    case BPF_FIB_LKUP_RET_BLACKHOLE: return "blackhole";
+    case BPF_FIB_LKUP_RET_UNREACHABLE: return "unreachable";
+    case BPF_FIB_LKUP_RET_PROHIBIT: return "prohibit";
+    case BPF_FIB_LKUP_RET_NOT_FWDED: return "not forwarded (for the host)";
+    case BPF_FIB_LKUP_RET_FWD_DISABLED: return "forwarding disabled";
+    case BPF_FIB_LKUP_RET_UNSUPP_LWT: return "unsupported lwt";
+    case BPF_FIB_LKUP_RET_NO_NEIGH: return "no neighbour entry";
+    case BPF_FIB_LKUP_RET_FRAG_NEEDED: return "fragmentation needed";
+  }
+  return "?";
+}
+
+const char* event_name(uint64_t t) {
+  switch (t) {
+    case XBNG_EVENT_UNKNOWN_SUBSCRIBER: return "unknown_subscriber";
+    case XBNG_EVENT_MAC_LEARNED: return "mac_learned";
+    case XBNG_EVENT_MAC_CHANGED: return "mac_changed";
+    case XBNG_EVENT_MAC_CONFLICT: return "mac_conflict";
+  }
+  return "?";
+}
+
+const char* punt_kind_name(uint64_t k) {
+  switch (k) {
+    case XBNG_PUNT_KIND_DHCPV4: return "dhcpv4";
+    case XBNG_PUNT_KIND_DHCPV6: return "dhcpv6";
+    case XBNG_PUNT_KIND_RS: return "router solicitation";
+  }
+  return "?";
+}
+
+const char* icmp_kind_name(uint64_t k) {
+  switch (k) {
+    case 0: return "time exceeded";
+    case 1: return "packet too big / fragmentation needed";
+    case 2: return "destination unreachable";
+  }
+  return "?";
+}
+
+// The bucket's configuration: byte_ns_fp = (8e9 / rate) << SHIFT.
+std::string bucket_text(uint64_t fp, uint64_t burst) {
+  if (!fp) return "no rate plan";
+  const double rate = 8e9 * (1 << XBNG_POLICE_FP_SHIFT) / static_cast<double>(fp);
+  return fmt::format("rate {:.0f} bit/s, burst {} bytes", rate, burst);
+}
+
+std::string police_text(uint64_t taken, uint64_t ahead_raw) {
+  if (taken == 2) return "no rate plan: not policed";
+  const int64_t ahead = static_cast<int64_t>(ahead_raw);
+  const std::string state =
+      ahead <= 0 ? "bucket full (idle)"
+                 : fmt::format("bucket {} ns ahead of now (credit spent)", ahead);
+  return fmt::format("{} ({})", taken ? "admit" : "refuse: over the rate", state);
+}
+
+}  // namespace
+
+Tracer::Tracer(const Dataplane* dp) : dp_(dp) {}
+
+Tracer::~Tracer() {
+  if (skel_) xbng_trace_skel_destroy(skel_.get());
+}
+
+// Loaded on the first trace: an agent nobody asks for a trace pays nothing.
+Status Tracer::load_locked() {
+  if (skel_ && log_) return Status::OK;
+  auto s = std::make_unique<XbngSkelRefs>();
+  if (!xbng_trace_skel_open(s.get()))
+    return Status(StatusCode::UNAVAILABLE,
+                  fmt::format("opening the trace build: {}", std::strerror(errno)));
+  dp_->apply_load_config(s.get());
+  for (int i = 0; i < kMapCount; ++i) {
+    const MapId id = static_cast<MapId>(i);
+    if (!map_shared_with_trace(id)) continue;  // scratch, not state: private
+    struct bpf_map* m = bpf_object__find_map_by_name(s->obj, map_name(id));
+    int err = m ? bpf_map__reuse_fd(m, dp_->fd(id)) : -ENOENT;
+    if (err) {
+      xbng_trace_skel_destroy(s.get());
+      return Status(StatusCode::UNAVAILABLE,
+                    fmt::format("trace build: reusing map {}: {}", map_name(id),
+                                std::strerror(-err)));
+    }
+  }
+  if (int err = xbng_trace_skel_load(s.get()); err) {
+    xbng_trace_skel_destroy(s.get());
+    return Status(StatusCode::UNAVAILABLE,
+                  fmt::format("loading the trace build: {} (xbngd --log-level debug shows the "
+                              "verifier log)",
+                              std::strerror(-err)));
+  }
+  spdlog::info("trace build of the fast path loaded over the pinned maps");
+  log_ = xbng_trace_skel_log(s.get());
+  skel_ = std::move(s);
+  return Status::OK;
+}
+
+Status Tracer::build_frame(const v1::TraceRequest& req, int role,
+                           std::vector<uint8_t>* frame) const {
+  const PortInfo* port = nullptr;
+  for (const auto& p : dp_->ports())
+    if (p.name == req.port()) port = &p;
+  auto bad = [](std::string m) { return Status(StatusCode::INVALID_ARGUMENT, std::move(m)); };
+
+  // Addresses and L4.
+  uint8_t src[16] = {}, dst[16] = {};
+  bool v4 = false;
+  if (auto a = parse_ipv4(req.src()), b = parse_ipv4(req.dst()); a && b) {
+    v4 = true;
+    std::memcpy(src, &*a, 4);
+    std::memcpy(dst, &*b, 4);
+  } else if (auto c = parse_ipv6(req.src()), d = parse_ipv6(req.dst()); c && d) {
+    std::memcpy(src, c->data(), 16);
+    std::memcpy(dst, d->data(), 16);
+  } else {
+    return bad(fmt::format("src {:?} and dst {:?}: give two IPv4 or two IPv6 addresses",
+                           req.src(), req.dst()));
+  }
+  const std::string proto = req.proto().empty() ? "udp" : req.proto();
+  uint8_t l4proto;
+  if (proto == "tcp") l4proto = 6;
+  else if (proto == "udp") l4proto = 17;
+  else if (proto == "icmp") l4proto = v4 ? 1 : 58;
+  else return bad(fmt::format("proto {:?}: tcp, udp or icmp", proto));
+  if (req.sport() > 65535 || req.dport() > 65535) return bad("sport/dport: 0..65535");
+  if (req.ttl() > 255) return bad(fmt::format("ttl {}: 1..255", req.ttl()));
+  if (req.payload_len() > kMaxFrame) return bad(fmt::format("payload {} bytes: at most {}", req.payload_len(), kMaxFrame));
+  const uint16_t sport = static_cast<uint16_t>(req.sport() ? req.sport() : 40000);
+  const uint16_t dport = static_cast<uint16_t>(req.dport() ? req.dport() : 80);
+  const uint8_t ttl = static_cast<uint8_t>(req.ttl() ? req.ttl() : 64);
+
+  // Layer 2.
+  uint8_t smac[6] = {0x02, 0, 0, 0, 0, 0x01};
+  std::vector<uint8_t> f;
+  auto put16 = [&f](uint16_t v) { f.push_back(static_cast<uint8_t>(v >> 8)); f.push_back(static_cast<uint8_t>(v)); };
+  if (role == XBNG_ROLE_ACCESS) {
+    if (req.outer_vlan() < 1 || req.outer_vlan() > 4094 || req.inner_vlan() < 1 ||
+        req.inner_vlan() > 4094)
+      return bad(fmt::format("outer {} inner {}: VLANs 1..4094", req.outer_vlan(),
+                             req.inner_vlan()));
+    struct xbng_sub_key key {};
+    key.ifindex = port->ifindex;
+    key.outer_vid = static_cast<uint16_t>(req.outer_vlan());
+    key.inner_vid = static_cast<uint16_t>(req.inner_vlan());
+    struct xbng_subscriber sub {};
+    if (bpf_map_lookup_elem(dp_->fd(MapId::kSubscribers), &key, &sub) == 0 &&
+        (sub.flags & XBNG_SUB_F_MAC_VALID))
+      std::memcpy(smac, sub.mac, 6);
+  } else {
+    smac[5] = 0xfe;
+  }
+  if (!req.src_mac().empty()) {
+    auto m = parse_mac(req.src_mac());
+    if (!m) return bad(fmt::format("src_mac {:?}: not a MAC address", req.src_mac()));
+    std::memcpy(smac, m->data(), 6);
+  }
+  f.insert(f.end(), port->cfg.mac, port->cfg.mac + 6);
+  f.insert(f.end(), smac, smac + 6);
+  if (role == XBNG_ROLE_ACCESS) {
+    put16(port->cfg.outer_tpid);
+    put16(static_cast<uint16_t>(req.outer_vlan()));
+    put16(XBNG_ETH_P_8021Q);
+    put16(static_cast<uint16_t>(req.inner_vlan()));
+  }
+  put16(v4 ? 0x0800 : 0x86dd);
+
+  // L4 header and payload first (the IP header needs its length).
+  std::vector<uint8_t> l4;
+  if (l4proto == 6) {
+    l4.assign(20, 0);
+    wr16(&l4[0], sport);
+    wr16(&l4[2], dport);
+    l4[12] = 5 << 4;
+    l4[13] = 0x02;  // SYN
+    wr16(&l4[14], 64240);
+  } else if (l4proto == 17) {
+    l4.assign(8, 0);
+    wr16(&l4[0], sport);
+    wr16(&l4[2], dport);
+  } else {
+    l4.assign(8, 0);
+    l4[0] = v4 ? 8 : 128;  // echo request
+    wr16(&l4[4], 1);
+    wr16(&l4[6], 1);
+  }
+  l4.resize(l4.size() + req.payload_len(), 0);
+  if (l4proto == 17) wr16(&l4[4], static_cast<uint16_t>(l4.size()));
+  // Checksum: pseudo-header for TCP, UDP and ICMPv6; none for ICMPv4.
+  uint32_t sum = 0;
+  if (!(v4 && l4proto == 1)) {
+    uint8_t ph[40] = {};
+    size_t n;
+    if (v4) {
+      std::memcpy(ph, src, 4);
+      std::memcpy(ph + 4, dst, 4);
+      ph[9] = l4proto;
+      wr16(ph + 10, static_cast<uint16_t>(l4.size()));
+      n = 12;
+    } else {
+      std::memcpy(ph, src, 16);
+      std::memcpy(ph + 16, dst, 16);
+      wr16(ph + 34, static_cast<uint16_t>(l4.size()));
+      ph[39] = l4proto;
+      n = 40;
+    }
+    sum = csum_add(0, ph, n);
+  }
+  uint16_t c = csum_fold(csum_add(sum, l4.data(), l4.size()));
+  if (l4proto == 17 && c == 0) c = 0xffff;
+  const size_t coff = l4proto == 6 ? 16 : l4proto == 17 ? 6 : 2;
+  wr16(&l4[coff], c);
+
+  if (v4) {
+    uint8_t ip[20] = {0x45, 0};
+    wr16(ip + 2, static_cast<uint16_t>(20 + l4.size()));
+    wr16(ip + 6, 0x4000);  // DF
+    ip[8] = ttl;
+    ip[9] = l4proto;
+    std::memcpy(ip + 12, src, 4);
+    std::memcpy(ip + 16, dst, 4);
+    wr16(ip + 10, csum_fold(csum_add(0, ip, 20)));
+    f.insert(f.end(), ip, ip + 20);
+  } else {
+    uint8_t ip[40] = {0x60, 0};
+    wr16(ip + 4, static_cast<uint16_t>(l4.size()));
+    ip[6] = l4proto;
+    ip[7] = ttl;
+    std::memcpy(ip + 8, src, 16);
+    std::memcpy(ip + 24, dst, 16);
+    f.insert(f.end(), ip, ip + 40);
+  }
+  f.insert(f.end(), l4.begin(), l4.end());
+  if (f.size() > kMaxFrame)
+    return bad(fmt::format("frame of {} bytes: at most {}", f.size(), kMaxFrame));
+  *frame = std::move(f);
+  return Status::OK;
+}
+
+Status Tracer::trace(const v1::TraceRequest& req, v1::TraceReply* out) {
+  const PortInfo* port = nullptr;
+  for (const auto& p : dp_->ports())
+    if (p.name == req.port()) port = &p;
+  if (!port) {
+    std::string names;
+    for (const auto& p : dp_->ports()) names += (names.empty() ? "" : ", ") + p.name;
+    return Status(StatusCode::INVALID_ARGUMENT,
+                  fmt::format("port {:?}: not a port of this xbngd ({})", req.port(), names));
+  }
+  std::vector<uint8_t> frame;
+  if (!req.frame().empty()) {
+    if (req.frame().size() < 14 || req.frame().size() > kMaxFrame)
+      return Status(StatusCode::INVALID_ARGUMENT,
+                    fmt::format("frame of {} bytes: 14..{}", req.frame().size(), kMaxFrame));
+    frame.assign(req.frame().begin(), req.frame().end());
+  } else if (Status st = build_frame(req, port->role, &frame); !st.ok()) {
+    return st;
+  }
+
+  std::lock_guard l(mu_);
+  if (Status st = load_locked(); !st.ok()) return st;
+  struct bpf_program* prog =
+      port->role == XBNG_ROLE_ACCESS ? skel_->xdp_access : skel_->xdp_uplink;
+  std::vector<uint8_t> buf(frame.size() + kOutSlack);
+  struct xdp_md ctx {};
+  ctx.data = 0;
+  ctx.data_end = static_cast<uint32_t>(frame.size());
+  ctx.ingress_ifindex = port->ifindex;
+  ctx.rx_queue_index = 0;
+  struct bpf_test_run_opts opts {};
+  opts.sz = sizeof opts;
+  opts.data_in = frame.data();
+  opts.data_size_in = static_cast<uint32_t>(frame.size());
+  opts.data_out = buf.data();
+  opts.data_size_out = static_cast<uint32_t>(buf.size());
+  opts.ctx_in = &ctx;
+  opts.ctx_size_in = sizeof ctx;
+  opts.repeat = 1;
+  std::memset(log_, 0, sizeof *log_);
+  if (int err = bpf_prog_test_run_opts(bpf_program__fd(prog), &opts); err)
+    return Status(StatusCode::INTERNAL,
+                  fmt::format("BPF_PROG_TEST_RUN on {}: {}", port->name, std::strerror(-err)));
+  const struct xbng_trace_log log = *log_;
+  const int action = static_cast<int>(opts.retval);
+
+  auto ifname = [this](uint64_t ifx) {
+    for (const auto& p : dp_->ports())
+      if (p.ifindex == ifx) return p.name;
+    return fmt::format("ifindex {}", ifx);
+  };
+  auto add = [out](const char* name, std::string detail) {
+    auto* s = out->add_steps();
+    s->set_name(name);
+    s->set_detail(std::move(detail));
+  };
+  uint32_t reason = XBNG_REASON_MAX;
+  uint64_t redirect = 0;
+  const uint32_t n = std::min<uint32_t>(log.n, XBNG_TRACE_MAX_STEPS);
+  std::vector<struct xbng_trace_step> steps(log.steps, log.steps + n);
+  // A check that ends the path records itself after the verdict it
+  // returned (the verdict is counted inside it): put the check first.
+  for (uint32_t i = 0; i + 1 < n; ++i)
+    if (steps[i].id == XBNG_TS_VERDICT && steps[i + 1].id == XBNG_TS_CHECK && !steps[i + 1].b)
+      std::swap(steps[i], steps[i + 1]);
+  for (uint32_t i = 0; i < n; ++i) {
+    const auto& s = steps[i];
+    if (s.id >= XBNG_TS_MAX) continue;
+    const char* name = kStepNames[s.id];
+    switch (s.id) {
+      case XBNG_TS_PORT:
+        add(name, s.b ? fmt::format("{} port {} (ifindex {})",
+                                    s.b == XBNG_ROLE_ACCESS ? "access" : "uplink", ifname(s.a), s.a)
+                      : fmt::format("ifindex {} is not a port of this role", s.a));
+        break;
+      case XBNG_TS_QINQ:
+        add(name, fmt::format("S-VID {} C-VID {}", s.a, s.b));
+        break;
+      case XBNG_TS_SUBSCRIBER:
+        add(name, s.a ? fmt::format("found (policer slot {})", s.b)
+                      : std::string("not found: no subscriber on (port, S-VID, C-VID)"));
+        break;
+      case XBNG_TS_MAC_POLICY:
+        add(name, fmt::format("{}: {}", mac_policy_name(static_cast<uint8_t>(s.a)),
+                              s.b == 2   ? "no MAC known yet"
+                              : s.b == 1 ? "source MAC is the subscriber's"
+                                         : "source MAC differs from the subscriber's"));
+        break;
+      case XBNG_TS_CHECK:
+        if (s.b || i + 1 >= n || steps[i + 1].id != XBNG_TS_VERDICT)
+          add(s.a < XBNG_TC_MAX ? kCheckNames[s.a] : "check", s.b ? "pass" : "stopped here");
+        else
+          add(s.a < XBNG_TC_MAX ? kCheckNames[s.a] : "check",
+              fmt::format("stopped here: {}",
+                          reason_name(static_cast<uint32_t>(steps[i + 1].a))));
+        break;
+      case XBNG_TS_MAC_LEARN:
+        add(name, "would learn the source MAC (not written: trace)");
+        break;
+      case XBNG_TS_EVENT:
+        add(name, fmt::format("would send {} (not sent: trace)", event_name(s.a)));
+        break;
+      case XBNG_TS_EVENT_SUPPRESSED:
+        add(name, "event rate limit: no event");
+        break;
+      case XBNG_TS_PUNT:
+        add(name, fmt::format("punt {} ({} bytes) to xbngd (not punted: trace)",
+                              punt_kind_name(s.a), s.b));
+        break;
+      case XBNG_TS_POLICE_BUCKET:
+        add(name, bucket_text(s.a, s.b));
+        break;
+      case XBNG_TS_POLICE_UP:
+      case XBNG_TS_POLICE_DOWN:
+        add(name, police_text(s.a, s.b));
+        break;
+      case XBNG_TS_FIB:
+        add(name, s.a == BPF_FIB_LKUP_RET_SUCCESS
+                      ? fmt::format("success: egress {} (ifindex {})", ifname(s.b), s.b)
+                      : fmt::format("{} (rc {})", fib_rc_name(s.a), s.a));
+        break;
+      case XBNG_TS_ROUTE:
+        add(name, s.a ? fmt::format("found: subscriber on {}", ifname(s.b))
+                      : std::string("no subscriber route for the destination"));
+        break;
+      case XBNG_TS_REDIRECT:
+        redirect = s.a;
+        add(name, fmt::format("tx_ports key {} ({})", s.a, ifname(s.a)));
+        break;
+      case XBNG_TS_ICMP:
+        add(name, fmt::format("generate ICMP {}{}", icmp_kind_name(s.a),
+                              s.a == 1 ? fmt::format(" (MTU {})", s.b) : std::string()));
+        break;
+      case XBNG_TS_ICMP_RATE:
+        add(name, s.a ? "token taken" : "rate limited: no ICMP sent");
+        break;
+      case XBNG_TS_VERDICT:
+        reason = static_cast<uint32_t>(s.a);
+        add(name, fmt::format("{} ({})", reason_name(reason),
+                              xdp_action_name(static_cast<int>(s.b))));
+        break;
+    }
+  }
+  if (log.n > XBNG_TRACE_MAX_STEPS)
+    add("truncated", fmt::format("{} more steps not recorded", log.n - XBNG_TRACE_MAX_STEPS));
+
+  out->set_verdict(xdp_action_name(action));
+  out->set_reason(reason < XBNG_REASON_MAX ? reason_name(reason) : "");
+  if (action == XDP_REDIRECT) out->set_egress_port(ifname(redirect));
+  else if (action == XDP_TX) out->set_egress_port(port->name);
+  out->set_input_frame(frame.data(), frame.size());
+  decode_frame(frame.data(), frame.size(), out->mutable_input());
+  if (action == XDP_REDIRECT || action == XDP_TX || action == XDP_PASS) {
+    const size_t len = std::min<size_t>(opts.data_size_out, buf.size());
+    out->set_output_frame(buf.data(), len);
+    decode_frame(buf.data(), len, out->mutable_output());
+  }
+  return Status::OK;
+}
+
+namespace {
+
+std::string l3_summary(const uint8_t* p, size_t len, uint16_t ethertype, v1::DecodedFrame* d,
+                       bool quoted);
+
+// L4 from `p` (len bytes left), protocol `proto`.
+std::string l4_summary(const uint8_t* p, size_t len, uint8_t proto, bool v4, v1::DecodedFrame* d,
+                       bool quoted) {
+  if ((proto == 6 || proto == 17) && len >= 4) {
+    d->set_proto(proto == 6 ? "tcp" : "udp");
+    d->set_sport(rd16(p));
+    d->set_dport(rd16(p + 2));
+    std::string t = fmt::format("{} {} > {}", d->proto(), d->sport(), d->dport());
+    if (proto == 6 && len >= 14) t += fmt::format(" flags {:#04x}", p[13]);
+    return t;
+  }
+  if ((proto == 1 || proto == 58) && len >= 2) {
+    d->set_proto(proto == 1 ? "icmp" : "icmpv6");
+    d->set_icmp_type(p[0]);
+    d->set_icmp_code(p[1]);
+    std::string t = fmt::format("{} type {} code {}", d->proto(), p[0], p[1]);
+    const bool error = proto == 1 ? (p[0] == 3 || p[0] == 11 || p[0] == 12)
+                                  : (p[0] >= 1 && p[0] <= 4);
+    if (proto == 1 && p[0] == 3 && p[1] == 4 && len >= 8)
+      t += fmt::format(" mtu {}", rd16(p + 6));
+    if (proto == 58 && p[0] == 2 && len >= 8)
+      t += fmt::format(" mtu {}", (uint32_t(rd16(p + 4)) << 16) | rd16(p + 6));
+    if (error && !quoted && len > 8) {
+      v1::DecodedFrame inner;
+      d->set_inner(l3_summary(p + 8, len - 8, v4 ? 0x0800 : 0x86dd, &inner, true));
+      t += " quoting [" + d->inner() + "]";
+    }
+    return t;
+  }
+  d->set_proto(std::to_string(proto));
+  return fmt::format("protocol {}", proto);
+}
+
+std::string l3_summary(const uint8_t* p, size_t len, uint16_t ethertype, v1::DecodedFrame* d,
+                       bool quoted) {
+  if (ethertype == 0x0800 && len >= 20) {
+    const size_t ihl = (p[0] & 0xf) * 4u;
+    uint32_t s, t;
+    std::memcpy(&s, p + 12, 4);
+    std::memcpy(&t, p + 16, 4);
+    d->set_src(format_ipv4(s));
+    d->set_dst(format_ipv4(t));
+    d->set_ttl(p[8]);
+    std::string r = fmt::format("ipv4 {} > {} ttl {} len {}", d->src(), d->dst(), p[8], rd16(p + 2));
+    if (ihl >= 20 && len >= ihl && !(rd16(p + 6) & 0x1fff))
+      r += ", " + l4_summary(p + ihl, len - ihl, p[9], true, d, quoted);
+    return r;
+  }
+  if (ethertype == 0x86dd && len >= 40) {
+    d->set_src(format_ipv6(p + 8));
+    d->set_dst(format_ipv6(p + 24));
+    d->set_ttl(p[7]);
+    return fmt::format("ipv6 {} > {} hlim {} plen {}, ", d->src(), d->dst(), p[7], rd16(p + 4)) +
+           l4_summary(p + 40, len - 40, p[6], false, d, quoted);
+  }
+  if (ethertype == 0x0806) return "arp";
+  return fmt::format("ethertype {:#06x}", ethertype);
+}
+
+}  // namespace
+
+void decode_frame(const uint8_t* f, size_t len, v1::DecodedFrame* d) {
+  d->set_length(static_cast<uint32_t>(len));
+  if (len < 14) {
+    d->set_text(fmt::format("{} bytes: shorter than an Ethernet header", len));
+    return;
+  }
+  d->set_dst_mac(format_mac(f));
+  d->set_src_mac(format_mac(f + 6));
+  size_t off = 12;
+  uint16_t type = rd16(f + off);
+  std::string text = fmt::format("{} > {}", d->src_mac(), d->dst_mac());
+  while ((type == XBNG_ETH_P_8021AD || type == XBNG_ETH_P_8021Q || type == XBNG_ETH_P_QINQ_9100) &&
+         off + 6 <= len && d->tags_size() < 4) {
+    auto* t = d->add_tags();
+    t->set_tpid(type);
+    t->set_vid(rd16(f + off + 2) & 0x0fff);
+    t->set_pcp(f[off + 2] >> 5);
+    text += fmt::format(" vlan {:#06x} {}", type, t->vid());
+    off += 4;
+    type = rd16(f + off);
+  }
+  off += 2;
+  d->set_ethertype(type == 0x0800 ? "ipv4" : type == 0x86dd ? "ipv6" : type == 0x0806 ? "arp"
+                                                              : fmt::format("{:#06x}", type));
+  text += ", " + l3_summary(f + off, off <= len ? len - off : 0, type, d, false);
+  d->set_text(fmt::format("{} bytes: {}", len, text));
+}
+
+}  // namespace xbng::agent

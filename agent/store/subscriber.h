@@ -1,0 +1,118 @@
+// Subscriber: the validated, internal form of xbng.v1.Subscriber, and the
+// conversion from the proto (validation) and back.
+#pragma once
+
+#include <absl/container/inlined_vector.h>
+#include <grpcpp/support/status.h>
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "xbng/abi.h"
+#include "common/net.h"
+
+namespace xbng::v1 {
+class Subscriber;
+class SubscriberKey;
+}  // namespace xbng::v1
+
+namespace xbng::agent {
+
+using SubKey = struct xbng_sub_key;
+
+inline bool operator==(const SubKey& a, const SubKey& b) {
+  return a.ifindex == b.ifindex && a.outer_vid == b.outer_vid && a.inner_vid == b.inner_vid;
+}
+// Total order used by listings: (ifindex, outer, inner).
+inline uint64_t key_rank(const SubKey& k) {
+  return (uint64_t{k.ifindex} << 32) | (uint64_t{k.outer_vid} << 16) | k.inner_vid;
+}
+struct SubKeyLess {
+  bool operator()(const SubKey& a, const SubKey& b) const { return key_rank(a) < key_rank(b); }
+};
+struct SubKeyHash {
+  size_t operator()(const SubKey& k) const { return std::hash<uint64_t>{}(key_rank(k)); }
+};
+
+// A rate plan (xbng.v1.Policy). Rates in bits/s of IP packets,
+// bursts in bytes; a zero rate is unlimited (and its burst zero).
+struct PolicySpec {
+  uint64_t up_rate = 0, up_burst = 0, down_rate = 0, down_burst = 0;
+  friend bool operator==(const PolicySpec&, const PolicySpec&) = default;
+};
+inline constexpr uint64_t kMinRateBps = 8000;                  // 8 kbit/s
+inline constexpr uint64_t kMaxRateBps = 100000000000ull;       // 100 Gbit/s
+inline constexpr uint64_t kMaxBurstBytes = uint64_t{1} << 30;  // 1 GiB
+inline constexpr uint32_t kDefaultMaxPacket = 1500;  // burst floor when the port's MTU is unknown
+// struct xbng_bucket.byte_ns_fp of a rate (0 for 0 = unlimited), rounded.
+uint32_t policy_byte_ns_fp(uint64_t rate_bps);
+// Range checks of one policy; `max_packet` is the largest IP packet of the
+// port (its MTU). Error text naming the field (e.g. "up_burst_bytes ...").
+std::optional<std::string> check_policy(const PolicySpec& p, uint32_t max_packet);
+
+// A validated subscriber. Prefixes are sorted (canonical form) so that two
+// specs compare equal exactly when they would program the same entries.
+//
+// The store keeps one per subscriber: fields are ordered so that the flags
+// share one padding-free run (104 bytes, not 120: 16 MB at 1M subscribers).
+struct SubscriberSpec {
+  SubKey key{};
+  uint32_t ipv4 = 0;  // network order
+  Mac mac{};
+  Ipv6 ipv6{};
+  bool has_mac = false;     // false: learn from the first valid frame
+  bool has_ipv4 = false;
+  bool has_ipv6 = false;
+  bool has_policy = false;  // false: the port's default policy applies
+  uint8_t mac_policy = 0;   // enum xbng_mac_policy; 0 = the port's
+  absl::InlinedVector<Prefix, 1> prefixes;
+  PolicySpec policy;
+
+  bool same_provisioning(const SubscriberSpec& o) const;
+};
+static_assert(sizeof(SubscriberSpec) <= 104, "SubscriberSpec: one per subscriber, keep it packed");
+
+// Resolves an access port name to its ifindex (nullopt: not a configured
+// access port) and back.
+struct PortResolver {
+  std::function<std::optional<uint32_t>(std::string_view)> access_ifindex;
+  std::function<std::string(uint32_t)> name;
+  // Rate plans (both optional): an access port's default policy, and the
+  // largest IP packet it carries (its MTU).
+  std::function<PolicySpec(uint32_t)> default_policy;
+  std::function<uint32_t(uint32_t)> max_packet;
+  PolicySpec policy_of(const struct SubscriberSpec& s) const;  // own or the port's default
+  uint32_t max_packet_of(uint32_t ifindex) const {
+    return max_packet ? max_packet(ifindex) : kDefaultMaxPacket;
+  }
+};
+
+// Validation limits.
+inline constexpr int kMinV6PrefixLen = 40, kMaxV6PrefixLen = 64;
+inline constexpr int kMinV4PrefixLen = 8, kMaxV4PrefixLen = 31;
+
+// Proto → spec. On error returns INVALID_ARGUMENT whose message starts with
+// `where` (e.g. "subscribers[3]") and names the field and the value.
+grpc::Status validate_subscriber(const xbng::v1::Subscriber& in, const PortResolver& ports,
+                                 std::string_view where, SubscriberSpec* out);
+grpc::Status validate_key(const xbng::v1::SubscriberKey& in, const PortResolver& ports,
+                          std::string_view where, SubKey* out);
+
+// Single-field checks, exposed for tests and the CLI.
+std::optional<std::string> check_vid(uint32_t vid);             // error text or nullopt
+std::optional<std::string> check_ipv4_host(uint32_t be);
+std::optional<std::string> check_ipv6_host(const Ipv6& a);
+std::optional<std::string> check_mac(const Mac& m);
+// A client's value for an error message: quoted, non-printable bytes as
+// \xNN, and only its first `max` bytes ("…" and the full length follow):
+// an error never grows with the input (gRPC caps status metadata at ~8 KB).
+std::string quote_value(std::string_view v, size_t max = 64);
+
+// Spec → proto (no counters).
+void spec_to_proto(const SubscriberSpec& s, const PortResolver& ports, xbng::v1::Subscriber* out);
+std::string key_to_string(const SubKey& k, const PortResolver& ports);  // "port/outer/inner"
+
+}  // namespace xbng::agent
