@@ -104,7 +104,8 @@ class FwdProbe {
       throw xbench::BenchError(fmt::format("link info {}: {}", link_pin, strerror(errno)));
     close(lfd);
     xbng_prog_ = bpf_prog_get_fd_by_id(info.prog_id);
-    if (xbng_prog_ < 0) throw xbench::BenchError(fmt::format("prog {}: {}", info.prog_id, strerror(errno)));
+    if (xbng_prog_ < 0)
+      throw xbench::BenchError(fmt::format("prog {}: {}", info.prog_id, strerror(errno)));
     ingress_ = xbench::ifindex_of(iface);
     p_ = xbench::load_pktcost(std::max<uint32_t>(keys, 1));
     xbench::pktcost_set_slot(p_.get(), PC_SLOT_XDP_ACCESS, xbng_prog_);
@@ -186,8 +187,8 @@ struct Options {
 
 struct Results {
   uint32_t bound = 0, failed = 0;
-  uint32_t bound_v6 = 0;       // CPEs holding their DHCPv6 REPLY and an RA (IPv4 or not)
-  size_t flood_sent = 0;       // DISCOVERs of the DHCPv4 flood
+  uint32_t bound_v6 = 0;    // CPEs holding their DHCPv6 REPLY and an RA (IPv4 or not)
+  size_t flood_sent = 0;    // DISCOVERs of the DHCPv4 flood
   std::string first_wrong;  // what the first wrong binding was
   uint64_t retransmits = 0, wrong_binding = 0, naks = 0, advertises = 0, stray = 0;
   double wall = 0;
@@ -219,8 +220,9 @@ Results run_storm(const Options& o, PacketSocket& sock, FwdProbe* fwd) {
       xbench::NetnsGuard in(fwd->netns());
       auto [action, d] = fwd->run(1);
       if (action != 4 /* XDP_REDIRECT */) {
-        r.fwd_error = fmt::format("xdp_access answered {} (not XDP_REDIRECT) for a provisioned subscriber",
-                                  xbench::action_name(action));
+        r.fwd_error =
+            fmt::format("xdp_access answered {} (not XDP_REDIRECT) for a provisioned subscriber",
+                        xbench::action_name(action));
       } else {
         std::vector<double> idle;
         for (int k = 0; k < 3; ++k) idle.push_back(fwd->run(int(o.fwd_repeat)).second);
@@ -367,13 +369,15 @@ Results run_storm(const Options& o, PacketSocket& sock, FwdProbe* fwd) {
         if (s.t_start < 0 || s.t_done >= 0) return;
         if (p.kind == Parsed::kDhcp4 && p.xid == 0x10000000u + uint32_t(i)) {
           if (p.dhcp4_type == 2 && !(s.flags & kV4Offered)) {
-            if (p.yiaddr_be != sub_addr4_be(uint32_t(i))) wrong(i, "OFFER yiaddr", fmt_v4(p.yiaddr_be));
+            if (p.yiaddr_be != sub_addr4_be(uint32_t(i)))
+              wrong(i, "OFFER yiaddr", fmt_v4(p.yiaddr_be));
             s.flags |= kV4Offered;
             s.offered_be = p.yiaddr_be;
             s.server_be = p.server_id_be;
             sock.queue(dhcp4_request(cpe_of(uint32_t(i)), p.xid, s.offered_be, s.server_be));
           } else if (p.dhcp4_type == 5 && (s.flags & kV4Offered) && !(s.flags & kV4Bound)) {
-            if (p.yiaddr_be != sub_addr4_be(uint32_t(i))) wrong(i, "ACK yiaddr", fmt_v4(p.yiaddr_be));
+            if (p.yiaddr_be != sub_addr4_be(uint32_t(i)))
+              wrong(i, "ACK yiaddr", fmt_v4(p.yiaddr_be));
             s.flags |= kV4Bound;
           } else if (p.dhcp4_type == 6) {
             ++r.naks;
@@ -390,7 +394,8 @@ Results run_storm(const Options& o, PacketSocket& sock, FwdProbe* fwd) {
             if (!p.has_na || p.na != sub_addr6(uint32_t(i)))
               wrong(i, "IA_NA", p.has_na ? fmt_v6(p.na) : std::string("none"));
             else if (!p.has_pd || p.pd != sub_pfx64(uint32_t(i)) || p.pd_len != 64)
-              wrong(i, "IA_PD", p.has_pd ? fmt_v6(p.pd) + "/" + std::to_string(p.pd_len) : std::string("none"));
+              wrong(i, "IA_PD",
+                    p.has_pd ? fmt_v6(p.pd) + "/" + std::to_string(p.pd_len) : std::string("none"));
             s.flags |= kV6Bound;
           }
         } else if (p.kind == Parsed::kRa && p.router_lifetime > 0) {
@@ -403,8 +408,7 @@ Results run_storm(const Options& o, PacketSocket& sock, FwdProbe* fwd) {
     }
     if (got) last_progress = now;
     if (now - last_progress > o.timeout + 2) break;  // nothing is answering at all
-    if (!got && sock.pending() == 0 &&
-        (launched == o.n || inflight >= o.window)) {
+    if (!got && sock.pending() == 0 && (launched == o.n || inflight >= o.window)) {
       pollfd pfd{sock.fd(), POLLIN, 0};
       poll(&pfd, 1, 1);
     }
@@ -433,12 +437,13 @@ Results run_storm(const Options& o, PacketSocket& sock, FwdProbe* fwd) {
       for (size_t k = 1; k < samples.size(); ++k) {
         double dt = samples[k].first - samples[k - 1].first;
         if (dt > 0)
-          r.cpu_pct_peak = std::max(r.cpu_pct_peak,
-                                    100 * (samples[k].second.cpu_s - samples[k - 1].second.cpu_s) / dt);
+          r.cpu_pct_peak = std::max(
+              r.cpu_pct_peak, 100 * (samples[k].second.cpu_s - samples[k - 1].second.cpu_s) / dt);
         r.rss_kb_peak = std::max(r.rss_kb_peak, samples[k].second.rss_kb);
       }
       double dt = samples.back().first - samples.front().first;
-      r.cpu_pct = dt > 0 ? 100 * (samples.back().second.cpu_s - samples.front().second.cpu_s) / dt : 0;
+      r.cpu_pct =
+          dt > 0 ? 100 * (samples.back().second.cpu_s - samples.front().second.cpu_s) / dt : 0;
     }
   }
   return r;
@@ -447,7 +452,8 @@ Results run_storm(const Options& o, PacketSocket& sock, FwdProbe* fwd) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"xbng bring-up storm: N QinQ CPEs doing DORA + SOLICIT/REPLY (rapid commit) + RS/RA"};
+  CLI::App app{
+      "xbng bring-up storm: N QinQ CPEs doing DORA + SOLICIT/REPLY (rapid commit) + RS/RA"};
   Options o;
   bool self_test = false;
   app.add_option("-n,--subscribers", o.n, "CPEs to bring up")->capture_default_str();
@@ -456,7 +462,8 @@ int main(int argc, char** argv) {
   app.add_option("--window", o.window, "CPEs in progress at once")->capture_default_str();
   app.add_option("--rate", o.rate, "CPEs started per second (0: as fast as the window allows)")
       ->capture_default_str();
-  app.add_option("--retransmit", o.retransmit, "first retransmission after S seconds (doubles, ≤ 8x)")
+  app.add_option("--retransmit", o.retransmit,
+                 "first retransmission after S seconds (doubles, ≤ 8x)")
       ->capture_default_str();
   app.add_option("--timeout", o.timeout, "a CPE not bound after S seconds has failed")
       ->capture_default_str();
@@ -466,10 +473,13 @@ int main(int argc, char** argv) {
   app.add_option("--iface", o.iface, "the veth facing xbngd's access port");
   app.add_option("--pid", o.pid, "process to sample CPU and RSS of (xbngd)");
   app.add_option("--json", o.json, "write the figures as JSON");
-  app.add_option("--fwd-netns", o.fwd_netns, "xbngd's namespace: measure its forwarding during the storm");
-  app.add_option("--fwd-link", o.fwd_link, "xbngd's pinned XDP link of the access port (<bpffs>/v3/links/acc0)");
+  app.add_option("--fwd-netns", o.fwd_netns,
+                 "xbngd's namespace: measure its forwarding during the storm");
+  app.add_option("--fwd-link", o.fwd_link,
+                 "xbngd's pinned XDP link of the access port (<bpffs>/v3/links/acc0)");
   app.add_option("--fwd-iface", o.fwd_iface, "xbngd's access port")->capture_default_str();
-  app.add_option("--fwd-keys", o.fwd_keys, "other (already provisioned) subscribers: indices [0, K)");
+  app.add_option("--fwd-keys", o.fwd_keys,
+                 "other (already provisioned) subscribers: indices [0, K)");
   app.add_option("--fwd-repeat", o.fwd_repeat, "BPF_PROG_TEST_RUN repeat of an idle figure")
       ->capture_default_str();
   app.add_option("--flood-dhcpv4", o.flood_v4,
@@ -495,16 +505,20 @@ int main(int argc, char** argv) {
       cpe_ns = xbench::NetnsRegistry::create("cpe");
       std::string bng_ns = xbench::NetnsRegistry::create("bng");
       cpe_if = "cpe0";
-      xbench::sh(fmt::format("ip -n {} link add cpe0 type veth peer name bng0 netns {}", cpe_ns, bng_ns));
-      xbench::sh(fmt::format("ip -n {} link set cpe0 up && ip -n {} link set bng0 up", cpe_ns, bng_ns));
-      resp = std::make_unique<std::thread>(run_responder, bng_ns, "bng0", o.first, o.n, &stop, &ready, &rst);
+      xbench::sh(
+          fmt::format("ip -n {} link add cpe0 type veth peer name bng0 netns {}", cpe_ns, bng_ns));
+      xbench::sh(
+          fmt::format("ip -n {} link set cpe0 up && ip -n {} link set bng0 up", cpe_ns, bng_ns));
+      resp = std::make_unique<std::thread>(run_responder, bng_ns, "bng0", o.first, o.n, &stop,
+                                           &ready, &rst);
       while (!ready.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
       if (o.pid == 0) o.pid = getpid();  // generator + responder: both in this process
     }
     std::unique_ptr<FwdProbe> fwd;
     if (!o.fwd_link.empty()) {
       if (o.fwd_keys == 0 || o.fwd_keys > o.first) {
-        std::fprintf(stderr, "bringup: --fwd-keys must be in 1..--first (the storm's CPEs come after)\n");
+        std::fprintf(stderr,
+                     "bringup: --fwd-keys must be in 1..--first (the storm's CPEs come after)\n");
         return 2;
       }
       fwd = std::make_unique<FwdProbe>(o.fwd_netns, o.fwd_link, o.fwd_iface, o.fwd_keys);
@@ -513,8 +527,8 @@ int main(int argc, char** argv) {
     if (!cpe_ns.empty()) in.emplace(cpe_ns);
     PacketSocket sock(cpe_if);
     o.iface_for_flood = cpe_if;  // the flood's socket is opened in the same namespace
-    std::fprintf(stderr, "bringup: %u CPEs from #%u on %s%s, window %u, rate %s, %s\n", o.n, o.first,
-                 cpe_if.c_str(), cpe_ns.empty() ? "" : (" in " + cpe_ns).c_str(), o.window,
+    std::fprintf(stderr, "bringup: %u CPEs from #%u on %s%s, window %u, rate %s, %s\n", o.n,
+                 o.first, cpe_if.c_str(), cpe_ns.empty() ? "" : (" in " + cpe_ns).c_str(), o.window,
                  o.rate ? std::to_string(o.rate).c_str() : "unlimited",
                  self_test ? "self-test responder" : "real BNG");
     Results r = run_storm(o, sock, fwd.get());
@@ -527,54 +541,81 @@ int main(int argc, char** argv) {
     double p50 = percentile(r.ttb, 0.50) * 1e3, p99 = percentile(r.ttb, 0.99) * 1e3,
            pmax = percentile(r.ttb, 1.0) * 1e3;
     double rate = r.wall > 0 ? r.bound / r.wall : 0;
-    std::printf("bring-up storm: %u CPEs (DORA + SOLICIT/REPLY%s + RS/RA each), %s\n", o.n,
-                o.rapid_commit ? " rapid commit" : "/ADVERTISE/REQUEST",
-                self_test ? "self-test responder (xbng_protocols in-process, AF_PACKET)" : "against xbngd");
-    std::printf("  bound %u, failed %u in %.2f s: %.0f sessions/s\n", r.bound, r.failed, r.wall, rate);
+    std::printf(
+        "bring-up storm: %u CPEs (DORA + SOLICIT/REPLY%s + RS/RA each), %s\n", o.n,
+        o.rapid_commit ? " rapid commit" : "/ADVERTISE/REQUEST",
+        self_test ? "self-test responder (xbng_protocols in-process, AF_PACKET)" : "against xbngd");
+    std::printf("  bound %u, failed %u in %.2f s: %.0f sessions/s\n", r.bound, r.failed, r.wall,
+                rate);
     if (o.flood_v4)
-      std::printf("  with a DHCPv4 flood of %u frames/s (%zu DISCOVERs sent): IPv6 bound (REPLY + RA) "
-                  "%u of %u\n",
-                  o.flood_v4, r.flood_sent, r.bound_v6, o.n);
+      std::printf(
+          "  with a DHCPv4 flood of %u frames/s (%zu DISCOVERs sent): IPv6 bound (REPLY + RA) "
+          "%u of %u\n",
+          o.flood_v4, r.flood_sent, r.bound_v6, o.n);
     std::printf("  time to bound: p50 %.1f ms, p99 %.1f ms, max %.1f ms\n", p50, p99, pmax);
-    std::printf("  frames sent %zu, received %zu; retransmissions %llu, NAKs %llu, ADVERTISEs %llu, "
-                "wrong bindings %llu, stray %llu\n",
-                r.sent, r.received, (unsigned long long)r.retransmits, (unsigned long long)r.naks,
-                (unsigned long long)r.advertises, (unsigned long long)r.wrong_binding,
-                (unsigned long long)r.stray);
+    std::printf(
+        "  frames sent %zu, received %zu; retransmissions %llu, NAKs %llu, ADVERTISEs %llu, "
+        "wrong bindings %llu, stray %llu\n",
+        r.sent, r.received, (unsigned long long)r.retransmits, (unsigned long long)r.naks,
+        (unsigned long long)r.advertises, (unsigned long long)r.wrong_binding,
+        (unsigned long long)r.stray);
     if (!r.first_wrong.empty()) std::printf("  first wrong binding: %s\n", r.first_wrong.c_str());
     if (r.sampled)
-      std::printf("  pid %d%s: CPU %.0f%% average, %.0f%% peak (100 ms samples); RSS %.1f MB -> peak %.1f MB\n",
-                  o.pid, self_test ? " (generator+responder)" : " (xbngd)", r.cpu_pct, r.cpu_pct_peak,
-                  r.rss_kb_start / 1024.0, r.rss_kb_peak / 1024.0);
+      std::printf(
+          "  pid %d%s: CPU %.0f%% average, %.0f%% peak (100 ms samples); RSS %.1f MB -> peak %.1f "
+          "MB\n",
+          o.pid, self_test ? " (generator+responder)" : " (xbngd)", r.cpu_pct, r.cpu_pct_peak,
+          r.rss_kb_start / 1024.0, r.rss_kb_peak / 1024.0);
     if (fwd) {
       if (!r.fwd_error.empty())
         std::printf("  forwarding of other subscribers: not measured: %s\n", r.fwd_error.c_str());
       else
-        std::printf("  forwarding of %u other subscribers (xdp_access, random keys, BPF_PROG_TEST_RUN): "
-                    "%.0f ns/packet idle, %.0f ns/packet during the storm (median of %zu runs): x%.2f\n",
-                    o.fwd_keys, r.fwd_idle_ns, r.fwd_storm_ns, r.fwd_storm_runs,
-                    r.fwd_storm_ns / r.fwd_idle_ns);
+        std::printf(
+            "  forwarding of %u other subscribers (xdp_access, random keys, BPF_PROG_TEST_RUN): "
+            "%.0f ns/packet idle, %.0f ns/packet during the storm (median of %zu runs): x%.2f\n",
+            o.fwd_keys, r.fwd_idle_ns, r.fwd_storm_ns, r.fwd_storm_runs,
+            r.fwd_storm_ns / r.fwd_idle_ns);
     }
     if (!o.json.empty()) {
       nlohmann::json j;
       j["machine"] = xbench::machine_info();
-      j["config"] = {{"subscribers", o.n}, {"first", o.first}, {"window", o.window}, {"rate", o.rate},
-                     {"rapid_commit", o.rapid_commit}, {"self_test", self_test}};
-      j["results"] = {{"bound", r.bound}, {"failed", r.failed}, {"wall_s", r.wall},
-                      {"sessions_per_s", rate}, {"ttb_p50_ms", p50}, {"ttb_p99_ms", p99},
-                      {"ttb_max_ms", pmax}, {"retransmits", r.retransmits}, {"naks", r.naks},
-                      {"advertises", r.advertises}, {"wrong_bindings", r.wrong_binding},
-                      {"frames_sent", r.sent}, {"frames_received", r.received},
-                      {"bound_v6", r.bound_v6}, {"flood_dhcpv4_pps", o.flood_v4},
+      j["config"] = {{"subscribers", o.n},
+                     {"first", o.first},
+                     {"window", o.window},
+                     {"rate", o.rate},
+                     {"rapid_commit", o.rapid_commit},
+                     {"self_test", self_test}};
+      j["results"] = {{"bound", r.bound},
+                      {"failed", r.failed},
+                      {"wall_s", r.wall},
+                      {"sessions_per_s", rate},
+                      {"ttb_p50_ms", p50},
+                      {"ttb_p99_ms", p99},
+                      {"ttb_max_ms", pmax},
+                      {"retransmits", r.retransmits},
+                      {"naks", r.naks},
+                      {"advertises", r.advertises},
+                      {"wrong_bindings", r.wrong_binding},
+                      {"frames_sent", r.sent},
+                      {"frames_received", r.received},
+                      {"bound_v6", r.bound_v6},
+                      {"flood_dhcpv4_pps", o.flood_v4},
                       {"flood_sent", r.flood_sent}};
       if (r.sampled)
-        j["process"] = {{"pid", o.pid}, {"cpu_pct_avg", r.cpu_pct}, {"cpu_pct_peak", r.cpu_pct_peak},
-                        {"rss_mb_start", r.rss_kb_start / 1024.0}, {"rss_mb_peak", r.rss_kb_peak / 1024.0}};
+        j["process"] = {{"pid", o.pid},
+                        {"cpu_pct_avg", r.cpu_pct},
+                        {"cpu_pct_peak", r.cpu_pct_peak},
+                        {"rss_mb_start", r.rss_kb_start / 1024.0},
+                        {"rss_mb_peak", r.rss_kb_peak / 1024.0}};
       if (fwd)
-        j["forwarding"] = {{"keys", o.fwd_keys}, {"idle_ns", r.fwd_idle_ns}, {"storm_ns", r.fwd_storm_ns},
-                           {"storm_runs", r.fwd_storm_runs}, {"error", r.fwd_error}};
+        j["forwarding"] = {{"keys", o.fwd_keys},
+                           {"idle_ns", r.fwd_idle_ns},
+                           {"storm_ns", r.fwd_storm_ns},
+                           {"storm_runs", r.fwd_storm_runs},
+                           {"error", r.fwd_error}};
       if (self_test)
-        j["responder"] = {{"dhcp4", rst.dhcp4.load()}, {"dhcp6", rst.dhcp6.load()}, {"rs", rst.rs.load()}};
+        j["responder"] = {
+            {"dhcp4", rst.dhcp4.load()}, {"dhcp6", rst.dhcp6.load()}, {"rs", rst.rs.load()}};
       std::ofstream(o.json) << j.dump(2) << "\n";
     }
   } catch (const std::exception& e) {

@@ -75,15 +75,17 @@ Topo build_topology(uint32_t n_routes) {
   t.rtr = NetnsRegistry::create("rtr");
   // IPv4 only: no IPv6 router/neighbour chatter reaching the sinks.
   for (const auto& ns : {t.sub, t.dut, t.net, t.rtr})
-    sysctls(ns, {{"net.ipv6.conf.all.disable_ipv6", "1"},
-                 {"net.ipv6.conf.default.disable_ipv6", "1"}});
+    sysctls(ns,
+            {{"net.ipv6.conf.all.disable_ipv6", "1"}, {"net.ipv6.conf.default.disable_ipv6", "1"}});
   sh(fmt::format("ip -n {} link add sub0 type veth peer name acc0 netns {}", t.sub, t.dut));
   sh(fmt::format("ip -n {} link add upl0 type veth peer name net0 netns {}", t.dut, t.net));
   sh(fmt::format("ip -n {} link add sub1 type veth peer name rin netns {}", t.sub, t.rtr));
   sh(fmt::format("ip -n {} link add rout type veth peer name net1 netns {}", t.rtr, t.net));
-  for (auto [ns, ifs] : std::vector<std::pair<std::string, std::vector<std::string>>>{
-           {t.sub, {"sub0", "sub1"}}, {t.dut, {"acc0", "upl0"}}, {t.net, {"net0", "net1"}},
-           {t.rtr, {"rin", "rout"}}})
+  for (auto [ns, ifs] :
+       std::vector<std::pair<std::string, std::vector<std::string>>>{{t.sub, {"sub0", "sub1"}},
+                                                                     {t.dut, {"acc0", "upl0"}},
+                                                                     {t.net, {"net0", "net1"}},
+                                                                     {t.rtr, {"rin", "rout"}}})
     for (const auto& i : ifs) sh(fmt::format("ip -n {} link set {} up", ns, i));
   t.acc0_mac = mac_in(t.dut, "acc0");
   t.upl0_mac = mac_in(t.dut, "upl0");
@@ -179,7 +181,8 @@ Measure generate(::pktcost* p, const std::string& ns, const std::string& ifname,
   double t1 = now_s();
   running = false;
   mon.join();
-  if (rc != 0) throw BenchError(fmt::format("live-frames BPF_PROG_TEST_RUN: {}", std::strerror(err)));
+  if (rc != 0)
+    throw BenchError(fmt::format("live-frames BPF_PROG_TEST_RUN: {}", std::strerror(err)));
   std::this_thread::sleep_for(std::chrono::milliseconds(30));  // frames still in flight
   Measure m;
   m.sent = frames;
@@ -206,7 +209,8 @@ double median(std::vector<double> v) {
 std::string reason_deltas(const std::vector<uint64_t>& a, const std::vector<uint64_t>& b) {
   std::string s;
   for (size_t r = 0; r < a.size(); r++)
-    if (b[r] != a[r]) s += fmt::format(" {}=+{}", reason_name(static_cast<uint32_t>(r)), b[r] - a[r]);
+    if (b[r] != a[r])
+      s += fmt::format(" {}=+{}", reason_name(static_cast<uint32_t>(r)), b[r] - a[r]);
   return s.empty() ? " none" : s;
 }
 
@@ -242,7 +246,10 @@ int main(int argc, char** argv) {
     nlohmann::json out;
     out["benchmark"] = "fwd";
     out["machine"] = machine_info();
-    out["config"] = {{"sizes", sizes}, {"seconds", seconds}, {"trials", trials}, {"quick", quick},
+    out["config"] = {{"sizes", sizes},
+                     {"seconds", seconds},
+                     {"trials", trials},
+                     {"quick", quick},
                      {"frame_bytes", {{"upstream", 72}, {"downstream", 64}, {"kernel", 64}}}};
     nlohmann::json results = nlohmann::json::array();
     nlohmann::json setup = nlohmann::json::array();
@@ -265,8 +272,8 @@ int main(int argc, char** argv) {
         xbng_add_port(x.get(), {t.upl0, XBNG_ROLE_UPLINK, t.upl0_mac, 1});
       }
       double fill_s = xbng_fill_subscribers(x.get(), t.acc0, n);
-      std::fprintf(stderr, "[N=%s] kernel routes %.2f s, xbng maps %.2f s\n",
-                   size_label(n).c_str(), t.route_add_s, fill_s);
+      std::fprintf(stderr, "[N=%s] kernel routes %.2f s, xbng maps %.2f s\n", size_label(n).c_str(),
+                   t.route_add_s, fill_s);
       setup.push_back({{"n", n}, {"kernel_routes_s", t.route_add_s}, {"xbng_maps_s", fill_s}});
 
       FrameAddrs up;
@@ -310,7 +317,8 @@ int main(int argc, char** argv) {
         }
         for (auto [ifi, fd] : {std::pair{t.acc0, acc_fd}, std::pair{t.upl0, upl_fd}})
           if (int err = bpf_xdp_attach(static_cast<int>(ifi), fd, XDP_FLAGS_DRV_MODE, nullptr))
-            throw BenchError(fmt::format("attaching to ifindex {} in dut: {}", ifi, std::strerror(-err)));
+            throw BenchError(
+                fmt::format("attaching to ifindex {} in dut: {}", ifi, std::strerror(-err)));
         current = what;
       };
 
@@ -331,12 +339,12 @@ int main(int argc, char** argv) {
             auto r0 = xbng_all_reasons(x.get());
             Measure warm = generate(p.get(), f.gen_ns, f.gen_if, f.frame, 200000);
             if (warm.received < warm.sent / 2)
-              throw BenchError(fmt::format(
-                  "{} (N={}, {}): the sink received {} of {} frames; xbng verdicts:{}", f.label,
-                  size_label(n), random ? "random" : "fixed", warm.received, warm.sent,
-                  reason_deltas(r0, xbng_all_reasons(x.get()))));
-            uint64_t frames = static_cast<uint64_t>(std::clamp(
-                warm.wall_mpps * 1e6 * seconds, 200000.0, 2.0e9));
+              throw BenchError(
+                  fmt::format("{} (N={}, {}): the sink received {} of {} frames; xbng verdicts:{}",
+                              f.label, size_label(n), random ? "random" : "fixed", warm.received,
+                              warm.sent, reason_deltas(r0, xbng_all_reasons(x.get()))));
+            uint64_t frames =
+                static_cast<uint64_t>(std::clamp(warm.wall_mpps * 1e6 * seconds, 200000.0, 2.0e9));
             auto r1 = xbng_all_reasons(x.get());
             Measure m = generate(p.get(), f.gen_ns, f.gen_if, f.frame, frames);
             if (m.seconds < 0.6 * seconds && m.mpps > 0) {  // warm-up misjudged the rate
@@ -376,9 +384,14 @@ int main(int argc, char** argv) {
           }
           double med = median(mpps);
           res[{f.id, n, random}] = med;
-          results.push_back({{"path", f.id}, {"label", f.label}, {"n", n},
-                             {"keys", random ? "random" : "fixed"}, {"mpps", med},
-                             {"mpps_trials", mpps}, {"wall_mpps_trials", wall}, {"sent", sent},
+          results.push_back({{"path", f.id},
+                             {"label", f.label},
+                             {"n", n},
+                             {"keys", random ? "random" : "fixed"},
+                             {"mpps", med},
+                             {"mpps_trials", mpps},
+                             {"wall_mpps_trials", wall},
+                             {"sent", sent},
                              {"received", recv},
                              {"loss", sent ? 1.0 - static_cast<double>(recv) / sent : 0.0}});
         }
@@ -399,9 +412,10 @@ int main(int argc, char** argv) {
       return v ? fmt::format(fmt::runtime(f), *v) : std::string("-");
     };
 
-    std::printf("\nForwarding through veth, Mpps at the sink (one core, live frames; median of "
-                "%d x %.1f s)\n",
-                trials, seconds);
+    std::printf(
+        "\nForwarding through veth, Mpps at the sink (one core, live frames; median of "
+        "%d x %.1f s)\n",
+        trials, seconds);
     std::string hdr = fmt::format("{:<29}", "path");
     for (uint32_t n : sizes)
       hdr += fmt::format(" | {:>7} {:>7}", size_label(n) + " fix", size_label(n) + " rnd");
@@ -415,9 +429,9 @@ int main(int argc, char** argv) {
     }
 
     std::printf("\nRatios\n");
-    std::string rh = fmt::format("{:<29} {:>5} | {:>8} | {:>10} {:>10} | {:>10} {:>10}", "path",
-                                 "N", "rnd/fix", "/kern fix", "/kern rnd", "/floor fix",
-                                 "/floor rnd");
+    std::string rh =
+        fmt::format("{:<29} {:>5} | {:>8} | {:>10} {:>10} | {:>10} {:>10}", "path", "N", "rnd/fix",
+                    "/kern fix", "/kern rnd", "/floor fix", "/floor rnd");
     std::printf("%s\n%s\n", rh.c_str(), std::string(rh.size(), '-').c_str());
     nlohmann::json ratios = nlohmann::json::array();
     auto jv = [](std::optional<double> v) { return v ? nlohmann::json(*v) : nlohmann::json(); };
@@ -434,19 +448,24 @@ int main(int argc, char** argv) {
           frr = div(r, get(floor, n, true));
         }
         std::printf("%s\n", fmt::format("{:<29} {:>5} | {:>8} | {:>10} {:>10} | {:>10} {:>10}",
-                                         flow_labels[k], size_label(n), fr(div(r, f), "{:.2f}"),
-                                         fr(kf, "{:.2f}"), fr(kr, "{:.2f}"), fr(ff, "{:.2f}"),
-                                         fr(frr, "{:.2f}"))
+                                        flow_labels[k], size_label(n), fr(div(r, f), "{:.2f}"),
+                                        fr(kf, "{:.2f}"), fr(kr, "{:.2f}"), fr(ff, "{:.2f}"),
+                                        fr(frr, "{:.2f}"))
                                 .c_str());
-        ratios.push_back({{"path", id}, {"n", n}, {"random_over_fixed", jv(div(r, f))},
-                          {"over_kernel_fixed", jv(kf)}, {"over_kernel_random", jv(kr)},
-                          {"over_floor_fixed", jv(ff)}, {"over_floor_random", jv(frr)}});
+        ratios.push_back({{"path", id},
+                          {"n", n},
+                          {"random_over_fixed", jv(div(r, f))},
+                          {"over_kernel_fixed", jv(kf)},
+                          {"over_kernel_random", jv(kr)},
+                          {"over_floor_fixed", jv(ff)},
+                          {"over_floor_random", jv(frr)}});
       }
     }
-    std::printf("\n'/kern': xbng Mpps / Linux kernel forwarding Mpps (N /32 routes, same "
-                "destinations, untagged);\n'/floor': xbng / the same chain with a bare "
-                "redirect instead of xbng. Compare within this run only:\nthe floor's rnd/fix "
-                "(keys do not matter to it) shows this run's noise.\n");
+    std::printf(
+        "\n'/kern': xbng Mpps / Linux kernel forwarding Mpps (N /32 routes, same "
+        "destinations, untagged);\n'/floor': xbng / the same chain with a bare "
+        "redirect instead of xbng. Compare within this run only:\nthe floor's rnd/fix "
+        "(keys do not matter to it) shows this run's noise.\n");
 
     if (!json_path.empty()) {
       out["results"] = results;

@@ -45,8 +45,8 @@ struct Case {
   Tmpl tmpl;
   bool uplink_ingress;  // ingress_ifindex = uplink (else access)
   uint32_t action;
-  int reason;     // xbng verdict counted on success, -1 for the references
-  int len_delta;  // output length - input length
+  int reason;           // xbng verdict counted on success, -1 for the references
+  int len_delta;        // output length - input length
   bool police = false;  // timed with every subscriber on a rate plan
 };
 
@@ -62,23 +62,23 @@ const std::vector<Case>& cases() {
        Tmpl::kDownV4, true, XDP_REDIRECT, -1, 0},
       {"ref_fib", "ref: bpf_fib_lookup IPv4", "reference", PC_SLOT_REF_FIB, PC_MODE_DOWN_V4,
        Tmpl::kDownV4, true, XDP_REDIRECT, -1, 0},
-      {"up_v4", "xbng upstream IPv4", "xbng", PC_SLOT_XDP_ACCESS, PC_MODE_UP_V4, Tmpl::kUpV4,
-       false, XDP_REDIRECT, XBNG_FWD_UPSTREAM, -8},
-      {"up_v6", "xbng upstream IPv6", "xbng", PC_SLOT_XDP_ACCESS, PC_MODE_UP_V6, Tmpl::kUpV6,
-       false, XDP_REDIRECT, XBNG_FWD_UPSTREAM, -8},
+      {"up_v4", "xbng upstream IPv4", "xbng", PC_SLOT_XDP_ACCESS, PC_MODE_UP_V4, Tmpl::kUpV4, false,
+       XDP_REDIRECT, XBNG_FWD_UPSTREAM, -8},
+      {"up_v6", "xbng upstream IPv6", "xbng", PC_SLOT_XDP_ACCESS, PC_MODE_UP_V6, Tmpl::kUpV6, false,
+       XDP_REDIRECT, XBNG_FWD_UPSTREAM, -8},
       {"down_v4", "xbng downstream IPv4", "xbng", PC_SLOT_XDP_UPLINK, PC_MODE_DOWN_V4,
        Tmpl::kDownV4, true, XDP_REDIRECT, XBNG_FWD_DOWNSTREAM, 8},
       {"down_v6", "xbng downstream IPv6 /128", "xbng", PC_SLOT_XDP_UPLINK, PC_MODE_DOWN_V6,
        Tmpl::kDownV6, true, XDP_REDIRECT, XBNG_FWD_DOWNSTREAM, 8},
       {"down_v6_64", "xbng downstream IPv6 /64", "xbng", PC_SLOT_XDP_UPLINK, PC_MODE_DOWN_V6_64,
        Tmpl::kDownV6_64, true, XDP_REDIRECT, XBNG_FWD_DOWNSTREAM, 8},
-      {"arp", "xbng ARP reply", "xbng", PC_SLOT_XDP_ACCESS, PC_MODE_ARP, Tmpl::kArp, false,
-       XDP_TX, XBNG_TX_ARP_REPLY, 0},
+      {"arp", "xbng ARP reply", "xbng", PC_SLOT_XDP_ACCESS, PC_MODE_ARP, Tmpl::kArp, false, XDP_TX,
+       XBNG_TX_ARP_REPLY, 0},
       // TCP SYNs whose MSS option is clamped on every pass.
-      {"up_syn4", "xbng up IPv4 SYN, MSS clamped", "xbng", PC_SLOT_XDP_ACCESS,
-       PC_MODE_UP_V4, Tmpl::kUpSyn4, false, XDP_REDIRECT, XBNG_FWD_UPSTREAM, -8},
-      {"down_syn4", "xbng down IPv4 SYN, MSS clamped", "xbng", PC_SLOT_XDP_UPLINK,
-       PC_MODE_DOWN_V4, Tmpl::kDownSyn4, true, XDP_REDIRECT, XBNG_FWD_DOWNSTREAM, 8},
+      {"up_syn4", "xbng up IPv4 SYN, MSS clamped", "xbng", PC_SLOT_XDP_ACCESS, PC_MODE_UP_V4,
+       Tmpl::kUpSyn4, false, XDP_REDIRECT, XBNG_FWD_UPSTREAM, -8},
+      {"down_syn4", "xbng down IPv4 SYN, MSS clamped", "xbng", PC_SLOT_XDP_UPLINK, PC_MODE_DOWN_V4,
+       Tmpl::kDownSyn4, true, XDP_REDIRECT, XBNG_FWD_DOWNSTREAM, 8},
       // Rate plans: where a shared downstream bucket can live (ref_hash + bucket).
       {"ref_pol_route", "ref: hash + bucket in route value", "reference", PC_SLOT_REF_POL_ROUTE,
        PC_MODE_DOWN_V4, Tmpl::kDownV4, true, XDP_REDIRECT, -1, 0},
@@ -91,10 +91,10 @@ const std::vector<Case>& cases() {
        Tmpl::kUpV4, false, XDP_REDIRECT, XBNG_FWD_UPSTREAM, -8, true},
       {"up_v6_pol", "xbng upstream IPv6 +police", "xbng", PC_SLOT_XDP_ACCESS, PC_MODE_UP_V6,
        Tmpl::kUpV6, false, XDP_REDIRECT, XBNG_FWD_UPSTREAM, -8, true},
-      {"down_v4_pol", "xbng downstream IPv4 +police", "xbng", PC_SLOT_XDP_UPLINK,
-       PC_MODE_DOWN_V4, Tmpl::kDownV4, true, XDP_REDIRECT, XBNG_FWD_DOWNSTREAM, 8, true},
-      {"down_v6_pol", "xbng downstream /128 +police", "xbng", PC_SLOT_XDP_UPLINK,
-       PC_MODE_DOWN_V6, Tmpl::kDownV6, true, XDP_REDIRECT, XBNG_FWD_DOWNSTREAM, 8, true},
+      {"down_v4_pol", "xbng downstream IPv4 +police", "xbng", PC_SLOT_XDP_UPLINK, PC_MODE_DOWN_V4,
+       Tmpl::kDownV4, true, XDP_REDIRECT, XBNG_FWD_DOWNSTREAM, 8, true},
+      {"down_v6_pol", "xbng downstream /128 +police", "xbng", PC_SLOT_XDP_UPLINK, PC_MODE_DOWN_V6,
+       Tmpl::kDownV6, true, XDP_REDIRECT, XBNG_FWD_DOWNSTREAM, 8, true},
       {"down_v6_64_pol", "xbng downstream /64 +police", "xbng", PC_SLOT_XDP_UPLINK,
        PC_MODE_DOWN_V6_64, Tmpl::kDownV6_64, true, XDP_REDIRECT, XBNG_FWD_DOWNSTREAM, 8, true},
   };
@@ -155,7 +155,8 @@ Env setup_namespace() {
 void attach_pass(::pktcost* p, unsigned ifindex) {
   int fd = bpf_program__fd(p->progs.xdp_pass);
   if (int err = bpf_xdp_attach(static_cast<int>(ifindex), fd, XDP_FLAGS_DRV_MODE, nullptr))
-    throw BenchError(fmt::format("attaching xdp_pass to ifindex {}: {}", ifindex, std::strerror(-err)));
+    throw BenchError(
+        fmt::format("attaching xdp_pass to ifindex {}: {}", ifindex, std::strerror(-err)));
 }
 
 struct RunOut {
@@ -185,7 +186,8 @@ RunOut test_run(int prog_fd, const std::vector<uint8_t>& frame, unsigned ingress
 std::string reason_deltas(const std::vector<uint64_t>& a, const std::vector<uint64_t>& b) {
   std::string s;
   for (size_t r = 0; r < a.size(); r++)
-    if (b[r] != a[r]) s += fmt::format(" {}=+{}", reason_name(static_cast<uint32_t>(r)), b[r] - a[r]);
+    if (b[r] != a[r])
+      s += fmt::format(" {}=+{}", reason_name(static_cast<uint32_t>(r)), b[r] - a[r]);
   return s.empty() ? " (no xbng counter moved)" : s;
 }
 
@@ -221,11 +223,11 @@ struct Bench {
       RunOut r = test_run(bpf_program__fd(p->progs.wrapper), f, ingress(c), 1, true);
       uint32_t want_len = static_cast<uint32_t>(static_cast<int>(f.size()) + c.len_delta);
       if (r.retval != c.action || r.out_len != want_len)
-        return fmt::format("{} (N={}, {} keys): expected {} with a {}-byte frame, got {} with {} "
-                           "bytes; xbng counters:{}",
-                           c.label, size_label(n), random ? "random" : "fixed",
-                           action_name(c.action), want_len, action_name(r.retval), r.out_len,
-                           reason_deltas(before, xbng_all_reasons(x)));
+        return fmt::format(
+            "{} (N={}, {} keys): expected {} with a {}-byte frame, got {} with {} "
+            "bytes; xbng counters:{}",
+            c.label, size_label(n), random ? "random" : "fixed", action_name(c.action), want_len,
+            action_name(r.retval), r.out_len, reason_deltas(before, xbng_all_reasons(x)));
     }
     if (c.reason >= 0) {
       auto after = xbng_all_reasons(x);
@@ -253,9 +255,10 @@ struct Bench {
     if (c.reason >= 0) {
       uint64_t d = xbng_reason_packets(x, c.reason) - r0;
       if (d != static_cast<uint64_t>(repeat))
-        throw BenchError(fmt::format("{} (N={}): only {} of {} repetitions counted as {}: the "
-                                     "timing mixes paths",
-                                     c.label, size_label(n), d, repeat, reason_name(c.reason)));
+        throw BenchError(
+            fmt::format("{} (N={}): only {} of {} repetitions counted as {}: the "
+                        "timing mixes paths",
+                        c.label, size_label(n), d, repeat, reason_name(c.reason)));
     } else if (pktcost_counter(p, kCntRefMiss) != miss0) {
       throw BenchError(fmt::format("{} (N={}): reference lookups missed during the timed run",
                                    c.label, size_label(n)));
@@ -345,8 +348,7 @@ int main(int argc, char** argv) {
       pktcost_set_slot(p.get(), PC_SLOT_REF_FIB, bpf_program__fd(p->progs.ref_fib));
       pktcost_set_slot(p.get(), PC_SLOT_REF_POL_ROUTE, bpf_program__fd(p->progs.ref_pol_route));
       pktcost_set_slot(p.get(), PC_SLOT_REF_POL_ARRAY, bpf_program__fd(p->progs.ref_pol_array));
-      pktcost_set_slot(p.get(), PC_SLOT_REF_POL_SUBHASH,
-                       bpf_program__fd(p->progs.ref_pol_subhash));
+      pktcost_set_slot(p.get(), PC_SLOT_REF_POL_SUBHASH, bpf_program__fd(p->progs.ref_pol_subhash));
       std::fprintf(stderr, "[N=%s] maps filled: xbng %.2f s, references %.2f s\n",
                    size_label(n).c_str(), t_x, t_r);
 
@@ -365,8 +367,7 @@ int main(int argc, char** argv) {
         std::string err = b.verify(c, false);
         if (err.empty()) err = b.verify(c, true);
         if (!err.empty()) {
-          if (!skip_failed)
-            throw BenchError("verification failed, nothing timed: " + err);
+          if (!skip_failed) throw BenchError("verification failed, nothing timed: " + err);
           std::fprintf(stderr, "SKIPPED %s\n", err.c_str());
           failures.push_back(err);
           continue;
@@ -379,13 +380,13 @@ int main(int argc, char** argv) {
         for (bool pol : {false, true}) {
           set_police(pol);
           for (bool random : {false, true})
-          for (const Case* c : ok) {
-            if (c->police != pol) continue;
-            double ns = b.time(*c, random, repeat);
-            raw[{c->id, n, random}].push_back(ns);
-            std::fprintf(stderr, "[N=%s trial %d/%d %s] %-30s %6.0f ns\n", size_label(n).c_str(),
-                         t + 1, trials, random ? "random" : "fixed ", c->label.c_str(), ns);
-          }
+            for (const Case* c : ok) {
+              if (c->police != pol) continue;
+              double ns = b.time(*c, random, repeat);
+              raw[{c->id, n, random}].push_back(ns);
+              std::fprintf(stderr, "[N=%s trial %d/%d %s] %-30s %6.0f ns\n", size_label(n).c_str(),
+                           t + 1, trials, random ? "random" : "fixed ", c->label.c_str(), ns);
+            }
         }
       for (const Case* c : ok)
         for (bool random : {false, true}) res[{c->id, n, random}] = median(raw[{c->id, n, random}]);
@@ -406,9 +407,10 @@ int main(int argc, char** argv) {
     };
 
     // ---- table: ns/packet ---------------------------------------------------------
-    std::printf("\nPer-packet cost, ns/packet (BPF_PROG_TEST_RUN, repeat %d, median of %d; "
-                "includes the harness)\n",
-                repeat, trials);
+    std::printf(
+        "\nPer-packet cost, ns/packet (BPF_PROG_TEST_RUN, repeat %d, median of %d; "
+        "includes the harness)\n",
+        repeat, trials);
     std::string hdr = fmt::format("{:<31}", "case");
     for (uint32_t n : sizes)
       hdr += fmt::format(" | {:>7} {:>7}", size_label(n) + " fix", size_label(n) + " rnd");
@@ -416,7 +418,8 @@ int main(int argc, char** argv) {
     for (const Case& c : cases()) {
       std::string row = fmt::format("{:<31}", c.label);
       for (uint32_t n : sizes)
-        row += fmt::format(" | {:>7} {:>7}", fmt_ns(get(c.id, n, false)), fmt_ns(get(c.id, n, true)));
+        row +=
+            fmt::format(" | {:>7} {:>7}", fmt_ns(get(c.id, n, false)), fmt_ns(get(c.id, n, true)));
       std::printf("%s\n", row.c_str());
     }
 
@@ -444,26 +447,31 @@ int main(int argc, char** argv) {
           lxr = div(lr, r);
           lxr_net = div(sub(lr, h0), sub(r, h0));
         }
-        std::printf("%s\n",
-                    fmt::format("{:<31} {:>5} | {:>8} | {:>9} {:>9} {:>9} | {:>9} {:>9} {:>9}",
-                                c.label, size_label(n), fmt_ratio(rf), fmt_ratio(xhf),
-                                fmt_ratio(xhr), fmt_ratio(xhr_net), fmt_ratio(lxf), fmt_ratio(lxr),
-                                fmt_ratio(lxr_net))
-                        .c_str());
+        std::printf(
+            "%s\n",
+            fmt::format("{:<31} {:>5} | {:>8} | {:>9} {:>9} {:>9} | {:>9} {:>9} {:>9}", c.label,
+                        size_label(n), fmt_ratio(rf), fmt_ratio(xhf), fmt_ratio(xhr),
+                        fmt_ratio(xhr_net), fmt_ratio(lxf), fmt_ratio(lxr), fmt_ratio(lxr_net))
+                .c_str());
         auto jv = [](std::optional<double> v) { return v ? nlohmann::json(*v) : nlohmann::json(); };
-        ratios.push_back({{"case", c.id}, {"n", n}, {"random_over_fixed", jv(rf)},
-                          {"over_hash_fixed", jv(xhf)}, {"over_hash_random", jv(xhr)},
-                          {"over_hash_random_net", jv(xhr_net)}, {"lpm_over_case_fixed", jv(lxf)},
+        ratios.push_back({{"case", c.id},
+                          {"n", n},
+                          {"random_over_fixed", jv(rf)},
+                          {"over_hash_fixed", jv(xhf)},
+                          {"over_hash_random", jv(xhr)},
+                          {"over_hash_random_net", jv(xhr_net)},
+                          {"lpm_over_case_fixed", jv(lxf)},
                           {"lpm_over_case_random", jv(lxr)},
                           {"lpm_over_case_random_net", jv(lxr_net)}});
       }
     }
     // ---- rate plans: policing on / off, and where the downstream bucket lives ------------
-    std::printf("\nRate plans: cost of policing, same run. on/off = policed case / "
-                "same case unpoliced;\n'net' subtracts the harness row from both first. Layout "
-                "references: / ref hash lookup.\n");
-    std::string ph = fmt::format("{:<31} {:>5} | {:>9} {:>9} {:>9} {:>9}", "case", "N", "on/off fix",
-                                 "on/off rnd", "net fix", "net rnd");
+    std::printf(
+        "\nRate plans: cost of policing, same run. on/off = policed case / "
+        "same case unpoliced;\n'net' subtracts the harness row from both first. Layout "
+        "references: / ref hash lookup.\n");
+    std::string ph = fmt::format("{:<31} {:>5} | {:>9} {:>9} {:>9} {:>9}", "case", "N",
+                                 "on/off fix", "on/off rnd", "net fix", "net rnd");
     std::printf("%s\n%s\n", ph.c_str(), std::string(ph.size(), '-').c_str());
     nlohmann::json pol_ratios = nlohmann::json::array();
     for (const Case& c : cases()) {
@@ -476,13 +484,18 @@ int main(int argc, char** argv) {
         auto hf = get("harness", n, false), hr = get("harness", n, true);
         auto of = div(f, bf), orr = div(r, br);
         auto nf = div(sub(f, hf), sub(bf, hf)), nr = div(sub(r, hr), sub(br, hr));
-        std::printf("%s\n", fmt::format("{:<31} {:>5} | {:>9} {:>9} {:>9} {:>9}", c.label,
-                                        size_label(n), fmt_ratio(of), fmt_ratio(orr),
-                                        fmt_ratio(nf), fmt_ratio(nr))
-                                .c_str());
+        std::printf("%s\n",
+                    fmt::format("{:<31} {:>5} | {:>9} {:>9} {:>9} {:>9}", c.label, size_label(n),
+                                fmt_ratio(of), fmt_ratio(orr), fmt_ratio(nf), fmt_ratio(nr))
+                        .c_str());
         auto jv = [](std::optional<double> v) { return v ? nlohmann::json(*v) : nlohmann::json(); };
-        pol_ratios.push_back({{"case", c.id}, {"base", base}, {"n", n}, {"fixed", jv(of)},
-                              {"random", jv(orr)}, {"net_fixed", jv(nf)}, {"net_random", jv(nr)}});
+        pol_ratios.push_back({{"case", c.id},
+                              {"base", base},
+                              {"n", n},
+                              {"fixed", jv(of)},
+                              {"random", jv(orr)},
+                              {"net_fixed", jv(nf)},
+                              {"net_random", jv(nr)}});
       }
     }
     // Memory per subscriber: the kernel's accounting (memlock) of the
@@ -490,16 +503,16 @@ int main(int argc, char** argv) {
     // with the layouts before rate plans (values 48 and 32 bytes, no police
     // array) and now.
     nlohmann::json memj = nlohmann::json::array();
-    std::printf("\nMemory per subscriber (fdinfo memlock of subscribers + routes_v4/v6/v6_64 "
-                "[+ police], prealloc):\n");
+    std::printf(
+        "\nMemory per subscriber (fdinfo memlock of subscribers + routes_v4/v6/v6_64 "
+        "[+ police], prealloc):\n");
     for (uint32_t n : sizes) {
       auto maps_mem = [&](uint32_t sub_v, uint32_t route_v, bool police) {
         uint64_t m = map_memlock(BPF_MAP_TYPE_HASH, 8, sub_v, n) +
                      map_memlock(BPF_MAP_TYPE_HASH, 4, route_v, n) +
                      map_memlock(BPF_MAP_TYPE_HASH, 16, route_v, n) +
                      map_memlock(BPF_MAP_TYPE_HASH, 8, route_v, n);
-        if (police)
-          m += map_memlock(BPF_MAP_TYPE_ARRAY, 4, sizeof(xbng_police), n, BPF_F_MMAPABLE);
+        if (police) m += map_memlock(BPF_MAP_TYPE_ARRAY, 4, sizeof(xbng_police), n, BPF_F_MMAPABLE);
         return m;
       };
       const uint64_t before = maps_mem(48, 32, false);
@@ -512,9 +525,10 @@ int main(int argc, char** argv) {
     out["police_ratios"] = pol_ratios;
     out["memory_per_subscriber"] = memj;
 
-    std::printf("\n'/hash': xbng case / ref hash lookup at the same N and keys (same keys exactly "
-                "for downstream IPv4);\n'lpm/': ref LPM-trie lookup / xbng case. Compare within "
-                "this run only.\n");
+    std::printf(
+        "\n'/hash': xbng case / ref hash lookup at the same N and keys (same keys exactly "
+        "for downstream IPv4);\n'lpm/': ref LPM-trie lookup / xbng case. Compare within "
+        "this run only.\n");
     for (const auto& f : failures) std::printf("FAILED (not timed): %s\n", f.c_str());
 
     if (!json_path.empty()) {
@@ -524,8 +538,12 @@ int main(int argc, char** argv) {
           for (bool r : {false, true}) {
             auto v = get(c.id, n, r);
             if (!v) continue;
-            results.push_back({{"case", c.id}, {"label", c.label}, {"kind", c.kind}, {"n", n},
-                               {"keys", r ? "random" : "fixed"}, {"ns", *v},
+            results.push_back({{"case", c.id},
+                               {"label", c.label},
+                               {"kind", c.kind},
+                               {"n", n},
+                               {"keys", r ? "random" : "fixed"},
+                               {"ns", *v},
                                {"ns_trials", raw[{c.id, n, r}]},
                                {"action", action_name(c.action)}});
           }

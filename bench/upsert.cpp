@@ -58,11 +58,14 @@ int main(int argc, char** argv) {
   const auto t0 = std::chrono::steady_clock::now();
   const grpc::Status st = stub->UpsertSubscribers(&ctx, req, &resp);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const nlohmann::json out = {
-      {"subscribers", req.subscribers_size()}, {"request_bytes", bytes},
-      {"seconds", secs},  {"code", static_cast<int>(st.error_code())},
-      {"message", st.error_message()}, {"created", resp.created()},
-      {"updated", resp.updated()},     {"unchanged", resp.unchanged()}};
+  const nlohmann::json out = {{"subscribers", req.subscribers_size()},
+                              {"request_bytes", bytes},
+                              {"seconds", secs},
+                              {"code", static_cast<int>(st.error_code())},
+                              {"message", st.error_message()},
+                              {"created", resp.created()},
+                              {"updated", resp.updated()},
+                              {"unchanged", resp.unchanged()}};
   std::printf("%s\n", out.dump().c_str());
   return 0;
 }

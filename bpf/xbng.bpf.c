@@ -21,21 +21,21 @@
 #include "lib/forward.h"
 #include "lib/police.h"
 
-#define STEP(expr)                                                             \
-	do {                                                                   \
-		int __rc = (expr);                                             \
-		if (__rc != XBNG_CONTINUE)                                     \
-			return __rc;                                           \
+#define STEP(expr)                         \
+	do {                               \
+		int __rc = (expr);         \
+		if (__rc != XBNG_CONTINUE) \
+			return __rc;       \
 	} while (0)
 
 /* STEP of a named check (enum xbng_trace_check_id): the trace build records
  * whether the frame passed it. */
-#define CHECK(id, expr)                                                        \
-	do {                                                                   \
-		int __rc = (expr);                                             \
+#define CHECK(id, expr)                                                              \
+	do {                                                                         \
+		int __rc = (expr);                                                   \
 		XBNG_TRACE_STEP(XBNG_TS_CHECK, XBNG_TC_##id, __rc == XBNG_CONTINUE); \
-		if (__rc != XBNG_CONTINUE)                                     \
-			return __rc;                                           \
+		if (__rc != XBNG_CONTINUE)                                           \
+			return __rc;                                                 \
 	} while (0)
 
 static __always_inline int access_ipv4(const struct xbng_pkt *p, struct xbng_subscriber *sub,

@@ -29,31 +29,31 @@ int ctl_bpf_dump(const CtlOptions& o, const std::string& bpffs) {
     std::printf("# subscribers (%s)\n%-20s %-17s %-6s %-15s %-39s %12s %14s\n",
                 map_pin_path(bpffs, MapId::kSubscribers).c_str(), "KEY", "MAC", "FLAGS", "IPV4",
                 "IPV6", "UP_PKTS", "UP_BYTES");
-  int rc = map_for_each(maps.fd(MapId::kSubscribers), sizeof(struct xbng_sub_key),
-                        sizeof(struct xbng_subscriber), [&](const void* k, const void* v) {
-                          struct xbng_sub_key key;
-                          struct xbng_subscriber s;
-                          std::memcpy(&key, k, sizeof key);
-                          std::memcpy(&s, v, sizeof s);
-                          ++nsubs;
-                          std::string mac = (s.flags & XBNG_SUB_F_MAC_VALID) ? format_mac(s.mac) : "-";
-                          std::string v4 = (s.flags & XBNG_SUB_F_HAS_IPV4) ? format_ipv4(s.ipv4) : "-";
-                          std::string v6 = (s.flags & XBNG_SUB_F_HAS_IPV6)
-                                               ? format_ipv6(reinterpret_cast<const uint8_t*>(s.ipv6))
-                                               : "-";
-                          if (o.json)
-                            std::printf("{\"map\":\"subscribers\",\"key\":\"%s\",\"mac\":\"%s\","
-                                        "\"flags\":%u,\"ipv4\":\"%s\",\"ipv6\":\"%s\","
-                                        "\"up_packets\":%llu,\"up_bytes\":%llu}\n",
-                                        key_str(key).c_str(), mac.c_str(), s.flags, v4.c_str(),
-                                        v6.c_str(), (unsigned long long)s.up_packets,
-                                        (unsigned long long)s.up_bytes);
-                          else
-                            std::printf("%-20s %-17s 0x%04x %-15s %-39s %12llu %14llu\n",
-                                        key_str(key).c_str(), mac.c_str(), s.flags, v4.c_str(),
-                                        v6.c_str(), (unsigned long long)s.up_packets,
-                                        (unsigned long long)s.up_bytes);
-                        });
+  int rc = map_for_each(
+      maps.fd(MapId::kSubscribers), sizeof(struct xbng_sub_key), sizeof(struct xbng_subscriber),
+      [&](const void* k, const void* v) {
+        struct xbng_sub_key key;
+        struct xbng_subscriber s;
+        std::memcpy(&key, k, sizeof key);
+        std::memcpy(&s, v, sizeof s);
+        ++nsubs;
+        std::string mac = (s.flags & XBNG_SUB_F_MAC_VALID) ? format_mac(s.mac) : "-";
+        std::string v4 = (s.flags & XBNG_SUB_F_HAS_IPV4) ? format_ipv4(s.ipv4) : "-";
+        std::string v6 = (s.flags & XBNG_SUB_F_HAS_IPV6)
+                             ? format_ipv6(reinterpret_cast<const uint8_t*>(s.ipv6))
+                             : "-";
+        if (o.json)
+          std::printf(
+              "{\"map\":\"subscribers\",\"key\":\"%s\",\"mac\":\"%s\","
+              "\"flags\":%u,\"ipv4\":\"%s\",\"ipv6\":\"%s\","
+              "\"up_packets\":%llu,\"up_bytes\":%llu}\n",
+              key_str(key).c_str(), mac.c_str(), s.flags, v4.c_str(), v6.c_str(),
+              (unsigned long long)s.up_packets, (unsigned long long)s.up_bytes);
+        else
+          std::printf("%-20s %-17s 0x%04x %-15s %-39s %12llu %14llu\n", key_str(key).c_str(),
+                      mac.c_str(), s.flags, v4.c_str(), v6.c_str(),
+                      (unsigned long long)s.up_packets, (unsigned long long)s.up_bytes);
+      });
   if (rc) throw std::runtime_error(fmt::format("reading subscribers: {}", std::strerror(-rc)));
   struct RouteMap {
     MapId id;
@@ -65,40 +65,43 @@ int ctl_bpf_dump(const CtlOptions& o, const std::string& bpffs) {
     if (!o.json)
       std::printf("\n# %s\n%-44s %-20s %-17s %12s %14s\n", map_name(id), "DESTINATION", "OWNER",
                   "MAC", "DOWN_PKTS", "DOWN_BYTES");
-    rc = map_for_each(maps.fd(id), ks, sizeof(struct xbng_route), [&](const void* k, const void* v) {
-      struct xbng_route r;
-      std::memcpy(&r, v, sizeof r);
-      const auto* b = static_cast<const uint8_t*>(k);
-      Prefix p;
-      if (id == MapId::kRoutesV4) {
-        p.family = 4, p.len = 32;
-        std::memcpy(p.addr.data(), b, 4);
-      } else if (id == MapId::kRoutesV6) {
-        p.family = 6, p.len = 128;
-        std::memcpy(p.addr.data(), b, 16);
-      } else if (id == MapId::kRoutesV6_64) {
-        p.family = 6, p.len = 64;
-        std::memcpy(p.addr.data(), b, 8);
-      } else {
-        uint32_t len;
-        std::memcpy(&len, b, 4);
-        p.family = id == MapId::kPrefixesV4 ? 4 : 6;
-        p.len = static_cast<uint8_t>(len);
-        std::memcpy(p.addr.data(), b + 4, p.family == 4 ? 4 : 16);
-      }
-      ++nroutes;
-      std::string mac = (r.flags & XBNG_ROUTE_F_MAC_VALID) ? format_mac(r.mac) : "-";
-      if (o.json)
-        std::printf("{\"map\":\"%s\",\"destination\":\"%s\",\"owner\":\"%s\",\"mac\":\"%s\","
-                    "\"down_packets\":%llu,\"down_bytes\":%llu}\n",
-                    map_name(id), format_prefix(p).c_str(), key_str(r.sub).c_str(), mac.c_str(),
-                    (unsigned long long)r.down_packets, (unsigned long long)r.down_bytes);
-      else
-        std::printf("%-44s %-20s %-17s %12llu %14llu\n", format_prefix(p).c_str(),
-                    key_str(r.sub).c_str(), mac.c_str(), (unsigned long long)r.down_packets,
-                    (unsigned long long)r.down_bytes);
-    });
-    if (rc) throw std::runtime_error(fmt::format("reading {}: {}", map_name(id), std::strerror(-rc)));
+    rc =
+        map_for_each(maps.fd(id), ks, sizeof(struct xbng_route), [&](const void* k, const void* v) {
+          struct xbng_route r;
+          std::memcpy(&r, v, sizeof r);
+          const auto* b = static_cast<const uint8_t*>(k);
+          Prefix p;
+          if (id == MapId::kRoutesV4) {
+            p.family = 4, p.len = 32;
+            std::memcpy(p.addr.data(), b, 4);
+          } else if (id == MapId::kRoutesV6) {
+            p.family = 6, p.len = 128;
+            std::memcpy(p.addr.data(), b, 16);
+          } else if (id == MapId::kRoutesV6_64) {
+            p.family = 6, p.len = 64;
+            std::memcpy(p.addr.data(), b, 8);
+          } else {
+            uint32_t len;
+            std::memcpy(&len, b, 4);
+            p.family = id == MapId::kPrefixesV4 ? 4 : 6;
+            p.len = static_cast<uint8_t>(len);
+            std::memcpy(p.addr.data(), b + 4, p.family == 4 ? 4 : 16);
+          }
+          ++nroutes;
+          std::string mac = (r.flags & XBNG_ROUTE_F_MAC_VALID) ? format_mac(r.mac) : "-";
+          if (o.json)
+            std::printf(
+                "{\"map\":\"%s\",\"destination\":\"%s\",\"owner\":\"%s\",\"mac\":\"%s\","
+                "\"down_packets\":%llu,\"down_bytes\":%llu}\n",
+                map_name(id), format_prefix(p).c_str(), key_str(r.sub).c_str(), mac.c_str(),
+                (unsigned long long)r.down_packets, (unsigned long long)r.down_bytes);
+          else
+            std::printf("%-44s %-20s %-17s %12llu %14llu\n", format_prefix(p).c_str(),
+                        key_str(r.sub).c_str(), mac.c_str(), (unsigned long long)r.down_packets,
+                        (unsigned long long)r.down_bytes);
+        });
+    if (rc)
+      throw std::runtime_error(fmt::format("reading {}: {}", map_name(id), std::strerror(-rc)));
   }
   if (!o.json) std::printf("\n-- %lu subscribers, %lu routes\n", nsubs, nroutes);
   return 0;

@@ -56,9 +56,10 @@ std::shared_ptr<grpc::Channel> make_channel(const CtlOptions& o);
 
 // Exit status of xbngctl (xbngctl(8), EXIT STATUS).
 inline constexpr int kExitOk = 0;
-inline constexpr int kExitRefused = 1;      // a value refused, by xbngd or by xbngctl's own check
-inline constexpr int kExitUsage = 2;        // unknown flag, missing argument
-inline constexpr int kExitUnreachable = 3;  // no answer from xbngd: not running, permission, TLS, deadline
+inline constexpr int kExitRefused = 1;  // a value refused, by xbngd or by xbngctl's own check
+inline constexpr int kExitUsage = 2;    // unknown flag, missing argument
+inline constexpr int kExitUnreachable =
+    3;  // no answer from xbngd: not running, permission, TLS, deadline
 
 struct CtlFailure {
   // unreachable, permission, tls, deadline, fleet_read_only, invalid_argument,

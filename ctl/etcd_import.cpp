@@ -32,9 +32,8 @@ int ctl_etcd_import(const EtcdOptions& eo, const std::string& node, const std::s
       file,
       [&](const xbng::v1::Subscriber& s) {
         SubscriberSpec spec;
-        grpc::Status st = validate_subscriber(s, any, fmt::format("{}/{}/{}", s.port(),
-                                                                  s.outer_vlan(), s.inner_vlan()),
-                                              &spec);
+        grpc::Status st = validate_subscriber(
+            s, any, fmt::format("{}/{}/{}", s.port(), s.outer_vlan(), s.inner_vlan()), &spec);
         if (!st.ok()) {
           if (++invalid <= 20) errors.push_back(st.error_message());
           return true;

@@ -124,12 +124,14 @@ CtlFailure permission(const std::string& srv, const std::string& path, const str
     else if ((mode & 0200) && st.st_uid != 0)
       who = fmt::format("run as root or as user {}", owner);
   }
-  const std::string cause = fmt::format("socket {} owned by {}:{}, mode {:04o}", path, owner, grp, mode);
+  const std::string cause =
+      fmt::format("socket {} owned by {}:{}, mode {:04o}", path, owner, grp, mode);
   CtlFailure f = make("permission",
                       fmt::format("permission denied on {} ({}, not writable by {})", srv, cause,
                                   user_name(geteuid())),
                       cause, who, kExitUnreachable);
-  f.extra = {{"socket_owner", owner}, {"socket_group", grp}, {"socket_mode", fmt::format("{:04o}", mode)}};
+  f.extra = {
+      {"socket_owner", owner}, {"socket_group", grp}, {"socket_mode", fmt::format("{:04o}", mode)}};
   return f;
 }
 
@@ -139,18 +141,17 @@ std::optional<CtlFailure> probe_unix(const std::string& srv, const std::string& 
     const int e = errno;
     if (e == ENOENT || e == ENOTDIR) return not_running(srv, "no such socket");
     if (e == EACCES) {
-      const std::string cause = fmt::format("the directory of {} is closed to {}", path,
-                                            user_name(geteuid()));
+      const std::string cause =
+          fmt::format("the directory of {} is closed to {}", path, user_name(geteuid()));
       return make("permission", fmt::format("permission denied on {} ({})", srv, cause), cause,
                   "run as root", kExitUnreachable);
     }
     return cannot_reach(srv, fmt::format("{}: {}", path, std::strerror(e)), "pass --server");
   }
   if (!S_ISSOCK(st.st_mode))
-    return make("unreachable",
-                fmt::format("xbngd is not running at {} ({} is not a socket)", srv, path),
-                "not a socket", "pass --server with xbngd's socket (its grpc.listen)",
-                kExitUnreachable);
+    return make(
+        "unreachable", fmt::format("xbngd is not running at {} ({} is not a socket)", srv, path),
+        "not a socket", "pass --server with xbngd's socket (its grpc.listen)", kExitUnreachable);
   sockaddr_un a{};
   a.sun_family = AF_UNIX;
   if (path.size() >= sizeof a.sun_path)
@@ -211,16 +212,17 @@ int tcp_connect(const std::string& srv, const Target& t, std::optional<CtlFailur
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     return fd;
   }
-  const std::string listen = fmt::format("start xbngd with grpc.listen {}:{}, or pass --server",
-                                         t.host, t.port);
+  const std::string listen =
+      fmt::format("start xbngd with grpc.listen {}:{}, or pass --server", t.host, t.port);
   if (last == ECONNREFUSED)
     *why = cannot_reach(srv, "connection refused: nothing listens there", listen);
   else if (last == EHOSTUNREACH || last == ENETUNREACH)
-    *why = cannot_reach(srv, "no route to host", "check the address and the network, or pass --server");
+    *why = cannot_reach(srv, "no route to host",
+                        "check the address and the network, or pass --server");
   else if (last == ETIMEDOUT)
-    *why = cannot_reach(srv, fmt::format("no answer to a TCP connect within {} s",
-                                         kProbeTimeoutMs / 1000),
-                        "check that xbngd runs there and that no firewall drops the port");
+    *why = cannot_reach(
+        srv, fmt::format("no answer to a TCP connect within {} s", kProbeTimeoutMs / 1000),
+        "check that xbngd runs there and that no firewall drops the port");
   else
     *why = cannot_reach(srv, std::strerror(last), listen);
   return -1;
@@ -266,8 +268,9 @@ std::optional<CtlFailure> probe_tls(const std::string& srv, const CtlOptions& o,
         (SSL_CTX_use_certificate_chain_file(c, o.tls_cert.c_str()) != 1 ||
          SSL_CTX_use_PrivateKey_file(c, o.tls_key.c_str(), SSL_FILETYPE_PEM) != 1)) {
       SSL_CTX_free(c);
-      return make("tls", fmt::format("TLS: xbngctl cannot use its client certificate {} with key {}",
-                                     o.tls_cert, o.tls_key),
+      return make("tls",
+                  fmt::format("TLS: xbngctl cannot use its client certificate {} with key {}",
+                              o.tls_cert, o.tls_key),
                   "certificate and key unusable or not a pair",
                   "pass --tls-cert and --tls-key of one certificate", kExitRefused);
     }
@@ -296,15 +299,17 @@ std::optional<CtlFailure> probe_tls(const std::string& srv, const CtlOptions& o,
   }
   const std::string ca_action =
       o.tls_ca.empty() ? "pass --tls-ca with the CA that signed xbngd's grpc.tls_cert"
-                       : fmt::format("pass --tls-ca with the CA that signed xbngd's grpc.tls_cert "
-                                     "({} did not)", o.tls_ca);
+                       : fmt::format(
+                             "pass --tls-ca with the CA that signed xbngd's grpc.tls_cert "
+                             "({} did not)",
+                             o.tls_ca);
   if (plaintext_client) {
     if (seen.tls_record)
-      out = make("tls",
-                 fmt::format("TLS: xbngd at {} expects TLS and xbngctl spoke plaintext (--insecure)",
-                             srv),
-                 "plaintext client, TLS server",
-                 "drop --insecure and pass --tls-ca (and --tls-cert, --tls-key)", kExitUnreachable);
+      out = make(
+          "tls",
+          fmt::format("TLS: xbngd at {} expects TLS and xbngctl spoke plaintext (--insecure)", srv),
+          "plaintext client, TLS server",
+          "drop --insecure and pass --tls-ca (and --tls-cert, --tls-key)", kExitUnreachable);
   } else if (!handshake && verify != X509_V_OK) {
     std::string why = X509_verify_cert_error_string(verify);
     if (verify == X509_V_ERR_HOSTNAME_MISMATCH || verify == X509_V_ERR_IP_ADDRESS_MISMATCH)
@@ -314,7 +319,8 @@ std::optional<CtlFailure> probe_tls(const std::string& srv, const CtlOptions& o,
                              srv, why, t.host),
                  fmt::format("server certificate refused: {}", why),
                  fmt::format("connect with a name the certificate holds in its subjectAltName, "
-                             "or reissue it for {}", t.host),
+                             "or reissue it for {}",
+                             t.host),
                  kExitUnreachable);
     else if (verify == X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY ||
              verify == X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT ||
@@ -347,10 +353,12 @@ std::optional<CtlFailure> probe_tls(const std::string& srv, const CtlOptions& o,
         o.tls_cert.empty()
             ? fmt::format("TLS: xbngd at {} requires a client certificate and xbngctl gave none",
                           srv)
-            : fmt::format("TLS: xbngd at {} refused xbngctl's client certificate {} (not signed "
-                          "by the CA of its grpc.tls_client_ca, or expired)",
-                          srv, o.tls_cert);
-    out = make("tls", line, o.tls_cert.empty() ? "no client certificate" : "client certificate refused",
+            : fmt::format(
+                  "TLS: xbngd at {} refused xbngctl's client certificate {} (not signed "
+                  "by the CA of its grpc.tls_client_ca, or expired)",
+                  srv, o.tls_cert);
+    out = make("tls", line,
+               o.tls_cert.empty() ? "no client certificate" : "client certificate refused",
                "pass --tls-cert and --tls-key with a certificate signed by the CA of xbngd's "
                "grpc.tls_client_ca",
                kExitUnreachable);
@@ -395,11 +403,12 @@ CtlFailure describe_failure(const CtlOptions& o, const grpc::Status& st,
       } else if (st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
         const std::string within =
             deadline.count() ? fmt::format("{} ms", deadline.count()) : std::string("its deadline");
-        f = make("deadline",
-                 fmt::format("xbngd at {} did not answer within {} (deadline exceeded)", srv, within),
-                 "deadline exceeded",
-                 "check it with systemctl status xbngd, or allow more time (--timeout-ms)",
-                 kExitUnreachable);
+        f = make(
+            "deadline",
+            fmt::format("xbngd at {} did not answer within {} (deadline exceeded)", srv, within),
+            "deadline exceeded",
+            "check it with systemctl status xbngd, or allow more time (--timeout-ms)",
+            kExitUnreachable);
         f.extra = {{"deadline_ms", std::to_string(deadline.count())}};
       } else {
         f = make("unavailable", fmt::format("xbngd at {} did not answer: {}", srv, msg), msg,

@@ -36,11 +36,11 @@ int Ctl::stats() {
   for (const auto& m : resp.maps())
     std::printf("%-14s %10lu %12lu %5.1f%%\n", m.name().c_str(), m.entries(), m.max_entries(),
                 m.max_entries() ? 100.0 * double(m.entries()) / double(m.max_entries()) : 0.0);
-  std::printf("\napi: %lu/%lu gRPC connections (%lu refused), %lu watchers (%lu disconnected "
-              "for falling behind, %lu refused)\n",
-              resp.grpc_connections(), resp.grpc_max_connections(),
-              resp.grpc_connections_refused(), resp.watchers(), resp.watchers_disconnected(),
-              resp.watchers_refused());
+  std::printf(
+      "\napi: %lu/%lu gRPC connections (%lu refused), %lu watchers (%lu disconnected "
+      "for falling behind, %lu refused)\n",
+      resp.grpc_connections(), resp.grpc_max_connections(), resp.grpc_connections_refused(),
+      resp.watchers(), resp.watchers_disconnected(), resp.watchers_refused());
   if (resp.reserved_conflict_count()) {
     std::printf("\nRESERVED ADDRESS CONFLICTS: %lu (first %d)\n", resp.reserved_conflict_count(),
                 resp.reserved_conflicts_size());
@@ -90,23 +90,30 @@ int Ctl::events(int count) {
 int Ctl::health(int timeout_ms) {
   auto st = check_health(make_channel(o_), std::chrono::milliseconds(timeout_ms));
   if (!st.ok()) {
-    CtlFailure f = st.error_code() == grpc::StatusCode::UNAVAILABLE &&
-                           st.error_message() == kNotServing
-                       ? CtlFailure{"not_serving", fmt::format("xbngd at {} is NOT SERVING: it "
-                                                               "answered the health check with "
-                                                               "another status than SERVING",
-                                                               o_.server),
-                                    "not serving", "", "UNAVAILABLE", st.error_message(),
-                                    kExitRefused, {}}
-                       : describe_failure(o_, st, nullptr, std::chrono::milliseconds(timeout_ms));
+    CtlFailure f =
+        st.error_code() == grpc::StatusCode::UNAVAILABLE && st.error_message() == kNotServing
+            ? CtlFailure{"not_serving",
+                         fmt::format("xbngd at {} is NOT SERVING: it "
+                                     "answered the health check with "
+                                     "another status than SERVING",
+                                     o_.server),
+                         "not serving",
+                         "",
+                         "UNAVAILABLE",
+                         st.error_message(),
+                         kExitRefused,
+                         {}}
+            : describe_failure(o_, st, nullptr, std::chrono::milliseconds(timeout_ms));
     if (o_.json)
       std::printf("{\"status\":\"NOT_SERVING\",\"error\":%s}\n",
                   failure_json(f, o_.server).c_str());
     std::fprintf(stderr, "xbngctl: %s\n", f.message.c_str());
     return f.exit_code;
   }
-  if (o_.json) std::printf("{\"status\":\"SERVING\"}\n");
-  else std::printf("%s: SERVING\n", o_.server.c_str());
+  if (o_.json)
+    std::printf("{\"status\":\"SERVING\"}\n");
+  else
+    std::printf("%s: SERVING\n", o_.server.c_str());
   return 0;
 }
 

@@ -59,10 +59,10 @@ int Ctl::sub_add(const SubArgs& a) {
       if (in[k]->empty()) continue;
       auto n = parse_si(*in[k]);
       if (!n) {
-        return report_local(o_, "invalid_value",
-                            fmt::format("{} \"{}\": not a number (k/M/G suffixes allowed)",
-                                        flags[k], *in[k]),
-                            kExitRefused);
+        return report_local(
+            o_, "invalid_value",
+            fmt::format("{} \"{}\": not a number (k/M/G suffixes allowed)", flags[k], *in[k]),
+            kExitRefused);
       }
       v[k] = *n;
     }
@@ -80,7 +80,9 @@ int Ctl::sub_add(const SubArgs& a) {
     std::printf("%s\n", to_json(resp).c_str());
   else
     std::printf("%s %s/%u/%u\n",
-                resp.created() ? "created" : resp.updated() ? "updated" : "unchanged",
+                resp.created()   ? "created"
+                : resp.updated() ? "updated"
+                                 : "unchanged",
                 a.port.c_str(), a.outer, a.inner);
   return 0;
 }
@@ -135,7 +137,8 @@ int Ctl::sub_get(const SubArgs& a) {
   const auto& e = s.effective_policy();
   const char* from = s.has_policy() ? "own" : "port default";
   std::printf("policy up    %s (%s)\n", rate(e.up_rate_bps(), e.up_burst_bytes()).c_str(), from);
-  std::printf("policy down  %s (%s)\n", rate(e.down_rate_bps(), e.down_burst_bytes()).c_str(), from);
+  std::printf("policy down  %s (%s)\n", rate(e.down_rate_bps(), e.down_burst_bytes()).c_str(),
+              from);
   std::printf("policed up   %lu packets, %lu bytes\n", s.counters().up_policed_packets(),
               s.counters().up_policed_bytes());
   std::printf("policed down %lu packets, %lu bytes\n", s.counters().down_policed_packets(),
@@ -177,8 +180,10 @@ int Ctl::sub_list(const ListArgs& a) {
       if (a.all) {
         // One JSON document: {"subscribers":[...],"total_count":"N"}.
         for (const auto& s : resp.subscribers())
-          std::printf("%s%s", first && shown == 0 && &s == &resp.subscribers(0)
-                                  ? "{\"subscribers\":[" : ",", to_json(s).c_str());
+          std::printf(
+              "%s%s",
+              first && shown == 0 && &s == &resp.subscribers(0) ? "{\"subscribers\":[" : ",",
+              to_json(s).c_str());
         if (resp.next_page_token().empty())
           std::printf("%s],\"total_count\":\"%lu\",\"boot_id\":\"%s\"}\n",
                       shown + resp.subscribers_size() == 0 ? "{\"subscribers\":[" : "",

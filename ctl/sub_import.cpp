@@ -43,21 +43,21 @@ int Ctl::sub_import(const std::string& file) {
         // transport's write-buffer size and by WritesDone).
         if (!writer->Write(s, grpc::WriteOptions().set_buffer_hint())) return false;
         if (++sent % 50000 == 0 && tty)
-          std::fprintf(stderr, "\r%lu sent (%.0f/s)", sent,
-                       double(sent) / std::chrono::duration<double>(
-                                          std::chrono::steady_clock::now() - t0)
-                                          .count());
+          std::fprintf(
+              stderr, "\r%lu sent (%.0f/s)", sent,
+              double(sent) /
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
         return true;
       },
       &local_errors);
   writer->WritesDone();
   auto st = writer->Finish();
-  const double secs =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (tty) std::fprintf(stderr, "\n");
   if (!st.ok()) return fail(st, &ctx);
   if (o_.json) std::printf("%s\n", to_json(resp).c_str());
-  std::fprintf(stderr, "%lu sent in %.2f s: %lu applied, %lu failed on the server, %lu lines "
+  std::fprintf(stderr,
+               "%lu sent in %.2f s: %lu applied, %lu failed on the server, %lu lines "
                "unreadable\n",
                sent, secs, resp.applied(), resp.failed(), local_fail);
   for (const auto& e : local_errors) std::fprintf(stderr, "  %s\n", e.c_str());
@@ -94,11 +94,11 @@ int Ctl::sub_import_atomic(const std::string& file) {
   grpc::ClientContext ctx;
   const auto t0 = std::chrono::steady_clock::now();
   auto st = stub_->UpsertSubscribers(&ctx, req, &resp);
-  const double secs =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!st.ok()) return fail(st, &ctx);
   if (o_.json) std::printf("%s\n", to_json(resp).c_str());
-  std::fprintf(stderr, "%d subscribers in one request, %.2f s: %lu created, %lu updated, %lu "
+  std::fprintf(stderr,
+               "%d subscribers in one request, %.2f s: %lu created, %lu updated, %lu "
                "unchanged\n",
                req.subscribers_size(), secs, resp.created(), resp.updated(), resp.unchanged());
   return 0;

@@ -18,8 +18,9 @@ namespace v1 = xbng::v1;
 
 CLI::App* add_trace_command(CLI::App& app, TraceArgs* a) {
   auto* t = app.add_subcommand(
-      "trace", "what the fast path would do with one frame, against the live maps (changes "
-               "nothing)");
+      "trace",
+      "what the fast path would do with one frame, against the live maps (changes "
+      "nothing)");
   auto* port = t->add_option("--port", a->port, "ingress access port");
   auto* uplink = t->add_option("--uplink", a->uplink, "ingress uplink");
   port->excludes(uplink);
@@ -33,7 +34,8 @@ CLI::App* add_trace_command(CLI::App& app, TraceArgs* a) {
   t->add_option("--dport", a->dport, "destination port (default 80)")->check(CLI::Range(0, 65535));
   t->add_option("--src-mac", a->src_mac,
                 "source MAC (default: the subscriber's on an access port)");
-  t->add_option("--ttl", a->ttl, "IPv4 TTL / IPv6 hop limit (default 64)")->check(CLI::Range(1, 255));
+  t->add_option("--ttl", a->ttl, "IPv4 TTL / IPv6 hop limit (default 64)")
+      ->check(CLI::Range(1, 255));
   t->add_option("--length", a->length, "L4 payload bytes (default 0)");
   t->add_option("--frame", a->frame_file, "the frame from a file: hex or pcap (first packet)");
   return t;
@@ -58,9 +60,10 @@ std::string from_pcap(const std::string& data, const std::string& path) {
     throw std::runtime_error(fmt::format("{}: pcap link type {}, not Ethernet (1)", path, link));
   const uint32_t caplen = rd32(p + 24 + 8, swap), origlen = rd32(p + 24 + 12, swap);
   if (caplen != origlen)
-    throw std::runtime_error(fmt::format("{}: first packet captured {} of {} bytes (snaplen): "
-                                         "trace needs the whole frame",
-                                         path, caplen, origlen));
+    throw std::runtime_error(
+        fmt::format("{}: first packet captured {} of {} bytes (snaplen): "
+                    "trace needs the whole frame",
+                    path, caplen, origlen));
   if (data.size() < 24 + 16 + static_cast<size_t>(caplen))
     throw std::runtime_error(path + ": pcap file truncated");
   return data.substr(24 + 16, caplen);
@@ -166,7 +169,7 @@ int ctl_trace(const CtlOptions& o, const TraceArgs& a) {
   for (const auto& s : r.steps())
     std::printf("%3d  %-*s  %s\n", ++i, static_cast<int>(w), s.name().c_str(), s.detail().c_str());
   std::printf("verdict: %s (%s)\n", r.verdict().c_str(), r.reason().c_str());
-  std::printf("egress: %s\n", !r.egress_port().empty() ? r.egress_port().c_str()
+  std::printf("egress: %s\n", !r.egress_port().empty()    ? r.egress_port().c_str()
                               : r.verdict() == "XDP_PASS" ? "the kernel's stack"
                                                           : "none");
   if (!r.output_frame().empty()) print_frame("output", r.output());

@@ -50,7 +50,8 @@ int main(int argc, char** argv) {
   add->add_option("--ipv4-prefix", a.ipv4_prefixes, "routed IPv4 prefix; repeatable");
   add->add_option("--up-rate", a.up_rate, "upstream rate, bits/s (k/M/G suffix; 0 = unlimited)");
   add->add_option("--up-burst", a.up_burst, "upstream burst, bytes (>= the port MTU; k/M/G)");
-  add->add_option("--down-rate", a.down_rate, "downstream rate, bits/s (k/M/G suffix; 0 = unlimited)");
+  add->add_option("--down-rate", a.down_rate,
+                  "downstream rate, bits/s (k/M/G suffix; 0 = unlimited)");
   add->add_option("--down-burst", a.down_burst, "downstream burst, bytes (>= the port MTU; k/M/G)");
   add->add_flag("--unlimited", a.unlimited,
                 "own policy, unlimited (overrides the port default); with rate flags: unset "
@@ -72,16 +73,19 @@ int main(int argc, char** argv) {
   list->add_flag("--all", la.all, "follow next_page_token to the end");
   list->add_flag("--counters", la.counters, "include counters");
   std::string import_file;
-  auto* imp = sub->add_subcommand("import", "bulk load a CSV or JSON Lines file (StreamSubscribers)");
-  imp->add_option("FILE", import_file, "CSV with header " + std::string(kCsvHeader) +
-                                           " (optionally followed by ,up_rate_bps,up_burst_bytes,"
-                                           "down_rate_bps,down_burst_bytes)"
-                                           " or JSON Lines (.jsonl; \"policy\": {...})")
+  auto* imp =
+      sub->add_subcommand("import", "bulk load a CSV or JSON Lines file (StreamSubscribers)");
+  imp->add_option("FILE", import_file,
+                  "CSV with header " + std::string(kCsvHeader) +
+                      " (optionally followed by ,up_rate_bps,up_burst_bytes,"
+                      "down_rate_bps,down_burst_bytes)"
+                      " or JSON Lines (.jsonl; \"policy\": {...})")
       ->required();
   bool atomic = false;
-  imp->add_flag("--atomic", atomic,
-                "send the whole file as one UpsertSubscribers request: applied all or nothing "
-                "(bounded by xbngd's api.max_request_bytes: 512 KiB, ~5,000 subscribers, by default)");
+  imp->add_flag(
+      "--atomic", atomic,
+      "send the whole file as one UpsertSubscribers request: applied all or nothing "
+      "(bounded by xbngd's api.max_request_bytes: 512 KiB, ~5,000 subscribers, by default)");
   // Fleet mode: write into etcd instead of xbngd.
   std::string etcd, node, etcd_password_file;
   EtcdOptions eo;

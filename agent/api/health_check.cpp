@@ -32,7 +32,8 @@ grpc::Status check_health(const std::shared_ptr<grpc::Channel>& ch,
   std::vector<grpc::Slice> slices;
   std::string bytes;
   if (resp.Dump(&slices).ok())
-    for (const auto& sl : slices) bytes.append(reinterpret_cast<const char*>(sl.begin()), sl.size());
+    for (const auto& sl : slices)
+      bytes.append(reinterpret_cast<const char*>(sl.begin()), sl.size());
   if (bytes != std::string("\x08\x01", 2))
     return grpc::Status(grpc::StatusCode::UNAVAILABLE, kNotServing);
   return grpc::Status::OK;

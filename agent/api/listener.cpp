@@ -115,10 +115,11 @@ void Listener::bind_unix(const std::string& path) {
           "directory?): refusing to replace it. Stop it or choose another grpc.listen (--grpc)",
           path));
     if (e != ECONNREFUSED)
-      throw std::runtime_error(fmt::format("{}: cannot tell whether the socket is stale: {}",
-                                           path, errstr(e)));
+      throw std::runtime_error(
+          fmt::format("{}: cannot tell whether the socket is stale: {}", path, errstr(e)));
     if (unlink(path.c_str()) != 0 && errno != ENOENT)
-      throw std::runtime_error(fmt::format("removing the stale socket {}: {}", path, errstr(errno)));
+      throw std::runtime_error(
+          fmt::format("removing the stale socket {}: {}", path, errstr(errno)));
     spdlog::info("removed the stale socket {} (nobody served on it)", path);
   } else if (errno != ENOENT) {
     throw std::runtime_error(fmt::format("{}: {}", path, errstr(errno)));
@@ -214,9 +215,10 @@ void Listener::loop() {
         if (e == EAGAIN || e == EINTR || e == ECONNABORTED) break;
         ++errors_;
         if (log_now(&last_error))
-          spdlog::error("gRPC {}: accept: {} ({} open connections, at most {}); refusing "
-                        "connections until descriptors free up",
-                        address_, errstr(e), stats().open, max_);
+          spdlog::error(
+              "gRPC {}: accept: {} ({} open connections, at most {}); refusing "
+              "connections until descriptors free up",
+              address_, errstr(e), stats().open, max_);
         if ((e == EMFILE || e == ENFILE) && reserve_ >= 0) {
           // Take the pending connection with the spare descriptor and
           // close it, so that the backlog drains instead of filling.
@@ -244,9 +246,10 @@ void Listener::loop() {
         close(c);
         const uint64_t r = ++refused_;
         if (log_now(&last_refused))
-          spdlog::warn("gRPC {}: {} connections open, the maximum (grpc.max_connections): "
-                       "refusing new ones ({} refused so far)",
-                       address_, max_, r);
+          spdlog::warn(
+              "gRPC {}: {} connections open, the maximum (grpc.max_connections): "
+              "refusing new ones ({} refused so far)",
+              address_, max_, r);
         continue;
       }
       ++accepted_;
@@ -272,8 +275,7 @@ bool Listener::has_room() {
 }
 
 bool Listener::alive(double seconds) const {
-  return thread_.joinable() &&
-         static_cast<double>(now_ns() - heartbeat_ns_.load()) < seconds * 1e9;
+  return thread_.joinable() && static_cast<double>(now_ns() - heartbeat_ns_.load()) < seconds * 1e9;
 }
 
 void Listener::stop() {

@@ -89,7 +89,7 @@ class Listener {
 class UnixRelay {
  public:
   explicit UnixRelay(std::string target);
-  ~UnixRelay();  // ends every relayed connection
+  ~UnixRelay();             // ends every relayed connection
   void add(int client_fd);  // takes ownership
 
  private:

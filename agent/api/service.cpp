@@ -38,17 +38,16 @@ std::string make_boot_id() {
                      w[2] >> 16, w[2] & 0xffff, w[3]);
 }
 
-SubscribersService::SubscribersService(SubscriberStore* store, EventHub* hub,
-                                       const StoreMaps& maps, std::vector<PortInfo> ports,
-                                       std::string boot_id)
+SubscribersService::SubscribersService(SubscriberStore* store, EventHub* hub, const StoreMaps& maps,
+                                       std::vector<PortInfo> ports, std::string boot_id)
     : store_(store),
       hub_(hub),
       maps_(maps),
       ports_(std::move(ports)),
       boot_id_(std::move(boot_id)),
       started_ns_(unix_now_ns()),
-      watch_(hub, [this](const AgentEvent& e, v1::Event* out) { to_proto(e, out); },
-             started_ns_) {
+      watch_(
+          hub, [this](const AgentEvent& e, v1::Event* out) { to_proto(e, out); }, started_ns_) {
   maint_ = std::thread([this] { maintenance(); });
 }
 
@@ -88,12 +87,12 @@ void SubscribersService::set_fleet_read_only(std::string node, std::string etcd_
   fleet_prefix_ = std::move(etcd_prefix);
 }
 
-#define XBNG_WRITABLE()                                                   \
-  if (!read_only_.empty()) {                                              \
-    (ctx)->AddTrailingMetadata("xbng-error-reason", "fleet-read-only");   \
-    (ctx)->AddTrailingMetadata("xbng-fleet-node", fleet_node_);           \
-    (ctx)->AddTrailingMetadata("xbng-fleet-prefix", fleet_prefix_);       \
-    return Status(StatusCode::FAILED_PRECONDITION, read_only_);           \
+#define XBNG_WRITABLE()                                                 \
+  if (!read_only_.empty()) {                                            \
+    (ctx)->AddTrailingMetadata("xbng-error-reason", "fleet-read-only"); \
+    (ctx)->AddTrailingMetadata("xbng-fleet-node", fleet_node_);         \
+    (ctx)->AddTrailingMetadata("xbng-fleet-prefix", fleet_prefix_);     \
+    return Status(StatusCode::FAILED_PRECONDITION, read_only_);         \
   }
 
 Status SubscribersService::UpsertSubscribers(ServerContext* ctx,
@@ -272,7 +271,9 @@ grpc::ServerWriteReactor<v1::Event>* SubscribersService::WatchEvents(
 namespace {
 std::string read_file(const std::string& path, const char* what) {
   std::ifstream f(path);
-  if (!f) throw std::runtime_error(fmt::format("cannot read {} {}: {}", what, path, std::strerror(errno)));
+  if (!f)
+    throw std::runtime_error(
+        fmt::format("cannot read {} {}: {}", what, path, std::strerror(errno)));
   std::stringstream ss;
   ss << f.rdbuf();
   return ss.str();
@@ -304,9 +305,10 @@ GrpcServer::GrpcServer(const ServerOptions& o, SubscribersService* service) : se
             "true (--tls-no-client-auth) to accept clients without certificates explicitly",
             o.listen));
       if (o.tls_client_ca.empty())
-        spdlog::warn("gRPC on TCP {} with TLS but WITHOUT client certificates "
-                     "(--tls-no-client-auth): anyone who reaches it can provision subscribers",
-                     o.listen);
+        spdlog::warn(
+            "gRPC on TCP {} with TLS but WITHOUT client certificates "
+            "(--tls-no-client-auth): anyone who reaches it can provision subscribers",
+            o.listen);
       grpc::SslServerCredentialsOptions so(
           o.tls_client_ca.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
                                   : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
@@ -315,9 +317,10 @@ GrpcServer::GrpcServer(const ServerOptions& o, SubscribersService* service) : se
       if (!o.tls_client_ca.empty()) so.pem_root_certs = read_file(o.tls_client_ca, "client CA");
       tls = grpc::SslServerCredentials(so);
     } else if (o.insecure_tcp) {
-      spdlog::warn("gRPC on TCP {} WITHOUT TLS (--insecure-tcp): anyone who reaches it can "
-                   "provision subscribers",
-                   o.listen);
+      spdlog::warn(
+          "gRPC on TCP {} WITHOUT TLS (--insecure-tcp): anyone who reaches it can "
+          "provision subscribers",
+          o.listen);
     } else {
       throw std::runtime_error(fmt::format(
           "--grpc {}: TCP needs TLS (--tls-cert and --tls-key), or --insecure-tcp to accept "
@@ -331,14 +334,16 @@ GrpcServer::GrpcServer(const ServerOptions& o, SubscribersService* service) : se
   max_connections_ = o.max_connections;
   const size_t fit = connections_within_fd_limit(tls ? 3 : 1, kFdReserve);
   if (max_connections_ > fit) {
-    spdlog::warn("grpc.max_connections {} does not fit in the descriptor limit (RLIMIT_NOFILE, "
-                 "systemd LimitNOFILE=): at most {} connections",
-                 max_connections_, fit);
+    spdlog::warn(
+        "grpc.max_connections {} does not fit in the descriptor limit (RLIMIT_NOFILE, "
+        "systemd LimitNOFILE=): at most {} connections",
+        max_connections_, fit);
     max_connections_ = fit;
   }
   if (max_connections_ == 0)
-    throw std::runtime_error("the descriptor limit (RLIMIT_NOFILE) leaves no room for gRPC "
-                             "connections: raise it (LimitNOFILE=65536)");
+    throw std::runtime_error(
+        "the descriptor limit (RLIMIT_NOFILE) leaves no room for gRPC "
+        "connections: raise it (LimitNOFILE=65536)");
   listener_ = std::make_unique<Listener>(o.listen, max_connections_);
   address_ = is_unix ? "unix://" + listener_->socket_path() : o.listen;
   if (tls) {

@@ -29,8 +29,7 @@ std::string make_boot_id();
 
 // WatchEvents runs on gRPC's callback API (watch.h), the rest synchronously.
 class SubscribersService final
-    : public xbng::v1::Subscribers::WithCallbackMethod_WatchEvents<
-          xbng::v1::Subscribers::Service> {
+    : public xbng::v1::Subscribers::WithCallbackMethod_WatchEvents<xbng::v1::Subscribers::Service> {
  public:
   // `maps` gives the stats/ports maps; dp may be null in tests that build
   // their own maps (then ports come from the resolver only).
@@ -109,11 +108,11 @@ struct ServerOptions {
   bool insecure_tcp = false;
   // TLS without client certificates (no tls_client_ca) only when set.
   bool tls_no_client_auth = false;
-  size_t max_connections = 1024;         // clamped to what RLIMIT_NOFILE allows
+  size_t max_connections = 1024;          // clamped to what RLIMIT_NOFILE allows
   size_t max_request_bytes = 512u << 10;  // largest request message (docs/benchmarks.md)
-  size_t max_watchers = 16;              // concurrent WatchEvents streams
-  size_t watcher_queue = 65536;          // events queued per watcher
-  GrpcMetrics* metrics = nullptr;  // counts requests and latency per method when set
+  size_t max_watchers = 16;               // concurrent WatchEvents streams
+  size_t watcher_queue = 65536;           // events queued per watcher
+  GrpcMetrics* metrics = nullptr;         // counts requests and latency per method when set
 };
 
 // Starts a gRPC server for `service`. Throws std::runtime_error with an

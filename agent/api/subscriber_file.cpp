@@ -59,9 +59,11 @@ std::string parse_csv(std::string_view l, v1::Subscriber* s, size_t ncols = 8) {
   s->set_ipv4(f[4].data(), f[4].size());
   s->set_ipv6(f[5].data(), f[5].size());
   if (!f[6].empty())
-    for_each_field(f[6], ';', [&](std::string_view x) { s->add_ipv6_prefixes(x.data(), x.size()); });
+    for_each_field(f[6], ';',
+                   [&](std::string_view x) { s->add_ipv6_prefixes(x.data(), x.size()); });
   if (!f[7].empty())
-    for_each_field(f[7], ';', [&](std::string_view x) { s->add_ipv4_prefixes(x.data(), x.size()); });
+    for_each_field(f[7], ';',
+                   [&](std::string_view x) { s->add_ipv4_prefixes(x.data(), x.size()); });
   if (ncols == 12 && !(f[8].empty() && f[9].empty() && f[10].empty() && f[11].empty())) {
     static constexpr const char* names[] = {"up_rate_bps", "up_burst_bytes", "down_rate_bps",
                                             "down_burst_bytes"};
@@ -130,9 +132,18 @@ std::optional<uint64_t> parse_si(std::string_view s) {
   if (s.empty()) return std::nullopt;
   uint64_t mult = 1;
   switch (s.back()) {
-    case 'k': case 'K': mult = 1000; break;
-    case 'm': case 'M': mult = 1000000; break;
-    case 'g': case 'G': mult = 1000000000; break;
+    case 'k':
+    case 'K':
+      mult = 1000;
+      break;
+    case 'm':
+    case 'M':
+      mult = 1000000;
+      break;
+    case 'g':
+    case 'G':
+      mult = 1000000000;
+      break;
   }
   if (mult != 1) s.remove_suffix(1);
   if (s.empty() || s.size() > 20) return std::nullopt;

@@ -45,15 +45,14 @@ class FastSubscriberJson {
   enum { kPort, kOuter, kInner, kMac, kIpv4, kIpv6, kV6Prefixes, kV4Prefixes, kFields };
   // Each field's proto name and its lowerCamel JSON name.
   static int field(std::string_view n) {
-    static constexpr std::string_view names[kFields][2] = {
-        {"port", "port"},
-        {"outer_vlan", "outerVlan"},
-        {"inner_vlan", "innerVlan"},
-        {"mac", "mac"},
-        {"ipv4", "ipv4"},
-        {"ipv6", "ipv6"},
-        {"ipv6_prefixes", "ipv6Prefixes"},
-        {"ipv4_prefixes", "ipv4Prefixes"}};
+    static constexpr std::string_view names[kFields][2] = {{"port", "port"},
+                                                           {"outer_vlan", "outerVlan"},
+                                                           {"inner_vlan", "innerVlan"},
+                                                           {"mac", "mac"},
+                                                           {"ipv4", "ipv4"},
+                                                           {"ipv6", "ipv6"},
+                                                           {"ipv6_prefixes", "ipv6Prefixes"},
+                                                           {"ipv4_prefixes", "ipv4Prefixes"}};
     for (int i = 0; i < kFields; ++i)
       if (n == names[i][0] || n == names[i][1]) return i;
     return -1;

@@ -38,7 +38,7 @@ struct CancelTarget {
 void find_socket(const std::string& peer, CancelTarget* t) {
   int fd = -1;
   if (std::sscanf(peer.c_str(), "fd:%d", &fd) != 1 || fd < 0) return;
-  struct stat st{};
+  struct stat st {};
   if (fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) return;
   t->fd = fd;
   t->ino = st.st_ino;
@@ -100,9 +100,9 @@ class WatchStream final : public grpc::ServerWriteReactor<v1::Event> {
     if (w_) w_->set_ready(nullptr);  // waits out a wake under way
     release();
     if (overflow_seen_)  // no wake runs any more: safe to read without mu_
-      spdlog::info("WatchEvents stream of {} closed {:.1f} s after its queue overflowed", peer_,
-                   std::chrono::duration<double>(std::chrono::steady_clock::now() - overflow_at_)
-                       .count());
+      spdlog::info(
+          "WatchEvents stream of {} closed {:.1f} s after its queue overflowed", peer_,
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - overflow_at_).count());
     delete this;
   }
 
@@ -124,9 +124,10 @@ class WatchStream final : public grpc::ServerWriteReactor<v1::Event> {
     bool first = false, arm = false;
     void act(WatchStream* s) const {
       if (first) {
-        spdlog::warn("WatchEvents stream of {} ended: its event queue overflowed "
-                     "(api.watcher_queue {}): the client reads too slowly or stopped reading",
-                     s->peer_, s->owner_->queue_.load());
+        spdlog::warn(
+            "WatchEvents stream of {} ended: its event queue overflowed "
+            "(api.watcher_queue {}): the client reads too slowly or stopped reading",
+            s->peer_, s->owner_->queue_.load());
         s->release();  // its slot and its count, now: the stream is over
       }
       if (arm) s->arm_cancel();
@@ -222,11 +223,12 @@ class WatchStream final : public grpc::ServerWriteReactor<v1::Event> {
       // The call is not done, so its connection is still open: the number
       // still names it, unless gRPC closed it a moment ago (then the inode
       // differs).
-      struct stat st{};
+      struct stat st {};
       if (fstat(t->fd, &st) != 0 || st.st_ino != t->ino) return;
-      spdlog::warn("WatchEvents stream of {}: the client reads nothing from its connection; "
-                   "closing the connection",
-                   peer);
+      spdlog::warn(
+          "WatchEvents stream of {}: the client reads nothing from its connection; "
+          "closing the connection",
+          peer);
       shutdown(t->fd, SHUT_RDWR);
     });
   }
@@ -238,15 +240,15 @@ class WatchStream final : public grpc::ServerWriteReactor<v1::Event> {
   std::atomic<bool> released_{false};
   std::unique_ptr<grpc::Alarm> cancel_alarm_, close_alarm_;  // set once, by wake
   std::mutex mu_;
-  bool writing_ = false;        // under mu_: a StartWrite awaits OnWriteDone
-  bool broken_ = false;         // under mu_: cancelled, or a write failed
-  bool ended_ = false;          // under mu_: Finish called
-  bool overflow_seen_ = false;  // under mu_
-  bool armed_ = false;          // under mu_: the cancel alarms are set
+  bool writing_ = false;                               // under mu_: a StartWrite awaits OnWriteDone
+  bool broken_ = false;                                // under mu_: cancelled, or a write failed
+  bool ended_ = false;                                 // under mu_: Finish called
+  bool overflow_seen_ = false;                         // under mu_
+  bool armed_ = false;                                 // under mu_: the cancel alarms are set
   std::chrono::steady_clock::time_point overflow_at_;  // under mu_
-  std::vector<AgentEvent> batch_;  // under mu_: taken, not yet written
-  size_t next_ = 0;                // under mu_
-  v1::Event out_;                  // the message being written
+  std::vector<AgentEvent> batch_;                      // under mu_: taken, not yet written
+  size_t next_ = 0;                                    // under mu_
+  v1::Event out_;                                      // the message being written
 };
 
 WatchStreams::WatchStreams(EventHub* hub, ToProto to_proto, uint64_t started_ns)

@@ -82,7 +82,8 @@ std::optional<Prefix> parse_prefix(std::string_view s, int family) {
 
 std::string format_mac(const uint8_t* m) {
   char buf[18];
-  std::snprintf(buf, sizeof buf, "%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3], m[4], m[5]);
+  std::snprintf(buf, sizeof buf, "%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3], m[4],
+                m[5]);
   return buf;
 }
 

@@ -19,7 +19,7 @@ inline constexpr MapId kRouteMaps[] = {MapId::kRoutesV4, MapId::kRoutesV6, MapId
 
 // Key size of a route map.
 constexpr size_t route_key_size(MapId m) {
-  return m == MapId::kRoutesV4     ? 4
+  return m == MapId::kRoutesV4      ? 4
          : m == MapId::kRoutesV6    ? 16
          : m == MapId::kRoutesV6_64 ? 8
          : m == MapId::kPrefixesV4  ? 8

@@ -32,9 +32,7 @@ struct Fd {
 // dir/base of a path ("" dir = the working directory).
 void split(const std::string& path, std::string* dir, std::string* base) {
   const size_t s = path.find_last_of('/');
-  *dir = s == std::string::npos ? std::string(".")
-         : s == 0               ? std::string("/")
-                                : path.substr(0, s);
+  *dir = s == std::string::npos ? std::string(".") : s == 0 ? std::string("/") : path.substr(0, s);
   *base = s == std::string::npos ? path : path.substr(s + 1);
 }
 
@@ -53,8 +51,9 @@ bool ensure_dir(const std::string& dir, std::string* error) {
 // ELOOP from O_NOFOLLOW: the last component is a symbolic link.
 std::string open_error(const std::string& path, int e) {
   if (e == ELOOP)
-    return err(path, "is a symbolic link: refused (state files are never read or written "
-                     "through a link; replace it with the file itself)");
+    return err(path,
+               "is a symbolic link: refused (state files are never read or written "
+               "through a link; replace it with the file itself)");
   return sys(path, "cannot open", e);
 }
 
@@ -66,14 +65,22 @@ std::string not_regular(const std::string& path, mode_t mode) {
 
 std::string kind_of(mode_t mode) {
   switch (mode & S_IFMT) {
-    case S_IFREG: return "a regular file";
-    case S_IFDIR: return "a directory";
-    case S_IFLNK: return "a symbolic link";
-    case S_IFIFO: return "a FIFO";
-    case S_IFSOCK: return "a socket";
-    case S_IFCHR: return "a character device";
-    case S_IFBLK: return "a block device";
-    default: return "not a file";
+    case S_IFREG:
+      return "a regular file";
+    case S_IFDIR:
+      return "a directory";
+    case S_IFLNK:
+      return "a symbolic link";
+    case S_IFIFO:
+      return "a FIFO";
+    case S_IFSOCK:
+      return "a socket";
+    case S_IFCHR:
+      return "a character device";
+    case S_IFBLK:
+      return "a block device";
+    default:
+      return "not a file";
   }
 }
 
@@ -187,8 +194,8 @@ int open_in_place(const std::string& path, mode_t mode, std::string* error) {
   split(path, &dir, &base);
   if (!ensure_dir(dir, error)) return -1;
   // O_NONBLOCK: a FIFO must not hold the start (it is refused below).
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY,
-                  mode);
+  int fd =
+      ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY, mode);
   if (fd < 0) {
     *error = open_error(path, errno);
     return -1;

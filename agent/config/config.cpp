@@ -60,17 +60,25 @@ std::vector<std::string> get_strings(const std::string& path, const std::string&
 // down_rate_bps, down_burst_bytes } (omitted keys are 0).
 PolicySpec get_policy(const std::string& path, const std::string& where, const toml::node& n) {
   const toml::table* t = n.as_table();
-  if (!t) fail(path, where, "expected a table { up_rate_bps, up_burst_bytes, down_rate_bps, "
-                            "down_burst_bytes }");
+  if (!t)
+    fail(path, where,
+         "expected a table { up_rate_bps, up_burst_bytes, down_rate_bps, "
+         "down_burst_bytes }");
   PolicySpec p;
   for (const auto& [k, v] : *t) {
     const std::string key = where + "." + std::string(k.str());
-    if (k == "up_rate_bps") p.up_rate = get_uint(path, key, v);
-    else if (k == "up_burst_bytes") p.up_burst = get_uint(path, key, v);
-    else if (k == "down_rate_bps") p.down_rate = get_uint(path, key, v);
-    else if (k == "down_burst_bytes") p.down_burst = get_uint(path, key, v);
-    else fail(path, key, "unknown key (a policy has up_rate_bps, up_burst_bytes, down_rate_bps, "
-                         "down_burst_bytes)");
+    if (k == "up_rate_bps")
+      p.up_rate = get_uint(path, key, v);
+    else if (k == "up_burst_bytes")
+      p.up_burst = get_uint(path, key, v);
+    else if (k == "down_rate_bps")
+      p.down_rate = get_uint(path, key, v);
+    else if (k == "down_burst_bytes")
+      p.down_burst = get_uint(path, key, v);
+    else
+      fail(path, key,
+           "unknown key (a policy has up_rate_bps, up_burst_bytes, down_rate_bps, "
+           "down_burst_bytes)");
   }
   return p;
 }
@@ -102,21 +110,35 @@ void get_access(const std::string& path, const toml::node& n, Config* cfg) {
     for (const auto& [k, v] : *t) {
       const std::string key = where + "." + std::string(k.str());
       if (k == "name") continue;
-      if (k == "outer_tpid") o.outer_tpid = get_tpid(path, key, v);
-      else if (k == "mtu") o.mtu = get_uint(path, key, v);
-      else if (k == "gateway_ipv4") o.gateway_ipv4 = get_string(path, key, v);
-      else if (k == "gateway_ipv6") o.gateway_ipv6 = get_string(path, key, v);
-      else if (k == "subscriber_mtu") o.subscriber_mtu = get_uint(path, key, v);
-      else if (k == "mss_clamp") o.mss_clamp = get_bool(path, key, v);
-      else if (k == "pools") o.pools = get_strings(path, key, v);
-      else if (k == "policy") o.policy = get_policy(path, key, v);
-      else if (k == "mac_policy") o.mac_policy = get_string(path, key, v);
-      else if (k == "dhcp_lease_time") o.dhcp_lease_time = get_uint(path, key, v);
-      else if (k == "dhcp_dns") o.dhcp_dns = get_strings(path, key, v);
-      else if (k == "dhcp_subnet_mask") o.dhcp_subnet_mask = get_string(path, key, v);
-      else fail(path, key, "unknown key (a port table has name, outer_tpid, subscriber_mtu, "
-                           "mss_clamp, pools, gateway_ipv4, gateway_ipv6, mtu, policy, "
-                           "mac_policy, dhcp_lease_time, dhcp_dns, dhcp_subnet_mask)");
+      if (k == "outer_tpid")
+        o.outer_tpid = get_tpid(path, key, v);
+      else if (k == "mtu")
+        o.mtu = get_uint(path, key, v);
+      else if (k == "gateway_ipv4")
+        o.gateway_ipv4 = get_string(path, key, v);
+      else if (k == "gateway_ipv6")
+        o.gateway_ipv6 = get_string(path, key, v);
+      else if (k == "subscriber_mtu")
+        o.subscriber_mtu = get_uint(path, key, v);
+      else if (k == "mss_clamp")
+        o.mss_clamp = get_bool(path, key, v);
+      else if (k == "pools")
+        o.pools = get_strings(path, key, v);
+      else if (k == "policy")
+        o.policy = get_policy(path, key, v);
+      else if (k == "mac_policy")
+        o.mac_policy = get_string(path, key, v);
+      else if (k == "dhcp_lease_time")
+        o.dhcp_lease_time = get_uint(path, key, v);
+      else if (k == "dhcp_dns")
+        o.dhcp_dns = get_strings(path, key, v);
+      else if (k == "dhcp_subnet_mask")
+        o.dhcp_subnet_mask = get_string(path, key, v);
+      else
+        fail(path, key,
+             "unknown key (a port table has name, outer_tpid, subscriber_mtu, "
+             "mss_clamp, pools, gateway_ipv4, gateway_ipv6, mtu, policy, "
+             "mac_policy, dhcp_lease_time, dhcp_dns, dhcp_subnet_mask)");
     }
     cfg->access.push_back(port);
     if (!cfg->access_options.emplace(port, o).second)
@@ -150,10 +172,14 @@ void get_uplink(const std::string& path, const toml::node& n, Config* cfg) {
     for (const auto& [k, v] : *t) {
       const std::string key = where + "." + std::string(k.str());
       if (k == "name") continue;
-      if (k == "icmp_source_ipv4") o.icmp_source_ipv4 = get_string(path, key, v);
-      else if (k == "icmp_source_ipv6") o.icmp_source_ipv6 = get_string(path, key, v);
-      else fail(path, key, "unknown key (an uplink table has name, icmp_source_ipv4, "
-                           "icmp_source_ipv6)");
+      if (k == "icmp_source_ipv4")
+        o.icmp_source_ipv4 = get_string(path, key, v);
+      else if (k == "icmp_source_ipv6")
+        o.icmp_source_ipv6 = get_string(path, key, v);
+      else
+        fail(path, key,
+             "unknown key (an uplink table has name, icmp_source_ipv4, "
+             "icmp_source_ipv6)");
     }
     cfg->uplink.push_back(port);
     if (!cfg->uplink_options.emplace(port, o).second)
@@ -188,7 +214,9 @@ std::optional<std::string> unreadable(const std::string& path) {
   return std::nullopt;
 }
 
-std::string join(const std::vector<std::string>& v) { return fmt::format("[{}]", fmt::join(v, ",")); }
+std::string join(const std::vector<std::string>& v) {
+  return fmt::format("[{}]", fmt::join(v, ","));
+}
 
 // "255.255.255.0" -> 24; nullopt when not a contiguous mask.
 std::optional<uint8_t> mask_len(const std::string& m) {
@@ -215,73 +243,135 @@ void load_config_file(const std::string& path, Config* cfg) {
     if (!tab) fail(path, s, "expected a [section]");
     for (const auto& [k, v] : *tab) {
       const std::string key = s + "." + std::string(k.str());
-      if (key == "ports.access") get_access(path, v, cfg);
-      else if (key == "ports.uplink") get_uplink(path, v, cfg);
-      else if (key == "icmp.rate_per_sec") cfg->icmp_rate_per_sec = get_uint(path, key, v);
-      else if (key == "icmp.burst") cfg->icmp_burst = get_uint(path, key, v);
-      else if (key == "ports.outer_tpid") cfg->outer_tpid = get_tpid(path, key, v);
-      else if (key == "ports.xdp_generic") cfg->xdp_generic = get_bool(path, key, v);
-      else if (key == "gateway.ipv4") cfg->gateway_ipv4 = get_string(path, key, v);
-      else if (key == "gateway.ipv6") cfg->gateway_ipv6 = get_string(path, key, v);
-      else if (key == "grpc.listen") cfg->grpc = get_string(path, key, v);
-      else if (key == "grpc.tls_cert") cfg->tls_cert = get_string(path, key, v);
-      else if (key == "grpc.tls_key") cfg->tls_key = get_string(path, key, v);
-      else if (key == "grpc.tls_client_ca") cfg->tls_client_ca = get_string(path, key, v);
-      else if (key == "grpc.insecure_tcp") cfg->insecure_tcp = get_bool(path, key, v);
-      else if (key == "metrics.listen") cfg->metrics_listen = get_string(path, key, v);
-      else if (key == "bpf.bpffs") cfg->bpffs = get_string(path, key, v);
-      else if (key == "limits.max_subscribers") cfg->max_subscribers = get_uint(path, key, v);
-      else if (key == "limits.events_per_sec") cfg->events_per_sec = get_uint(path, key, v);
+      if (key == "ports.access")
+        get_access(path, v, cfg);
+      else if (key == "ports.uplink")
+        get_uplink(path, v, cfg);
+      else if (key == "icmp.rate_per_sec")
+        cfg->icmp_rate_per_sec = get_uint(path, key, v);
+      else if (key == "icmp.burst")
+        cfg->icmp_burst = get_uint(path, key, v);
+      else if (key == "ports.outer_tpid")
+        cfg->outer_tpid = get_tpid(path, key, v);
+      else if (key == "ports.xdp_generic")
+        cfg->xdp_generic = get_bool(path, key, v);
+      else if (key == "gateway.ipv4")
+        cfg->gateway_ipv4 = get_string(path, key, v);
+      else if (key == "gateway.ipv6")
+        cfg->gateway_ipv6 = get_string(path, key, v);
+      else if (key == "grpc.listen")
+        cfg->grpc = get_string(path, key, v);
+      else if (key == "grpc.tls_cert")
+        cfg->tls_cert = get_string(path, key, v);
+      else if (key == "grpc.tls_key")
+        cfg->tls_key = get_string(path, key, v);
+      else if (key == "grpc.tls_client_ca")
+        cfg->tls_client_ca = get_string(path, key, v);
+      else if (key == "grpc.insecure_tcp")
+        cfg->insecure_tcp = get_bool(path, key, v);
+      else if (key == "metrics.listen")
+        cfg->metrics_listen = get_string(path, key, v);
+      else if (key == "bpf.bpffs")
+        cfg->bpffs = get_string(path, key, v);
+      else if (key == "limits.max_subscribers")
+        cfg->max_subscribers = get_uint(path, key, v);
+      else if (key == "limits.events_per_sec")
+        cfg->events_per_sec = get_uint(path, key, v);
       else if (key == "limits.unknown_event_interval_ms")
         cfg->unknown_interval_ms = get_uint(path, key, v);
-      else if (key == "log.level") cfg->log_level = get_string(path, key, v);
-      else if (key == "etcd.endpoints") cfg->etcd_endpoints = get_strings(path, key, v);
-      else if (key == "etcd.node") cfg->etcd_node = get_string(path, key, v);
-      else if (key == "etcd.ca") cfg->etcd_ca = get_string(path, key, v);
-      else if (key == "etcd.cert") cfg->etcd_cert = get_string(path, key, v);
-      else if (key == "etcd.key") cfg->etcd_key = get_string(path, key, v);
-      else if (key == "etcd.username") cfg->etcd_username = get_string(path, key, v);
-      else if (key == "etcd.password") cfg->etcd_password = get_string(path, key, v);
-      else if (key == "etcd.password_file") cfg->etcd_password_file = get_string(path, key, v);
-      else if (key == "etcd.status_ttl") cfg->etcd_status_ttl = get_uint(path, key, v);
+      else if (key == "log.level")
+        cfg->log_level = get_string(path, key, v);
+      else if (key == "etcd.endpoints")
+        cfg->etcd_endpoints = get_strings(path, key, v);
+      else if (key == "etcd.node")
+        cfg->etcd_node = get_string(path, key, v);
+      else if (key == "etcd.ca")
+        cfg->etcd_ca = get_string(path, key, v);
+      else if (key == "etcd.cert")
+        cfg->etcd_cert = get_string(path, key, v);
+      else if (key == "etcd.key")
+        cfg->etcd_key = get_string(path, key, v);
+      else if (key == "etcd.username")
+        cfg->etcd_username = get_string(path, key, v);
+      else if (key == "etcd.password")
+        cfg->etcd_password = get_string(path, key, v);
+      else if (key == "etcd.password_file")
+        cfg->etcd_password_file = get_string(path, key, v);
+      else if (key == "etcd.status_ttl")
+        cfg->etcd_status_ttl = get_uint(path, key, v);
       // hardening: MAC policy of the port
-      else if (key == "grpc.tls_no_client_auth") cfg->tls_no_client_auth = get_bool(path, key, v);
-      else if (key == "api.max_connections") cfg->api_max_connections = get_uint(path, key, v);
-      else if (key == "api.max_request_bytes") cfg->api_max_request_bytes = get_uint(path, key, v);
-      else if (key == "api.max_watchers") cfg->api_max_watchers = get_uint(path, key, v);
-      else if (key == "api.watcher_queue") cfg->api_watcher_queue = get_uint(path, key, v);
-      else if (key == "security.mac_policy") cfg->mac_policy = get_string(path, key, v);
-      else if (key == "security.allow_to_host") cfg->allow_to_host = get_strings(path, key, v);
-      else if (key == "security.reserved") cfg->reserved = get_strings(path, key, v);
-      else if (key == "punt.enabled") cfg->punt_enabled = get_bool(path, key, v);
-      else if (key == "punt.subscriber_rate") cfg->punt_subscriber_rate = get_uint(path, key, v);
-      else if (key == "punt.subscriber_burst") cfg->punt_subscriber_burst = get_uint(path, key, v);
-      else if (key == "punt.port_rate") cfg->punt_port_rate = get_uint(path, key, v);
-      else if (key == "dhcp.enabled") cfg->dhcp_enabled = get_bool(path, key, v);
-      else if (key == "dhcp.lease_time") cfg->dhcp_lease_time = get_uint(path, key, v);
-      else if (key == "dhcp.dns") cfg->dhcp_dns = get_strings(path, key, v);
-      else if (key == "dhcp.subnet_mask") cfg->dhcp_subnet_mask = get_string(path, key, v);
-      else if (key == "dhcp.lease_file") cfg->lease_file = get_string(path, key, v);
-      else if (key == "dhcpv6.enabled") cfg->dhcpv6_enabled = get_bool(path, key, v);
-      else if (key == "dhcpv6.preferred_lifetime") cfg->dhcpv6_preferred = get_uint(path, key, v);
-      else if (key == "dhcpv6.valid_lifetime") cfg->dhcpv6_valid = get_uint(path, key, v);
-      else if (key == "dhcpv6.t1") cfg->dhcpv6_t1 = get_uint(path, key, v);
-      else if (key == "dhcpv6.t2") cfg->dhcpv6_t2 = get_uint(path, key, v);
-      else if (key == "dhcpv6.dns") cfg->dhcpv6_dns = get_strings(path, key, v);
-      else if (key == "dhcpv6.rapid_commit") cfg->dhcpv6_rapid_commit = get_bool(path, key, v);
-      else if (key == "dhcpv6.duid_file") cfg->duid_file = get_string(path, key, v);
-      else if (key == "ra.enabled") cfg->ra_enabled = get_bool(path, key, v);
-      else if (key == "ra.managed") cfg->ra_managed = get_bool(path, key, v);
-      else if (key == "ra.other") cfg->ra_other = get_bool(path, key, v);
-      else if (key == "ra.router_lifetime") cfg->ra_router_lifetime = get_uint(path, key, v);
-      else if (key == "ra.mtu") cfg->ra_mtu = get_uint(path, key, v);
-      else if (key == "ra.dns") cfg->ra_dns = get_strings(path, key, v);
-      else if (key == "ra.dns_lifetime") cfg->ra_dns_lifetime = get_uint(path, key, v);
-      else if (key == "ra.slaac") cfg->ra_slaac = get_bool(path, key, v);
+      else if (key == "grpc.tls_no_client_auth")
+        cfg->tls_no_client_auth = get_bool(path, key, v);
+      else if (key == "api.max_connections")
+        cfg->api_max_connections = get_uint(path, key, v);
+      else if (key == "api.max_request_bytes")
+        cfg->api_max_request_bytes = get_uint(path, key, v);
+      else if (key == "api.max_watchers")
+        cfg->api_max_watchers = get_uint(path, key, v);
+      else if (key == "api.watcher_queue")
+        cfg->api_watcher_queue = get_uint(path, key, v);
+      else if (key == "security.mac_policy")
+        cfg->mac_policy = get_string(path, key, v);
+      else if (key == "security.allow_to_host")
+        cfg->allow_to_host = get_strings(path, key, v);
+      else if (key == "security.reserved")
+        cfg->reserved = get_strings(path, key, v);
+      else if (key == "punt.enabled")
+        cfg->punt_enabled = get_bool(path, key, v);
+      else if (key == "punt.subscriber_rate")
+        cfg->punt_subscriber_rate = get_uint(path, key, v);
+      else if (key == "punt.subscriber_burst")
+        cfg->punt_subscriber_burst = get_uint(path, key, v);
+      else if (key == "punt.port_rate")
+        cfg->punt_port_rate = get_uint(path, key, v);
+      else if (key == "dhcp.enabled")
+        cfg->dhcp_enabled = get_bool(path, key, v);
+      else if (key == "dhcp.lease_time")
+        cfg->dhcp_lease_time = get_uint(path, key, v);
+      else if (key == "dhcp.dns")
+        cfg->dhcp_dns = get_strings(path, key, v);
+      else if (key == "dhcp.subnet_mask")
+        cfg->dhcp_subnet_mask = get_string(path, key, v);
+      else if (key == "dhcp.lease_file")
+        cfg->lease_file = get_string(path, key, v);
+      else if (key == "dhcpv6.enabled")
+        cfg->dhcpv6_enabled = get_bool(path, key, v);
+      else if (key == "dhcpv6.preferred_lifetime")
+        cfg->dhcpv6_preferred = get_uint(path, key, v);
+      else if (key == "dhcpv6.valid_lifetime")
+        cfg->dhcpv6_valid = get_uint(path, key, v);
+      else if (key == "dhcpv6.t1")
+        cfg->dhcpv6_t1 = get_uint(path, key, v);
+      else if (key == "dhcpv6.t2")
+        cfg->dhcpv6_t2 = get_uint(path, key, v);
+      else if (key == "dhcpv6.dns")
+        cfg->dhcpv6_dns = get_strings(path, key, v);
+      else if (key == "dhcpv6.rapid_commit")
+        cfg->dhcpv6_rapid_commit = get_bool(path, key, v);
+      else if (key == "dhcpv6.duid_file")
+        cfg->duid_file = get_string(path, key, v);
+      else if (key == "ra.enabled")
+        cfg->ra_enabled = get_bool(path, key, v);
+      else if (key == "ra.managed")
+        cfg->ra_managed = get_bool(path, key, v);
+      else if (key == "ra.other")
+        cfg->ra_other = get_bool(path, key, v);
+      else if (key == "ra.router_lifetime")
+        cfg->ra_router_lifetime = get_uint(path, key, v);
+      else if (key == "ra.mtu")
+        cfg->ra_mtu = get_uint(path, key, v);
+      else if (key == "ra.dns")
+        cfg->ra_dns = get_strings(path, key, v);
+      else if (key == "ra.dns_lifetime")
+        cfg->ra_dns_lifetime = get_uint(path, key, v);
+      else if (key == "ra.slaac")
+        cfg->ra_slaac = get_bool(path, key, v);
       else if (key == "ra.unsolicited_interval")
         cfg->ra_unsolicited_interval = get_uint(path, key, v);
-      else if (const char* m = moved_to(key)) fail(path, key, fmt::format("unknown key (now {})", m));
-      else fail(path, key, "unknown key");
+      else if (const char* m = moved_to(key))
+        fail(path, key, fmt::format("unknown key (now {})", m));
+      else
+        fail(path, key, "unknown key");
     }
   }
 }
@@ -300,8 +390,7 @@ std::optional<std::string> parse_listen(std::string_view s, std::string* host, u
     if (colon == std::string_view::npos) return "expected HOST:PORT";
     h = s.substr(0, colon);
     p = s.substr(colon + 1);
-    if (h.find(':') != std::string_view::npos)
-      return "an IPv6 address needs brackets: [::1]:PORT";
+    if (h.find(':') != std::string_view::npos) return "an IPv6 address needs brackets: [::1]:PORT";
     if (h.empty()) return "empty host (0.0.0.0 or [::] listen on every address)";
     if (h.find_first_not_of("0123456789.") == std::string_view::npos) {
       if (!parse_ipv4(h)) return fmt::format("{}: not an IPv4 address", h);
@@ -352,13 +441,17 @@ ConfigCheck check_config(const Config& c) {
   };
   auto check_gw4 = [&](const std::string& what, const std::string& v) {
     auto a = parse_ipv4(v);
-    if (!a) err("{} {}: not an IPv4 address", what, v);
-    else if (auto e = check_ipv4_host(*a)) err("{} {}: {}", what, v, *e);
+    if (!a)
+      err("{} {}: not an IPv4 address", what, v);
+    else if (auto e = check_ipv4_host(*a))
+      err("{} {}: {}", what, v, *e);
   };
   auto check_gw6 = [&](const std::string& what, const std::string& v) {
     auto a = parse_ipv6(v);
-    if (!a) err("{} {}: not an IPv6 address", what, v);
-    else if (auto e = check_ipv6_host(*a)) err("{} {}: {}", what, v, *e);
+    if (!a)
+      err("{} {}: not an IPv6 address", what, v);
+    else if (auto e = check_ipv6_host(*a))
+      err("{} {}: {}", what, v, *e);
   };
   check_tpid("ports.outer_tpid (--outer-tpid)", c.outer_tpid);
   if (!c.gateway_ipv4.empty()) check_gw4("gateway.ipv4 (--gateway-ipv4)", c.gateway_ipv4);
@@ -383,8 +476,7 @@ ConfigCheck check_config(const Config& c) {
           "65535)",
           w, o.subscriber_mtu);
     else if (o.subscriber_mtu && o.subscriber_mtu < 1280)
-      warn("{} subscriber_mtu {}: below 1280, IPv6 cannot reach subscribers", w,
-           o.subscriber_mtu);
+      warn("{} subscriber_mtu {}: below 1280, IPv6 cannot reach subscribers", w, o.subscriber_mtu);
     for (const auto& pool : o.pools) {
       auto pf = parse_prefix(pool);
       if (!pf)
@@ -453,7 +545,8 @@ ConfigCheck check_config(const Config& c) {
     if (c.dhcpv6_valid > 0xffffffffull || c.dhcpv6_preferred > 0xffffffffull ||
         c.dhcpv6_t1 > 0xffffffffull || c.dhcpv6_t2 > 0xffffffffull)
       err("dhcpv6 lifetimes: at most 4294967295 seconds");
-    if (c.ra_router_lifetime > 0xffff) err("ra.router_lifetime {}: at most 9000", c.ra_router_lifetime);
+    if (c.ra_router_lifetime > 0xffff)
+      err("ra.router_lifetime {}: at most 9000", c.ra_router_lifetime);
     if (c.ra_unsolicited_interval < 4 || c.ra_unsolicited_interval > 86400)
       err("ra.unsolicited_interval {}: expected 4..86400 seconds", c.ra_unsolicited_interval);
     punt::BringupOptions b = to_bringup_options_unchecked(c);
@@ -462,7 +555,8 @@ ConfigCheck check_config(const Config& c) {
     for (const auto& e : dhcpv6::check_settings(b.dhcpv6_settings)) err("dhcpv6: {}", e);
     for (const auto& e : ra::check_settings(b.ra_settings)) err("ra: {}", e);
     if (c.ra_enabled)
-      if (auto e = ra::check_interval(b.ra_settings, static_cast<uint32_t>(c.ra_unsolicited_interval));
+      if (auto e =
+              ra::check_interval(b.ra_settings, static_cast<uint32_t>(c.ra_unsolicited_interval));
           !e.empty())
         err("ra.unsolicited_interval: {}", e);
   }
@@ -525,21 +619,23 @@ ConfigCheck check_config(const Config& c) {
           "(--insecure-tcp) to accept plaintext explicitly",
           c.grpc);
     else if (c.tls_cert.empty())
-      warn("grpc.listen {}: plaintext TCP (insecure_tcp): anyone who reaches it can provision "
-           "subscribers",
-           c.grpc);
+      warn(
+          "grpc.listen {}: plaintext TCP (insecure_tcp): anyone who reaches it can provision "
+          "subscribers",
+          c.grpc);
     if (!c.tls_cert.empty() && c.tls_client_ca.empty() && !c.tls_no_client_auth)
       err("grpc.listen {}: TLS without tls_client_ca accepts clients without certificates: give "
           "grpc.tls_client_ca (--tls-client-ca), or tls_no_client_auth = true "
           "(--tls-no-client-auth) to allow that explicitly",
           c.grpc);
     else if (!c.tls_cert.empty() && c.tls_client_ca.empty())
-      warn("grpc.listen {}: TLS without client certificates (tls_no_client_auth): anyone who "
-           "reaches it can provision subscribers",
-           c.grpc);
-    for (auto [what, path] : {std::pair{"grpc.tls_cert", &c.tls_cert},
-                              std::pair{"grpc.tls_key", &c.tls_key},
-                              std::pair{"grpc.tls_client_ca", &c.tls_client_ca}})
+      warn(
+          "grpc.listen {}: TLS without client certificates (tls_no_client_auth): anyone who "
+          "reaches it can provision subscribers",
+          c.grpc);
+    for (auto [what, path] :
+         {std::pair{"grpc.tls_cert", &c.tls_cert}, std::pair{"grpc.tls_key", &c.tls_key},
+          std::pair{"grpc.tls_client_ca", &c.tls_client_ca}})
       if (!path->empty())
         if (auto e = unreadable(*path)) err("{} {}: cannot read: {}", what, *path, *e);
   }
@@ -559,34 +655,39 @@ ConfigCheck check_config(const Config& c) {
     std::string host;
     uint16_t port = 0;
     if (auto e = parse_listen(c.metrics_listen, &host, &port))
-      err("metrics.listen (--metrics-listen) {}: {} (\"\" disables metrics)", c.metrics_listen,
-          *e);
+      err("metrics.listen (--metrics-listen) {}: {} (\"\" disables metrics)", c.metrics_listen, *e);
     else if (!is_loopback_host(host))
-      warn("metrics.listen {}: not a loopback address; the metrics endpoint has no "
-           "authentication",
-           c.metrics_listen);
+      warn(
+          "metrics.listen {}: not a loopback address; the metrics endpoint has no "
+          "authentication",
+          c.metrics_listen);
   }
 
   // Fleet mode (etcd).
   if (c.etcd_endpoints.empty()) {
-    if (!c.etcd_node.empty()) err("etcd.node (--node) {}: needs etcd.endpoints (--etcd)", c.etcd_node);
+    if (!c.etcd_node.empty())
+      err("etcd.node (--node) {}: needs etcd.endpoints (--etcd)", c.etcd_node);
   } else {
-    if (c.etcd_node.empty()) err("etcd.endpoints (--etcd) given without etcd.node (--node)");
-    else if (auto e = check_node_name(c.etcd_node)) err("etcd.node (--node): {}", *e);
+    if (c.etcd_node.empty())
+      err("etcd.endpoints (--etcd) given without etcd.node (--node)");
+    else if (auto e = check_node_name(c.etcd_node))
+      err("etcd.node (--node): {}", *e);
     for (const auto& ep : c.etcd_endpoints) {
       std::string e = ep, host;
       uint16_t port = 0;
-      if (e.rfind("https://", 0) == 0) e = e.substr(8);
-      else if (e.rfind("http://", 0) == 0) e = e.substr(7);
-      if (auto why = parse_listen(e, &host, &port))
-        err("etcd.endpoints (--etcd) {}: {}", ep, *why);
+      if (e.rfind("https://", 0) == 0)
+        e = e.substr(8);
+      else if (e.rfind("http://", 0) == 0)
+        e = e.substr(7);
+      if (auto why = parse_listen(e, &host, &port)) err("etcd.endpoints (--etcd) {}: {}", ep, *why);
     }
     if (c.etcd_cert.empty() != c.etcd_key.empty())
       err("etcd: a client certificate needs its key (etcd.cert and etcd.key, --etcd-cert and "
           "--etcd-key)");
-    for (auto [what, path] : {std::pair{"etcd.ca", &c.etcd_ca}, std::pair{"etcd.cert", &c.etcd_cert},
-                              std::pair{"etcd.key", &c.etcd_key},
-                              std::pair{"etcd.password_file", &c.etcd_password_file}})
+    for (auto [what, path] :
+         {std::pair{"etcd.ca", &c.etcd_ca}, std::pair{"etcd.cert", &c.etcd_cert},
+          std::pair{"etcd.key", &c.etcd_key},
+          std::pair{"etcd.password_file", &c.etcd_password_file}})
       if (!path->empty())
         if (auto e = unreadable(*path)) err("{} {}: cannot read: {}", what, *path, *e);
     if (!c.etcd_password.empty() && !c.etcd_password_file.empty())
@@ -620,8 +721,10 @@ DataplaneOptions to_dataplane_options(const Config& c) {
     AccessPortOverride ov;
     if (!a.outer_tpid.empty()) ov.outer_tpid = *parse_u16(a.outer_tpid);
     ov.mtu = static_cast<uint16_t>(a.mtu);
-    if (a.subscriber_mtu) ov.sub_mtu = static_cast<uint16_t>(a.subscriber_mtu);
-    else if (a.mtu) ov.sub_mtu = static_cast<uint16_t>(a.mtu - XBNG_QINQ_TAGS_BYTES);
+    if (a.subscriber_mtu)
+      ov.sub_mtu = static_cast<uint16_t>(a.subscriber_mtu);
+    else if (a.mtu)
+      ov.sub_mtu = static_cast<uint16_t>(a.mtu - XBNG_QINQ_TAGS_BYTES);
     ov.mss_clamp = a.mss_clamp.value_or(true);
     for (const auto& pool : a.pools) ov.pools.push_back(*parse_prefix(pool));
     if (!a.gateway_ipv4.empty()) ov.gateway_ipv4 = *parse_ipv4(a.gateway_ipv4);
@@ -656,7 +759,8 @@ std::vector<LocalService> allow_to_host_of(const Config& c) {
   std::vector<LocalService> out;
   for (const auto& a : c.allow_to_host) {
     LocalService ls;
-    if (auto e = parse_local_service(a, &ls)) throw std::runtime_error("security.allow_to_host " + *e);
+    if (auto e = parse_local_service(a, &ls))
+      throw std::runtime_error("security.allow_to_host " + *e);
     if (std::find(out.begin(), out.end(), ls) == out.end()) out.push_back(ls);
   }
   return out;
@@ -697,9 +801,9 @@ punt::BringupOptions to_bringup_options_unchecked(const Config& c) {
   };
   b.dhcpv4_defaults = settings(c.dhcp_lease_time, c.dhcp_dns, c.dhcp_subnet_mask);
   for (const auto& [name, o] : c.access_options)
-    b.dhcpv4_ports[name] = settings(o.dhcp_lease_time.value_or(c.dhcp_lease_time),
-                                    o.dhcp_dns.value_or(c.dhcp_dns),
-                                    o.dhcp_subnet_mask.value_or(c.dhcp_subnet_mask));
+    b.dhcpv4_ports[name] =
+        settings(o.dhcp_lease_time.value_or(c.dhcp_lease_time), o.dhcp_dns.value_or(c.dhcp_dns),
+                 o.dhcp_subnet_mask.value_or(c.dhcp_subnet_mask));
   b.dhcpv6 = c.dhcpv6_enabled;
   b.ra = c.ra_enabled;
   b.max_subscribers = static_cast<uint32_t>(c.max_subscribers);
@@ -756,7 +860,8 @@ std::optional<FleetOptions> to_fleet_options(const Config& c) {
   f.etcd.password = c.etcd_password;
   if (!c.etcd_password_file.empty()) {
     std::ifstream in(c.etcd_password_file);
-    if (!in) throw std::runtime_error("etcd.password_file " + c.etcd_password_file + ": cannot read");
+    if (!in)
+      throw std::runtime_error("etcd.password_file " + c.etcd_password_file + ": cannot read");
     std::getline(in, f.etcd.password);
   }
   f.status_ttl_seconds = static_cast<uint32_t>(c.etcd_status_ttl);
@@ -771,8 +876,8 @@ ReloadPlan plan_reload(const Config& a, const Config& b) {
   }
   if (a.metrics_listen != b.metrics_listen) {
     p.metrics_listen = true;
-    p.applied.push_back(fmt::format("metrics.listen: \"{}\" -> \"{}\"", a.metrics_listen,
-                                    b.metrics_listen));
+    p.applied.push_back(
+        fmt::format("metrics.listen: \"{}\" -> \"{}\"", a.metrics_listen, b.metrics_listen));
   }
   if (a.allow_to_host != b.allow_to_host) {
     p.allow_to_host = true;
@@ -794,21 +899,21 @@ ReloadPlan plan_reload(const Config& a, const Config& b) {
   auto refuse = [&](const char* key, const std::string& from, const std::string& to,
                     const char* why, const char* how) {
     if (from != to)
-      p.refused.push_back(fmt::format("{}: {} -> {}: cannot change live ({}); {}", key, from, to,
-                                      why, how));
+      p.refused.push_back(
+          fmt::format("{}: {} -> {}: cannot change live ({}); {}", key, from, to, why, how));
   };
   auto opts = [](const Config& c) {
     std::vector<std::string> v;
     for (const auto& [n, o] : c.access_options)
-      v.push_back(fmt::format("{}{{tpid={},mtu={},gw4={},gw6={},subscriber_mtu={},mss_clamp={},"
-                              "pools={},policy={}/{}/{}/{},mac_policy={}}}",
-                              n, o.outer_tpid, o.mtu, o.gateway_ipv4, o.gateway_ipv6,
-                              o.subscriber_mtu, o.mss_clamp ? (*o.mss_clamp ? "on" : "off") : "-",
-                              join(o.pools), o.policy.up_rate, o.policy.up_burst,
-                              o.policy.down_rate, o.policy.down_burst, o.mac_policy));
+      v.push_back(fmt::format(
+          "{}{{tpid={},mtu={},gw4={},gw6={},subscriber_mtu={},mss_clamp={},"
+          "pools={},policy={}/{}/{}/{},mac_policy={}}}",
+          n, o.outer_tpid, o.mtu, o.gateway_ipv4, o.gateway_ipv6, o.subscriber_mtu,
+          o.mss_clamp ? (*o.mss_clamp ? "on" : "off") : "-", join(o.pools), o.policy.up_rate,
+          o.policy.up_burst, o.policy.down_rate, o.policy.down_burst, o.mac_policy));
     for (const auto& [n, o] : c.uplink_options)
-      v.push_back(fmt::format("{}{{icmp_source={},{}}}", n, o.icmp_source_ipv4,
-                              o.icmp_source_ipv6));
+      v.push_back(
+          fmt::format("{}{{icmp_source={},{}}}", n, o.icmp_source_ipv4, o.icmp_source_ipv6));
     return join(v);
   };
   constexpr const char* kPorts = "the XDP links and the ports map are set at start";
@@ -837,28 +942,23 @@ ReloadPlan plan_reload(const Config& a, const Config& b) {
          "a `const volatile` of the XDP program, frozen when it is loaded", kRestart);
   refuse("bpf.bpffs", a.bpffs, b.bpffs, "the pins live there", kTeardown);
   auto bringup = [](const Config& c) {
-    std::vector<std::string> v{fmt::format("punt={},{}/{}/{}", c.punt_enabled,
-                                           c.punt_subscriber_rate, c.punt_subscriber_burst,
-                                           c.punt_port_rate),
-                               fmt::format("dhcp={},{},{},{},{}", c.dhcp_enabled,
-                                           c.dhcp_lease_time, join(c.dhcp_dns),
-                                           c.dhcp_subnet_mask, c.lease_file),
-                               fmt::format("dhcpv6={},{}/{}/{}/{},{},{},{}", c.dhcpv6_enabled,
-                                           c.dhcpv6_preferred, c.dhcpv6_valid, c.dhcpv6_t1,
-                                           c.dhcpv6_t2, join(c.dhcpv6_dns),
-                                           c.dhcpv6_rapid_commit, c.duid_file),
-                               fmt::format("ra={},{}{},{},{},{},{},{},{}", c.ra_enabled,
-                                           c.ra_managed, c.ra_other, c.ra_router_lifetime,
-                                           c.ra_mtu,
-                                           join(c.ra_dns.value_or(std::vector<std::string>{})),
-                                           c.ra_dns_lifetime, c.ra_slaac,
-                                           c.ra_unsolicited_interval)};
+    std::vector<std::string> v{
+        fmt::format("punt={},{}/{}/{}", c.punt_enabled, c.punt_subscriber_rate,
+                    c.punt_subscriber_burst, c.punt_port_rate),
+        fmt::format("dhcp={},{},{},{},{}", c.dhcp_enabled, c.dhcp_lease_time, join(c.dhcp_dns),
+                    c.dhcp_subnet_mask, c.lease_file),
+        fmt::format("dhcpv6={},{}/{}/{}/{},{},{},{}", c.dhcpv6_enabled, c.dhcpv6_preferred,
+                    c.dhcpv6_valid, c.dhcpv6_t1, c.dhcpv6_t2, join(c.dhcpv6_dns),
+                    c.dhcpv6_rapid_commit, c.duid_file),
+        fmt::format("ra={},{}{},{},{},{},{},{},{}", c.ra_enabled, c.ra_managed, c.ra_other,
+                    c.ra_router_lifetime, c.ra_mtu,
+                    join(c.ra_dns.value_or(std::vector<std::string>{})), c.ra_dns_lifetime,
+                    c.ra_slaac, c.ra_unsolicited_interval)};
     for (const auto& [n, o] : c.access_options)
       if (o.dhcp_lease_time || o.dhcp_dns || o.dhcp_subnet_mask)
-        v.push_back(fmt::format("{}{{lease={},dns={},mask={}}}", n,
-                              o.dhcp_lease_time.value_or(0),
-                              join(o.dhcp_dns.value_or(std::vector<std::string>{})),
-                              o.dhcp_subnet_mask.value_or("")));
+        v.push_back(fmt::format("{}{{lease={},dns={},mask={}}}", n, o.dhcp_lease_time.value_or(0),
+                                join(o.dhcp_dns.value_or(std::vector<std::string>{})),
+                                o.dhcp_subnet_mask.value_or("")));
     return join(v);
   };
   refuse("punt/dhcp/dhcpv6/ra", bringup(a), bringup(b),
@@ -869,8 +969,8 @@ ReloadPlan plan_reload(const Config& a, const Config& b) {
   refuse("grpc.tls_cert", a.tls_cert, b.tls_cert, kGrpc, kRestart);
   refuse("grpc.tls_key", a.tls_key, b.tls_key, kGrpc, kRestart);
   refuse("grpc.tls_client_ca", a.tls_client_ca, b.tls_client_ca, kGrpc, kRestart);
-  refuse("grpc.insecure_tcp", fmt::format("{}", a.insecure_tcp),
-         fmt::format("{}", b.insecure_tcp), kGrpc, kRestart);
+  refuse("grpc.insecure_tcp", fmt::format("{}", a.insecure_tcp), fmt::format("{}", b.insecure_tcp),
+         kGrpc, kRestart);
   constexpr const char* kEtcd = "the fleet reconciler connects and reads its prefix at start";
   refuse("etcd.endpoints", join(a.etcd_endpoints), join(b.etcd_endpoints), kEtcd, kRestart);
   refuse("etcd.node", a.etcd_node, b.etcd_node, kEtcd, kRestart);
@@ -882,13 +982,11 @@ ReloadPlan plan_reload(const Config& a, const Config& b) {
          kEtcd, kRestart);
   refuse("grpc.tls_no_client_auth", fmt::format("{}", a.tls_no_client_auth),
          fmt::format("{}", b.tls_no_client_auth), kGrpc, kRestart);
-  for (auto [key, x, y] : {std::tuple{"api.max_connections", a.api_max_connections,
-                                      b.api_max_connections},
-                           std::tuple{"api.max_request_bytes", a.api_max_request_bytes,
-                                      b.api_max_request_bytes},
-                           std::tuple{"api.max_watchers", a.api_max_watchers, b.api_max_watchers},
-                           std::tuple{"api.watcher_queue", a.api_watcher_queue,
-                                      b.api_watcher_queue}})
+  for (auto [key, x, y] :
+       {std::tuple{"api.max_connections", a.api_max_connections, b.api_max_connections},
+        std::tuple{"api.max_request_bytes", a.api_max_request_bytes, b.api_max_request_bytes},
+        std::tuple{"api.max_watchers", a.api_max_watchers, b.api_max_watchers},
+        std::tuple{"api.watcher_queue", a.api_watcher_queue, b.api_watcher_queue}})
     refuse(key, fmt::format("{}", x), fmt::format("{}", y), kGrpc, kRestart);
   return p;
 }

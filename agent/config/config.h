@@ -93,7 +93,7 @@ struct Config {
   std::vector<std::string> access, uplink;
   std::map<std::string, AccessPortConfig> access_options;  // by access port name
   std::map<std::string, UplinkPortConfig> uplink_options;  // by uplink name
-  uint64_t icmp_rate_per_sec = XBNG_DEFAULT_ICMP_RATE;      // 0: no ICMP errors
+  uint64_t icmp_rate_per_sec = XBNG_DEFAULT_ICMP_RATE;     // 0: no ICMP errors
   uint64_t icmp_burst = XBNG_DEFAULT_ICMP_BURST;
   std::string gateway_ipv4, gateway_ipv6;
   std::string grpc = "unix:///run/xbng/xbngd.sock";
@@ -114,11 +114,11 @@ struct Config {
   std::string etcd_username, etcd_password, etcd_password_file;
   uint64_t etcd_status_ttl = 10;
   // ---- bounded API resources, TLS client authentication ----
-  bool tls_no_client_auth = false;            // grpc.tls_no_client_auth
-  uint64_t api_max_connections = 1024;        // api.max_connections
+  bool tls_no_client_auth = false;              // grpc.tls_no_client_auth
+  uint64_t api_max_connections = 1024;          // api.max_connections
   uint64_t api_max_request_bytes = 512u << 10;  // api.max_request_bytes
-  uint64_t api_max_watchers = 16;             // api.max_watchers
-  uint64_t api_watcher_queue = 65536;         // api.watcher_queue (events)
+  uint64_t api_max_watchers = 16;               // api.max_watchers
+  uint64_t api_watcher_queue = 65536;           // api.watcher_queue (events)
   // [security]: MAC policy, reserved ranges, services allowed to the host
   std::string mac_policy = "learn-once";   // of access ports without their own
   std::vector<std::string> allow_to_host;  // "tcp/22", "udp/53", "icmp", ...
@@ -185,10 +185,10 @@ std::optional<std::string> parse_listen(std::string_view s, std::string* host, u
 // SIGHUP: what a new config changes, split into what is applied live and
 // what is refused (each refusal names the setting and how to apply it).
 struct ReloadPlan {
-  bool log_level = false;       // apply next.log_level
-  bool metrics_listen = false;  // rebind the metrics server on next.metrics_listen
-  bool allow_to_host = false;   // rewrite local_allow from next.allow_to_host
-  bool reserved = false;        // new reserved ranges: check every subscriber again
+  bool log_level = false;            // apply next.log_level
+  bool metrics_listen = false;       // rebind the metrics server on next.metrics_listen
+  bool allow_to_host = false;        // rewrite local_allow from next.allow_to_host
+  bool reserved = false;             // new reserved ranges: check every subscriber again
   std::vector<std::string> applied;  // "log.level: info -> debug"
   std::vector<std::string> refused;  // "ports.access: [a] -> [a,b]: cannot change live; ..."
 };

@@ -16,9 +16,9 @@ namespace xbng::agent {
 
 Agent::Agent(const AgentOptions& o)
     : boot_id_(make_boot_id()),
-      start_time_seconds_(std::chrono::duration<double>(
-                              std::chrono::system_clock::now().time_since_epoch())
-                              .count()) {
+      start_time_seconds_(
+          std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+              .count()) {
   dp_ = Dataplane::start(o.dataplane);
   const StoreMaps maps = StoreMaps::from(*dp_);
   store_ = std::make_unique<SubscriberStore>(maps, dp_->resolver(), &hub_);
@@ -34,21 +34,21 @@ Agent::Agent(const AgentOptions& o)
   // Watch first, then read: no address change falls between the two.
   addr_watcher_ = std::make_unique<AddressWatcher>([this] { refresh_reserved(); });
   refresh_reserved();
-  rb_ = std::make_unique<RingbufReader>(dp_->fd(MapId::kEvents), &hub_,
-                                        [this](const AgentEvent& e) {
-                                          if (e.type == xbng::v1::Event::MAC_CHANGED)
-                                            store_->follow_mac(e.key, e.mac);
-                                          else if (e.type == xbng::v1::Event::MAC_CONFLICT)
-                                            spdlog::warn("subscriber {}: frames from MAC {}, not "
-                                                         "its own (mac policy learn-once/enforce)",
-                                                         key_to_string(e.key, dp_->resolver()),
-                                                         format_mac(e.mac.data()));
-                                        });
-  service_ = std::make_unique<SubscribersService>(store_.get(), &hub_, maps, dp_->ports(), boot_id_);
+  rb_ =
+      std::make_unique<RingbufReader>(dp_->fd(MapId::kEvents), &hub_, [this](const AgentEvent& e) {
+        if (e.type == xbng::v1::Event::MAC_CHANGED)
+          store_->follow_mac(e.key, e.mac);
+        else if (e.type == xbng::v1::Event::MAC_CONFLICT)
+          spdlog::warn(
+              "subscriber {}: frames from MAC {}, not "
+              "its own (mac policy learn-once/enforce)",
+              key_to_string(e.key, dp_->resolver()), format_mac(e.mac.data()));
+      });
+  service_ =
+      std::make_unique<SubscribersService>(store_.get(), &hub_, maps, dp_->ports(), boot_id_);
   tracer_ = std::make_unique<Tracer>(dp_.get());
   service_->set_tracer(tracer_.get());
-  if (o.fleet)
-    service_->set_fleet_read_only(o.fleet->node, node_subscribers_prefix(o.fleet->node));
+  if (o.fleet) service_->set_fleet_read_only(o.fleet->node, node_subscribers_prefix(o.fleet->node));
   if (o.bringup.enabled) start_bringup(o.bringup);
   ServerOptions so = o.server;
   so.metrics = &grpc_metrics_;
@@ -68,7 +68,8 @@ Agent::Agent(const AgentOptions& o)
 void Agent::start_bringup(const punt::BringupOptions& opts) {
   punt::BringupOptions o = opts;
   if (o.dhcpv6) {
-    // The server DUID stays the same across restarts and upgrades (dhcpv6::load_or_create_server_duid).
+    // The server DUID stays the same across restarts and upgrades
+    // (dhcpv6::load_or_create_server_duid).
     std::string err;
     std::optional<dhcpv6::Duid> duid;
     if (o.duid_file.empty()) {  // embedded use (tests): a DUID for this process only
@@ -89,8 +90,10 @@ void Agent::start_bringup(const punt::BringupOptions& opts) {
     std::optional<Mac> learned;
     return s->binding(k, out, &learned);
   });
-  store_->set_change_hook([l = leases_.get()](const SubKey& k, const SubscriberSpec* now,
-                                              bool created) { l->on_subscriber_change(k, now, created); });
+  store_->set_change_hook(
+      [l = leases_.get()](const SubKey& k, const SubscriberSpec* now, bool created) {
+        l->on_subscriber_change(k, now, created);
+      });
   std::vector<punt::PortBringup> ports;
   std::vector<uint32_t> ifindexes;
   for (const auto& p : dp_->ports()) {
@@ -158,8 +161,7 @@ void Agent::set_metrics_listen(const std::string& listen) {
     if (!old.empty()) spdlog::info("metrics endpoint {} closed", old);
     return;
   }
-  MetricsServer::Handlers scrape{[this] { return render_metrics(); },
-                                 [this] { return health(); }};
+  MetricsServer::Handlers scrape{[this] { return render_metrics(); }, [this] { return health(); }};
   try {
     metrics_ = std::make_unique<MetricsServer>(listen, scrape);
   } catch (const std::exception& e) {
@@ -180,9 +182,10 @@ std::string Agent::health(bool capacity) {
   if (!l.alive()) return "the gRPC accept loop is stuck";
   if (capacity && !l.has_room()) {
     const auto s = l.stats();
-    return fmt::format("{} gRPC connections open, the maximum (api.max_connections): new "
-                       "clients are refused",
-                       s.open);
+    return fmt::format(
+        "{} gRPC connections open, the maximum (api.max_connections): new "
+        "clients are refused",
+        s.open);
   }
   if (auto st = server_->probe(std::chrono::seconds(2)); !st.ok())
     return fmt::format("gRPC health check failed: {}", st.error_message());
@@ -193,9 +196,10 @@ void Agent::refresh_reserved() {
   std::lock_guard l(reserved_mu_);
   auto set = std::make_shared<ReservedSet>(
       build_reserved(dp_->ports(), reserved_ranges_, read_if_addresses()));
-  spdlog::info("reserved addresses: {} (gateways, xbng port addresses, uplink subnets, "
-               "security.reserved)",
-               set->size());
+  spdlog::info(
+      "reserved addresses: {} (gateways, xbng port addresses, uplink subnets, "
+      "security.reserved)",
+      set->size());
   store_->set_reserved(std::move(set));
 }
 

@@ -32,7 +32,8 @@ struct AgentOptions {
   // Fleet mode (docs/fleet.md): subscribers come from etcd; gRPC writes are refused.
   std::optional<FleetOptions> fleet;
   std::vector<std::string> reserved;  // security.reserved: never a subscriber's address
-  punt::BringupOptions bringup;  // DHCP/RA servers on the punt path (docs/design.md, "Subscriber bring-up")
+  punt::BringupOptions
+      bringup;  // DHCP/RA servers on the punt path (docs/design.md, "Subscriber bring-up")
   std::string journal_file;  // the store's write-ahead journal; "" = none
 };
 
@@ -84,7 +85,7 @@ class Agent {
   std::unique_ptr<SubscribersService> service_;
   GrpcMetrics grpc_metrics_;  // outlives the server's interceptors
   std::unique_ptr<GrpcServer> server_;
-  std::unique_ptr<Fleet> fleet_;  // writes the store: stopped before the server goes
+  std::unique_ptr<Fleet> fleet_;            // writes the store: stopped before the server goes
   std::unique_ptr<MetricsServer> metrics_;  // first to go: it reads everything above
   // Reserved addresses (the host's own and the operator's), re-read on address changes.
   void refresh_reserved();

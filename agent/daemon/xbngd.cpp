@@ -26,18 +26,20 @@ namespace {
 
 int check_config_file(const std::string& path, const Config& cfg) {
   ConfigCheck chk = check_config(cfg);
-  for (const auto& w : chk.warnings) std::printf("config %s: warning: %s\n", path.c_str(), w.c_str());
+  for (const auto& w : chk.warnings)
+    std::printf("config %s: warning: %s\n", path.c_str(), w.c_str());
   if (!chk.ok()) {
     std::fprintf(stderr, "config %s: %zu problem(s):\n", path.c_str(), chk.errors.size());
     for (const auto& e : chk.errors) std::fprintf(stderr, "  - %s\n", e.c_str());
     return 1;
   }
-  std::printf("config %s: OK: access [%s], uplink [%s], grpc %s, metrics %s, bpffs %s, "
-              "max_subscribers %llu\n",
-              path.c_str(), fmt::format("{}", fmt::join(cfg.access, ",")).c_str(),
-              fmt::format("{}", fmt::join(cfg.uplink, ",")).c_str(), cfg.grpc.c_str(),
-              cfg.metrics_listen.empty() ? "off" : cfg.metrics_listen.c_str(), cfg.bpffs.c_str(),
-              static_cast<unsigned long long>(cfg.max_subscribers));
+  std::printf(
+      "config %s: OK: access [%s], uplink [%s], grpc %s, metrics %s, bpffs %s, "
+      "max_subscribers %llu\n",
+      path.c_str(), fmt::format("{}", fmt::join(cfg.access, ",")).c_str(),
+      fmt::format("{}", fmt::join(cfg.uplink, ",")).c_str(), cfg.grpc.c_str(),
+      cfg.metrics_listen.empty() ? "off" : cfg.metrics_listen.c_str(), cfg.bpffs.c_str(),
+      static_cast<unsigned long long>(cfg.max_subscribers));
   return 0;
 }
 
@@ -63,7 +65,8 @@ int main(int argc, char** argv) {
       ->default_str(flags.grpc);
   app.add_option("--tls-cert", flags.tls_cert, "server certificate (PEM) for TCP");
   app.add_option("--tls-key", flags.tls_key, "server key (PEM) for TCP");
-  app.add_option("--tls-client-ca", flags.tls_client_ca, "require client certificates from this CA");
+  app.add_option("--tls-client-ca", flags.tls_client_ca,
+                 "require client certificates from this CA");
   app.add_flag("--insecure-tcp", flags.insecure_tcp, "allow plaintext TCP (dangerous)");
   app.add_flag("--tls-no-client-auth", flags.tls_no_client_auth,
                "TLS without --tls-client-ca: accept clients without certificates (dangerous)");
@@ -73,7 +76,8 @@ int main(int argc, char** argv) {
   app.add_option("--metrics-listen", flags.metrics_listen,
                  "Prometheus endpoint HOST:PORT (GET /metrics); \"\" disables")
       ->default_str(kDefaultMetricsListen);
-  app.add_option("--bpffs", flags.bpffs, "pin directory on a bpf filesystem")->default_str(flags.bpffs);
+  app.add_option("--bpffs", flags.bpffs, "pin directory on a bpf filesystem")
+      ->default_str(flags.bpffs);
   app.add_option("--max-subscribers", flags.max_subscribers, "subscriber map size at load")
       ->default_str("1000000");
   app.add_option("--outer-tpid", outer_tpid,
@@ -239,9 +243,10 @@ int main(int argc, char** argv) {
         handed_over = s;
         return;
       }
-      spdlog::warn("{} during the start: exiting now, as a kill would (changes are journaled, "
-                   "state files replaced atomically; the pins stay)",
-                   s == SIGTERM ? "SIGTERM" : "SIGINT");
+      spdlog::warn(
+          "{} during the start: exiting now, as a kill would (changes are journaled, "
+          "state files replaced atomically; the pins stay)",
+          s == SIGTERM ? "SIGTERM" : "SIGINT");
       spdlog::shutdown();
       std::_Exit(128 + s);
     }
@@ -313,9 +318,8 @@ int main(int argc, char** argv) {
       } catch (const std::exception& e) {
         spdlog::error("reload: {}; metrics stay on \"{}\"", e.what(), cfg.metrics_listen);
         ok = false;
-        std::erase_if(plan.applied, [](const std::string& s) {
-          return s.rfind("metrics.listen", 0) == 0;
-        });
+        std::erase_if(plan.applied,
+                      [](const std::string& s) { return s.rfind("metrics.listen", 0) == 0; });
       }
     }
     if (plan.allow_to_host) {
@@ -353,8 +357,10 @@ int main(int argc, char** argv) {
     watchdog = std::thread([&, period = std::chrono::microseconds(wd_usec / 3)] {
       while (!done) {
         const std::string why = agent->health(false);
-        if (why.empty()) sd_notify(0, "WATCHDOG=1");
-        else spdlog::error("health: {} (watchdog not pinged)", why);
+        if (why.empty())
+          sd_notify(0, "WATCHDOG=1");
+        else
+          spdlog::error("health: {} (watchdog not pinged)", why);
         for (auto t = std::chrono::steady_clock::now() + period;
              !done && std::chrono::steady_clock::now() < t;)
           std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -372,9 +378,10 @@ int main(int argc, char** argv) {
   }
   done = true;
   if (watchdog.joinable()) watchdog.join();
-  spdlog::info("{}: stopping gRPC; XDP programs, links and maps stay pinned (forwarding "
-               "continues; `xbngd --teardown` removes them)",
-               sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  spdlog::info(
+      "{}: stopping gRPC; XDP programs, links and maps stay pinned (forwarding "
+      "continues; `xbngd --teardown` removes them)",
+      sig == SIGTERM ? "SIGTERM" : "SIGINT");
   sd_notify(0, "STOPPING=1");
   agent->stop();
   agent.reset();

@@ -39,7 +39,6 @@ namespace xbng::agent {
 
 namespace {
 
-
 std::string errstr(int err) { return std::strerror(err < 0 ? -err : err); }
 
 struct Fd {
@@ -81,7 +80,8 @@ std::string mount_ns(const char* pid) {
 // agent and takes the pins, and so the XDP programs, with it. The pin
 // directory must be the same inode on the same filesystem as PID 1 sees.
 void refuse_private_bpffs(const std::string& bpffs) {
-  struct stat ours {}, host {};
+  struct stat ours {
+  }, host{};
   if (stat(bpffs.c_str(), &ours) != 0)
     throw DataplaneError(fmt::format("{}: {}", bpffs, errstr(errno)));
   const std::string host_path = "/proc/1/root" + bpffs;
@@ -107,9 +107,10 @@ void refuse_private_bpffs(const std::string& bpffs) {
     } else {
       const std::string self = mount_ns("self"), init = mount_ns("1");
       if (!self.empty() && self == init) return;
-      spdlog::warn("cannot verify that {} is on the host's bpf filesystem ({}: {}); make sure "
-                   "bpffs is the host's, or the pins die with this process",
-                   bpffs, host_path, errstr(e));
+      spdlog::warn(
+          "cannot verify that {} is on the host's bpf filesystem ({}: {}); make sure "
+          "bpffs is the host's, or the pins die with this process",
+          bpffs, host_path, errstr(e));
       return;
     }
   }
@@ -132,16 +133,18 @@ void ensure_bpffs(const std::string& bpffs) {
           "host's: mount bpffs on the host (`mount -t bpf bpf /sys/fs/bpf`; systemd does it at "
           "boot), so that the pins outlive xbngd");
     if (mount("bpf", "/sys/fs/bpf", "bpf", 0, "mode=0700") != 0)
-      throw DataplaneError(fmt::format("/sys/fs/bpf is not a bpf filesystem and mounting one "
-                                       "failed: {}",
-                                       errstr(errno)));
+      throw DataplaneError(
+          fmt::format("/sys/fs/bpf is not a bpf filesystem and mounting one "
+                      "failed: {}",
+                      errstr(errno)));
     spdlog::info("mounted bpffs at /sys/fs/bpf");
   }
   mkdirs(bpffs);
   if (!is_bpffs(bpffs))
-    throw DataplaneError(fmt::format("{} is not on a bpf filesystem (mount -t bpf bpf "
-                                     "/sys/fs/bpf)",
-                                     bpffs));
+    throw DataplaneError(
+        fmt::format("{} is not on a bpf filesystem (mount -t bpf bpf "
+                    "/sys/fs/bpf)",
+                    bpffs));
   refuse_private_bpffs(bpffs);
 }
 
@@ -217,9 +220,10 @@ std::optional<std::string> disable_rx_vlan_offload(const std::string& name) {
   sset->sset_mask = 1ull << ETH_SS_FEATURES;
   ifr.ifr_data = reinterpret_cast<char*>(sset);
   if (ioctl(s.fd, SIOCETHTOOL, &ifr) != 0 || !sset->sset_mask)
-    return fmt::format("{}: cannot read the offload feature names (ETHTOOL_GSSET_INFO: {}); "
-                       "check `ethtool -k {} | grep vlan` manually",
-                       name, errstr(errno), name);
+    return fmt::format(
+        "{}: cannot read the offload feature names (ETHTOOL_GSSET_INFO: {}); "
+        "check `ethtool -k {} | grep vlan` manually",
+        name, errstr(errno), name);
   const uint32_t n = sset->data[0];
   std::vector<uint8_t> sbuf(sizeof(ethtool_gstrings) + n * ETH_GSTRING_LEN);
   auto* gs = reinterpret_cast<ethtool_gstrings*>(sbuf.data());
@@ -231,8 +235,9 @@ std::optional<std::string> disable_rx_vlan_offload(const std::string& name) {
     return fmt::format("{}: ETHTOOL_GSTRINGS: {}", name, errstr(errno));
   std::vector<uint32_t> wanted;
   for (uint32_t i = 0; i < n; ++i) {
-    std::string f(reinterpret_cast<char*>(gs->data + i * ETH_GSTRING_LEN),
-                  strnlen(reinterpret_cast<char*>(gs->data + i * ETH_GSTRING_LEN), ETH_GSTRING_LEN));
+    std::string f(
+        reinterpret_cast<char*>(gs->data + i * ETH_GSTRING_LEN),
+        strnlen(reinterpret_cast<char*>(gs->data + i * ETH_GSTRING_LEN), ETH_GSTRING_LEN));
     if (f == "rx-vlan-hw-parse" || f == "rx-vlan-stag-hw-parse") wanted.push_back(i);
   }
   const uint32_t blocks = (n + 31) / 32;
@@ -274,15 +279,15 @@ std::optional<std::string> disable_rx_vlan_offload(const std::string& name) {
     spdlog::info("{}: RX VLAN offload turned off so XDP sees both tags", name);
     return std::nullopt;
   }
-  return fmt::format("{}: RX VLAN offload ({}) is on and could not be turned off ({}): the "
-                     "driver may strip tags before XDP sees them and QinQ frames would be "
-                     "dropped as untagged/single-tagged; run `ethtool -K {} rxvlan off "
-                     "rx-vlan-stag-hw-parse off`",
-                     name, still, rc ? errstr(serr) : "setting ignored", name);
+  return fmt::format(
+      "{}: RX VLAN offload ({}) is on and could not be turned off ({}): the "
+      "driver may strip tags before XDP sees them and QinQ frames would be "
+      "dropped as untagged/single-tagged; run `ethtool -K {} rxvlan off "
+      "rx-vlan-stag-hw-parse off`",
+      name, still, rc ? errstr(serr) : "setting ignored", name);
 }
 
 }  // namespace
-
 
 int possible_cpus() {
   static int n = libbpf_num_possible_cpus();
@@ -317,8 +322,8 @@ std::unique_ptr<Dataplane> Dataplane::start(const DataplaneOptions& opts) {
   for (const auto& n : opts.access) add_port(n, XBNG_ROLE_ACCESS);
   for (const auto& n : opts.uplink) add_port(n, XBNG_ROLE_UPLINK);
   if (dp->ports_.size() > XBNG_MAX_PORTS)
-    throw DataplaneError(fmt::format("{} ports configured, at most {}", dp->ports_.size(),
-                                     XBNG_MAX_PORTS));
+    throw DataplaneError(
+        fmt::format("{} ports configured, at most {}", dp->ports_.size(), XBNG_MAX_PORTS));
 
   // Router settings that can refuse the start do so before anything is
   // loaded or pinned: pools overlapping an uplink subnet, access MTUs the
@@ -358,7 +363,8 @@ void Dataplane::open_and_load() {
   for (int i = 0; i < kMapCount; ++i) {
     maps[i] = bpf_object__find_map_by_name(skel_->obj, map_name(static_cast<MapId>(i)));
     if (!maps[i])
-      throw DataplaneError(fmt::format("the BPF object has no map {}", map_name(static_cast<MapId>(i))));
+      throw DataplaneError(
+          fmt::format("the BPF object has no map {}", map_name(static_cast<MapId>(i))));
   }
   bool pinned[kMapCount] = {};
   int npinned = 0;
@@ -370,8 +376,8 @@ void Dataplane::open_and_load() {
     if (access(path.c_str(), F_OK) != 0) continue;
     Fd pfd(bpf_obj_get(path.c_str()));
     if (pfd.fd < 0)
-      throw DataplaneError(fmt::format("{}: cannot open the pinned object: {}", path,
-                                       errstr(errno)));
+      throw DataplaneError(
+          fmt::format("{}: cannot open the pinned object: {}", path, errstr(errno)));
     struct bpf_map_info info {};
     uint32_t len = sizeof info;
     if (bpf_obj_get_info_by_fd(pfd.fd, &info, &len) != 0)
@@ -396,9 +402,10 @@ void Dataplane::open_and_load() {
             "--teardown --bpffs {}`",
             path, info.max_entries, bpf_map__max_entries(m), opts_.bpffs));
       if (id == MapId::kSubscribers) {
-        auto w = fmt::format("pinned maps hold up to {} subscribers; --max-subscribers {} "
-                             "ignored (resizing needs a teardown)",
-                             info.max_entries, opts_.max_subscribers);
+        auto w = fmt::format(
+            "pinned maps hold up to {} subscribers; --max-subscribers {} "
+            "ignored (resizing needs a teardown)",
+            info.max_entries, opts_.max_subscribers);
         spdlog::warn("{}", w);
         warnings_.push_back(w);
       }
@@ -412,9 +419,10 @@ void Dataplane::open_and_load() {
   adopted_ = pinned[static_cast<int>(MapId::kSubscribers)];
 
   if (int err = xbng_skel_load(skel_.get()); err)
-    throw DataplaneError(fmt::format("loading the XDP programs failed: {} (run with "
-                                     "--log-level debug for the verifier log)",
-                                     errstr(err)));
+    throw DataplaneError(
+        fmt::format("loading the XDP programs failed: {} (run with "
+                    "--log-level debug for the verifier log)",
+                    errstr(err)));
   for (int i = 0; i < kMapCount; ++i) {
     const MapId id = static_cast<MapId>(i);
     if (!pinned[i]) {
@@ -513,15 +521,16 @@ void Dataplane::configure_ports() {
         }
     }
     if (p.role == XBNG_ROLE_ACCESS)
-      spdlog::info("port {} (ifindex {}): access, mac {}, mtu {}, outer tpid {:#06x}, "
-                   "subscriber mtu {}, mss clamp {}, mac policy {}, gateway {} {}, slot {}",
-                   p.name, p.ifindex, format_mac(c.mac), c.mtu, c.outer_tpid, c.sub_mtu,
-                   c.flags & XBNG_PORT_F_MSS_CLAMP ? "on" : "off", mac_policy_name(c.mac_policy),
-                   c.gw_ipv4 ? format_ipv4(c.gw_ipv4) : "-",
-                   (c.gw_ipv6[0] | c.gw_ipv6[1] | c.gw_ipv6[2] | c.gw_ipv6[3]) == 0
-                       ? std::string("-")
-                       : format_ipv6(reinterpret_cast<const uint8_t*>(c.gw_ipv6)),
-                   c.slot);
+      spdlog::info(
+          "port {} (ifindex {}): access, mac {}, mtu {}, outer tpid {:#06x}, "
+          "subscriber mtu {}, mss clamp {}, mac policy {}, gateway {} {}, slot {}",
+          p.name, p.ifindex, format_mac(c.mac), c.mtu, c.outer_tpid, c.sub_mtu,
+          c.flags & XBNG_PORT_F_MSS_CLAMP ? "on" : "off", mac_policy_name(c.mac_policy),
+          c.gw_ipv4 ? format_ipv4(c.gw_ipv4) : "-",
+          (c.gw_ipv6[0] | c.gw_ipv6[1] | c.gw_ipv6[2] | c.gw_ipv6[3]) == 0
+              ? std::string("-")
+              : format_ipv6(reinterpret_cast<const uint8_t*>(c.gw_ipv6)),
+          c.slot);
     else
       spdlog::info("port {} (ifindex {}): uplink, mac {}, mtu {}, icmp source {} {}, slot {}",
                    p.name, p.ifindex, format_mac(c.mac), c.mtu,
@@ -581,10 +590,11 @@ void Dataplane::configure_uplink_icmp_source(const std::string& name, struct xbn
   } else if (auto a = first_global(addrs, 4)) {
     std::memcpy(&c->icmp_src4, a->addr.data(), 4);
   } else {
-    auto w = fmt::format("uplink {}: no IPv4 address and no icmp_source_ipv4: no ICMPv4 error "
-                         "goes to the network (time exceeded, fragmentation needed, "
-                         "unreachable)",
-                         name);
+    auto w = fmt::format(
+        "uplink {}: no IPv4 address and no icmp_source_ipv4: no ICMPv4 error "
+        "goes to the network (time exceeded, fragmentation needed, "
+        "unreachable)",
+        name);
     spdlog::warn("{}", w);
     warnings_.push_back(w);
   }
@@ -593,10 +603,11 @@ void Dataplane::configure_uplink_icmp_source(const std::string& name, struct xbn
   } else if (auto a = first_global(addrs, 6)) {
     std::memcpy(c->icmp_src6, a->addr.data(), 16);
   } else {
-    auto w = fmt::format("uplink {}: no global IPv6 address and no icmp_source_ipv6: no ICMPv6 "
-                         "error goes to the network (time exceeded, packet too big, "
-                         "unreachable)",
-                         name);
+    auto w = fmt::format(
+        "uplink {}: no global IPv6 address and no icmp_source_ipv6: no ICMPv6 "
+        "error goes to the network (time exceeded, packet too big, "
+        "unreachable)",
+        name);
     spdlog::warn("{}", w);
     warnings_.push_back(w);
   }
@@ -639,7 +650,8 @@ void Dataplane::configure_pools() {
       rc = bpf_map_update_elem(fd(MapId::kPoolsV6), &k, &v, BPF_ANY);
     }
     if (rc != 0)
-      throw DataplaneError(fmt::format("writing pool {}: {}", format_prefix(e.pool), errstr(errno)));
+      throw DataplaneError(
+          fmt::format("writing pool {}: {}", format_prefix(e.pool), errstr(errno)));
     spdlog::info("port {}: subscriber pool {}", ifname_of(e.ifindex), format_prefix(e.pool));
   }
 }
@@ -649,8 +661,7 @@ void Dataplane::attach_ports() {
   std::set<std::string> configured;
   for (const auto& p : ports_) {
     configured.insert(p.name);
-    struct bpf_program* prog =
-        p.role == XBNG_ROLE_ACCESS ? skel_->xdp_access : skel_->xdp_uplink;
+    struct bpf_program* prog = p.role == XBNG_ROLE_ACCESS ? skel_->xdp_access : skel_->xdp_uplink;
     const int prog_fd = bpf_program__fd(prog);
     const std::string path = link_pin_path(opts_.bpffs, p.name);
     Fd lfd(bpf_obj_get(path.c_str()));
@@ -660,8 +671,8 @@ void Dataplane::attach_ports() {
       bool same_dev = bpf_obj_get_info_by_fd(lfd.fd, &info, &len) == 0 &&
                       info.type == BPF_LINK_TYPE_XDP && info.xdp.ifindex == p.ifindex;
       if (same_dev && bpf_link_update(lfd.fd, prog_fd, nullptr) == 0) {
-        spdlog::info("port {}: new {} program swapped into the pinned XDP link (no detach)",
-                     p.name, bpf_program__name(prog));
+        spdlog::info("port {}: new {} program swapped into the pinned XDP link (no detach)", p.name,
+                     bpf_program__name(prog));
         continue;
       }
       spdlog::warn("port {}: pinned XDP link at {} is stale ({}): replacing it", p.name, path,
@@ -673,18 +684,18 @@ void Dataplane::attach_ports() {
     Fd nfd(bpf_link_create(prog_fd, static_cast<int>(p.ifindex), BPF_XDP, &lo));
     if (nfd.fd < 0) {
       int e = errno;
-      throw DataplaneError(fmt::format(
-          "port {}: attaching {} XDP failed: {}{}", p.name,
-          opts_.xdp_generic ? "generic" : "native", errstr(e),
-          e == EBUSY || e == EEXIST
-              ? " (another XDP program is attached: `ip link set dev IF xdp off`)"
-          : (!opts_.xdp_generic && (e == EOPNOTSUPP || e == EINVAL))
-              ? " (the driver lacks native XDP: use --xdp-generic)"
-              : ""));
+      throw DataplaneError(
+          fmt::format("port {}: attaching {} XDP failed: {}{}", p.name,
+                      opts_.xdp_generic ? "generic" : "native", errstr(e),
+                      e == EBUSY || e == EEXIST
+                          ? " (another XDP program is attached: `ip link set dev IF xdp off`)"
+                      : (!opts_.xdp_generic && (e == EOPNOTSUPP || e == EINVAL))
+                          ? " (the driver lacks native XDP: use --xdp-generic)"
+                          : ""));
     }
     if (bpf_obj_pin(nfd.fd, path.c_str()) != 0)
-      throw DataplaneError(fmt::format("port {}: pinning the XDP link at {}: {}", p.name, path,
-                                       errstr(errno)));
+      throw DataplaneError(
+          fmt::format("port {}: pinning the XDP link at {}: {}", p.name, path, errstr(errno)));
     spdlog::info("port {}: {} attached ({} XDP), link pinned at {}", p.name,
                  bpf_program__name(prog), opts_.xdp_generic ? "generic" : "native", path);
   }
@@ -752,8 +763,10 @@ Dataplane::TeardownReport Dataplane::teardown(const std::string& bpffs) {
   };
   struct stat st {};
   if (lstat(bpffs.c_str(), &st) != 0) {
-    if (errno == ENOENT) r.nothing_to_remove = true;
-    else fail(bpffs, errno);
+    if (errno == ENOENT)
+      r.nothing_to_remove = true;
+    else
+      fail(bpffs, errno);
     return r;
   }
   if (!S_ISDIR(st.st_mode)) {
@@ -806,16 +819,21 @@ Dataplane::TeardownReport Dataplane::teardown(const std::string& bpffs) {
         fail(fmt::format("{}: detach", l.string()), errno);
         continue;
       }
-      if (unlink(l.c_str()) != 0) fail(fmt::format("{}: unpin", l.string()), errno);
-      else r.removed.push_back(fmt::format("detached and unpinned {}", l.string()));
+      if (unlink(l.c_str()) != 0)
+        fail(fmt::format("{}: unpin", l.string()), errno);
+      else
+        r.removed.push_back(fmt::format("detached and unpinned {}", l.string()));
     }
     list(v / "maps", &maps);
     for (const auto& m : maps) {
-      if (unlink(m.c_str()) != 0) fail(fmt::format("{}: unpin", m.string()), errno);
-      else r.removed.push_back(fmt::format("unpinned {}", m.string()));
+      if (unlink(m.c_str()) != 0)
+        fail(fmt::format("{}: unpin", m.string()), errno);
+      else
+        r.removed.push_back(fmt::format("unpinned {}", m.string()));
     }
     for (const fs::path& d : {v / "links", v / "maps", v})
-      if (rmdir(d.c_str()) != 0 && errno != ENOENT) fail(fmt::format("{}: rmdir", d.string()), errno);
+      if (rmdir(d.c_str()) != 0 && errno != ENOENT)
+        fail(fmt::format("{}: rmdir", d.string()), errno);
   }
   if (rmdir(bpffs.c_str()) != 0) fail(fmt::format("{}: rmdir", bpffs), errno);
   r.nothing_to_remove = r.removed.empty() && r.errors.empty();

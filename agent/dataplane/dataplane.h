@@ -52,13 +52,13 @@ struct PortInfo {
 // Settings of one access port that differ from the global ones.
 struct AccessPortOverride {
   std::optional<uint16_t> outer_tpid;
-  uint16_t mtu = 0;  // 0: the netdev's MTU
+  uint16_t mtu = 0;                      // 0: the netdev's MTU
   std::optional<uint32_t> gateway_ipv4;  // network order
   std::optional<Ipv6> gateway_ipv6;
   uint16_t sub_mtu = 0;  // 0: XBNG_DEFAULT_SUBSCRIBER_MTU
   bool mss_clamp = true;
   std::vector<Prefix> pools;
-  PolicySpec default_policy;  // the port's default rate plan
+  PolicySpec default_policy;          // the port's default rate plan
   std::optional<uint8_t> mac_policy;  // enum xbng_mac_policy
 };
 

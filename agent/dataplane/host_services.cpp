@@ -19,9 +19,9 @@ struct ProtoName {
   uint8_t proto;
   bool has_ports;
 };
-constexpr ProtoName kProtos[] = {{"tcp", 6, true},     {"udp", 17, true}, {"sctp", 132, true},
-                                 {"icmp", 1, false},   {"icmpv6", 58, false},
-                                 {"gre", 47, false},   {"esp", 50, false}};
+constexpr ProtoName kProtos[] = {{"tcp", 6, true},   {"udp", 17, true},     {"sctp", 132, true},
+                                 {"icmp", 1, false}, {"icmpv6", 58, false}, {"gre", 47, false},
+                                 {"esp", 50, false}};
 
 bool has_ports(uint8_t proto) { return proto == 6 || proto == 17 || proto == 132; }
 
@@ -38,9 +38,10 @@ std::optional<std::string> parse_local_service(std::string_view s, LocalService*
     unsigned v = 0;
     auto [end, ec] = std::from_chars(p.data(), p.data() + p.size(), v);
     if (p.empty() || ec != std::errc() || end != p.data() + p.size() || v > 255)
-      return fmt::format("\"{}\": expected tcp/PORT, udp/PORT, sctp/PORT, tcp, udp, icmp, icmpv6 "
-                         "or an IP protocol number",
-                         s.substr(0, 64));
+      return fmt::format(
+          "\"{}\": expected tcp/PORT, udp/PORT, sctp/PORT, tcp, udp, icmp, icmpv6 "
+          "or an IP protocol number",
+          s.substr(0, 64));
     r.proto = static_cast<uint8_t>(v);
   }
   if (slash != std::string_view::npos) {
@@ -80,7 +81,8 @@ void write_local_services(int fd, const std::vector<LocalService>& services) {
                                            format_local_service(s), std::strerror(errno)));
   }
   std::vector<struct xbng_local_svc> stale;
-  struct xbng_local_svc k {}, next {};
+  struct xbng_local_svc k {
+  }, next{};
   const void* prev = nullptr;
   while (bpf_map_get_next_key(fd, prev, &next) == 0) {
     bool wanted = false;

@@ -44,8 +44,8 @@ PinLock PinLock::acquire(const std::string& dir) {
   if (flock(l.fd_, LOCK_EX | LOCK_NB) != 0) {
     const int e = errno;
     if (e != EWOULDBLOCK)
-      throw DataplaneError(fmt::format("cannot lock the pin directory {}: {}", dir,
-                                       std::strerror(e)));
+      throw DataplaneError(
+          fmt::format("cannot lock the pin directory {}: {}", dir, std::strerror(e)));
     auto pid = pin_lock_holder(dir);
     throw DataplaneError(fmt::format(
         "another xbngd{} holds the pin directory {}: refusing to start (nothing was touched: "

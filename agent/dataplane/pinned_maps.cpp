@@ -58,8 +58,8 @@ PinnedMaps::PinnedMaps(const std::string& bpffs) {
     if (fds_[i] < 0) {
       int e = errno;
       for (int j = 0; j < i; ++j) close(fds_[j]);
-      throw DataplaneError(fmt::format("{}: {} (is xbngd set up with this --bpffs?)", path,
-                                       errstr(e)));
+      throw DataplaneError(
+          fmt::format("{}: {} (is xbngd set up with this --bpffs?)", path, errstr(e)));
     }
   }
 }

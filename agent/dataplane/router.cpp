@@ -48,11 +48,10 @@ std::vector<Prefix> interface_addresses(const std::string& ifname) {
     } else if (a->ifa_addr->sa_family == AF_INET6) {
       p.family = 6;
       std::memcpy(p.addr.data(), &reinterpret_cast<sockaddr_in6*>(a->ifa_addr)->sin6_addr, 16);
-      p.len = a->ifa_netmask ? static_cast<uint8_t>(mask_len(
-                                   reinterpret_cast<sockaddr_in6*>(a->ifa_netmask)
-                                       ->sin6_addr.s6_addr,
-                                   16))
-                             : 128;
+      p.len = a->ifa_netmask
+                  ? static_cast<uint8_t>(mask_len(
+                        reinterpret_cast<sockaddr_in6*>(a->ifa_netmask)->sin6_addr.s6_addr, 16))
+                  : 128;
     } else {
       continue;
     }
@@ -92,9 +91,10 @@ std::optional<std::string> pool_overlap(const Prefix& pool, const std::string& u
       subnet.addr[i] &= keep <= 0 ? 0 : static_cast<uint8_t>(0xff << (8 - keep));
     }
     if (prefixes_overlap(pool, subnet))
-      return fmt::format("pool {} overlaps uplink {}'s subnet {} (address {}): traffic to the "
-                         "uplink's own network would be taken for subscribers'",
-                         format_prefix(pool), uplink, format_prefix(subnet), format_prefix(a));
+      return fmt::format(
+          "pool {} overlaps uplink {}'s subnet {} (address {}): traffic to the "
+          "uplink's own network would be taken for subscribers'",
+          format_prefix(pool), uplink, format_prefix(subnet), format_prefix(a));
   }
   return std::nullopt;
 }

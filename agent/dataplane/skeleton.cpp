@@ -5,7 +5,7 @@
 // The skeleton's maps are exactly those of include/xbng/maps.def: each row
 // names a map of the BPF object, and the object has no other map than the
 // rows and its global-data maps (.rodata, .bss).
-#define XBNG_MAP(id, name, sizing, trace) \
+#define XBNG_MAP(id, name, sizing, trace)                                              \
   static_assert(sizeof(((struct xbng*)nullptr)->maps.name) == sizeof(struct bpf_map*), \
                 "include/xbng/maps.def names a map the BPF object lacks: " #name);
 #include "xbng/maps.def"

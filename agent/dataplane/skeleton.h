@@ -15,14 +15,14 @@ struct XbngSkelRefs {
   struct bpf_object* obj = nullptr;
   struct bpf_program* xdp_access = nullptr;
   struct bpf_program* xdp_uplink = nullptr;
-  uint64_t* events_per_sec = nullptr;       // rodata, writable until load
-  uint64_t* unknown_interval_ns = nullptr;  // rodata, writable until load
-  uint64_t* icmp_token_ns = nullptr;        // rodata, writable until load
-  uint64_t* icmp_burst_ns = nullptr;        // rodata, writable until load
-  uint32_t* punt_enabled = nullptr;            // rodata: punt control frames to xbngd
-  uint64_t* punt_sub_interval_ns = nullptr;    // rodata
-  uint64_t* punt_sub_tolerance_ns = nullptr;   // rodata
-  uint64_t* punt_port_per_sec = nullptr;       // rodata
+  uint64_t* events_per_sec = nullptr;         // rodata, writable until load
+  uint64_t* unknown_interval_ns = nullptr;    // rodata, writable until load
+  uint64_t* icmp_token_ns = nullptr;          // rodata, writable until load
+  uint64_t* icmp_burst_ns = nullptr;          // rodata, writable until load
+  uint32_t* punt_enabled = nullptr;           // rodata: punt control frames to xbngd
+  uint64_t* punt_sub_interval_ns = nullptr;   // rodata
+  uint64_t* punt_sub_tolerance_ns = nullptr;  // rodata
+  uint64_t* punt_port_per_sec = nullptr;      // rodata
 };
 
 bool xbng_skel_open(XbngSkelRefs* refs);  // false: errno set

@@ -60,54 +60,78 @@ uint16_t csum_fold(uint32_t sum) { return static_cast<uint16_t>(~csum_add(sum, n
 
 const char* xdp_action_name(int a) {
   switch (a) {
-    case XDP_ABORTED: return "XDP_ABORTED";
-    case XDP_DROP: return "XDP_DROP";
-    case XDP_PASS: return "XDP_PASS";
-    case XDP_TX: return "XDP_TX";
-    case XDP_REDIRECT: return "XDP_REDIRECT";
+    case XDP_ABORTED:
+      return "XDP_ABORTED";
+    case XDP_DROP:
+      return "XDP_DROP";
+    case XDP_PASS:
+      return "XDP_PASS";
+    case XDP_TX:
+      return "XDP_TX";
+    case XDP_REDIRECT:
+      return "XDP_REDIRECT";
   }
   return "XDP_?";
 }
 
 const char* fib_rc_name(uint64_t rc) {
   switch (rc) {
-    case BPF_FIB_LKUP_RET_SUCCESS: return "success";
-    case BPF_FIB_LKUP_RET_BLACKHOLE: return "blackhole";
-    case BPF_FIB_LKUP_RET_UNREACHABLE: return "unreachable";
-    case BPF_FIB_LKUP_RET_PROHIBIT: return "prohibit";
-    case BPF_FIB_LKUP_RET_NOT_FWDED: return "not forwarded (for the host)";
-    case BPF_FIB_LKUP_RET_FWD_DISABLED: return "forwarding disabled";
-    case BPF_FIB_LKUP_RET_UNSUPP_LWT: return "unsupported lwt";
-    case BPF_FIB_LKUP_RET_NO_NEIGH: return "no neighbour entry";
-    case BPF_FIB_LKUP_RET_FRAG_NEEDED: return "fragmentation needed";
+    case BPF_FIB_LKUP_RET_SUCCESS:
+      return "success";
+    case BPF_FIB_LKUP_RET_BLACKHOLE:
+      return "blackhole";
+    case BPF_FIB_LKUP_RET_UNREACHABLE:
+      return "unreachable";
+    case BPF_FIB_LKUP_RET_PROHIBIT:
+      return "prohibit";
+    case BPF_FIB_LKUP_RET_NOT_FWDED:
+      return "not forwarded (for the host)";
+    case BPF_FIB_LKUP_RET_FWD_DISABLED:
+      return "forwarding disabled";
+    case BPF_FIB_LKUP_RET_UNSUPP_LWT:
+      return "unsupported lwt";
+    case BPF_FIB_LKUP_RET_NO_NEIGH:
+      return "no neighbour entry";
+    case BPF_FIB_LKUP_RET_FRAG_NEEDED:
+      return "fragmentation needed";
   }
   return "?";
 }
 
 const char* event_name(uint64_t t) {
   switch (t) {
-    case XBNG_EVENT_UNKNOWN_SUBSCRIBER: return "unknown_subscriber";
-    case XBNG_EVENT_MAC_LEARNED: return "mac_learned";
-    case XBNG_EVENT_MAC_CHANGED: return "mac_changed";
-    case XBNG_EVENT_MAC_CONFLICT: return "mac_conflict";
+    case XBNG_EVENT_UNKNOWN_SUBSCRIBER:
+      return "unknown_subscriber";
+    case XBNG_EVENT_MAC_LEARNED:
+      return "mac_learned";
+    case XBNG_EVENT_MAC_CHANGED:
+      return "mac_changed";
+    case XBNG_EVENT_MAC_CONFLICT:
+      return "mac_conflict";
   }
   return "?";
 }
 
 const char* punt_kind_name(uint64_t k) {
   switch (k) {
-    case XBNG_PUNT_KIND_DHCPV4: return "dhcpv4";
-    case XBNG_PUNT_KIND_DHCPV6: return "dhcpv6";
-    case XBNG_PUNT_KIND_RS: return "router solicitation";
+    case XBNG_PUNT_KIND_DHCPV4:
+      return "dhcpv4";
+    case XBNG_PUNT_KIND_DHCPV6:
+      return "dhcpv6";
+    case XBNG_PUNT_KIND_RS:
+      return "router solicitation";
   }
   return "?";
 }
 
 const char* icmp_kind_name(uint64_t k) {
   switch (k) {
-    case 0: return "time exceeded";
-    case 1: return "packet too big / fragmentation needed";
-    case 2: return "destination unreachable";
+    case 0:
+      return "time exceeded";
+    case 1:
+      return "packet too big / fragmentation needed";
+    case 2:
+      return "destination unreachable";
   }
   return "?";
 }
@@ -122,9 +146,9 @@ std::string bucket_text(uint64_t fp, uint64_t burst) {
 std::string police_text(uint64_t taken, uint64_t ahead_raw) {
   if (taken == 2) return "no rate plan: not policed";
   const int64_t ahead = static_cast<int64_t>(ahead_raw);
-  const std::string state =
-      ahead <= 0 ? "bucket full (idle)"
-                 : fmt::format("bucket {} ns ahead of now (credit spent)", ahead);
+  const std::string state = ahead <= 0
+                                ? "bucket full (idle)"
+                                : fmt::format("bucket {} ns ahead of now (credit spent)", ahead);
   return fmt::format("{} ({})", taken ? "admit" : "refuse: over the rate", state);
 }
 
@@ -151,9 +175,8 @@ Status Tracer::load_locked() {
     int err = m ? bpf_map__reuse_fd(m, dp_->fd(id)) : -ENOENT;
     if (err) {
       xbng_trace_skel_destroy(s.get());
-      return Status(StatusCode::UNAVAILABLE,
-                    fmt::format("trace build: reusing map {}: {}", map_name(id),
-                                std::strerror(-err)));
+      return Status(StatusCode::UNAVAILABLE, fmt::format("trace build: reusing map {}: {}",
+                                                         map_name(id), std::strerror(-err)));
     }
   }
   if (int err = xbng_trace_skel_load(s.get()); err) {
@@ -187,18 +210,23 @@ Status Tracer::build_frame(const v1::TraceRequest& req, int role,
     std::memcpy(src, c->data(), 16);
     std::memcpy(dst, d->data(), 16);
   } else {
-    return bad(fmt::format("src {:?} and dst {:?}: give two IPv4 or two IPv6 addresses",
-                           req.src(), req.dst()));
+    return bad(fmt::format("src {:?} and dst {:?}: give two IPv4 or two IPv6 addresses", req.src(),
+                           req.dst()));
   }
   const std::string proto = req.proto().empty() ? "udp" : req.proto();
   uint8_t l4proto;
-  if (proto == "tcp") l4proto = 6;
-  else if (proto == "udp") l4proto = 17;
-  else if (proto == "icmp") l4proto = v4 ? 1 : 58;
-  else return bad(fmt::format("proto {:?}: tcp, udp or icmp", proto));
+  if (proto == "tcp")
+    l4proto = 6;
+  else if (proto == "udp")
+    l4proto = 17;
+  else if (proto == "icmp")
+    l4proto = v4 ? 1 : 58;
+  else
+    return bad(fmt::format("proto {:?}: tcp, udp or icmp", proto));
   if (req.sport() > 65535 || req.dport() > 65535) return bad("sport/dport: 0..65535");
   if (req.ttl() > 255) return bad(fmt::format("ttl {}: 1..255", req.ttl()));
-  if (req.payload_len() > kMaxFrame) return bad(fmt::format("payload {} bytes: at most {}", req.payload_len(), kMaxFrame));
+  if (req.payload_len() > kMaxFrame)
+    return bad(fmt::format("payload {} bytes: at most {}", req.payload_len(), kMaxFrame));
   const uint16_t sport = static_cast<uint16_t>(req.sport() ? req.sport() : 40000);
   const uint16_t dport = static_cast<uint16_t>(req.dport() ? req.dport() : 80);
   const uint8_t ttl = static_cast<uint8_t>(req.ttl() ? req.ttl() : 64);
@@ -206,12 +234,15 @@ Status Tracer::build_frame(const v1::TraceRequest& req, int role,
   // Layer 2.
   uint8_t smac[6] = {0x02, 0, 0, 0, 0, 0x01};
   std::vector<uint8_t> f;
-  auto put16 = [&f](uint16_t v) { f.push_back(static_cast<uint8_t>(v >> 8)); f.push_back(static_cast<uint8_t>(v)); };
+  auto put16 = [&f](uint16_t v) {
+    f.push_back(static_cast<uint8_t>(v >> 8));
+    f.push_back(static_cast<uint8_t>(v));
+  };
   if (role == XBNG_ROLE_ACCESS) {
     if (req.outer_vlan() < 1 || req.outer_vlan() > 4094 || req.inner_vlan() < 1 ||
         req.inner_vlan() > 4094)
-      return bad(fmt::format("outer {} inner {}: VLANs 1..4094", req.outer_vlan(),
-                             req.inner_vlan()));
+      return bad(
+          fmt::format("outer {} inner {}: VLANs 1..4094", req.outer_vlan(), req.inner_vlan()));
     struct xbng_sub_key key {};
     key.ifindex = port->ifindex;
     key.outer_vid = static_cast<uint16_t>(req.outer_vlan());
@@ -332,8 +363,7 @@ Status Tracer::trace(const v1::TraceRequest& req, v1::TraceReply* out) {
 
   std::lock_guard l(mu_);
   if (Status st = load_locked(); !st.ok()) return st;
-  struct bpf_program* prog =
-      port->role == XBNG_ROLE_ACCESS ? skel_->xdp_access : skel_->xdp_uplink;
+  struct bpf_program* prog = port->role == XBNG_ROLE_ACCESS ? skel_->xdp_access : skel_->xdp_uplink;
   std::vector<uint8_t> buf(frame.size() + kOutSlack);
   struct xdp_md ctx {};
   ctx.data = 0;
@@ -403,8 +433,7 @@ Status Tracer::trace(const v1::TraceRequest& req, v1::TraceReply* out) {
           add(s.a < XBNG_TC_MAX ? kCheckNames[s.a] : "check", s.b ? "pass" : "stopped here");
         else
           add(s.a < XBNG_TC_MAX ? kCheckNames[s.a] : "check",
-              fmt::format("stopped here: {}",
-                          reason_name(static_cast<uint32_t>(steps[i + 1].a))));
+              fmt::format("stopped here: {}", reason_name(static_cast<uint32_t>(steps[i + 1].a))));
         break;
       case XBNG_TS_MAC_LEARN:
         add(name, "would learn the source MAC (not written: trace)");
@@ -448,8 +477,8 @@ Status Tracer::trace(const v1::TraceRequest& req, v1::TraceReply* out) {
         break;
       case XBNG_TS_VERDICT:
         reason = static_cast<uint32_t>(s.a);
-        add(name, fmt::format("{} ({})", reason_name(reason),
-                              xdp_action_name(static_cast<int>(s.b))));
+        add(name,
+            fmt::format("{} ({})", reason_name(reason), xdp_action_name(static_cast<int>(s.b))));
         break;
     }
   }
@@ -458,8 +487,10 @@ Status Tracer::trace(const v1::TraceRequest& req, v1::TraceReply* out) {
 
   out->set_verdict(xdp_action_name(action));
   out->set_reason(reason < XBNG_REASON_MAX ? reason_name(reason) : "");
-  if (action == XDP_REDIRECT) out->set_egress_port(ifname(redirect));
-  else if (action == XDP_TX) out->set_egress_port(port->name);
+  if (action == XDP_REDIRECT)
+    out->set_egress_port(ifname(redirect));
+  else if (action == XDP_TX)
+    out->set_egress_port(port->name);
   out->set_input_frame(frame.data(), frame.size());
   decode_frame(frame.data(), frame.size(), out->mutable_input());
   if (action == XDP_REDIRECT || action == XDP_TX || action == XDP_PASS) {
@@ -491,10 +522,9 @@ std::string l4_summary(const uint8_t* p, size_t len, uint8_t proto, bool v4, v1:
     d->set_icmp_type(p[0]);
     d->set_icmp_code(p[1]);
     std::string t = fmt::format("{} type {} code {}", d->proto(), p[0], p[1]);
-    const bool error = proto == 1 ? (p[0] == 3 || p[0] == 11 || p[0] == 12)
-                                  : (p[0] >= 1 && p[0] <= 4);
-    if (proto == 1 && p[0] == 3 && p[1] == 4 && len >= 8)
-      t += fmt::format(" mtu {}", rd16(p + 6));
+    const bool error =
+        proto == 1 ? (p[0] == 3 || p[0] == 11 || p[0] == 12) : (p[0] >= 1 && p[0] <= 4);
+    if (proto == 1 && p[0] == 3 && p[1] == 4 && len >= 8) t += fmt::format(" mtu {}", rd16(p + 6));
     if (proto == 58 && p[0] == 2 && len >= 8)
       t += fmt::format(" mtu {}", (uint32_t(rd16(p + 4)) << 16) | rd16(p + 6));
     if (error && !quoted && len > 8) {
@@ -518,7 +548,8 @@ std::string l3_summary(const uint8_t* p, size_t len, uint16_t ethertype, v1::Dec
     d->set_src(format_ipv4(s));
     d->set_dst(format_ipv4(t));
     d->set_ttl(p[8]);
-    std::string r = fmt::format("ipv4 {} > {} ttl {} len {}", d->src(), d->dst(), p[8], rd16(p + 2));
+    std::string r =
+        fmt::format("ipv4 {} > {} ttl {} len {}", d->src(), d->dst(), p[8], rd16(p + 2));
     if (ihl >= 20 && len >= ihl && !(rd16(p + 6) & 0x1fff))
       r += ", " + l4_summary(p + ihl, len - ihl, p[9], true, d, quoted);
     return r;
@@ -558,8 +589,10 @@ void decode_frame(const uint8_t* f, size_t len, v1::DecodedFrame* d) {
     type = rd16(f + off);
   }
   off += 2;
-  d->set_ethertype(type == 0x0800 ? "ipv4" : type == 0x86dd ? "ipv6" : type == 0x0806 ? "arp"
-                                                              : fmt::format("{:#06x}", type));
+  d->set_ethertype(type == 0x0800   ? "ipv4"
+                   : type == 0x86dd ? "ipv6"
+                   : type == 0x0806 ? "arp"
+                                    : fmt::format("{:#06x}", type));
   text += ", " + l3_summary(f + off, off <= len ? len - off : 0, type, d, false);
   d->set_text(fmt::format("{} bytes: {}", len, text));
 }

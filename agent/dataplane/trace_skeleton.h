@@ -9,7 +9,7 @@ struct xbng_trace_log;
 
 // Fills refs as xbng_skel_open does.
 bool xbng_trace_skel_open(XbngSkelRefs* refs);  // false: errno set
-int xbng_trace_skel_load(XbngSkelRefs* refs);  // 0 or -errno
+int xbng_trace_skel_load(XbngSkelRefs* refs);   // 0 or -errno
 // The trace log in the loaded object's .bss (mapped: the program's writes
 // are visible there after each test run).
 struct xbng_trace_log* xbng_trace_skel_log(XbngSkelRefs* refs);

@@ -112,8 +112,8 @@ grpc::Status EtcdClient::prepare(const std::shared_ptr<EtcdConn>& c, grpc::Clien
     grpc::Status st = c->auth->Authenticate(&actx, rq, &rs);
     if (!st.ok()) {
       failed(c, st);
-      return grpc::Status(st.error_code(), "authenticate as " + o_.username + ": " +
-                                               st.error_message());
+      return grpc::Status(st.error_code(),
+                          "authenticate as " + o_.username + ": " + st.error_message());
     }
     token = rs.token();
     std::lock_guard l(mu_);

@@ -108,9 +108,10 @@ struct Fleet::Impl {
       ++st.outages;
       down_since = now;
       last_down_log = now;
-      spdlog::warn("fleet: etcd unreachable ({}); forwarding continues with the last applied "
-                   "state, retrying with backoff",
-                   err);
+      spdlog::warn(
+          "fleet: etcd unreachable ({}); forwarding continues with the last applied "
+          "state, retrying with backoff",
+          err);
     } else if (now - last_down_log > std::chrono::seconds(30)) {
       last_down_log = now;
       spdlog::warn("fleet: etcd still unreachable after {:.0f} s ({})",
@@ -126,7 +127,8 @@ struct Fleet::Impl {
   std::chrono::milliseconds backoff(int attempt) {
     static thread_local std::mt19937 rng{std::random_device{}()};
     const int64_t base = std::min<int64_t>(5000, 100ll << std::min(attempt, 6));
-    return std::chrono::milliseconds(base / 2 + std::uniform_int_distribution<int64_t>(0, base / 2)(rng));
+    return std::chrono::milliseconds(base / 2 +
+                                     std::uniform_int_distribution<int64_t>(0, base / 2)(rng));
   }
 
   // ---- decoding -------------------------------------------------------------
@@ -193,9 +195,10 @@ struct Fleet::Impl {
       why = fmt::format("etcd cluster id changed from {:x} to {:x} (member {:x})", cluster_id,
                         h.cluster_id(), h.member_id());
     else if (event_rev && h.revision() && h.revision() < event_rev)
-      why = fmt::format("etcd's revision went backwards: member {:x} is at revision {}, the node "
-                        "applied {} (etcd wiped or restored)",
-                        h.member_id(), h.revision(), event_rev);
+      why = fmt::format(
+          "etcd's revision went backwards: member {:x} is at revision {}, the node "
+          "applied {} (etcd wiped or restored)",
+          h.member_id(), h.revision(), event_rev);
     if (h.cluster_id()) cluster_id = h.cluster_id();
     return why;
   }
@@ -326,17 +329,20 @@ struct Fleet::Impl {
     if (failed && is_compacted(err)) {
       // Not an outage: etcd answers, the read revision is gone. Read again
       // at a new one.
-      spdlog::warn("fleet: full read at revision {} fell behind compaction after {} keys ({} "
-                   "applied): reading everything again",
-                   rev, kvs, r.applied);
+      spdlog::warn(
+          "fleet: full read at revision {} fell behind compaction after {} keys ({} "
+          "applied): reading everything again",
+          rev, kvs, r.applied);
       std::lock_guard l(mu);
       ++st.compactions;
       return FullEnd::kCompacted;
     }
     if (failed || stopping) {
       if (failed) down(c, "range read", err);
-      spdlog::warn("fleet: full read at revision {} interrupted after {} keys ({} applied); "
-                   "will read again", rev, kvs, r.applied);
+      spdlog::warn(
+          "fleet: full read at revision {} interrupted after {} keys ({} applied); "
+          "will read again",
+          rev, kvs, r.applied);
       return FullEnd::kFailed;
     }
     refusals.merge(store_refusals);
@@ -383,13 +389,13 @@ struct Fleet::Impl {
     cv.notify_all();
     present = {};
     malloc_trim(0);  // the pages and the stream's buffers go back to the system
-    spdlog::info("fleet: full read of {} at revision {}: {} keys in {:.2f} s (range reads {:.2f} s, "
-                 "decoding {:.2f} s), {} applied ({} refused), {} stale deleted in {:.2f} s; {} "
-                 "subscribers",
-                 prefix, rev, kvs, std::chrono::duration<double>(t1 - t0).count(), range_s,
-                 decode_s, r.applied,
-                 st.refused, deleted, std::chrono::duration<double>(Clock::now() - t1).count(),
-                 store->size());
+    spdlog::info(
+        "fleet: full read of {} at revision {}: {} keys in {:.2f} s (range reads {:.2f} s, "
+        "decoding {:.2f} s), {} applied ({} refused), {} stale deleted in {:.2f} s; {} "
+        "subscribers",
+        prefix, rev, kvs, std::chrono::duration<double>(t1 - t0).count(), range_s, decode_s,
+        r.applied, st.refused, deleted, std::chrono::duration<double>(Clock::now() - t1).count(),
+        store->size());
     return FullEnd::kDone;
   }
 
@@ -463,9 +469,10 @@ struct Fleet::Impl {
     }
     if (!err->ok()) return std::nullopt;
     if (then.count() != count)
-      return fmt::format("etcd's history changed: {} keys under the prefix at revision {}, the node "
-                         "applied {} (etcd wiped or restored)",
-                         then.count(), at, count);
+      return fmt::format(
+          "etcd's history changed: {} keys under the prefix at revision {}, the node "
+          "applied {} (etcd wiped or restored)",
+          then.count(), at, count);
     if (w.mod_revision) {
       pb::RangeResponse kv;
       *err = range(w.key, "", w.mod_revision, &kv);
@@ -475,11 +482,12 @@ struct Fleet::Impl {
       }
       if (!err->ok()) return std::nullopt;
       if (kv.kvs_size() != 1 || kv.kvs(0).mod_revision() != w.mod_revision ||
-          kv.kvs(0).create_revision() != w.create_revision ||
-          kv.kvs(0).version() != w.version || kv.kvs(0).value() != w.value)
-        return fmt::format("etcd's history changed: key {} at revision {} is not the one the node "
-                           "applied (etcd wiped or restored)",
-                           escape_bytes(w.key), w.mod_revision);
+          kv.kvs(0).create_revision() != w.create_revision || kv.kvs(0).version() != w.version ||
+          kv.kvs(0).value() != w.value)
+        return fmt::format(
+            "etcd's history changed: key {} at revision {} is not the one the node "
+            "applied (etcd wiped or restored)",
+            escape_bytes(w.key), w.mod_revision);
     }
     return std::nullopt;
   }
@@ -502,7 +510,7 @@ struct Fleet::Impl {
     std::vector<xbng::v1::Subscriber> puts;
     std::vector<xbng::v1::SubscriberKey> dels;
     std::map<std::string, std::string> refusals;  // new refusals
-    std::vector<std::string> cleared;              // keys no longer refused
+    std::vector<std::string> cleared;             // keys no longer refused
     int64_t count_delta = 0;
     const mvccpb::KeyValue* last_put = nullptr;
     // Keys of the puts not yet given to the store: a later event of the same
@@ -695,19 +703,22 @@ struct Fleet::Impl {
         }
         if (r.canceled()) {
           if (r.compact_revision() > 0) {
-            spdlog::warn("fleet: watch fell behind compaction (compacted up to {}, needed {}): "
-                         "reading everything again",
-                         r.compact_revision(), start);
+            spdlog::warn(
+                "fleet: watch fell behind compaction (compacted up to {}, needed {}): "
+                "reading everything again",
+                r.compact_revision(), start);
             end = WatchEnd::kCompacted;
           } else {
-            down(c, "watch", grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                                          "watch canceled: " + r.cancel_reason()));
+            down(c, "watch",
+                 grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                              "watch canceled: " + r.cancel_reason()));
             end = WatchEnd::kError;
           }
           stop_now = true;
           break;
         }
-        if (r.events_size() == 0 && !r.created() && (r.watch_id() == watch_id || r.watch_id() == -1)) {
+        if (r.events_size() == 0 && !r.created() &&
+            (r.watch_id() == watch_id || r.watch_id() == -1)) {
           progress_rev = std::max(progress_rev, r.header().revision());
           progress_pending = false;
         }
@@ -748,8 +759,8 @@ struct Fleet::Impl {
     else if (end == WatchEnd::kError && !created)
       down(c, "watch", grpc::Status(grpc::StatusCode::UNAVAILABLE, "watch stream closed"));
     else if (end == WatchEnd::kError)
-      down(c, "watch", fs.ok() ? grpc::Status(grpc::StatusCode::UNAVAILABLE, "watch stream closed")
-                                 : fs);
+      down(c, "watch",
+           fs.ok() ? grpc::Status(grpc::StatusCode::UNAVAILABLE, "watch stream closed") : fs);
     return end;
   }
 
@@ -854,7 +865,8 @@ struct Fleet::Impl {
         grpc::Status s = client.prepare(c, &ctx, o.etcd.timeout);
         if (s.ok()) s = c->lease->LeaseGrant(&ctx, rq, &rs);
         if (!s.ok() || !rs.error().empty()) {
-          down(c, "lease grant", s.ok() ? grpc::Status(grpc::StatusCode::UNAVAILABLE, rs.error()) : s);
+          down(c, "lease grant",
+               s.ok() ? grpc::Status(grpc::StatusCode::UNAVAILABLE, rs.error()) : s);
           if (!sleep_for(backoff(attempt++))) break;
           continue;
         }
@@ -880,9 +892,8 @@ struct Fleet::Impl {
           if (got) s = grpc::Status::OK;
         }
         if (!got) {
-          down(c, "lease keepalive", s.ok() ? grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                                                           "keepalive stream closed")
-                                            : s);
+          down(c, "lease keepalive",
+               s.ok() ? grpc::Status(grpc::StatusCode::UNAVAILABLE, "keepalive stream closed") : s);
           if (!sleep_for(backoff(attempt++))) break;
           continue;
         }
@@ -933,8 +944,8 @@ Fleet::Fleet(const FleetOptions& o, SubscriberStore* store, std::string boot_id)
   if (auto e = check_node_name(o.node)) throw std::runtime_error("fleet: " + *e);
   if (o.status_ttl_seconds < 2) throw std::runtime_error("fleet: status ttl must be >= 2 s");
   impl_ = std::make_unique<Impl>(o, store, std::move(boot_id));
-  spdlog::info("fleet: node {}: desired state {} in etcd [{}]; gRPC writes are refused",
-               o.node, impl_->prefix, fmt::join(o.etcd.endpoints, ","));
+  spdlog::info("fleet: node {}: desired state {} in etcd [{}]; gRPC writes are refused", o.node,
+               impl_->prefix, fmt::join(o.etcd.endpoints, ","));
   impl_->sync_thread = std::thread([this] { impl_->sync_loop(); });
   impl_->status_thread = std::thread([this] { impl_->status_loop(); });
 }

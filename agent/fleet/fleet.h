@@ -13,8 +13,8 @@
 // reconciled into the store (add, update, delete; unchanged entries are not
 // touched), then a watch from that revision + 1. A watch that falls behind
 // compaction triggers a full re-read, and so does an etcd whose history is
-// not the one applied (wiped, restored or another cluster: see fleet.cpp). etcd unreachable: the maps keep
-// forwarding with the last applied state while the node retries with backoff.
+// not the one applied (wiped, restored or another cluster: see fleet.cpp). etcd unreachable: the
+// maps keep forwarding with the last applied state while the node retries with backoff.
 #pragma once
 
 #include <atomic>
@@ -37,9 +37,9 @@ class SubscriberStore;
 
 // How to reach etcd (shared by xbngd and `xbngctl sub import --etcd`).
 struct EtcdOptions {
-  std::vector<std::string> endpoints;  // HOST:PORT, http://HOST:PORT or https://HOST:PORT
-  std::string ca, cert, key;           // TLS: CA of the servers, client cert/key (PEM files)
-  std::string username, password;      // etcd authentication (empty: none)
+  std::vector<std::string> endpoints;       // HOST:PORT, http://HOST:PORT or https://HOST:PORT
+  std::string ca, cert, key;                // TLS: CA of the servers, client cert/key (PEM files)
+  std::string username, password;           // etcd authentication (empty: none)
   std::chrono::milliseconds timeout{5000};  // per unary request
 };
 
@@ -58,8 +58,8 @@ struct FleetOptions {
 // two characters of the outer VLAN. etcd 3.4 walks its whole index from a
 // range's start to its end for every page, so paging one big range costs
 // O(N^2 / page): bounded ranges keep it linear.
-std::vector<std::pair<std::string, std::string>> full_read_ranges(
-    const std::string& prefix, std::vector<std::string> ports);
+std::vector<std::pair<std::string, std::string>> full_read_ranges(const std::string& prefix,
+                                                                  std::vector<std::string> ports);
 
 // --- key schema --------------------------------------------------------------
 inline constexpr std::string_view kKeyRoot = "/xbng/v1/";
@@ -121,16 +121,16 @@ std::vector<std::string> split_endpoints(std::string_view s);
 // --- the reconciler ----------------------------------------------------------
 struct FleetState {
   bool etcd_up = false;
-  bool synced = false;               // a full read has been applied and the watch runs
-  int64_t applied_revision = 0;      // every change of this node's keys up to it is applied
-  uint64_t refused = 0;              // keys refused now
-  uint64_t outages = 0;              // etcd became unreachable (count)
-  uint64_t full_syncs = 0;           // full reads applied (1 + resyncs)
-  uint64_t compactions = 0;          // reads or watches that fell behind compaction
-  uint64_t history_resets = 0;       // full reads because etcd's history changed (wiped, replaced)
-  uint64_t internal_errors = 0;      // exceptions caught at a reconciler thread's top level
-  uint64_t events = 0;               // watch events applied
-  double outage_seconds = 0;         // current outage (0 when up)
+  bool synced = false;           // a full read has been applied and the watch runs
+  int64_t applied_revision = 0;  // every change of this node's keys up to it is applied
+  uint64_t refused = 0;          // keys refused now
+  uint64_t outages = 0;          // etcd became unreachable (count)
+  uint64_t full_syncs = 0;       // full reads applied (1 + resyncs)
+  uint64_t compactions = 0;      // reads or watches that fell behind compaction
+  uint64_t history_resets = 0;   // full reads because etcd's history changed (wiped, replaced)
+  uint64_t internal_errors = 0;  // exceptions caught at a reconciler thread's top level
+  uint64_t events = 0;           // watch events applied
+  double outage_seconds = 0;     // current outage (0 when up)
   std::string last_error;
   std::string endpoint;
 };

@@ -102,12 +102,12 @@ size_t utf8_seq(std::string_view s, size_t i) {
     n = 2;
   } else if (c >= 0xe0 && c <= 0xef) {
     n = 3;
-    if (c == 0xe0) lo = 0xa0;        // no overlong forms
-    if (c == 0xed) hi = 0x9f;        // no surrogates
+    if (c == 0xe0) lo = 0xa0;  // no overlong forms
+    if (c == 0xed) hi = 0x9f;  // no surrogates
   } else if (c >= 0xf0 && c <= 0xf4) {
     n = 4;
-    if (c == 0xf0) lo = 0x90;        // no overlong forms
-    if (c == 0xf4) hi = 0x8f;        // at most U+10FFFF
+    if (c == 0xf0) lo = 0x90;  // no overlong forms
+    if (c == 0xf4) hi = 0x8f;  // at most U+10FFFF
   } else {
     return 0;
   }
@@ -208,7 +208,7 @@ std::string encode_subscriber_value(const xbng::v1::Subscriber& s) {
 }
 
 std::vector<std::pair<std::string, std::string>> full_read_ranges(const std::string& prefix,
-                                                                 std::vector<std::string> ports) {
+                                                                  std::vector<std::string> ports) {
   std::vector<std::string> cut;
   for (const auto& p : ports) {
     const std::string b = prefix + p + "/";

@@ -32,17 +32,18 @@ std::string SubscriberStore::discard_journal() {
   auto in = journal_->pending(&err);
   journal_clear();
   if (in)
-    return fmt::format("journal {}: a change of {} subscribers left pending is void: the maps are "
-                       "new",
-                       journal_->path(), in->size());
+    return fmt::format(
+        "journal {}: a change of {} subscribers left pending is void: the maps are "
+        "new",
+        journal_->path(), in->size());
   return err.empty() ? "" : "journal " + err + " (discarded: the maps are new)";
 }
 
 Status SubscriberStore::journal_begin(const JournalIntent& intent) {
   if (!journal_ || recovering_) return Status::OK;
   if (int rc = journal_->begin(intent))
-    return kernel_status(rc, fmt::format("writing the store journal {} (nothing was changed)",
-                                         journal_->path()));
+    return kernel_status(
+        rc, fmt::format("writing the store journal {} (nothing was changed)", journal_->path()));
   return Status::OK;
 }
 
@@ -61,20 +62,23 @@ std::string SubscriberStore::recover(const JournalIntent& in) {
     uint64_t deleted = 0, gone = 0;
     Status st = remove_locked(keys, &deleted, &gone);
     if (!st.ok())
-      return fmt::format("journal: an interrupted delete of {} subscribers could NOT be "
-                         "completed: {}",
-                         keys.size(), st.error_message());
-    return fmt::format("journal: an interrupted delete of {} subscribers was rolled forward: {} "
-                       "removed now, {} were already gone",
-                       keys.size(), deleted, gone);
+      return fmt::format(
+          "journal: an interrupted delete of {} subscribers could NOT be "
+          "completed: {}",
+          keys.size(), st.error_message());
+    return fmt::format(
+        "journal: an interrupted delete of {} subscribers was rolled forward: {} "
+        "removed now, {} were already gone",
+        keys.size(), deleted, gone);
   }
   // An upsert is rolled back: keys it created removed, every other key given
   // its previous spec again (rewritten whole, routes included).
   uint64_t removed = 0, absent = 0;
   if (Status st = remove_locked(in.created, &removed, &absent); !st.ok())
-    return fmt::format("journal: an interrupted {} of {} subscribers could NOT be rolled back "
-                       "(removing the {} it created: {})",
-                       what, in.size(), in.created.size(), st.error_message());
+    return fmt::format(
+        "journal: an interrupted {} of {} subscribers could NOT be rolled back "
+        "(removing the {} it created: {})",
+        what, in.size(), in.created.size(), st.error_message());
   Plan p;
   p.force = true;
   Status err;
@@ -83,12 +87,14 @@ std::string SubscriberStore::recover(const JournalIntent& in) {
   plan(in.before, idx, Mode::kAtomic, &p, &err, nullptr);
   if (err.ok()) err = apply(p);
   if (!err.ok())
-    return fmt::format("journal: an interrupted {} of {} subscribers could NOT be rolled back "
-                       "(restoring {} previous specs: {}); they are as the maps show them",
-                       what, in.size(), in.before.size(), err.error_message());
-  return fmt::format("journal: an interrupted {} of {} subscribers was rolled back: {} restored "
-                     "to their previous provisioning, {} it had created removed",
-                     what, in.size(), in.before.size(), removed);
+    return fmt::format(
+        "journal: an interrupted {} of {} subscribers could NOT be rolled back "
+        "(restoring {} previous specs: {}); they are as the maps show them",
+        what, in.size(), in.before.size(), err.error_message());
+  return fmt::format(
+      "journal: an interrupted {} of {} subscribers was rolled back: {} restored "
+      "to their previous provisioning, {} it had created removed",
+      what, in.size(), in.before.size(), removed);
 }
 
 // ---- adoption ------------------------------------------------------------------
@@ -103,30 +109,30 @@ struct SubscriberStore::Adopted {
 
 void SubscriberStore::adopt_subscribers(Adopted* a) {
   const uint32_t police_max = maps_->max_entries(MapId::kPolice);
-  int rc = maps_->for_each(
-      MapId::kSubscribers, sizeof(SubKey), sizeof(struct xbng_subscriber),
-      [&](const void* k, const void* v) {
-        SubKey key;
-        std::memcpy(&key, k, sizeof key);
-        struct xbng_subscriber sv;
-        std::memcpy(&sv, v, sizeof sv);
-        // Rate plan: the policy in force, from the subscriber's bucket and
-        // its police entry.
-        struct xbng_police pv {};
-        const bool slot_ok = sv.slot < police_max &&
-                             (sv.slot >= recs_.size() || recs_[sv.slot].key.ifindex == 0) &&
-                             maps_->lookup(MapId::kPolice, &sv.slot, &pv) == 0;
-        SubscriberSpec s = decode_subscriber(key, sv, &pv);
-        if (!slot_ok) {  // no usable slot: placed after the others
-          a->reslot.push_back(std::move(s));
-          return;
-        }
-        const bool stale = ports_.policy_of(s) != decode_policy(sv, pv);
-        place_record(sv.slot, std::move(s));
-        index_.emplace(key_rank(key), sv.slot);
-        count_key(key, +1);
-        if (stale) a->refresh.push_back(sv.slot);
-      });
+  int rc = maps_->for_each(MapId::kSubscribers, sizeof(SubKey), sizeof(struct xbng_subscriber),
+                           [&](const void* k, const void* v) {
+                             SubKey key;
+                             std::memcpy(&key, k, sizeof key);
+                             struct xbng_subscriber sv;
+                             std::memcpy(&sv, v, sizeof sv);
+                             // Rate plan: the policy in force, from the subscriber's bucket and
+                             // its police entry.
+                             struct xbng_police pv {};
+                             const bool slot_ok =
+                                 sv.slot < police_max &&
+                                 (sv.slot >= recs_.size() || recs_[sv.slot].key.ifindex == 0) &&
+                                 maps_->lookup(MapId::kPolice, &sv.slot, &pv) == 0;
+                             SubscriberSpec s = decode_subscriber(key, sv, &pv);
+                             if (!slot_ok) {  // no usable slot: placed after the others
+                               a->reslot.push_back(std::move(s));
+                               return;
+                             }
+                             const bool stale = ports_.policy_of(s) != decode_policy(sv, pv);
+                             place_record(sv.slot, std::move(s));
+                             index_.emplace(key_rank(key), sv.slot);
+                             count_key(key, +1);
+                             if (stale) a->refresh.push_back(sv.slot);
+                           });
   if (rc) throw DataplaneError(fmt::format("reading map subscribers: {}", std::strerror(-rc)));
   for (uint32_t r = 0; r < recs_.size(); ++r)
     if (recs_[r].key.ifindex == 0) free_.push_back(r);
@@ -193,8 +199,8 @@ void SubscriberStore::repair_host_routes(Adopted* a) {
       if (claims_.owner_of(c) >= 0) continue;
       struct xbng_subscriber sv;
       Mac mac;
-      const bool known = maps_->lookup(MapId::kSubscribers, &s.key, &sv) == 0 &&
-                         (sv.flags & XBNG_SUB_F_MAC_VALID);
+      const bool known =
+          maps_->lookup(MapId::kSubscribers, &s.key, &sv) == 0 && (sv.flags & XBNG_SUB_F_MAC_VALID);
       if (known) std::memcpy(mac.data(), sv.mac, 6);
       const struct xbng_route r = encode_route(s.key, 0, known ? &mac : nullptr, false);
       if (int rc = maps_->update(c.map, c.b.data(), &r, BPF_ANY); rc != 0) {
@@ -248,9 +254,10 @@ size_t SubscriberStore::rebuild(std::string* summary) {
     // Damaged: nothing is replayed (the maps stay as they are); the file is
     // kept aside for inspection, not silently reused.
     if (!err.empty())
-      spdlog::error("store journal {}; no pending change resolved, the maps are left as they are; "
-                    "{}",
-                    err, journal_->set_aside());
+      spdlog::error(
+          "store journal {}; no pending change resolved, the maps are left as they are; "
+          "{}",
+          err, journal_->set_aside());
   }
   recovering_ = true;
   auto done_recovering = absl::MakeCleanup([this] { recovering_ = false; });

@@ -66,8 +66,8 @@ class ClaimsIndex {
   // For nested overlaps. Addresses as host-order integers: IPv4 whole, IPv6
   // its first 64 bits (every IPv6 prefix is /64 or shorter).
   uint64_t pfx_len_[2][65] = {};  // [v4, v6][length]: prefixes of that length (not hosts)
-  absl::btree_set<std::pair<uint64_t, uint64_t>> ord_pfx_[2];  // (start, len << 32 | record)
-  absl::btree_set<uint64_t> ord_v4_host_;                     // address << 32 | record
+  absl::btree_set<std::pair<uint64_t, uint64_t>> ord_pfx_[2];   // (start, len << 32 | record)
+  absl::btree_set<uint64_t> ord_v4_host_;                       // address << 32 | record
   absl::btree_set<std::pair<uint64_t, uint32_t>> ord_v6_host_;  // (first 64 bits, record)
 };
 

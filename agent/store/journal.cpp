@@ -135,12 +135,11 @@ struct Reader {
 void Journal::encode(const JournalIntent& in, std::string* out) {
   out->clear();
   out->reserve(in.created.size() * sizeof(SubKey) + in.before.size() * 64);
-  out->append(reinterpret_cast<const char*>(in.created.data()),
-              in.created.size() * sizeof(SubKey));
+  out->append(reinterpret_cast<const char*>(in.created.data()), in.created.size() * sizeof(SubKey));
   for (const SubscriberSpec& s : in.before) {
     put(out, s.key);
-    const uint8_t fl = (s.has_mac ? kMac : 0) | (s.has_ipv4 ? kV4 : 0) |
-                       (s.has_ipv6 ? kV6 : 0) | (s.has_policy ? kPolicy : 0);
+    const uint8_t fl = (s.has_mac ? kMac : 0) | (s.has_ipv4 ? kV4 : 0) | (s.has_ipv6 ? kV6 : 0) |
+                       (s.has_policy ? kPolicy : 0);
     put(out, fl);
     put(out, s.mac_policy);
     put(out, static_cast<uint32_t>(s.prefixes.size()));
@@ -281,9 +280,10 @@ std::optional<JournalIntent> Journal::pending(std::string* error) const {
     return std::nullopt;
   }
   if (h.created > h.body_len / sizeof(SubKey) || h.before > h.body_len / 8) {
-    *error = fmt::format("{}: damaged: change #{} claims {} created and {} previous specs, more "
-                         "than its {}-byte body holds",
-                         path_, h.seq, h.created, h.before, h.body_len);
+    *error = fmt::format(
+        "{}: damaged: change #{} claims {} created and {} previous specs, more "
+        "than its {}-byte body holds",
+        path_, h.seq, h.created, h.before, h.body_len);
     return std::nullopt;
   }
   std::string body(h.body_len, '\0');
@@ -294,9 +294,10 @@ std::optional<JournalIntent> Journal::pending(std::string* error) const {
   const auto* b = reinterpret_cast<const uint8_t*>(body.data());
   if (!v1) sum = h.checksum;
   if ((v1 ? checksum(b, body.size()) : checksum(h, b, body.size())) != sum) {
-    *error = fmt::format("{}: damaged: pending change #{} fails its checksum (a cleared change "
-                         "whose state was altered, or a torn or foreign file)",
-                         path_, h.seq);
+    *error = fmt::format(
+        "{}: damaged: pending change #{} fails its checksum (a cleared change "
+        "whose state was altered, or a torn or foreign file)",
+        path_, h.seq);
     return std::nullopt;
   }
   if (h.op != static_cast<uint8_t>(JournalIntent::Op::kUpsert) &&
@@ -335,7 +336,8 @@ void crash_point(const char* op, const char* stage) {
   static std::atomic<bool> fired{false};
   if (at.empty() || fired.load(std::memory_order_relaxed)) return;
   const size_t c = at.find(':');
-  if (c == std::string::npos || at.compare(0, c, op) != 0 || at.compare(c + 1, std::string::npos, stage) != 0)
+  if (c == std::string::npos || at.compare(0, c, op) != 0 ||
+      at.compare(c + 1, std::string::npos, stage) != 0)
     return;
   fired = true;
   std::fprintf(stderr, "XBNG_TEST_CRASH_AT=%s: killing myself now\n", at.c_str());

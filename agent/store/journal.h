@@ -45,7 +45,7 @@ struct JournalIntent {
   // Upsert: the keys it creates. Delete: the keys it removes (rolled
   // forward, so their specs are not needed).
   std::vector<SubKey> created;
-  std::vector<SubscriberSpec> before;   // upsert: previous spec of every other key it touches
+  std::vector<SubscriberSpec> before;  // upsert: previous spec of every other key it touches
 
   size_t size() const { return created.size() + before.size(); }
 };
@@ -79,8 +79,7 @@ class Journal {
 
   // Encoding, exposed for tests.
   static void encode(const JournalIntent& intent, std::string* out);
-  static bool decode(const uint8_t* p, size_t n, size_t created, size_t before,
-                     JournalIntent* out);
+  static bool decode(const uint8_t* p, size_t n, size_t created, size_t before, JournalIntent* out);
 
  private:
   std::string path_;

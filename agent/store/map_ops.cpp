@@ -31,8 +31,8 @@ int BpfMapOps::update(MapId m, const void* key, const void* value, uint64_t flag
 
 int BpfMapOps::erase(MapId m, const void* key) { return rc_of(bpf_map_delete_elem(fd(m), key)); }
 
-int BpfMapOps::update_many(MapId m, const void* keys, const void* values, size_t n,
-                           size_t key_size, size_t value_size, size_t* done) {
+int BpfMapOps::update_many(MapId m, const void* keys, const void* values, size_t n, size_t key_size,
+                           size_t value_size, size_t* done) {
   return map_update_many(fd(m), keys, values, n, key_size, value_size, done);
 }
 

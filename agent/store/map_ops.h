@@ -34,8 +34,8 @@ class MapOps {
   virtual int update(MapId m, const void* key, const void* value, uint64_t flags) = 0;
   virtual int erase(MapId m, const void* key) = 0;
   // Writes n entries in order; *done is the number of leading entries written.
-  virtual int update_many(MapId m, const void* keys, const void* values, size_t n,
-                          size_t key_size, size_t value_size, size_t* done) = 0;
+  virtual int update_many(MapId m, const void* keys, const void* values, size_t n, size_t key_size,
+                          size_t value_size, size_t* done) = 0;
   // Deletes n keys, ignoring keys that are absent.
   virtual int delete_many(MapId m, const void* keys, size_t n, size_t key_size) = 0;
   virtual int for_each(MapId m, size_t key_size, size_t value_size,

@@ -25,14 +25,14 @@ struct SubscriberStore::Plan {
     absl::InlinedVector<RouteKey, 3> claims;
     uint64_t owned = 0;  // bit i: claims[i] had an owner when planned (i < 64)
   };
-  std::vector<Entry> entries;  // created or updated
-  absl::flat_hash_map<uint64_t, size_t> keys;  // every planned key (unchanged included)
+  std::vector<Entry> entries;                      // created or updated
+  absl::flat_hash_map<uint64_t, size_t> keys;      // every planned key (unchanged included)
   absl::flat_hash_map<RouteKey, uint64_t> claims;  // route key → claiming key rank
   uint64_t adds[kMapCount] = {};
   uint64_t created = 0, updated = 0, unchanged = 0;
   std::vector<size_t> accepted;  // input indexes planned (incl. unchanged)
-  bool force = false;   // rewrite every entry, unchanged ones too (journal recovery)
-  bool resync = false;  // same provisioning = unchanged, even under "follow" (stream())
+  bool force = false;            // rewrite every entry, unchanged ones too (journal recovery)
+  bool resync = false;           // same provisioning = unchanged, even under "follow" (stream())
   // Nested overlaps inside the plan: prefix lengths in use and every claim
   // ordered by (start, len, rank, spec index << 32 | claim index).
   uint64_t len_count[2][65] = {};
@@ -89,7 +89,7 @@ inline constexpr size_t kPrefetchAhead = 8;
 
 // validate_subscriber() with the entry's position prefixed to an error:
 // "subscribers[i]" (in_request) or "entry i".
-grpc::Status validate_at(const xbng::v1::Subscriber& m, const PortResolver& ports,
-                         bool in_request, size_t i, SubscriberSpec* out);
+grpc::Status validate_at(const xbng::v1::Subscriber& m, const PortResolver& ports, bool in_request,
+                         size_t i, SubscriberSpec* out);
 
 }  // namespace xbng::agent

@@ -38,10 +38,10 @@ Status SubscriberStore::overlap(const RouteKey& c, uint64_t rank, const SubKey& 
   };
   auto owned_err = [&](const char* ofield, const std::string& ovalue, uint32_t rec) {
     auto [field, value] = c.describe();
-    return Status(StatusCode::FAILED_PRECONDITION,
-                  fmt::format("{}: field {}: \"{}\" overlaps {} \"{}\" owned by subscriber {}",
-                              where_of(atomic, input), field, value, ofield, ovalue,
-                              owner_name(rec)));
+    return Status(
+        StatusCode::FAILED_PRECONDITION,
+        fmt::format("{}: field {}: \"{}\" overlaps {} \"{}\" owned by subscriber {}",
+                    where_of(atomic, input), field, value, ofield, ovalue, owner_name(rec)));
   };
   auto claimed_err = [&](const RouteKey& oc, uint64_t orank) {
     auto [field, value] = c.describe();
@@ -73,8 +73,8 @@ Status SubscriberStore::overlap(const RouteKey& c, uint64_t rank, const SubKey& 
   if (auto in = claims_.first_inside(sp, foreign)) {
     if (!in->host) return owned_err(pfield, format_prefix(in->prefix), in->rec);
     const SubscriberSpec& o = recs_[in->rec];
-    auto [f, v] = (fi == 0 ? RouteKey::host_v4(o.ipv4) : RouteKey::host_v6(o.ipv6.data()))
-                      .describe();
+    auto [f, v] =
+        (fi == 0 ? RouteKey::host_v4(o.ipv4) : RouteKey::host_v6(o.ipv6.data())).describe();
     return owned_err(f, v, in->rec);
   }
   const uint64_t end = sp.end();
@@ -102,11 +102,11 @@ Status SubscriberStore::check_entry(const SubscriberSpec& s, const std::vector<R
     if (reserved_)
       if (const auto* r = reserved_->find(c.as_prefix())) {
         auto [field, value] = c.describe();
-        return Status(StatusCode::FAILED_PRECONDITION,
-                      fmt::format("{}: field {}: \"{}\" conflicts with {}: {} is reserved, never "
-                                  "a subscriber's",
-                                  where_of(atomic, input), field, value, r->what,
-                                  format_prefix(r->prefix)));
+        return Status(
+            StatusCode::FAILED_PRECONDITION,
+            fmt::format("{}: field {}: \"{}\" conflicts with {}: {} is reserved, never "
+                        "a subscriber's",
+                        where_of(atomic, input), field, value, r->what, format_prefix(r->prefix)));
       }
     if (auto pc = p.claims.find(c); pc != p.claims.end() && pc->second != rank) {
       auto [field, value] = c.describe();
@@ -119,10 +119,10 @@ Status SubscriberStore::check_entry(const SubscriberSpec& s, const std::vector<R
     const int64_t o = claims_.owner_of(c);
     if (o >= 0 && !(recs_[o].key == s.key) && !released.contains(key_rank(recs_[o].key))) {
       auto [field, value] = c.describe();
-      return Status(StatusCode::FAILED_PRECONDITION,
-                    fmt::format("{}: field {}: \"{}\" is owned by subscriber {}",
-                                where_of(atomic, input), field, value,
-                                owner_name(static_cast<uint32_t>(o))));
+      return Status(
+          StatusCode::FAILED_PRECONDITION,
+          fmt::format("{}: field {}: \"{}\" is owned by subscriber {}", where_of(atomic, input),
+                      field, value, owner_name(static_cast<uint32_t>(o))));
     }
     if (Status err = overlap(c, rank, s.key, released, p, specs, atomic, input); !err.ok())
       return err;
@@ -150,9 +150,8 @@ Status SubscriberStore::check_capacity(const Plan& p, const uint64_t* adds, bool
   return Status::OK;
 }
 
-void SubscriberStore::add_to_plan(Plan* p, const SubscriberSpec& s,
-                                  const std::vector<RouteKey>& cl, size_t i,
-                                  const uint64_t* adds) {
+void SubscriberStore::add_to_plan(Plan* p, const SubscriberSpec& s, const std::vector<RouteKey>& cl,
+                                  size_t i, const uint64_t* adds) {
   const uint64_t rank = key_rank(s.key);
   for (size_t ci = 0; ci < cl.size(); ++ci) {
     const RouteKey& c = cl[ci];
@@ -174,11 +173,11 @@ size_t SubscriberStore::plan(const std::vector<SubscriberSpec>& specs,
     for (size_t i = 0; i < specs.size(); ++i) {
       auto [it, ok] = batch_keys.emplace(key_rank(specs[i].key), i);
       if (!ok) {
-        *atomic_error = Status(
-            StatusCode::INVALID_ARGUMENT,
-            fmt::format("{}: key {} appears twice in the request (also subscribers[{}])",
-                        where_of(true, input_index[i]), key_to_string(specs[i].key, ports_),
-                        input_index[it->second]));
+        *atomic_error =
+            Status(StatusCode::INVALID_ARGUMENT,
+                   fmt::format("{}: key {} appears twice in the request (also subscribers[{}])",
+                               where_of(true, input_index[i]), key_to_string(specs[i].key, ports_),
+                               input_index[it->second]));
         return specs.size();
       }
     }
@@ -200,9 +199,9 @@ size_t SubscriberStore::plan(const std::vector<SubscriberSpec>& specs,
     auto it = index_.find(rank);
     const int64_t old = it == index_.end() ? int64_t{-1} : int64_t{it->second};
     // Under "follow", an upsert without MAC is a request to learn again.
-    const bool unchanged = !p->force && old >= 0 && recs_[old].same_provisioning(s) &&
-                           (s.has_mac || p->resync ||
-                            effective_mac_policy(s) != XBNG_MAC_POLICY_FOLLOW);
+    const bool unchanged =
+        !p->force && old >= 0 && recs_[old].same_provisioning(s) &&
+        (s.has_mac || p->resync || effective_mac_policy(s) != XBNG_MAC_POLICY_FOLLOW);
     cl.clear();
     claims_of(s, &cl);
     uint64_t adds[kMapCount] = {};

@@ -83,9 +83,9 @@ Status SubscriberStore::list(const ListQuery& q, std::vector<xbng::v1::Subscribe
   if (!q.port.empty()) {
     port = ports_.access_ifindex(q.port);
     if (!port)
-      return Status(StatusCode::INVALID_ARGUMENT,
-                    fmt::format("field port: {} is not a configured access port",
-                                quote_value(q.port)));
+      return Status(
+          StatusCode::INVALID_ARGUMENT,
+          fmt::format("field port: {} is not a configured access port", quote_value(q.port)));
   }
   if (q.outer > 4094)
     return Status(StatusCode::INVALID_ARGUMENT,

@@ -30,7 +30,6 @@ Status validate_at(const xbng::v1::Subscriber& m, const PortResolver& ports, boo
                                      : fmt::format("entry {}{}", i, st.error_message()));
 }
 
-
 SubscriberStore::SubscriberStore(const StoreMaps& maps, PortResolver ports, EventHub* hub)
     : SubscriberStore(std::make_unique<BpfMapOps>(maps), std::move(ports), hub) {}
 
@@ -72,10 +71,11 @@ void SubscriberStore::set_reserved(std::shared_ptr<const ReservedSet> r) {
                  key_to_string(found[i].key, ports_), found[i].field, found[i].value,
                  found[i].reserved);
   if (total)
-    spdlog::warn("{} provisioned address(es)/prefix(es) overlap reserved addresses (router, "
-                 "gateways, uplink subnets, security.reserved): traffic for them may go to the "
-                 "wrong place; change or delete those subscribers (GetStats lists the first {})",
-                 total, kMaxReportedConflicts);
+    spdlog::warn(
+        "{} provisioned address(es)/prefix(es) overlap reserved addresses (router, "
+        "gateways, uplink subnets, security.reserved): traffic for them may go to the "
+        "wrong place; change or delete those subscribers (GetStats lists the first {})",
+        total, kMaxReportedConflicts);
   std::lock_guard l(conflicts_mu_);
   if (conflicts_total_ && !total) spdlog::info("no reserved address conflicts any more");
   conflicts_ = std::move(found);
@@ -128,9 +128,9 @@ Status SubscriberStore::learn_mac(const SubKey& k, const Mac& mac) {
                                                     key_to_string(k, ports_), std::strerror(-rc)));
   if (v.flags & XBNG_SUB_F_MAC_VALID) {
     if (std::memcmp(v.mac, mac.data(), 6) == 0) return Status::OK;
-    return Status(StatusCode::FAILED_PRECONDITION,
-                  fmt::format("{}: MAC {} already learned", key_to_string(k, ports_),
-                              format_mac(v.mac)));
+    return Status(
+        StatusCode::FAILED_PRECONDITION,
+        fmt::format("{}: MAC {} already learned", key_to_string(k, ports_), format_mac(v.mac)));
   }
   std::memcpy(v.mac, mac.data(), 6);
   v.flags |= XBNG_SUB_F_MAC_VALID;
@@ -324,8 +324,8 @@ Status SubscriberStore::remove_locked(const std::vector<SubKey>& ks, uint64_t* d
       return kernel_status(drc[mi], fmt::format("deleting from map {}", map_name(kRouteMaps[mi])));
     }
   if (!sdel.empty())
-    if (int rc = maps_->delete_many(MapId::kSubscribers, sdel.data(), sdel.size(),
-                                    sizeof(SubKey))) {
+    if (int rc =
+            maps_->delete_many(MapId::kSubscribers, sdel.data(), sdel.size(), sizeof(SubKey))) {
       std::move(clear_journal).Cancel();
       return kernel_status(rc, "deleting from map subscribers");
     }

@@ -61,8 +61,8 @@ struct ReservedConflict {
 struct ListQuery {
   uint32_t page_size = 1000;
   std::string page_token;
-  std::string port;     // empty = any
-  uint32_t outer = 0;   // 0 = any
+  std::string port;    // empty = any
+  uint32_t outer = 0;  // 0 = any
   bool with_counters = false;
 };
 
@@ -170,10 +170,9 @@ class SubscriberStore {
   // "entry i" otherwise.)
   grpc::Status check_entry(const SubscriberSpec& s, const std::vector<RouteKey>& cl, bool atomic,
                            size_t input, const absl::flat_hash_map<uint64_t, size_t>& released,
-                           const Plan& p, const std::vector<SubscriberSpec>& specs,
-                           uint64_t* adds, uint64_t* owned) const;
-  grpc::Status check_capacity(const Plan& p, const uint64_t* adds, bool atomic,
-                              size_t input) const;
+                           const Plan& p, const std::vector<SubscriberSpec>& specs, uint64_t* adds,
+                           uint64_t* owned) const;
+  grpc::Status check_capacity(const Plan& p, const uint64_t* adds, bool atomic, size_t input) const;
   // Takes the planned entry's claims into the plan.
   static void add_to_plan(Plan* p, const SubscriberSpec& s, const std::vector<RouteKey>& cl,
                           size_t i, const uint64_t* adds);
@@ -189,8 +188,7 @@ class SubscriberStore {
   // reporting each refused entry to `fail`; leaves both vectors empty (their
   // buffers kept for reuse).
   void apply_specs(std::vector<SubscriberSpec>& specs, std::vector<size_t>& idx, bool resync,
-                   const std::function<void(size_t, const grpc::Status&)>& fail,
-                   uint64_t* applied);
+                   const std::function<void(size_t, const grpc::Status&)>& fail, uint64_t* applied);
 
   // ---- writing (writer.cpp)
   grpc::Status apply(Plan& p);
@@ -251,7 +249,7 @@ class SubscriberStore {
   std::vector<SubscriberSpec> recs_;  // ifindex 0 = free slot
   std::vector<uint32_t> free_;
   absl::btree_map<uint64_t, uint32_t> index_;  // key_rank → record (sorted: stable pages)
-  ClaimsIndex claims_;                          // address/prefix → record
+  ClaimsIndex claims_;                         // address/prefix → record
   absl::flat_hash_map<uint32_t, uint64_t> per_port_;
   absl::flat_hash_map<uint64_t, uint64_t> per_port_outer_;
 };

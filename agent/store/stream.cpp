@@ -155,8 +155,8 @@ void SubscriberStore::apply_specs(std::vector<SubscriberSpec>& specs, std::vecto
     } else {
       // The batch was rolled back: retry its entries one by one so that
       // each is applied whole or reported with its own error.
-      spdlog::warn("stream batch of {} rolled back ({}); retrying entry by entry",
-                   p.entries.size(), st.error_message());
+      spdlog::warn("stream batch of {} rolled back ({}); retrying entry by entry", p.entries.size(),
+                   st.error_message());
       *applied += p.unchanged;
       for (const auto& e : p.entries) {
         Plan one;
@@ -172,8 +172,7 @@ void SubscriberStore::apply_specs(std::vector<SubscriberSpec>& specs, std::vecto
     }
     if (stop < sub.size()) {
       // Put the unplanned tail back for the next round.
-      specs.assign(std::make_move_iterator(sub.begin() + stop),
-                   std::make_move_iterator(sub.end()));
+      specs.assign(std::make_move_iterator(sub.begin() + stop), std::make_move_iterator(sub.end()));
       idx.assign(sidx.begin() + stop, sidx.end());
       continue;
     }

@@ -31,18 +31,20 @@ std::optional<std::string> check_policy(const PolicySpec& p, uint32_t max_packet
   auto dir = [&](const char* d, uint64_t rate, uint64_t burst) -> std::optional<std::string> {
     if (rate == 0) {
       if (burst != 0)
-        return fmt::format("{}_burst_bytes {} is set but {}_rate_bps is 0 (unlimited): set a rate "
-                           "or a burst of 0",
-                           d, burst, d);
+        return fmt::format(
+            "{}_burst_bytes {} is set but {}_rate_bps is 0 (unlimited): set a rate "
+            "or a burst of 0",
+            d, burst, d);
       return std::nullopt;
     }
     if (rate < kMinRateBps || rate > kMaxRateBps)
       return fmt::format("{}_rate_bps {} is outside {}..{} bits/s (0 = unlimited)", d, rate,
                          kMinRateBps, kMaxRateBps);
     if (burst < max_packet)
-      return fmt::format("{}_burst_bytes {} is smaller than one maximum-size packet ({} bytes, "
-                         "the port's MTU): no such packet could ever pass",
-                         d, burst, max_packet);
+      return fmt::format(
+          "{}_burst_bytes {} is smaller than one maximum-size packet ({} bytes, "
+          "the port's MTU): no such packet could ever pass",
+          d, burst, max_packet);
     if (burst > kMaxBurstBytes)
       return fmt::format("{}_burst_bytes {} is above {} (1 GiB)", d, burst, kMaxBurstBytes);
     return std::nullopt;
@@ -72,7 +74,8 @@ std::optional<std::string> check_ipv6_host(const Ipv6& a) {
 
 std::optional<std::string> check_mac(const Mac& m) {
   if (mac_is_zero(m.data())) return std::string("is the zero MAC");
-  if (mac_is_multicast(m.data())) return std::string("is a multicast/broadcast MAC (group bit set)");
+  if (mac_is_multicast(m.data()))
+    return std::string("is a multicast/broadcast MAC (group bit set)");
   return std::nullopt;
 }
 
@@ -81,8 +84,10 @@ std::string quote_value(std::string_view v, size_t max) {
   const std::string_view shown = v.substr(0, max);
   for (unsigned char c : shown) {
     if (c == '"' || c == '\\') out += '\\';
-    if (c >= 0x20 && c < 0x7f) out += static_cast<char>(c);
-    else out += fmt::format("\\x{:02x}", c);
+    if (c >= 0x20 && c < 0x7f)
+      out += static_cast<char>(c);
+    else
+      out += fmt::format("\\x{:02x}", c);
   }
   out += '"';
   if (v.size() > max) out += fmt::format("… ({} bytes)", v.size());
@@ -177,7 +182,8 @@ grpc::Status validate_subscriber(const xbng::v1::Subscriber& in, const PortResol
       return bad(where, field(), t,
                  fmt::format("has length /{}: allowed /{}../{}", p->len, kMinV4PrefixLen,
                              kMaxV4PrefixLen));
-    if (!host_bits_zero(p->addr.data(), 4, p->len)) return bad(where, field(), t, "has host bits set");
+    if (!host_bits_zero(p->addr.data(), 4, p->len))
+      return bad(where, field(), t, "has host bits set");
     uint32_t a;
     std::memcpy(&a, p->addr.data(), 4);
     if (auto e = check_ipv4_host(a)) return bad(where, field(), t, *e);
@@ -192,7 +198,8 @@ grpc::Status validate_subscriber(const xbng::v1::Subscriber& in, const PortResol
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                           fmt::format("{}: field policy: {}", where, *e));
   }
-  if (static_cast<int>(in.mac_policy()) < 0 || static_cast<int>(in.mac_policy()) > XBNG_MAC_POLICY_ENFORCE)
+  if (static_cast<int>(in.mac_policy()) < 0 ||
+      static_cast<int>(in.mac_policy()) > XBNG_MAC_POLICY_ENFORCE)
     return bad(where, "mac_policy", fmt::format("{}", static_cast<int>(in.mac_policy())),
                "is not a MacPolicy (0..3)");
   s.mac_policy = static_cast<uint8_t>(in.mac_policy());

@@ -63,7 +63,7 @@ struct SubscriberSpec {
   uint32_t ipv4 = 0;  // network order
   Mac mac{};
   Ipv6 ipv6{};
-  bool has_mac = false;     // false: learn from the first valid frame
+  bool has_mac = false;  // false: learn from the first valid frame
   bool has_ipv4 = false;
   bool has_ipv6 = false;
   bool has_policy = false;  // false: the port's default policy applies
@@ -102,7 +102,7 @@ grpc::Status validate_key(const xbng::v1::SubscriberKey& in, const PortResolver&
                           std::string_view where, SubKey* out);
 
 // Single-field checks, exposed for tests and the CLI.
-std::optional<std::string> check_vid(uint32_t vid);             // error text or nullopt
+std::optional<std::string> check_vid(uint32_t vid);  // error text or nullopt
 std::optional<std::string> check_ipv4_host(uint32_t be);
 std::optional<std::string> check_ipv6_host(const Ipv6& a);
 std::optional<std::string> check_mac(const Mac& m);

@@ -27,9 +27,10 @@ Status kernel_status(int err, const std::string& what) {
 
 void SubscriberStore::rollback_failed(MapId m, size_t entries, int rc, const char* what) {
   rollback_failures_.fetch_add(entries, std::memory_order_relaxed);
-  spdlog::error("store: {}: {} entr{} of map {} could not be written ({}); the map holds them "
-                "as the failed change left them until the next change of those subscribers",
-                what, entries, entries == 1 ? "y" : "ies", map_name(m), std::strerror(-rc));
+  spdlog::error(
+      "store: {}: {} entr{} of map {} could not be written ({}); the map holds them "
+      "as the failed change left them until the next change of those subscribers",
+      what, entries, entries == 1 ? "y" : "ies", map_name(m), std::strerror(-rc));
 }
 
 void SubscriberStore::stage_entries(const Plan& p, Staged* w) {
@@ -110,9 +111,8 @@ void SubscriberStore::stage_routes(const Plan& p, Staged* w) const {
     const auto& e = p.entries[i];
     for (size_t ci = 0; ci < e.claims.size(); ++ci) {
       const RouteKey& c = e.claims[ci];
-      struct xbng_route r = encode_route(e.spec.key, w->slots[i],
-                                         w->mac_valid[i] ? &w->mac[i] : nullptr,
-                                         w->down_policed[i]);
+      struct xbng_route r = encode_route(
+          e.spec.key, w->slots[i], w->mac_valid[i] ? &w->mac[i] : nullptr, w->down_policed[i]);
       std::optional<struct xbng_route> old;
       if (ci < 64 ? (e.owned >> ci) & 1 : claims_.owner_of(c) >= 0) {
         struct xbng_route orv;
@@ -121,8 +121,7 @@ void SubscriberStore::stage_routes(const Plan& p, Staged* w) const {
           if (orv.sub == r.sub) {  // our own route, kept: keep its counters
             r.down_packets = orv.down_packets;
             r.down_bytes = orv.down_bytes;
-            if (std::memcmp(orv.mac, r.mac, 6) == 0 && orv.flags == r.flags &&
-                orv.slot == r.slot)
+            if (std::memcmp(orv.mac, r.mac, 6) == 0 && orv.flags == r.flags && orv.slot == r.slot)
               continue;
           }
         }
@@ -164,13 +163,12 @@ void SubscriberStore::undo(Staged* w, size_t police, size_t subs, const size_t* 
   size_t failed = 0;
   int last = 0;
   for (size_t i = 0; i < subs; ++i) {
-    const int rc = w->sold[i] ? maps_->update(MapId::kSubscribers, &w->skeys[i], &*w->sold[i],
-                                              BPF_ANY)
-                              : maps_->erase(MapId::kSubscribers, &w->skeys[i]);
+    const int rc = w->sold[i]
+                       ? maps_->update(MapId::kSubscribers, &w->skeys[i], &*w->sold[i], BPF_ANY)
+                       : maps_->erase(MapId::kSubscribers, &w->skeys[i]);
     if (rc && !(rc == -ENOENT && !w->sold[i])) ++failed, last = rc;
   }
-  if (failed)
-    rollback_failed(MapId::kSubscribers, failed, last, "rolling back a refused change");
+  if (failed) rollback_failed(MapId::kSubscribers, failed, last, "rolling back a refused change");
   failed = 0;
   for (size_t i = 0; i < police; ++i)
     if (w->pold[i])
@@ -187,8 +185,8 @@ Status SubscriberStore::write_staged(const Plan& p, Staged* w) {
   if (int rc = maps_->update_many(MapId::kPolice, w->slots.data(), w->pvals.data(), n,
                                   sizeof(uint32_t), sizeof(struct xbng_police), &done)) {
     undo(w, done, 0, nullptr);
-    return kernel_status(rc, fmt::format("writing map police (entry {})",
-                                         p.entries[std::min(done, n - 1)].input));
+    return kernel_status(
+        rc, fmt::format("writing map police (entry {})", p.entries[std::min(done, n - 1)].input));
   }
   crash_point("upsert", "police");
   done = 0;
@@ -260,8 +258,9 @@ void SubscriberStore::commit_index(Plan& p, const Staged& w) {
     for (const auto& c : e.claims) claims_.set_owner(c, rec);
     const SubscriberSpec& sp = recs_[rec];
     if (change_hook_) change_hook_(sp.key, &sp, e.old_rec < 0);
-    publish(e.old_rec >= 0 ? xbng::v1::Event::SUBSCRIBER_UPDATED : xbng::v1::Event::SUBSCRIBER_ADDED,
-            sp.key, sp.has_mac ? &sp.mac : nullptr);
+    publish(
+        e.old_rec >= 0 ? xbng::v1::Event::SUBSCRIBER_UPDATED : xbng::v1::Event::SUBSCRIBER_ADDED,
+        sp.key, sp.has_mac ? &sp.mac : nullptr);
   }
 }
 

@@ -99,10 +99,14 @@ std::string label_value(std::string_view v) {
   std::string out;
   out.reserve(v.size());
   for (char c : v) {
-    if (c == '\\') out += "\\\\";
-    else if (c == '"') out += "\\\"";
-    else if (c == '\n') out += "\\n";
-    else out += c;
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '"')
+      out += "\\\"";
+    else if (c == '\n')
+      out += "\\n";
+    else
+      out += c;
   }
   return out;
 }
@@ -116,8 +120,7 @@ std::string number(double v) {
 struct Writer {
   std::string out;
   void family(const char* name, const char* type, const char* help) {
-    fmt::format_to(std::back_inserter(out), "# HELP {} {}\n# TYPE {} {}\n", name, help, name,
-                   type);
+    fmt::format_to(std::back_inserter(out), "# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
   }
   void sample(std::string_view name, std::string_view labels, uint64_t v) {
     fmt::format_to(std::back_inserter(out), "{}{}{}{} {}\n", name, labels.empty() ? "" : "{",
@@ -169,8 +172,8 @@ std::string render_metrics(const MetricsSnapshot& s) {
     w.family(m.name, "counter", m.help);
     for (const auto& p : s.stats.ports)
       if (p.valid)
-        w.sample(m.name,
-                 fmt::format("port=\"{}\",role=\"{}\"", label_value(p.name), p.role), p.*m.field);
+        w.sample(m.name, fmt::format("port=\"{}\",role=\"{}\"", label_value(p.name), p.role),
+                 p.*m.field);
   }
 
   w.family("xbng_subscribers", "gauge", "Provisioned subscribers.");
@@ -183,9 +186,9 @@ std::string render_metrics(const MetricsSnapshot& s) {
     w.sample("xbng_map_max_entries", fmt::format("map=\"{}\"", m.map), m.max_entries);
   w.family("xbng_map_fill_ratio", "gauge", "Entries / capacity of a BPF map (0..1).");
   for (const auto& m : s.stats.maps)
-    w.sample("xbng_map_fill_ratio", fmt::format("map=\"{}\"", m.map),
-             m.max_entries ? static_cast<double>(m.entries) / static_cast<double>(m.max_entries)
-                           : 0.0);
+    w.sample(
+        "xbng_map_fill_ratio", fmt::format("map=\"{}\"", m.map),
+        m.max_entries ? static_cast<double>(m.entries) / static_cast<double>(m.max_entries) : 0.0);
 
   w.family("xbng_grpc_requests_total", "counter",
            "Completed gRPC requests by method and status code.");
@@ -207,8 +210,7 @@ std::string render_metrics(const MetricsSnapshot& s) {
              fmt::format("method=\"{}\",le=\"+Inf\"", lm), m.count);
     w.sample("xbng_grpc_request_duration_seconds_sum", fmt::format("method=\"{}\"", lm),
              m.sum_seconds);
-    w.sample("xbng_grpc_request_duration_seconds_count", fmt::format("method=\"{}\"", lm),
-             m.count);
+    w.sample("xbng_grpc_request_duration_seconds_count", fmt::format("method=\"{}\"", lm), m.count);
   }
 
   w.family("xbng_build_info", "gauge", "Version and BPF ABI version of the running xbngd.");
@@ -254,12 +256,12 @@ std::string render_metrics(const MetricsSnapshot& s) {
 
 namespace {
 
-constexpr size_t kMaxPending = 64;        // connections whose head is being read
-constexpr size_t kMaxHead = 8192;         // bytes of request line + headers
-constexpr size_t kWorkers = 2;            // answering threads
-constexpr size_t kMaxQueued = 16;         // complete requests waiting for a worker
-constexpr int kHeadDeadlineMs = 3000;     // whole request head
-constexpr int kWriteDeadlineMs = 5000;    // whole response
+constexpr size_t kMaxPending = 64;      // connections whose head is being read
+constexpr size_t kMaxHead = 8192;       // bytes of request line + headers
+constexpr size_t kWorkers = 2;          // answering threads
+constexpr size_t kMaxQueued = 16;       // complete requests waiting for a worker
+constexpr int kHeadDeadlineMs = 3000;   // whole request head
+constexpr int kWriteDeadlineMs = 5000;  // whole response
 
 int64_t mono_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -336,7 +338,8 @@ void MetricsServer::Impl::read_loop() {
       p.push_back({c.fd, POLLIN, 0});
       next = std::min(next, c.deadline);
     }
-    const int n = poll(p.data(), p.size(), static_cast<int>(std::max<int64_t>(0, next - mono_ms())));
+    const int n =
+        poll(p.data(), p.size(), static_cast<int>(std::max<int64_t>(0, next - mono_ms())));
     if (stop) break;
     if (n < 0 && errno != EINTR) break;
     // Heads: read what arrived; hand complete ones over.

@@ -25,7 +25,7 @@ inline constexpr std::array<double, 16> kLatencyBuckets = {
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
 
 struct GrpcMethodStats {
-  std::map<std::string, uint64_t> requests_by_code;  // "OK", "INVALID_ARGUMENT", ...
+  std::map<std::string, uint64_t> requests_by_code;        // "OK", "INVALID_ARGUMENT", ...
   std::array<uint64_t, kLatencyBuckets.size()> buckets{};  // per bucket, not cumulative
   uint64_t count = 0;
   double sum_seconds = 0;

@@ -32,13 +32,13 @@
 /* ---- configuration (written by user space between runs) ------------------ */
 __u8 tmpl[PC_TMPL_MAX];
 __u32 tmpl_len;
-__u32 mode;        /* enum pc_mode */
-__u32 nkeys;       /* subscribers: the random index is uniform over [0, nkeys) */
+__u32 mode;	   /* enum pc_mode */
+__u32 nkeys;	   /* subscribers: the random index is uniform over [0, nkeys) */
 __u32 random_keys; /* 0: index = fixed_index; 1: random */
 __u32 fixed_index;
-__u32 use_tail;    /* 1: tail-call progs[target]; 0: return out_action */
-__u32 target;      /* enum pc_slot */
-__u32 out_action;  /* generator mode: XDP_TX */
+__u32 use_tail;	  /* 1: tail-call progs[target]; 0: return out_action */
+__u32 target;	  /* enum pc_slot */
+__u32 out_action; /* generator mode: XDP_TX */
 
 /* ---- maps -------------------------------------------------------------------- */
 /* Programs under test (xbng's entry points, references); filled by the driver. */
@@ -124,8 +124,14 @@ static __always_inline void count(__u32 idx)
 #define OFF_QINQ_L3 22
 #define OFF_L3 14
 
-static __always_inline void put_u16(void *p, __u16 v) { *(__u16 *)p = v; }
-static __always_inline void put_u32(void *p, __u32 v) { *(__u32 *)p = v; }
+static __always_inline void put_u16(void *p, __u16 v)
+{
+	*(__u16 *)p = v;
+}
+static __always_inline void put_u32(void *p, __u32 v)
+{
+	*(__u32 *)p = v;
+}
 
 /* 02:00:<i> at p (6 bytes). */
 static __always_inline void put_mac(__u8 *p, __u32 i)

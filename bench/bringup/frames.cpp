@@ -59,8 +59,9 @@ void qinq(Bytes& v, const Mac& dst, const Mac& src, uint16_t svid, uint16_t cvid
 }
 
 // IPv4 + UDP header around `payload`; checksums filled.
-Bytes ipv4_udp_frame(const Mac& dst, const Mac& src, uint16_t svid, uint16_t cvid, uint32_t saddr_be,
-                     uint32_t daddr_be, uint16_t sport, uint16_t dport, const Bytes& payload) {
+Bytes ipv4_udp_frame(const Mac& dst, const Mac& src, uint16_t svid, uint16_t cvid,
+                     uint32_t saddr_be, uint32_t daddr_be, uint16_t sport, uint16_t dport,
+                     const Bytes& payload) {
   Bytes v;
   v.reserve(22 + 28 + payload.size());
   qinq(v, dst, src, svid, cvid, 0x0800);
@@ -138,7 +139,8 @@ void bootp_header(Bytes& b, uint8_t op, uint32_t xid, const Mac& chaddr, uint32_
   put32(b, 0x63825363);
 }
 
-Bytes dhcp4_client(const Cpe& c, uint8_t type, uint32_t xid, uint32_t requested_be, uint32_t server_be) {
+Bytes dhcp4_client(const Cpe& c, uint8_t type, uint32_t xid, uint32_t requested_be,
+                   uint32_t server_be) {
   Bytes b;
   b.reserve(300);
   bootp_header(b, 1, xid, c.mac, 0);
@@ -192,8 +194,8 @@ Bytes dhcp6_client(const Cpe& c, uint8_t type, uint32_t xid, bool rapid,
   put32(b, 2);
   put32(b, 0);
   put32(b, 0);
-  return ipv6_frame(kAllDhcp6, c.mac, c.svid, c.cvid, c.link_local(), kAllDhcp6Ip, 1, 17, 546, 547, b,
-                    0);
+  return ipv6_frame(kAllDhcp6, c.mac, c.svid, c.cvid, c.link_local(), kAllDhcp6Ip, 1, 17, 546, 547,
+                    b, 0);
 }
 
 }  // namespace
@@ -215,8 +217,12 @@ Cpe cpe_of(uint32_t i) {
   Cpe c;
   c.svid = static_cast<uint16_t>(1 + i / PC_CVIDS_PER_SVID);
   c.cvid = static_cast<uint16_t>(1 + i % PC_CVIDS_PER_SVID);
-  c.mac = {0x02, 0x00, static_cast<uint8_t>(i >> 24), static_cast<uint8_t>(i >> 16),
-           static_cast<uint8_t>(i >> 8), static_cast<uint8_t>(i)};
+  c.mac = {0x02,
+           0x00,
+           static_cast<uint8_t>(i >> 24),
+           static_cast<uint8_t>(i >> 16),
+           static_cast<uint8_t>(i >> 8),
+           static_cast<uint8_t>(i)};
   return c;
 }
 int64_t index_of(uint16_t svid, uint16_t cvid) {
@@ -241,7 +247,9 @@ Bytes dhcp4_discover(const Cpe& c, uint32_t xid) { return dhcp4_client(c, 1, xid
 Bytes dhcp4_request(const Cpe& c, uint32_t xid, uint32_t requested_be, uint32_t server_be) {
   return dhcp4_client(c, 3, xid, requested_be, server_be);
 }
-Bytes dhcp6_solicit(const Cpe& c, uint32_t xid, bool rapid) { return dhcp6_client(c, 1, xid, rapid, {}); }
+Bytes dhcp6_solicit(const Cpe& c, uint32_t xid, bool rapid) {
+  return dhcp6_client(c, 1, xid, rapid, {});
+}
 Bytes dhcp6_request(const Cpe& c, uint32_t xid, std::span<const uint8_t> duid) {
   return dhcp6_client(c, 3, xid, false, duid);
 }
@@ -249,15 +257,18 @@ Bytes dhcp6_request(const Cpe& c, uint32_t xid, std::span<const uint8_t> duid) {
 Bytes router_solicit(const Cpe& c) {
   Bytes b{133, 0, 0, 0, 0, 0, 0, 0, 1, 1};
   put(b, c.mac.data(), 6);
-  return ipv6_frame(kAllRouters, c.mac, c.svid, c.cvid, c.link_local(), kAllRoutersIp, 255, 58, 0, 0, b,
-                    2);
+  return ipv6_frame(kAllRouters, c.mac, c.svid, c.cvid, c.link_local(), kAllRoutersIp, 255, 58, 0,
+                    0, b, 2);
 }
 
-Bytes wrap_v6_udp(const Cpe& c, const Mac& port_mac, const V6& dst, std::span<const uint8_t> payload) {
-  return ipv6_frame(c.mac, port_mac, c.svid, c.cvid, kGatewayLl, dst, 255, 17, 547, 546, payload, 0);
+Bytes wrap_v6_udp(const Cpe& c, const Mac& port_mac, const V6& dst,
+                  std::span<const uint8_t> payload) {
+  return ipv6_frame(c.mac, port_mac, c.svid, c.cvid, kGatewayLl, dst, 255, 17, 547, 546, payload,
+                    0);
 }
 
-Bytes wrap_v6_icmp(const Cpe& c, const Mac& port_mac, const V6& dst, std::span<const uint8_t> icmp) {
+Bytes wrap_v6_icmp(const Cpe& c, const Mac& port_mac, const V6& dst,
+                   std::span<const uint8_t> icmp) {
   return ipv6_frame(c.mac, port_mac, c.svid, c.cvid, kGatewayLl, dst, 255, 58, 0, 0, icmp, 2);
 }
 

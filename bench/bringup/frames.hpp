@@ -49,7 +49,8 @@ struct Parsed {
   Mac dst{}, src{};
   enum Kind : uint8_t { kOther, kDhcp4, kDhcp6, kRa, kRs } kind = kOther;
   // DHCPv4
-  uint8_t dhcp4_type = 0;  // 2 OFFER, 5 ACK, 6 NAK (client side); 1 DISCOVER, 3 REQUEST (server side)
+  uint8_t dhcp4_type =
+      0;  // 2 OFFER, 5 ACK, 6 NAK (client side); 1 DISCOVER, 3 REQUEST (server side)
   uint32_t xid = 0, yiaddr_be = 0, server_id_be = 0, requested_be = 0;
   // DHCPv6
   uint8_t dhcp6_type = 0;
@@ -71,7 +72,8 @@ bool parse_frame(std::span<const uint8_t> f, int outer_vid, Parsed* out);
 // ---- for the self-test responder ---------------------------------------------
 // Wraps a payload into Ethernet + both tags + IPv6 (src fe80::1, hop limit)
 // + UDP (547 → 546) or ICMPv6, checksums filled.
-Bytes wrap_v6_udp(const Cpe& c, const Mac& port_mac, const V6& dst, std::span<const uint8_t> payload);
+Bytes wrap_v6_udp(const Cpe& c, const Mac& port_mac, const V6& dst,
+                  std::span<const uint8_t> payload);
 Bytes wrap_v6_icmp(const Cpe& c, const Mac& port_mac, const V6& dst, std::span<const uint8_t> icmp);
 // OFFER/ACK with yiaddr, server id, /32 + lease time, to the CPE's MAC.
 Bytes dhcp4_reply(const Cpe& c, const Mac& port_mac, uint8_t type, uint32_t xid, uint32_t yiaddr_be,

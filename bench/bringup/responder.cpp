@@ -50,7 +50,7 @@ Mac mac_of(const std::string& ifname) {
 }  // namespace
 
 void run_responder(const std::string& ns, const std::string& ifname, uint32_t first, uint32_t n,
-               std::atomic<bool>* stop, std::atomic<bool>* ready, ResponderStats* st) {
+                   std::atomic<bool>* stop, std::atomic<bool>* ready, ResponderStats* st) {
   NetnsEnter in(ns);
   PacketSocket sock(ifname);
   const Mac port_mac = mac_of(ifname);
@@ -85,7 +85,8 @@ void run_responder(const std::string& ns, const std::string& ifname, uint32_t fi
         pfx.len = 64;
         V6 pa = sub_pfx64(static_cast<uint32_t>(i));
         std::copy(pa.begin(), pa.end(), pfx.addr.begin());
-        a::dhcpv6::Binding b{true, sub_addr6(static_cast<uint32_t>(i)), std::span<const a::Prefix>(&pfx, 1)};
+        a::dhcpv6::Binding b{true, sub_addr6(static_cast<uint32_t>(i)),
+                             std::span<const a::Prefix>(&pfx, 1)};
         a::dhcpv6::serve(p.l4, b, s6, 0, &out);
         if (out.has_reply) sock.queue(wrap_v6_udp(c, port_mac, p.ip6_src, out.reply));
       } else if (p.kind == Parsed::kRs) {

@@ -76,9 +76,9 @@ void ipv4_udp(std::vector<uint8_t>& v, uint32_t src, uint32_t dst, size_t payloa
   size_t ip = v.size();
   put16(v, 0x4500);
   put16(v, static_cast<uint16_t>(20 + 8 + payload));
-  put32(v, 0);           // id, flags, fragment offset
+  put32(v, 0);               // id, flags, fragment offset
   put16(v, (64 << 8) | 17);  // TTL 64, UDP
-  put16(v, 0);           // checksum
+  put16(v, 0);               // checksum
   put32(v, src);
   put32(v, dst);
   uint16_t c = csum_fold(csum_add(0, v.data() + ip, 20));
@@ -97,8 +97,8 @@ void ipv4_syn(std::vector<uint8_t>& v, uint32_t src, uint32_t dst) {
   size_t ip = v.size();
   put16(v, 0x4500);
   put16(v, 20 + 24);
-  put32(v, 0x00004000);      // id 0, DF
-  put16(v, (64 << 8) | 6);   // TTL 64, TCP
+  put32(v, 0x00004000);     // id 0, DF
+  put16(v, (64 << 8) | 6);  // TTL 64, TCP
   put16(v, 0);
   put32(v, src);
   put32(v, dst);
@@ -108,13 +108,13 @@ void ipv4_syn(std::vector<uint8_t>& v, uint32_t src, uint32_t dst) {
   size_t tcp = v.size();
   put16(v, 40000);
   put16(v, 443);
-  put32(v, 0x01020304);  // sequence
-  put32(v, 0);           // acknowledgment
+  put32(v, 0x01020304);        // sequence
+  put32(v, 0);                 // acknowledgment
   put16(v, (6 << 12) | 0x02);  // data offset 6 words, SYN
-  put16(v, 64240);       // window
-  put16(v, 0);           // checksum
-  put16(v, 0);           // urgent
-  put32(v, 0x02042300);  // MSS 8960
+  put16(v, 64240);             // window
+  put16(v, 0);                 // checksum
+  put16(v, 0);                 // urgent
+  put32(v, 0x02042300);        // MSS 8960
   uint8_t ps[12];
   std::memcpy(ps, v.data() + ip + 12, 8);
   ps[8] = 0;
@@ -171,8 +171,7 @@ std::string sh(const std::string& cmd) {
   size_t n;
   while ((n = fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
   int rc = pclose(f);
-  if (rc != 0)
-    throw BenchError(fmt::format("command failed (status {}): {}\n{}", rc, cmd, out));
+  if (rc != 0) throw BenchError(fmt::format("command failed (status {}): {}\n{}", rc, cmd, out));
   return out;
 }
 
@@ -319,8 +318,12 @@ std::array<uint32_t, 2> sub_v6_64(uint32_t i) {
   return {htonl(PC_V6_PFX_W0), htonl(PC_V6_PFX_W1_BASE + i)};
 }
 Mac sub_mac(uint32_t i) {
-  return {0x02, 0x00, static_cast<uint8_t>(i >> 24), static_cast<uint8_t>(i >> 16),
-          static_cast<uint8_t>(i >> 8), static_cast<uint8_t>(i)};
+  return {0x02,
+          0x00,
+          static_cast<uint8_t>(i >> 24),
+          static_cast<uint8_t>(i >> 16),
+          static_cast<uint8_t>(i >> 8),
+          static_cast<uint8_t>(i)};
 }
 
 // ---- frames --------------------------------------------------------------------------
@@ -402,9 +405,9 @@ XbngSkel load_xbng(uint32_t n) {
   XbngSkel s(xbng__open());
   if (!s) throw BenchError(fmt::format("opening the xbng skeleton: {}", errstr(errno)));
   uint32_t entries = std::max<uint32_t>(n, 1);
-  for (bpf_map* m : {s->maps.subscribers, s->maps.routes_v4, s->maps.routes_v6,
-                     s->maps.routes_v6_64, s->maps.prefixes_v4, s->maps.prefixes_v6,
-                     s->maps.police})
+  for (bpf_map* m :
+       {s->maps.subscribers, s->maps.routes_v4, s->maps.routes_v6, s->maps.routes_v6_64,
+        s->maps.prefixes_v4, s->maps.prefixes_v6, s->maps.police})
     bpf_map__set_max_entries(m, entries);
   if (int err = xbng__load(s.get()))
     throw BenchError(fmt::format("loading xbng (N={}): {}", n, errstr(err)));
@@ -519,8 +522,8 @@ double xbng_fill_subscribers(::xbng* s, uint32_t access_ifindex, uint32_t n, boo
     v = {};
     Mac m = sub_mac(i);
     std::memcpy(v.mac, m.data(), 6);
-    v.flags = XBNG_SUB_F_HAS_IPV4 | XBNG_SUB_F_HAS_IPV6 | XBNG_SUB_F_MAC_VALID |
-              XBNG_SUB_F_V6_PREFIX;
+    v.flags =
+        XBNG_SUB_F_HAS_IPV4 | XBNG_SUB_F_HAS_IPV6 | XBNG_SUB_F_MAC_VALID | XBNG_SUB_F_V6_PREFIX;
     v.ipv4 = htonl(sub_v4(i));
     auto a6 = sub_v6(i);
     std::memcpy(v.ipv6, a6.data(), 16);
@@ -584,8 +587,8 @@ double pktcost_fill_refs(::pktcost* s, uint32_t access_ifindex, uint32_t n) {
 uint64_t map_memlock(uint32_t type, uint32_t key_size, uint32_t value_size, uint32_t n,
                      uint32_t flags) {
   LIBBPF_OPTS(bpf_map_create_opts, o, .map_flags = flags);
-  int fd = bpf_map_create(static_cast<bpf_map_type>(type), "memlock_probe", key_size, value_size,
-                          n, &o);
+  int fd =
+      bpf_map_create(static_cast<bpf_map_type>(type), "memlock_probe", key_size, value_size, n, &o);
   if (fd < 0) throw BenchError(fmt::format("bpf_map_create (memory probe): {}", errstr(errno)));
   std::ifstream f(fmt::format("/proc/self/fdinfo/{}", fd));
   std::string line;
@@ -646,12 +649,18 @@ void pktcost_configure(::pktcost* s, const WrapperConfig& c) {
 // ---- misc -------------------------------------------------------------------------------
 std::string action_name(uint32_t a) {
   switch (a) {
-    case XDP_ABORTED: return "XDP_ABORTED";
-    case XDP_DROP: return "XDP_DROP";
-    case XDP_PASS: return "XDP_PASS";
-    case XDP_TX: return "XDP_TX";
-    case XDP_REDIRECT: return "XDP_REDIRECT";
-    default: return fmt::format("action {}", a);
+    case XDP_ABORTED:
+      return "XDP_ABORTED";
+    case XDP_DROP:
+      return "XDP_DROP";
+    case XDP_PASS:
+      return "XDP_PASS";
+    case XDP_TX:
+      return "XDP_TX";
+    case XDP_REDIRECT:
+      return "XDP_REDIRECT";
+    default:
+      return fmt::format("action {}", a);
   }
 }
 
@@ -660,9 +669,12 @@ uint32_t parse_size(const std::string& s) {
   size_t pos = 0;
   double v = std::stod(s, &pos);
   std::string suf = s.substr(pos);
-  if (suf == "K" || suf == "k") v *= 1e3;
-  else if (suf == "M" || suf == "m") v *= 1e6;
-  else if (!suf.empty()) throw BenchError("bad size: " + s);
+  if (suf == "K" || suf == "k")
+    v *= 1e3;
+  else if (suf == "M" || suf == "m")
+    v *= 1e6;
+  else if (!suf.empty())
+    throw BenchError("bad size: " + s);
   if (v < 1 || v > 16e6) throw BenchError("size out of range (1..16M): " + s);
   return static_cast<uint32_t>(v);
 }
@@ -704,7 +716,8 @@ nlohmann::json machine_info() {
     }
   j["cpus"] = libbpf_num_possible_cpus();
   j["online_cpus"] = sysconf(_SC_NPROCESSORS_ONLN);
-  j["mem_total_mb"] = static_cast<long long>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE) / (1 << 20);
+  j["mem_total_mb"] =
+      static_cast<long long>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE) / (1 << 20);
   double load[3];
   if (getloadavg(load, 3) == 3) j["loadavg_at_start"] = {load[0], load[1], load[2]};
   return j;

@@ -70,26 +70,26 @@ std::string mac_str(const Mac& m);
 inline uint16_t sub_svid(uint32_t i) { return 1 + i / PC_CVIDS_PER_SVID; }
 inline uint16_t sub_cvid(uint32_t i) { return 1 + i % PC_CVIDS_PER_SVID; }
 inline uint32_t sub_v4(uint32_t i) { return PC_V4_BASE + i; }  // host order
-std::array<uint32_t, 4> sub_v6(uint32_t i);                      // network order words
-std::array<uint32_t, 2> sub_v6_64(uint32_t i);                   // network order words
+std::array<uint32_t, 4> sub_v6(uint32_t i);                    // network order words
+std::array<uint32_t, 2> sub_v6_64(uint32_t i);                 // network order words
 Mac sub_mac(uint32_t i);
 
 // ---- frames ---------------------------------------------------------------------
 // Templates for subscriber 0; the wrapper rewrites the keys per repetition.
 struct FrameAddrs {
-  Mac dst{};                       // the port MAC (upstream) / next-hop MAC
+  Mac dst{};  // the port MAC (upstream) / next-hop MAC
   Mac src{};
   uint32_t v4_other = 0xcb007101;  // 203.0.113.1: the far end (host order)
   std::array<uint8_t, 16> v6_other{0x20, 0x01, 0x0d, 0xb8, 0xf0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
 };
-std::vector<uint8_t> frame_up_v4(const FrameAddrs& a);    // QinQ 0x88a8 IPv4/UDP, 72 bytes
-std::vector<uint8_t> frame_up_v6(const FrameAddrs& a);    // QinQ IPv6/UDP, 72 bytes
-std::vector<uint8_t> frame_arp(const FrameAddrs& a, uint32_t target_v4);  // QinQ ARP request
+std::vector<uint8_t> frame_up_v4(const FrameAddrs& a);  // QinQ 0x88a8 IPv4/UDP, 72 bytes
+std::vector<uint8_t> frame_up_v6(const FrameAddrs& a);  // QinQ IPv6/UDP, 72 bytes
+std::vector<uint8_t> frame_arp(const FrameAddrs& a, uint32_t target_v4);   // QinQ ARP request
 std::vector<uint8_t> frame_down_v4(const FrameAddrs& a, uint32_t src_v4);  // IPv4/UDP, 64 bytes
 std::vector<uint8_t> frame_down_v6(const FrameAddrs& a, bool prefix64);    // IPv6/UDP, 64 bytes
 // TCP SYNs with MSS 8960 (clamped by xbng on every pass).
-std::vector<uint8_t> frame_up_syn4(const FrameAddrs& a);                    // QinQ, 66 bytes
-std::vector<uint8_t> frame_down_syn4(const FrameAddrs& a, uint32_t src_v4); // 58 bytes
+std::vector<uint8_t> frame_up_syn4(const FrameAddrs& a);                     // QinQ, 66 bytes
+std::vector<uint8_t> frame_down_syn4(const FrameAddrs& a, uint32_t src_v4);  // 58 bytes
 
 // ---- skeletons -------------------------------------------------------------------
 struct XbngDeleter {

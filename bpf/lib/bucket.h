@@ -24,7 +24,7 @@ static __always_inline int bucket_take(struct xbng_bucket *b, __u64 now, __u32 b
 {
 	__u64 fp = *(volatile __u32 *)&b->byte_ns_fp;
 	__u64 cost = ((__u64)bytes * fp) >> XBNG_POLICE_FP_SHIFT;
-	__u64 tau = ((__u64)*(volatile __u32 *)&b->burst_bytes * fp) >> XBNG_POLICE_FP_SHIFT;
+	__u64 tau = ((__u64) * (volatile __u32 *)&b->burst_bytes * fp) >> XBNG_POLICE_FP_SHIFT;
 	__u64 tat = *(volatile __u64 *)&b->tat_ns;
 
 	for (int i = 0; i < XBNG_POLICE_CAS_TRIES; i++) {

@@ -27,7 +27,7 @@
 
 #define XBNG_ETH_P_ARP 0x0806
 #define XBNG_IPPROTO_ICMPV6 58
-#define XBNG_AF_INET 2   /* AF_INET: no libc socket headers in BPF */
+#define XBNG_AF_INET 2	 /* AF_INET: no libc socket headers in BPF */
 #define XBNG_AF_INET6 10 /* AF_INET6 */
 
 /* ICMPv6 types handled on the access side (RFC 4861). */
@@ -46,8 +46,8 @@ struct vlan_tag {
 struct xbng_pkt {
 	struct xdp_md *ctx;
 	struct xbng_port *port; /* ingress port configuration */
-	__u32 len;              /* frame length as received */
-	__u32 ifindex;          /* ingress ifindex */
+	__u32 len;		/* frame length as received */
+	__u32 ifindex;		/* ingress ifindex */
 };
 
 XBNG_INLINE void *pkt_data(const struct xbng_pkt *p)

@@ -11,8 +11,7 @@
 #define XBNG_NSEC_PER_SEC 1000000000ull
 
 /* Returns 0 when the event is on the ring, -1 when the ring was full. */
-XBNG_INLINE int event_send(__u32 type, const struct xbng_sub_key *key,
-			   const __u8 *mac, __u64 now)
+XBNG_INLINE int event_send(__u32 type, const struct xbng_sub_key *key, const __u8 *mac, __u64 now)
 {
 	XBNG_TRACE_STEP(XBNG_TS_EVENT, type, 0);
 	XBNG_LIVE(struct xbng_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
@@ -20,16 +19,10 @@ XBNG_INLINE int event_send(__u32 type, const struct xbng_sub_key *key,
 		  if (!e) {
 			  count_reason(XBNG_EVENT_RINGBUF_FULL, 0);
 			  return -1;
-		  }
-		  e->type = type;
-		  e->ifindex = key->ifindex;
-		  e->outer_vid = key->outer_vid;
-		  e->inner_vid = key->inner_vid;
-		  __builtin_memcpy(e->mac, mac, 6);
-		  e->pad = 0;
-		  e->reserved = 0;
-		  e->timestamp_ns = now;
-		  bpf_ringbuf_submit(e, 0);
+		  } e->type = type;
+		  e->ifindex = key->ifindex; e->outer_vid = key->outer_vid;
+		  e->inner_vid = key->inner_vid; __builtin_memcpy(e->mac, mac, 6); e->pad = 0;
+		  e->reserved = 0; e->timestamp_ns = now; bpf_ringbuf_submit(e, 0);
 		  count_reason(XBNG_EVENT_SENT, 0);)
 	return 0;
 }
@@ -77,8 +70,8 @@ XBNG_INLINE int event_key_slot(void *seen_map, const struct xbng_sub_key *key, _
 	} else {
 		/* NOEXIST: of two CPUs seeing a new key at once, one reports. */
 		fresh.last_ns = now;
-		XBNG_LIVE(if (bpf_map_update_elem(seen_map, key, &fresh, BPF_NOEXIST))
-				  goto suppressed;)
+		XBNG_LIVE(if (bpf_map_update_elem(seen_map, key, &fresh,
+						  BPF_NOEXIST)) goto suppressed;)
 	}
 	budget->used++;
 	return 1;

@@ -155,8 +155,8 @@ XBNG_INLINE int uplink_miss_v6(const struct xbng_pkt *p, struct ipv6hdr *ip6)
  * `l3` is the IPv4 or IPv6 header (`is_v4` says which), `l3_len` its
  * validated length. The route's counters sit in the value the lookup just
  * brought in: atomic adds, no further lookup. */
-XBNG_INLINE int downstream_forward(const struct xbng_pkt *p, struct xbng_route *route,
-				   void *l3, int is_v4, __u32 l3_len)
+XBNG_INLINE int downstream_forward(const struct xbng_pkt *p, struct xbng_route *route, void *l3,
+				   int is_v4, __u32 l3_len)
 {
 	struct xbng_port *port;
 	__u32 out_len = p->len + XBNG_QINQ_TAGS_LEN;

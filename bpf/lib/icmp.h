@@ -30,7 +30,7 @@
 #define XBNG_ICMP_ECHOREPLY 0
 #define XBNG_ICMP_DEST_UNREACH 3
 #define XBNG_ICMP_HOST_UNREACH 1 /* code */
-#define XBNG_ICMP_FRAG_NEEDED 4  /* code */
+#define XBNG_ICMP_FRAG_NEEDED 4	 /* code */
 #define XBNG_ICMP_ECHO 8
 #define XBNG_ICMP_TIME_EXCEEDED 11
 
@@ -48,7 +48,7 @@
 /* What went wrong (selects type/code per family and the counter). */
 enum xbng_icmp_err {
 	XBNG_ERR_TIME_EXCEEDED = 0,
-	XBNG_ERR_TOO_BIG = 1,     /* `mtu` is the next-hop MTU */
+	XBNG_ERR_TOO_BIG = 1,	  /* `mtu` is the next-hop MTU */
 	XBNG_ERR_UNREACHABLE = 2, /* host / address unreachable */
 };
 
@@ -109,7 +109,16 @@ XBNG_INLINE int icmp4_may_answer(struct iphdr *ip, void *end)
 	if ((void *)(icmp + 1) > end)
 		return 0;
 	switch (*icmp) { /* informational messages only (RFC 792, 950) */
-	case 0: case 8: case 9: case 10: case 13: case 14: case 15: case 16: case 17: case 18:
+	case 0:
+	case 8:
+	case 9:
+	case 10:
+	case 13:
+	case 14:
+	case 15:
+	case 16:
+	case 17:
+	case 18:
 		return 1;
 	}
 	return 0;
@@ -215,9 +224,9 @@ XBNG_INLINE int icmp_sent(const struct xbng_pkt *p, __u32 kind, __u32 new_len)
 {
 	port_tx(p->port->slot, new_len);
 	return verdict(p,
-		       kind == XBNG_ERR_TIME_EXCEEDED ? XBNG_TX_ICMP_TIME_EXCEEDED :
-		       kind == XBNG_ERR_TOO_BIG       ? XBNG_TX_ICMP_TOO_BIG :
-							XBNG_TX_ICMP_UNREACHABLE,
+		       kind == XBNG_ERR_TIME_EXCEEDED ? XBNG_TX_ICMP_TIME_EXCEEDED
+		       : kind == XBNG_ERR_TOO_BIG     ? XBNG_TX_ICMP_TOO_BIG
+						      : XBNG_TX_ICMP_UNREACHABLE,
 		       XDP_TX);
 }
 
@@ -286,10 +295,11 @@ static __noinline int icmp4_error(const struct xbng_pkt *p, __u32 l2, __u32 kind
 	sum = (__u64)w[0] + w[1] + w[2] + w[3] + w[4];
 	ip->check = csum_fold(sum);
 
-	icmp->type = kind == XBNG_ERR_TIME_EXCEEDED ? XBNG_ICMP_TIME_EXCEEDED : XBNG_ICMP_DEST_UNREACH;
-	icmp->code = kind == XBNG_ERR_TOO_BIG	   ? XBNG_ICMP_FRAG_NEEDED :
-		     kind == XBNG_ERR_UNREACHABLE ? XBNG_ICMP_HOST_UNREACH :
-						     0;
+	icmp->type =
+		kind == XBNG_ERR_TIME_EXCEEDED ? XBNG_ICMP_TIME_EXCEEDED : XBNG_ICMP_DEST_UNREACH;
+	icmp->code = kind == XBNG_ERR_TOO_BIG	    ? XBNG_ICMP_FRAG_NEEDED
+		     : kind == XBNG_ERR_UNREACHABLE ? XBNG_ICMP_HOST_UNREACH
+						    : 0;
 	icmp->csum = 0;
 	icmp->rest = kind == XBNG_ERR_TOO_BIG ? bpf_htonl(mtu & 0xffff) : 0;
 	c = icmp_sum(ctx, l2 + sizeof(struct iphdr), XBNG_ICMP_HLEN + qlen);
@@ -372,9 +382,9 @@ static __noinline int icmp6_error(const struct xbng_pkt *p, __u32 l2, __u32 kind
 	__builtin_memcpy(ip6->saddr.in6_u.u6_addr32, src, 16);
 	__builtin_memcpy(ip6->daddr.in6_u.u6_addr32, dst, 16);
 
-	icmp->type = kind == XBNG_ERR_TIME_EXCEEDED ? XBNG_ICMP6_TIME_EXCEEDED :
-		     kind == XBNG_ERR_TOO_BIG	    ? XBNG_ICMP6_PKT_TOO_BIG :
-						      XBNG_ICMP6_DEST_UNREACH;
+	icmp->type = kind == XBNG_ERR_TIME_EXCEEDED ? XBNG_ICMP6_TIME_EXCEEDED
+		     : kind == XBNG_ERR_TOO_BIG	    ? XBNG_ICMP6_PKT_TOO_BIG
+						    : XBNG_ICMP6_DEST_UNREACH;
 	icmp->code = kind == XBNG_ERR_UNREACHABLE ? XBNG_ICMP6_ADDR_UNREACH : 0;
 	icmp->csum = 0;
 	icmp->rest = kind == XBNG_ERR_TOO_BIG ? bpf_htonl(mtu) : 0;
@@ -445,7 +455,8 @@ XBNG_INLINE int access_icmp4(const struct xbng_pkt *p, struct iphdr *ip)
 {
 	__u8 *icmp;
 
-	if (ip->daddr != p->port->gw_ipv4 || (ip->frag_off & bpf_htons(XBNG_IP_OFFSET_MASK | XBNG_IP_MF)))
+	if (ip->daddr != p->port->gw_ipv4 ||
+	    (ip->frag_off & bpf_htons(XBNG_IP_OFFSET_MASK | XBNG_IP_MF)))
 		return XBNG_CONTINUE;
 	icmp = (void *)ip + (ip->ihl & 0xf) * 4;
 	if ((void *)(icmp + 2) > pkt_end(p))
@@ -483,9 +494,8 @@ static __noinline int icmp6_echo_reply(const struct xbng_pkt *p)
 /* IPv6 step (ICMPv6 only, before the address checks since fe80::1 is
  * pinged from link-local sources): echo to fe80::1 or the global gateway,
  * from a link-local address or one the subscriber may use. */
-XBNG_INLINE int access_icmp6_echo(const struct xbng_pkt *p, struct ethhdr *eth,
-				  struct ipv6hdr *ip6, const struct xbng_subscriber *sub,
-				  const struct xbng_sub_key *key)
+XBNG_INLINE int access_icmp6_echo(const struct xbng_pkt *p, struct ethhdr *eth, struct ipv6hdr *ip6,
+				  const struct xbng_subscriber *sub, const struct xbng_sub_key *key)
 {
 	__u8 *icmp = (void *)(ip6 + 1);
 	const __u32 *src = ip6->saddr.in6_u.u6_addr32;

@@ -68,7 +68,8 @@ XBNG_INLINE int ipv4_check_dhcp(const struct xbng_pkt *p, struct iphdr *ip,
 
 XBNG_INLINE int ipv6_is_dhcp_servers(const __u32 *a) /* ff02::1:2 */
 {
-	return a[0] == bpf_htonl(0xff020000) && a[1] == 0 && a[2] == 0 && a[3] == bpf_htonl(0x00010002);
+	return a[0] == bpf_htonl(0xff020000) && a[1] == 0 && a[2] == 0 &&
+	       a[3] == bpf_htonl(0x00010002);
 }
 
 /* DHCPv6 (UDP to port 546 or 547, directly after the fixed header): client
@@ -109,8 +110,7 @@ XBNG_INLINE int ipv4_check_addresses(const struct xbng_pkt *p, struct iphdr *ip,
 				     const struct xbng_sub_key *key)
 {
 	/* 224.0.0.0/4 multicast, 255.255.255.255 limited broadcast. */
-	if ((ip->daddr & bpf_htonl(0xf0000000)) == bpf_htonl(0xe0000000) ||
-	    ip->daddr == 0xffffffff)
+	if ((ip->daddr & bpf_htonl(0xf0000000)) == bpf_htonl(0xe0000000) || ip->daddr == 0xffffffff)
 		return drop(p, XBNG_DROP_MULTICAST_DST);
 	if (!source_allowed_v4(sub, key, ip->saddr))
 		return drop(p, XBNG_DROP_SPOOFED_V4);

@@ -48,8 +48,8 @@ XBNG_INLINE struct xbng_route *route_lookup_v6(const __u32 *daddr)
 
 /* Anti-spoofing, IPv4: the subscriber's address, or inside one of its routed
  * prefixes (the trie is only consulted for subscribers that own some). */
-XBNG_INLINE int source_allowed_v4(const struct xbng_subscriber *sub,
-				  const struct xbng_sub_key *key, __be32 saddr)
+XBNG_INLINE int source_allowed_v4(const struct xbng_subscriber *sub, const struct xbng_sub_key *key,
+				  __be32 saddr)
 {
 	struct xbng_lpm_v4_key k;
 	struct xbng_route *r;
@@ -66,8 +66,8 @@ XBNG_INLINE int source_allowed_v4(const struct xbng_subscriber *sub,
 
 /* Anti-spoofing, IPv6: its /128, or inside one of its delegated prefixes
  * (/64 hash, then the trie for the other lengths). */
-XBNG_INLINE int source_allowed_v6(const struct xbng_subscriber *sub,
-				  const struct xbng_sub_key *key, const __u32 *saddr)
+XBNG_INLINE int source_allowed_v6(const struct xbng_subscriber *sub, const struct xbng_sub_key *key,
+				  const __u32 *saddr)
 {
 	struct xbng_lpm_v6_key k;
 	struct xbng_route *r;

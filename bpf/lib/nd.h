@@ -52,8 +52,7 @@ XBNG_INLINE int nd_target_is_gateway(const struct xbng_port *port, const __u32 *
 /* Rewrites the solicitation into the advertisement, in place, tags kept. The
  * frame is resized to exactly the advertisement (the solicitation may have
  * had no option, or more than one). */
-XBNG_INLINE int nd_answer_solicit(const struct xbng_pkt *p, struct ethhdr *eth,
-				  struct ipv6hdr *ip6)
+XBNG_INLINE int nd_answer_solicit(const struct xbng_pkt *p, struct ethhdr *eth, struct ipv6hdr *ip6)
 {
 	void *data, *end = pkt_end(p);
 	struct nd_solicit *ns = (void *)(ip6 + 1);
@@ -123,7 +122,7 @@ XBNG_INLINE int nd_answer_solicit(const struct xbng_pkt *p, struct ethhdr *eth,
 /* Neighbour Discovery and Router Solicitations end here; other ICMPv6
  * (echo, errors) continues as data. */
 XBNG_INLINE int access_icmpv6(const struct xbng_pkt *p, struct ethhdr *eth, struct ipv6hdr *ip6,
-				const struct xbng_sub_key *key)
+			      const struct xbng_sub_key *key)
 {
 	__u8 *icmp = (void *)(ip6 + 1);
 

@@ -27,8 +27,7 @@ XBNG_INLINE __u64 police_now(void)
 
 XBNG_INLINE void police_count(__u64 *packets, __u64 *bytes, __u32 len)
 {
-	XBNG_LIVE(__sync_fetch_and_add(packets, 1);
-		  __sync_fetch_and_add(bytes, len);)
+	XBNG_LIVE(__sync_fetch_and_add(packets, 1); __sync_fetch_and_add(bytes, len);)
 }
 
 #ifdef XBNG_TRACE
@@ -76,7 +75,8 @@ XBNG_INLINE int police_down(const struct xbng_pkt *p, const struct xbng_route *r
 	}
 	if (!pr || !pr->down.byte_ns_fp || bucket_take(&pr->down, police_now(), l3_len))
 		return XBNG_CONTINUE;
-	police_count(&pr->down_policed_packets, &pr->down_policed_bytes, p->len + XBNG_QINQ_TAGS_LEN);
+	police_count(&pr->down_policed_packets, &pr->down_policed_bytes,
+		     p->len + XBNG_QINQ_TAGS_LEN);
 	return drop(p, XBNG_DROP_POLICED_DOWN);
 }
 

@@ -59,7 +59,7 @@ XBNG_INLINE int punt_port_allowed(__u32 slot, __u64 now)
  * limit is checked after the subscriber's, so one noisy subscriber cannot
  * spend the port's budget beyond its own share. */
 XBNG_INLINE int punt_frame(const struct xbng_pkt *p, const struct xbng_sub_key *key, __u32 kind,
-		     __u32 reason)
+			   __u32 reason)
 {
 	struct xbng_punt_record *r;
 	__u64 now = bpf_ktime_get_ns();

@@ -7,15 +7,14 @@
 #include "lib/counters.h"
 
 struct qinq {
-	__u16 outer_vid;  /* host order */
-	__u16 inner_vid;  /* host order */
-	__be16 l3_proto;  /* ethertype after the inner tag */
+	__u16 outer_vid; /* host order */
+	__u16 inner_vid; /* host order */
+	__be16 l3_proto; /* ethertype after the inner tag */
 };
 
 XBNG_INLINE int is_vlan_tpid(__be16 proto)
 {
-	return proto == bpf_htons(XBNG_ETH_P_8021AD) ||
-	       proto == bpf_htons(XBNG_ETH_P_8021Q) ||
+	return proto == bpf_htons(XBNG_ETH_P_8021AD) || proto == bpf_htons(XBNG_ETH_P_8021Q) ||
 	       proto == bpf_htons(XBNG_ETH_P_QINQ_9100);
 }
 
@@ -87,8 +86,8 @@ XBNG_INLINE int qinq_pop_keep_macs(struct xdp_md *ctx)
 
 /* Prepends both tags to an untagged frame and writes the MACs: the old
  * ethertype (old offset 12) becomes the inner tag's ethertype (offset 20). */
-XBNG_INLINE int qinq_push(struct xdp_md *ctx, const __u8 *dmac, const __u8 *smac,
-			  __u16 outer_tpid, __u16 outer_vid, __u16 inner_vid)
+XBNG_INLINE int qinq_push(struct xdp_md *ctx, const __u8 *dmac, const __u8 *smac, __u16 outer_tpid,
+			  __u16 outer_vid, __u16 inner_vid)
 {
 	void *data, *end;
 	struct ethhdr *eth;

@@ -50,11 +50,11 @@ static __always_inline void xbng_trace_step(__u32 id, __u64 a, __u64 b)
 
 #define XBNG_TRACE_STEP(id, a, b) xbng_trace_step((id), (__u64)(a), (__u64)(b))
 #define XBNG_LIVE(...)
-#define XBNG_SHADOW(type, ptr)                                                 \
-	static type __shadow_##ptr;                                            \
-	if (ptr) {                                                             \
-		__builtin_memcpy(&__shadow_##ptr, (ptr), sizeof(type));        \
-		(ptr) = &__shadow_##ptr;                                       \
+#define XBNG_SHADOW(type, ptr)                                          \
+	static type __shadow_##ptr;                                     \
+	if (ptr) {                                                      \
+		__builtin_memcpy(&__shadow_##ptr, (ptr), sizeof(type)); \
+		(ptr) = &__shadow_##ptr;                                \
 	}
 
 #else /* live build */

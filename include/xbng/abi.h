@@ -16,10 +16,10 @@
  * pin directory is <bpffs>/v<XBNG_ABI_VERSION>/. */
 #define XBNG_ABI_VERSION 3
 
-#define XBNG_MAX_PORTS 64                  /* access + uplink ports */
+#define XBNG_MAX_PORTS 64 /* access + uplink ports */
 #define XBNG_DEFAULT_MAX_SUBSCRIBERS 1000000
 #define XBNG_EVENTS_RINGBUF_BYTES (256 * 1024)
-#define XBNG_UNKNOWN_SEEN_ENTRIES 16384    /* LRU used to rate-limit unknown-key events */
+#define XBNG_UNKNOWN_SEEN_ENTRIES 16384 /* LRU used to rate-limit unknown-key events */
 
 #define XBNG_VID_MASK 0x0fff
 #define XBNG_ETH_P_8021Q 0x8100
@@ -28,18 +28,18 @@
 
 /* ---- subscriber key: (access port, S-VID, C-VID) ------------------------ */
 struct xbng_sub_key {
-	__u32 ifindex;   /* access port */
+	__u32 ifindex;	 /* access port */
 	__u16 outer_vid; /* S-VLAN, 1..4094, host order */
 	__u16 inner_vid; /* C-VLAN, 1..4094, host order */
 };
 
 /* xbng_subscriber.flags */
-#define XBNG_SUB_F_HAS_IPV4   (1u << 0) /* ipv4 is valid */
-#define XBNG_SUB_F_HAS_IPV6   (1u << 1) /* ipv6 is valid */
-#define XBNG_SUB_F_MAC_VALID  (1u << 2) /* mac is known (provisioned or learned) */
-#define XBNG_SUB_F_LEARN_MAC  (1u << 3) /* provisioned without MAC: learn it */
-#define XBNG_SUB_F_V4_PREFIX  (1u << 4) /* owns routed IPv4 prefixes */
-#define XBNG_SUB_F_V6_PREFIX  (1u << 5) /* owns delegated IPv6 prefixes */
+#define XBNG_SUB_F_HAS_IPV4 (1u << 0)	/* ipv4 is valid */
+#define XBNG_SUB_F_HAS_IPV6 (1u << 1)	/* ipv6 is valid */
+#define XBNG_SUB_F_MAC_VALID (1u << 2)	/* mac is known (provisioned or learned) */
+#define XBNG_SUB_F_LEARN_MAC (1u << 3)	/* provisioned without MAC: learn it */
+#define XBNG_SUB_F_V4_PREFIX (1u << 4)	/* owns routed IPv4 prefixes */
+#define XBNG_SUB_F_V6_PREFIX (1u << 5)	/* owns delegated IPv6 prefixes */
 #define XBNG_SUB_F_POLICY_SET (1u << 6) /* own rate plan (else the port's default) */
 /* Bits 8..11: XBNG_SUB_F_MAC_POLICY_* below. */
 
@@ -52,7 +52,7 @@ struct xbng_sub_key {
  * expressed as the time it takes to refill. See docs/policing.md. */
 #define XBNG_POLICE_FP_SHIFT 12 /* byte_ns_fp: ns per byte in 1/4096 ns */
 struct xbng_bucket {
-	__u64 tat_ns;      /* theoretical arrival time (bpf_ktime_get_ns clock) */
+	__u64 tat_ns;	   /* theoretical arrival time (bpf_ktime_get_ns clock) */
 	__u32 byte_ns_fp;  /* (8e9 / rate_bps) << XBNG_POLICE_FP_SHIFT; 0 = unlimited */
 	__u32 burst_bytes; /* bucket depth */
 };
@@ -62,10 +62,10 @@ struct xbng_bucket {
  * when it rewrites an entry. */
 struct xbng_subscriber {
 	__u8 mac[6];
-	__u16 flags;      /* XBNG_SUB_F_* */
-	__be32 ipv4;      /* network order */
-	__u32 slot;       /* this subscriber's entry in `police` */
-	__u32 ipv6[4];    /* network order */
+	__u16 flags;   /* XBNG_SUB_F_* */
+	__be32 ipv4;   /* network order */
+	__u32 slot;    /* this subscriber's entry in `police` */
+	__u32 ipv6[4]; /* network order */
 	__u64 up_packets;
 	__u64 up_bytes;
 	struct xbng_bucket up; /* upstream policer (in the line the lookup fetched) */
@@ -80,27 +80,27 @@ struct xbng_subscriber {
 struct xbng_route {
 	struct xbng_sub_key sub;
 	__u8 mac[6];
-	__u16 flags;      /* XBNG_ROUTE_F_* */
-	__u32 slot;       /* the owner's entry in `police` (with F_POLICED) */
+	__u16 flags; /* XBNG_ROUTE_F_* */
+	__u32 slot;  /* the owner's entry in `police` (with F_POLICED) */
 	__u32 pad;
 	__u64 down_packets;
 	__u64 down_bytes;
 };
 #define XBNG_ROUTE_F_MAC_VALID (1u << 0)
-#define XBNG_ROUTE_F_POLICED   (1u << 1) /* owner has a downstream rate */
+#define XBNG_ROUTE_F_POLICED (1u << 1) /* owner has a downstream rate */
 
 /* Keys of the downstream maps. */
-struct xbng_v6_key {            /* routes_v6: IPv6 /128 */
-	__u32 addr[4];          /* network order */
+struct xbng_v6_key {   /* routes_v6: IPv6 /128 */
+	__u32 addr[4]; /* network order */
 };
-struct xbng_v6_64_key {         /* routes_v6_64: upper 64 bits of a /64 */
-	__u32 addr[2];          /* network order */
+struct xbng_v6_64_key { /* routes_v6_64: upper 64 bits of a /64 */
+	__u32 addr[2];	/* network order */
 };
-struct xbng_lpm_v4_key {        /* prefixes_v4 (LPM trie) */
+struct xbng_lpm_v4_key { /* prefixes_v4 (LPM trie) */
 	__u32 prefixlen;
 	__be32 addr;
 };
-struct xbng_lpm_v6_key {        /* prefixes_v6 (LPM trie) */
+struct xbng_lpm_v6_key { /* prefixes_v6 (LPM trie) */
 	__u32 prefixlen;
 	__u32 addr[4];
 };
@@ -115,19 +115,19 @@ enum xbng_port_role {
 /* Value of `ports`, keyed by ifindex. Written by the agent at start. */
 struct xbng_port {
 	__u32 ifindex;
-	__u16 role;        /* enum xbng_port_role */
-	__u16 outer_tpid;  /* host order: 0x88a8 (default), 0x8100 or 0x9100 */
-	__u8 mac[6];       /* answers ARP/ND, source of downstream frames */
-	__u16 mtu;         /* L3 MTU: untagged payload + 8 must fit on access */
-	__u32 slot;        /* index into port_stats */
-	__be32 gw_ipv4;    /* unnumbered gateway, network order */
-	__u32 gw_ipv6[4];  /* global gateway, network order (fe80::1 is implicit) */
+	__u16 role;	  /* enum xbng_port_role */
+	__u16 outer_tpid; /* host order: 0x88a8 (default), 0x8100 or 0x9100 */
+	__u8 mac[6];	  /* answers ARP/ND, source of downstream frames */
+	__u16 mtu;	  /* L3 MTU: untagged payload + 8 must fit on access */
+	__u32 slot;	  /* index into port_stats */
+	__be32 gw_ipv4;	  /* unnumbered gateway, network order */
+	__u32 gw_ipv6[4]; /* global gateway, network order (fe80::1 is implicit) */
 	/* ---- router correctness ---- */
-	__u16 sub_mtu;     /* access: largest L3 packet to/from a subscriber */
-	__u16 flags;       /* XBNG_PORT_F_* */
-	__be32 icmp_src4;  /* uplink: source of ICMPv4 errors sent from XDP (0: none sent) */
-	__u32 icmp_src6[4];/* uplink: source of ICMPv6 errors (::: none sent) */
-	__u8 mac_policy;   /* enum xbng_mac_policy of subscribers without their own */
+	__u16 sub_mtu;	    /* access: largest L3 packet to/from a subscriber */
+	__u16 flags;	    /* XBNG_PORT_F_* */
+	__be32 icmp_src4;   /* uplink: source of ICMPv4 errors sent from XDP (0: none sent) */
+	__u32 icmp_src6[4]; /* uplink: source of ICMPv6 errors (::: none sent) */
+	__u8 mac_policy;    /* enum xbng_mac_policy of subscribers without their own */
 	__u8 pad14[3];
 };
 #define XBNG_PORT_F_MSS_CLAMP (1u << 0) /* access: clamp TCP MSS of SYNs to sub_mtu */
@@ -149,13 +149,13 @@ struct xbng_counter {
 /* ---- events: BPF ring buffer `events` -------------------------------------- */
 enum xbng_event_type {
 	XBNG_EVENT_UNKNOWN_SUBSCRIBER = 1, /* frame on an unprovisioned key */
-	XBNG_EVENT_MAC_LEARNED = 2,        /* first valid frame of a LEARN_MAC subscriber */
-	XBNG_EVENT_MAC_CHANGED = 3,        /* MAC policy "follow" took a new source MAC */
-	XBNG_EVENT_MAC_CONFLICT = 4,       /* another source MAC, not followed */
+	XBNG_EVENT_MAC_LEARNED = 2,	   /* first valid frame of a LEARN_MAC subscriber */
+	XBNG_EVENT_MAC_CHANGED = 3,	   /* MAC policy "follow" took a new source MAC */
+	XBNG_EVENT_MAC_CONFLICT = 4,	   /* another source MAC, not followed */
 };
 
 struct xbng_event {
-	__u32 type;        /* enum xbng_event_type */
+	__u32 type; /* enum xbng_event_type */
 	__u32 ifindex;
 	__u16 outer_vid;
 	__u16 inner_vid;
@@ -217,9 +217,9 @@ enum xbng_mac_policy {
  * the host itself (NOT_FWDED) are dropped (DROP_TO_HOST) unless their
  * (protocol, destination port) or (protocol, 0) is in the map. */
 struct xbng_local_svc {
-	__u8 proto;  /* IPPROTO_*: 6 TCP, 17 UDP, 1 ICMP, 58 ICMPv6, ... */
+	__u8 proto; /* IPPROTO_*: 6 TCP, 17 UDP, 1 ICMP, 58 ICMPv6, ... */
 	__u8 pad;
-	__u16 port;  /* destination port, host order; 0 = every port (and non-first fragments) */
+	__u16 port; /* destination port, host order; 0 = every port (and non-first fragments) */
 };
 #define XBNG_LOCAL_ALLOW_ENTRIES 256
 
@@ -231,7 +231,7 @@ struct xbng_local_svc {
  * icmp_msgs_burst): value of `icmp_budget` (per-CPU array, 1 entry). One
  * token costs 1e9 / rate ns of credit; credit is capped at burst tokens. */
 struct xbng_icmp_budget {
-	__u64 last_ns;   /* bpf_ktime_get_ns() of the last refill */
+	__u64 last_ns;	 /* bpf_ktime_get_ns() of the last refill */
 	__u64 credit_ns; /* accumulated credit, in ns */
 };
 #define XBNG_DEFAULT_ICMP_RATE 1000 /* errors per second per CPU */
@@ -255,8 +255,8 @@ struct xbng_icmp_scratch {
 };
 
 #define XBNG_DEFAULT_SUBSCRIBER_MTU 1500
-#define XBNG_QINQ_TAGS_BYTES 8 /* two VLAN tags: access netdev MTU >= subscriber_mtu + 8 */
-#define XBNG_ICMP4_MAX_LEN 576  /* RFC 792/1812: error datagram, IP header included */
+#define XBNG_QINQ_TAGS_BYTES 8	/* two VLAN tags: access netdev MTU >= subscriber_mtu + 8 */
+#define XBNG_ICMP4_MAX_LEN 576	/* RFC 792/1812: error datagram, IP header included */
 #define XBNG_ICMP6_MAX_LEN 1280 /* RFC 4443: error packet, IPv6 header included */
 
 /* ---- subscriber bring-up (punt of control frames) -------------------------
@@ -268,8 +268,8 @@ struct xbng_icmp_scratch {
  * touched only by control frames) and per port a per-CPU window
  * (`punt_port_budget`). */
 #define XBNG_PUNT_RINGBUF_BYTES (4 * 1024 * 1024)
-#define XBNG_PUNT_MAX_FRAME 1536       /* larger control frames are dropped (oversized) */
-#define XBNG_PUNT_LIMIT_ENTRIES 65536  /* LRU of subscribers that sent control frames lately */
+#define XBNG_PUNT_MAX_FRAME 1536      /* larger control frames are dropped (oversized) */
+#define XBNG_PUNT_LIMIT_ENTRIES 65536 /* LRU of subscribers that sent control frames lately */
 
 enum xbng_punt_kind {
 	XBNG_PUNT_KIND_DHCPV4 = 1,
@@ -280,11 +280,11 @@ enum xbng_punt_kind {
 
 /* One record of `punt`: fixed size (the frame occupies `len` bytes). */
 struct xbng_punt_record {
-	__u32 kind;        /* enum xbng_punt_kind */
-	__u32 ifindex;     /* access port */
+	__u32 kind;    /* enum xbng_punt_kind */
+	__u32 ifindex; /* access port */
 	__u16 outer_vid;
 	__u16 inner_vid;
-	__u32 len;         /* bytes of frame[] that are valid */
+	__u32 len;	    /* bytes of frame[] that are valid */
 	__u64 timestamp_ns; /* bpf_ktime_get_ns() */
 	__u8 frame[XBNG_PUNT_MAX_FRAME];
 };
@@ -303,8 +303,8 @@ struct xbng_punt_window {
 	__u64 used;
 };
 
-#define XBNG_DEFAULT_PUNT_SUB_RATE 10     /* control frames/s per subscriber and protocol, sustained */
-#define XBNG_DEFAULT_PUNT_SUB_BURST 20    /* ... and in a burst */
+#define XBNG_DEFAULT_PUNT_SUB_RATE 10  /* control frames/s per subscriber and protocol, sustained */
+#define XBNG_DEFAULT_PUNT_SUB_BURST 20 /* ... and in a burst */
 #define XBNG_DEFAULT_PUNT_PORT_RATE 20000 /* control frames/s per access port per CPU */
 
 #ifdef __cplusplus

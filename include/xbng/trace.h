@@ -11,38 +11,38 @@
 
 #include <linux/types.h>
 
-#define XBNG_TRACE_STEPS(X)                                                    \
-	X(PORT, "port")               /* a ifindex, b role */                  \
-	X(QINQ, "qinq")               /* a S-VID, b C-VID */                   \
-	X(SUBSCRIBER, "subscriber")   /* a found, b policer slot */            \
-	X(MAC_POLICY, "mac_policy")   /* a policy, b source MAC matches */     \
-	X(CHECK, "check")             /* a check id (below), b passed */       \
-	X(MAC_LEARN, "mac_learn")     /* would learn the source MAC */         \
-	X(EVENT, "event")             /* a event type (would be sent) */       \
-	X(EVENT_SUPPRESSED, "event_suppressed") /* rate limit of events */     \
-	X(PUNT, "punt")               /* a punt kind */                        \
-	X(PUNT_REFUSED, "punt_refused") /* a 1 subscriber, 2 port limit */     \
-	X(POLICE_UP, "police_up")     /* a admitted, b tat - now (ns, signed) */ \
-	X(POLICE_DOWN, "police_down") /* a admitted, b tat - now (ns, signed) */ \
-	X(POLICE_BUCKET, "police_bucket") /* a byte_ns_fp, b burst bytes */     \
-	X(FIB, "fib")                 /* a bpf_fib_lookup rc, b ifindex */     \
-	X(ROUTE, "route")             /* a found, b access ifindex */          \
-	X(REDIRECT, "redirect")       /* a devmap key, b accepted */           \
-	X(ICMP, "icmp")               /* a kind (enum xbng_icmp_err), b MTU */ \
-	X(ICMP_RATE, "icmp_rate")     /* a token taken */                      \
-	X(VERDICT, "verdict")         /* a reason, b XDP action */
+#define XBNG_TRACE_STEPS(X)                                                                \
+	X(PORT, "port")				/* a ifindex, b role */                    \
+	X(QINQ, "qinq")				/* a S-VID, b C-VID */                     \
+	X(SUBSCRIBER, "subscriber")		/* a found, b policer slot */              \
+	X(MAC_POLICY, "mac_policy")		/* a policy, b source MAC matches */       \
+	X(CHECK, "check")			/* a check id (below), b passed */         \
+	X(MAC_LEARN, "mac_learn")		/* would learn the source MAC */           \
+	X(EVENT, "event")			/* a event type (would be sent) */         \
+	X(EVENT_SUPPRESSED, "event_suppressed") /* rate limit of events */                 \
+	X(PUNT, "punt")				/* a punt kind */                          \
+	X(PUNT_REFUSED, "punt_refused")		/* a 1 subscriber, 2 port limit */         \
+	X(POLICE_UP, "police_up")		/* a admitted, b tat - now (ns, signed) */ \
+	X(POLICE_DOWN, "police_down")		/* a admitted, b tat - now (ns, signed) */ \
+	X(POLICE_BUCKET, "police_bucket")	/* a byte_ns_fp, b burst bytes */          \
+	X(FIB, "fib")				/* a bpf_fib_lookup rc, b ifindex */       \
+	X(ROUTE, "route")			/* a found, b access ifindex */            \
+	X(REDIRECT, "redirect")			/* a devmap key, b accepted */             \
+	X(ICMP, "icmp")				/* a kind (enum xbng_icmp_err), b MTU */   \
+	X(ICMP_RATE, "icmp_rate")		/* a token taken */                        \
+	X(VERDICT, "verdict")			/* a reason, b XDP action */
 
 #define XBNG_TRACE_ENUM(name, str) XBNG_TS_##name,
 enum xbng_trace_step_id { XBNG_TRACE_STEPS(XBNG_TRACE_ENUM) XBNG_TS_MAX };
 #undef XBNG_TRACE_ENUM
 
 /* Check ids of XBNG_TS_CHECK: the named checks of the access path. */
-#define XBNG_TRACE_CHECKS(X)                                                   \
-	X(IP_HEADER, "ip_header")                                              \
-	X(DHCP, "dhcp")                                                        \
-	X(DST_MAC, "dst_mac")                                                  \
-	X(ANTISPOOF, "anti_spoofing")                                          \
-	X(ICMP_ECHO, "icmp_echo")                                              \
+#define XBNG_TRACE_CHECKS(X)          \
+	X(IP_HEADER, "ip_header")     \
+	X(DHCP, "dhcp")               \
+	X(DST_MAC, "dst_mac")         \
+	X(ANTISPOOF, "anti_spoofing") \
+	X(ICMP_ECHO, "icmp_echo")     \
 	X(ND, "nd")
 
 #define XBNG_TRACE_ENUM(name, str) XBNG_TC_##name,

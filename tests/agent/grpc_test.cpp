@@ -29,8 +29,8 @@ using grpc::StatusCode;
 
 namespace {
 
-std::string g_root;     // /sys/fs/bpf/xbng-test-<pid>
-std::string g_rundir;   // /tmp/xbng-grpc-test-<pid>
+std::string g_root;    // /sys/fs/bpf/xbng-test-<pid>
+std::string g_rundir;  // /tmp/xbng-grpc-test-<pid>
 
 void cleanup() {
   if (g_root.empty()) return;
@@ -209,38 +209,68 @@ struct BadCase {
 TEST_F(AgentTest, EveryValidationErrorIsPreciseAndChangesNothing) {
   start();
   const std::vector<BadCase> cases = {
-      {"outer 0", [](auto& s) { s.set_outer_vlan(0); }, StatusCode::INVALID_ARGUMENT, "outer_vlan", "0"},
-      {"outer 4095", [](auto& s) { s.set_outer_vlan(4095); }, StatusCode::INVALID_ARGUMENT, "outer_vlan", "4095"},
-      {"inner 0", [](auto& s) { s.set_inner_vlan(0); }, StatusCode::INVALID_ARGUMENT, "inner_vlan", "0"},
-      {"inner 5000", [](auto& s) { s.set_inner_vlan(5000); }, StatusCode::INVALID_ARGUMENT, "inner_vlan", "5000"},
-      {"uplink port", [](auto& s) { s.set_port("upl0"); }, StatusCode::INVALID_ARGUMENT, "port", "upl0"},
-      {"unknown port", [](auto& s) { s.set_port("eth9"); }, StatusCode::INVALID_ARGUMENT, "port", "eth9"},
-      {"zero mac", [](auto& s) { s.set_mac("00:00:00:00:00:00"); }, StatusCode::INVALID_ARGUMENT, "mac", "00:00:00:00:00:00"},
-      {"multicast mac", [](auto& s) { s.set_mac("01:00:5e:00:00:01"); }, StatusCode::INVALID_ARGUMENT, "mac", "01:00:5e:00:00:01"},
-      {"bad mac", [](auto& s) { s.set_mac("02:00:00"); }, StatusCode::INVALID_ARGUMENT, "mac", "02:00:00"},
-      {"ipv4 0/8", [](auto& s) { s.set_ipv4("0.0.0.1"); }, StatusCode::INVALID_ARGUMENT, "ipv4", "0.0.0.1"},
-      {"ipv4 loopback", [](auto& s) { s.set_ipv4("127.0.0.2"); }, StatusCode::INVALID_ARGUMENT, "ipv4", "127.0.0.2"},
-      {"ipv4 multicast", [](auto& s) { s.set_ipv4("224.1.1.1"); }, StatusCode::INVALID_ARGUMENT, "ipv4", "224.1.1.1"},
-      {"ipv4 240/4", [](auto& s) { s.set_ipv4("250.0.0.1"); }, StatusCode::INVALID_ARGUMENT, "ipv4", "250.0.0.1"},
-      {"ipv4 garbage", [](auto& s) { s.set_ipv4("100.64.0"); }, StatusCode::INVALID_ARGUMENT, "ipv4", "100.64.0"},
-      {"ipv6 link-local", [](auto& s) { s.set_ipv6("fe80::5"); }, StatusCode::INVALID_ARGUMENT, "ipv6", "fe80::5"},
-      {"ipv6 ula", [](auto& s) { s.set_ipv6("fd00::5"); }, StatusCode::INVALID_ARGUMENT, "ipv6", "fd00::5"},
-      {"no address", [](auto& s) { s.clear_ipv4(); s.clear_ipv6(); }, StatusCode::INVALID_ARGUMENT, "ipv4", ""},
-      {"v6 prefix /39", [](auto& s) { s.add_ipv6_prefixes("2001:db8::/39"); }, StatusCode::INVALID_ARGUMENT, "ipv6_prefixes[1]", "2001:db8::/39"},
-      {"v6 prefix /65", [](auto& s) { s.add_ipv6_prefixes("2001:db8:ffff::/65"); }, StatusCode::INVALID_ARGUMENT, "ipv6_prefixes[1]", "2001:db8:ffff::/65"},
-      {"v6 prefix host bits", [](auto& s) { s.add_ipv6_prefixes("2001:db8:ffff:1::/56"); }, StatusCode::INVALID_ARGUMENT, "ipv6_prefixes[1]", "2001:db8:ffff:1::/56"},
-      {"v4 prefix /7", [](auto& s) { s.add_ipv4_prefixes("10.0.0.0/7"); }, StatusCode::INVALID_ARGUMENT, "ipv4_prefixes[0]", "10.0.0.0/7"},
-      {"v4 prefix /32", [](auto& s) { s.add_ipv4_prefixes("198.51.100.1/32"); }, StatusCode::INVALID_ARGUMENT, "ipv4_prefixes[0]", "198.51.100.1/32"},
-      {"v4 prefix host bits", [](auto& s) { s.add_ipv4_prefixes("198.51.100.1/28"); }, StatusCode::INVALID_ARGUMENT, "ipv4_prefixes[0]", "198.51.100.1/28"},
+      {"outer 0", [](auto& s) { s.set_outer_vlan(0); }, StatusCode::INVALID_ARGUMENT, "outer_vlan",
+       "0"},
+      {"outer 4095", [](auto& s) { s.set_outer_vlan(4095); }, StatusCode::INVALID_ARGUMENT,
+       "outer_vlan", "4095"},
+      {"inner 0", [](auto& s) { s.set_inner_vlan(0); }, StatusCode::INVALID_ARGUMENT, "inner_vlan",
+       "0"},
+      {"inner 5000", [](auto& s) { s.set_inner_vlan(5000); }, StatusCode::INVALID_ARGUMENT,
+       "inner_vlan", "5000"},
+      {"uplink port", [](auto& s) { s.set_port("upl0"); }, StatusCode::INVALID_ARGUMENT, "port",
+       "upl0"},
+      {"unknown port", [](auto& s) { s.set_port("eth9"); }, StatusCode::INVALID_ARGUMENT, "port",
+       "eth9"},
+      {"zero mac", [](auto& s) { s.set_mac("00:00:00:00:00:00"); }, StatusCode::INVALID_ARGUMENT,
+       "mac", "00:00:00:00:00:00"},
+      {"multicast mac", [](auto& s) { s.set_mac("01:00:5e:00:00:01"); },
+       StatusCode::INVALID_ARGUMENT, "mac", "01:00:5e:00:00:01"},
+      {"bad mac", [](auto& s) { s.set_mac("02:00:00"); }, StatusCode::INVALID_ARGUMENT, "mac",
+       "02:00:00"},
+      {"ipv4 0/8", [](auto& s) { s.set_ipv4("0.0.0.1"); }, StatusCode::INVALID_ARGUMENT, "ipv4",
+       "0.0.0.1"},
+      {"ipv4 loopback", [](auto& s) { s.set_ipv4("127.0.0.2"); }, StatusCode::INVALID_ARGUMENT,
+       "ipv4", "127.0.0.2"},
+      {"ipv4 multicast", [](auto& s) { s.set_ipv4("224.1.1.1"); }, StatusCode::INVALID_ARGUMENT,
+       "ipv4", "224.1.1.1"},
+      {"ipv4 240/4", [](auto& s) { s.set_ipv4("250.0.0.1"); }, StatusCode::INVALID_ARGUMENT, "ipv4",
+       "250.0.0.1"},
+      {"ipv4 garbage", [](auto& s) { s.set_ipv4("100.64.0"); }, StatusCode::INVALID_ARGUMENT,
+       "ipv4", "100.64.0"},
+      {"ipv6 link-local", [](auto& s) { s.set_ipv6("fe80::5"); }, StatusCode::INVALID_ARGUMENT,
+       "ipv6", "fe80::5"},
+      {"ipv6 ula", [](auto& s) { s.set_ipv6("fd00::5"); }, StatusCode::INVALID_ARGUMENT, "ipv6",
+       "fd00::5"},
+      {"no address",
+       [](auto& s) {
+         s.clear_ipv4();
+         s.clear_ipv6();
+       },
+       StatusCode::INVALID_ARGUMENT, "ipv4", ""},
+      {"v6 prefix /39", [](auto& s) { s.add_ipv6_prefixes("2001:db8::/39"); },
+       StatusCode::INVALID_ARGUMENT, "ipv6_prefixes[1]", "2001:db8::/39"},
+      {"v6 prefix /65", [](auto& s) { s.add_ipv6_prefixes("2001:db8:ffff::/65"); },
+       StatusCode::INVALID_ARGUMENT, "ipv6_prefixes[1]", "2001:db8:ffff::/65"},
+      {"v6 prefix host bits", [](auto& s) { s.add_ipv6_prefixes("2001:db8:ffff:1::/56"); },
+       StatusCode::INVALID_ARGUMENT, "ipv6_prefixes[1]", "2001:db8:ffff:1::/56"},
+      {"v4 prefix /7", [](auto& s) { s.add_ipv4_prefixes("10.0.0.0/7"); },
+       StatusCode::INVALID_ARGUMENT, "ipv4_prefixes[0]", "10.0.0.0/7"},
+      {"v4 prefix /32", [](auto& s) { s.add_ipv4_prefixes("198.51.100.1/32"); },
+       StatusCode::INVALID_ARGUMENT, "ipv4_prefixes[0]", "198.51.100.1/32"},
+      {"v4 prefix host bits", [](auto& s) { s.add_ipv4_prefixes("198.51.100.1/28"); },
+       StatusCode::INVALID_ARGUMENT, "ipv4_prefixes[0]", "198.51.100.1/28"},
   };
   for (const auto& c : cases) {
     auto s = make_sub(10, 20);
     c.mutate(s);
     grpc::Status st = upsert({make_sub(10, 1), s});
     EXPECT_EQ(st.error_code(), c.code) << c.what << ": " << st.error_message();
-    EXPECT_NE(st.error_message().find("subscribers[1]"), std::string::npos) << c.what << ": " << st.error_message();
-    EXPECT_NE(st.error_message().find(c.field), std::string::npos) << c.what << ": " << st.error_message();
-    EXPECT_NE(st.error_message().find(c.value), std::string::npos) << c.what << ": " << st.error_message();
+    EXPECT_NE(st.error_message().find("subscribers[1]"), std::string::npos)
+        << c.what << ": " << st.error_message();
+    EXPECT_NE(st.error_message().find(c.field), std::string::npos)
+        << c.what << ": " << st.error_message();
+    EXPECT_NE(st.error_message().find(c.value), std::string::npos)
+        << c.what << ": " << st.error_message();
   }
   uint64_t total = 99;
   EXPECT_TRUE(list_all(100, 0, &total).empty());
@@ -345,27 +375,38 @@ TEST_F(AgentTest, NestedOverlapsAreRefused) {
   };
   const std::string c4 = "100.72.0.1", c6 = "2001:db8:c::1";
   const std::vector<Case> cases = {
-      {"v6 prefix inside a shorter one", mk(3, c4, c6, {"2001:db8:a:200::/56"}),
+      {"v6 prefix inside a shorter one",
+       mk(3, c4, c6, {"2001:db8:a:200::/56"}),
        {"ipv6_prefixes", "\"2001:db8:a:200::/56\"", "\"2001:db8:a::/48\"", "acc0/10/1"}},
-      {"v6 /64 inside a /56", mk(3, c4, c6, {"2001:db8:b:1a0::/64"}),
+      {"v6 /64 inside a /56",
+       mk(3, c4, c6, {"2001:db8:b:1a0::/64"}),
        {"ipv6_prefixes", "\"2001:db8:b:1a0::/64\"", "\"2001:db8:b:100::/56\"", "acc0/10/2"}},
-      {"v6 prefix containing a longer one", mk(3, c4, c6, {"2001:db8:b::/48"}),
+      {"v6 prefix containing a longer one",
+       mk(3, c4, c6, {"2001:db8:b::/48"}),
        {"ipv6_prefixes", "\"2001:db8:b::/48\"", "\"2001:db8:b:100::/56\"", "acc0/10/2"}},
-      {"v6 prefix containing a /64", mk(3, c4, c6, {"2001:db8:bb::/56"}),
+      {"v6 prefix containing a /64",
+       mk(3, c4, c6, {"2001:db8:bb::/56"}),
        {"ipv6_prefixes", "\"2001:db8:bb::/56\"", "\"2001:db8:bb:1::/64\"", "acc0/10/2"}},
-      {"v6 host inside a prefix", mk(3, c4, "2001:db8:a:5::9"),
+      {"v6 host inside a prefix",
+       mk(3, c4, "2001:db8:a:5::9"),
        {"field ipv6:", "\"2001:db8:a:5::9\"", "\"2001:db8:a::/48\"", "acc0/10/1"}},
-      {"v6 prefix containing a host", mk(3, c4, c6, {"2001:db8:dd::/48"}),
+      {"v6 prefix containing a host",
+       mk(3, c4, c6, {"2001:db8:dd::/48"}),
        {"ipv6_prefixes", "\"2001:db8:dd::/48\"", "ipv6 \"2001:db8:dd::1\"", "acc0/10/4"}},
-      {"v6 /64 containing a host", mk(3, c4, c6, {"2001:db8:dd::/64"}),
+      {"v6 /64 containing a host",
+       mk(3, c4, c6, {"2001:db8:dd::/64"}),
        {"ipv6_prefixes", "\"2001:db8:dd::/64\"", "ipv6 \"2001:db8:dd::1\"", "acc0/10/4"}},
-      {"v4 host inside a prefix", mk(3, "100.80.3.4", c6),
+      {"v4 host inside a prefix",
+       mk(3, "100.80.3.4", c6),
        {"field ipv4:", "\"100.80.3.4\"", "\"100.80.0.0/16\"", "acc0/10/1"}},
-      {"v4 prefix inside a shorter one", mk(3, c4, c6, {}, {"100.80.2.0/24"}),
+      {"v4 prefix inside a shorter one",
+       mk(3, c4, c6, {}, {"100.80.2.0/24"}),
        {"ipv4_prefixes", "\"100.80.2.0/24\"", "\"100.80.0.0/16\"", "acc0/10/1"}},
-      {"v4 prefix containing a longer one", mk(3, c4, c6, {}, {"100.90.0.0/16"}),
+      {"v4 prefix containing a longer one",
+       mk(3, c4, c6, {}, {"100.90.0.0/16"}),
        {"ipv4_prefixes", "\"100.90.0.0/16\"", "\"100.90.1.0/24\"", "acc0/10/2"}},
-      {"v4 prefix containing a host", mk(3, c4, c6, {}, {"100.73.0.0/24"}),
+      {"v4 prefix containing a host",
+       mk(3, c4, c6, {}, {"100.73.0.0/24"}),
        {"ipv4_prefixes", "\"100.73.0.0/24\"", "ipv4 \"100.73.0.1\"", "acc0/10/4"}},
   };
   for (const auto& c : cases) {
@@ -417,10 +458,8 @@ TEST_F(AgentTest, NestedOverlapsAreRefused) {
     auto st = upsert({x, y});
     EXPECT_EQ(st.error_code(), StatusCode::FAILED_PRECONDITION) << want;
     EXPECT_NE(st.error_message().find(want), std::string::npos) << st.error_message();
-    EXPECT_NE(st.error_message().find("in this request"), std::string::npos)
-        << st.error_message();
-    EXPECT_NE(st.error_message().find("subscribers[1]"), std::string::npos)
-        << st.error_message();
+    EXPECT_NE(st.error_message().find("in this request"), std::string::npos) << st.error_message();
+    EXPECT_NE(st.error_message().find("subscribers[1]"), std::string::npos) << st.error_message();
     // A stream keeps the first and reports the second.
     auto resp = stream({x, y});
     EXPECT_EQ(resp.applied(), 1u) << want;
@@ -444,17 +483,16 @@ TEST_F(AgentTest, NestedOverlapsAreRefused) {
   // Once the owner is gone, the overlapping entry is accepted.
   v1::DeleteSubscribersResponse dr;
   ASSERT_TRUE(del({{10, 1}}, &dr).ok());
-  ASSERT_TRUE(upsert({mk(9, "100.80.3.4", "2001:db8:a:5::9", {"2001:db8:a:200::/56"},
-                         {"100.80.2.0/24"})})
-                  .ok());
+  ASSERT_TRUE(
+      upsert({mk(9, "100.80.3.4", "2001:db8:a:5::9", {"2001:db8:a:200::/56"}, {"100.80.2.0/24"})})
+          .ok());
   // The index follows deletions and restarts.
   stop();
   start();
   auto st = upsert({mk(11, "100.80.2.7", "2001:db8:a:2ff::1")});
   EXPECT_EQ(st.error_code(), StatusCode::FAILED_PRECONDITION);
   EXPECT_NE(st.error_message().find("acc0/10/9"), std::string::npos) << st.error_message();
-  EXPECT_NE(st.error_message().find("\"100.80.2.0/24\""), std::string::npos)
-      << st.error_message();
+  EXPECT_NE(st.error_message().find("\"100.80.2.0/24\""), std::string::npos) << st.error_message();
 }
 
 TEST_F(AgentTest, UpsertIsIdempotent) {
@@ -609,9 +647,9 @@ TEST_F(AgentTest, StreamReportsEachFailure) {
   start(20000);
   std::vector<v1::Subscriber> subs;
   for (uint32_t i = 0; i < 10000; ++i) subs.push_back(make_sub(100 + i / 4000, 1 + i % 4000));
-  subs[3].set_ipv4("127.0.0.1");                    // invalid
-  subs[9000].set_ipv4(subs[10].ipv4());              // owned by entry 10 (earlier in the stream)
-  subs[9001] = subs[9002];                           // same key as 9002: applied in order
+  subs[3].set_ipv4("127.0.0.1");         // invalid
+  subs[9000].set_ipv4(subs[10].ipv4());  // owned by entry 10 (earlier in the stream)
+  subs[9001] = subs[9002];               // same key as 9002: applied in order
   subs[9001].set_ipv6("2001:db8:ffff::1");
   auto resp = stream(subs);
   EXPECT_EQ(resp.applied(), 9998u);
@@ -816,7 +854,8 @@ TEST_F(AgentTest, RejectedValuesAreQuotedByAShortPrefix) {
     if (f == "ipv6_prefixes") s.add_ipv6_prefixes(huge);
     if (f == "port") s.set_port(huge);
     auto st = upsert({s});
-    EXPECT_EQ(st.error_code(), StatusCode::INVALID_ARGUMENT) << f << ": " << st.error_message().size();
+    EXPECT_EQ(st.error_code(), StatusCode::INVALID_ARGUMENT)
+        << f << ": " << st.error_message().size();
     EXPECT_LT(st.error_message().size(), 300u) << f;
     EXPECT_NE(st.error_message().find("(262144 bytes)"), std::string::npos) << st.error_message();
   }
@@ -883,8 +922,8 @@ TEST_F(AgentTest, PinsOfAnotherAbiAreAClearError) {
 // A run that was SIGKILLed cannot clean up after itself: remove the pins and
 // run dirs of runs whose process is gone, so that they do not accumulate.
 void sweep_stale_runs() {
-  for (const auto& [dir, prefix] : {std::pair{"/sys/fs/bpf", "xbng-test-"},
-                                    std::pair{"/tmp", "xbng-grpc-test-"}}) {
+  for (const auto& [dir, prefix] :
+       {std::pair{"/sys/fs/bpf", "xbng-test-"}, std::pair{"/tmp", "xbng-grpc-test-"}}) {
     std::error_code ec;
     for (const auto& e : fs::directory_iterator(dir, ec)) {
       std::string name = e.path().filename();

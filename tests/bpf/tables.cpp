@@ -11,4 +11,4 @@ INSTANTIATE_TEST_SUITE_P(Router, Table, testing::ValuesIn(router_rows()), row_na
 INSTANTIATE_TEST_SUITE_P(Police, Table, testing::ValuesIn(police_rows()), row_name);
 INSTANTIATE_TEST_SUITE_P(Punt, Table, testing::ValuesIn(punt_rows()), row_name);
 
-} // namespace bpftest
+}  // namespace bpftest

@@ -24,12 +24,12 @@ struct FuzzTarget {
   void (*report)();  // prints what the inputs exercised (may be null)
 };
 
-#define XBNG_FUZZ_CHECK(cond)                                                        \
-  do {                                                                               \
-    if (!(cond)) {                                                                   \
+#define XBNG_FUZZ_CHECK(cond)                                                                 \
+  do {                                                                                        \
+    if (!(cond)) {                                                                            \
       std::fprintf(stderr, "fuzz invariant failed: %s (%s:%d)\n", #cond, __FILE__, __LINE__); \
-      std::abort();                                                                  \
-    }                                                                                \
+      std::abort();                                                                           \
+    }                                                                                         \
   } while (0)
 
 Bytes from_hex(const char* s);

@@ -103,8 +103,8 @@ void run_one(const uint8_t* data, size_t size) {
   v4::Settings s;
   s.gateway = kGw;
   s.dns = {0x350200c0};
-  for (const auto& b : {v4::Binding{kSub, kCpe}, v4::Binding{kSub, std::nullopt},
-                        v4::Binding{0, std::nullopt}}) {
+  for (const auto& b :
+       {v4::Binding{kSub, kCpe}, v4::Binding{kSub, std::nullopt}, v4::Binding{0, std::nullopt}}) {
     v4::Result r = v4::serve(*m, b, s, kCpe);
     ++g_outcomes[static_cast<int>(r.outcome)];
     check_reply(*m, r);

@@ -15,13 +15,16 @@ using namespace xbng::agent::dhcpv6;
 std::vector<Bytes> seeds() {
   const char* cid = "0001 000e 0001000132a0e9c5020000001001";
   const char* sid = "0002 0012 0004 00112233445566778899aabbccddeeff";
-  const char* na = "0003 0028 00001001 00000708 00000b40 0005 0018 20010db8100000000000000000000016 "
-                   "00000e10 00001c20";
-  const char* pd = "0019 0029 00001001 00000708 00000b40 001a 0019 00000e10 00001c20 38 "
-                   "20010db8200000000000000000000000";
+  const char* na =
+      "0003 0028 00001001 00000708 00000b40 0005 0018 20010db8100000000000000000000016 "
+      "00000e10 00001c20";
+  const char* pd =
+      "0019 0029 00001001 00000708 00000b40 001a 0019 00000e10 00001c20 38 "
+      "20010db8200000000000000000000000";
   auto msg = [&](const char* type, bool with_sid, bool ias) {
-    std::string s = std::string(type) + " 123456 " + cid + (with_sid ? std::string(" ") + sid : "") +
-                    " 0008 0002 0000 0006 0004 0017 0018" + (ias ? std::string(" ") + na + " " + pd : "");
+    std::string s =
+        std::string(type) + " 123456 " + cid + (with_sid ? std::string(" ") + sid : "") +
+        " 0008 0002 0000 0006 0004 0017 0018" + (ias ? std::string(" ") + na + " " + pd : "");
     return from_hex(s.c_str());
   };
   return {
@@ -33,8 +36,14 @@ std::vector<Bytes> seeds() {
                "0c0000000200000000000000000006000400520053000800020000000e00000010003c00009f080036"
                "6468637063642d392e342e313a4c696e75782d362e31382e34342d66632d763738323a7838365f3634"
                "3a41757468656e746963414d44"),
-      msg("01", false, true), msg("03", true, true), msg("04", false, true), msg("05", true, true),
-      msg("06", false, true), msg("08", true, true), msg("09", true, true), msg("0b", false, false),
+      msg("01", false, true),
+      msg("03", true, true),
+      msg("04", false, true),
+      msg("05", true, true),
+      msg("06", false, true),
+      msg("08", true, true),
+      msg("09", true, true),
+      msg("0b", false, false),
       msg("0b", true, false),
   };
 }
@@ -59,7 +68,8 @@ void report() {
     if (g_kinds[i]) std::printf(" %s=%zu", std::string(kind_name(Kind(i))).c_str(), g_kinds[i]);
   std::printf("\n  parse errors:");
   for (size_t i = 0; i < kNumParseErrors; ++i)
-    if (g_errors[i]) std::printf(" %s=%zu", std::string(parse_error_name(ParseError(i))).c_str(), g_errors[i]);
+    if (g_errors[i])
+      std::printf(" %s=%zu", std::string(parse_error_name(ParseError(i))).c_str(), g_errors[i]);
   std::printf("\n");
 }
 

@@ -44,8 +44,9 @@ std::vector<Bytes> seeds() {
       kv(kPrefix + "eth\xc3\xa9/4094/7",
          "{\"port\":\"eth\\u00e9\",\"outer_vlan\":4094,\"inner_vlan\":7,"
          "\"ipv4_prefixes\":[\"100.64.8.0/30\"]}"),
-      kv(kPrefix + "acc0/1/1", "{\"port\":\"acc0\",\"outerVlan\":1,\"innerVlan\":1,"
-                               "\"mac\":\"\\udcff\",\"counters\":{}}"),
+      kv(kPrefix + "acc0/1/1",
+         "{\"port\":\"acc0\",\"outerVlan\":1,\"innerVlan\":1,"
+         "\"mac\":\"\\udcff\",\"counters\":{}}"),
       kv("/xbng/v1/nodes/n2/subscribers/acc0/1/1", "{}"),
   };
 }
@@ -92,7 +93,8 @@ void run_one(const uint8_t* data, size_t size) {
     XBNG_FUZZ_CHECK(key == subscriber_etcd_key("n1", port, outer, inner));
     XBNG_FUZZ_CHECK(m.port() == port && m.outer_vlan() == outer && m.inner_vlan() == inner);
     xbng::v1::Subscriber back;
-    XBNG_FUZZ_CHECK(!decode_subscriber_value(encode_subscriber_value(m), port, outer, inner, &back));
+    XBNG_FUZZ_CHECK(
+        !decode_subscriber_value(encode_subscriber_value(m), port, outer, inner, &back));
     XBNG_FUZZ_CHECK(back.SerializeAsString() == m.SerializeAsString());
   } else {
     ++g_refused;

@@ -15,8 +15,10 @@ Bytes from_hex(const char* s) {
   int hi = -1;
   for (; *s; ++s) {
     char c = *s;
-    int v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
-            : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+    int v = c >= '0' && c <= '9'   ? c - '0'
+            : c >= 'a' && c <= 'f' ? c - 'a' + 10
+            : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                   : -1;
     if (v < 0) continue;
     if (hi < 0) {
       hi = v;
@@ -49,10 +51,11 @@ class Mutator {
 
  private:
   void step(Bytes& b, const std::vector<Bytes>& seeds) {
-    static const uint16_t kInteresting16[] = {0, 1, 2, 3, 4, 7, 8, 12, 16, 24, 25, 0x7f, 0x80,
-                                              0xff, 0x100, 0x7fff, 0x8000, 0xfffe, 0xffff};
-    static const uint8_t kInteresting8[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13, 14,
-                                            25, 26, 0x7f, 0x80, 0x85, 0xff};
+    static const uint16_t kInteresting16[] = {0,     1,      2,      3,      4,     7,    8,
+                                              12,    16,     24,     25,     0x7f,  0x80, 0xff,
+                                              0x100, 0x7fff, 0x8000, 0xfffe, 0xffff};
+    static const uint8_t kInteresting8[] = {0,  1,  2,  3,  4,  5,  6,    7,    8,    9,
+                                            11, 12, 13, 14, 25, 26, 0x7f, 0x80, 0x85, 0xff};
     switch (below(10)) {
       case 0:  // bit flip
         if (!b.empty()) b[below(b.size())] ^= static_cast<uint8_t>(1u << below(8));
@@ -131,12 +134,18 @@ int main(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (a == "--target") target = next();
-    else if (a == "--iterations") iterations = std::stoull(next());
-    else if (a == "--seed") seed = std::stoull(next());
-    else if (a == "--max-len") max_len = std::stoull(next());
+    if (a == "--target")
+      target = next();
+    else if (a == "--iterations")
+      iterations = std::stoull(next());
+    else if (a == "--seed")
+      seed = std::stoull(next());
+    else if (a == "--max-len")
+      max_len = std::stoull(next());
     else {
-      std::fprintf(stderr, "usage: xbng_fuzz [--target dhcpv6|rs|dhcpv4|fleet|all] [--iterations N] [--seed S] [--max-len L]\n");
+      std::fprintf(stderr,
+                   "usage: xbng_fuzz [--target dhcpv6|rs|dhcpv4|fleet|all] [--iterations N] "
+                   "[--seed S] [--max-len L]\n");
       return 2;
     }
   }

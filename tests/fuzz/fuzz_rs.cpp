@@ -22,7 +22,8 @@ size_t g_errors[16];
 void report() {
   std::printf("  results:");
   for (size_t i = 0; i <= size_t(RsError::kLlaWithUnspecified); ++i)
-    if (g_errors[i]) std::printf(" %s=%zu", std::string(rs_error_name(RsError(i))).c_str(), g_errors[i]);
+    if (g_errors[i])
+      std::printf(" %s=%zu", std::string(rs_error_name(RsError(i))).c_str(), g_errors[i]);
   std::printf("\n");
 }
 

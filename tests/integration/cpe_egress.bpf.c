@@ -14,11 +14,14 @@ int cpe_egress(struct __sk_buff *skb)
 {
 	__u8 macs[12];
 
-	if (bpf_skb_load_bytes(skb, 0, macs, sizeof(macs)) < 0 || macs[6] != 0x02 || macs[7] != 0xcc)
+	if (bpf_skb_load_bytes(skb, 0, macs, sizeof(macs)) < 0 || macs[6] != 0x02 ||
+	    macs[7] != 0xcc)
 		return TC_ACT_OK;
 	__u16 tags[4] = {
-		bpf_htons(ETH_P_8021AD), bpf_htons(((macs[8] << 8) | macs[9]) & 0x0fff),
-		bpf_htons(ETH_P_8021Q), bpf_htons(((macs[10] << 8) | macs[11]) & 0x0fff),
+		bpf_htons(ETH_P_8021AD),
+		bpf_htons(((macs[8] << 8) | macs[9]) & 0x0fff),
+		bpf_htons(ETH_P_8021Q),
+		bpf_htons(((macs[10] << 8) | macs[11]) & 0x0fff),
 	};
 	/* Both tags go into the frame itself (bpf_skb_vlan_push would leave the
 	 * outer one in skb metadata, invisible to an XDP program downstream). */

@@ -116,7 +116,8 @@ int main(int argc, char** argv) {
 
   int icmp = socket(AF_INET6, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_ICMPV6);
   if (icmp < 0) die("raw ICMPv6 socket");
-  setsockopt(icmp, SOL_SOCKET, SO_BINDTODEVICE, iface.c_str(), static_cast<socklen_t>(iface.size()));
+  setsockopt(icmp, SOL_SOCKET, SO_BINDTODEVICE, iface.c_str(),
+             static_cast<socklen_t>(iface.size()));
   icmp6_filter filt;
   ICMP6_FILTER_SETBLOCKALL(&filt);
   ICMP6_FILTER_SETPASS(ND_ROUTER_SOLICIT, &filt);
@@ -156,7 +157,8 @@ int main(int argc, char** argv) {
                         : "");
         std::fflush(stdout);
         if (out.has_reply)
-          sendto(udp, out.reply.data(), out.reply.size(), 0, reinterpret_cast<sockaddr*>(&from), fl);
+          sendto(udp, out.reply.data(), out.reply.size(), 0, reinterpret_cast<sockaddr*>(&from),
+                 fl);
       }
     }
     if (p[1].revents & POLLIN) {

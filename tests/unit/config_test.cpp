@@ -163,14 +163,13 @@ outer_tpid = "0x8100"
 }
 
 TEST(Config, RejectsUnknownKeysAndBadTypes) {
-  for (const char* text : {"[ports]\naccess = [\"a\"]\nacess = 1\n", "[nope]\nx = 1\n",
-                           "[limits]\nmax_subscribers = \"many\"\n",
-                           "[limits]\nmax_subscribers = -1\n", "[limits]\nmax_subscribers = 1.5\n",
-                           "[ports]\naccess = [{ outer_tpid = \"0x8100\" }]\n",
-                           "[ports]\naccess = [{ name = \"a\", tpid = \"0x8100\" }]\n",
-                           "[ports]\naccess = [{ name = \"a\" }, { name = \"a\" }]\n",
-                           "[ports]\naccess = [1]\n", "[metrics]\nlisten = 9469\n",
-                           "[ports\n"}) {
+  for (const char* text :
+       {"[ports]\naccess = [\"a\"]\nacess = 1\n", "[nope]\nx = 1\n",
+        "[limits]\nmax_subscribers = \"many\"\n", "[limits]\nmax_subscribers = -1\n",
+        "[limits]\nmax_subscribers = 1.5\n", "[ports]\naccess = [{ outer_tpid = \"0x8100\" }]\n",
+        "[ports]\naccess = [{ name = \"a\", tpid = \"0x8100\" }]\n",
+        "[ports]\naccess = [{ name = \"a\" }, { name = \"a\" }]\n", "[ports]\naccess = [1]\n",
+        "[metrics]\nlisten = 9469\n", "[ports\n"}) {
     EXPECT_NE(load_error(text), "") << text;
   }
   // Errors name the file, the key and say what is wrong.
@@ -262,7 +261,12 @@ TEST(Config, AcceptsAndWarns) {
              x.gateway_ipv4 = "";
              x.access_options["acc0"].gateway_ipv6 = "2001:db8::1";
            },
-           [](Config& x) { AccessPortConfig o; o.outer_tpid = "0x9100"; o.mtu = 1508; x.access_options["acc0"] = o; },
+           [](Config& x) {
+             AccessPortConfig o;
+             o.outer_tpid = "0x9100";
+             o.mtu = 1508;
+             x.access_options["acc0"] = o;
+           },
        }) {
     ConfigCheck chk = check_with(mutate);
     EXPECT_TRUE(chk.ok()) << errors_of(chk);
@@ -276,10 +280,12 @@ TEST(Config, AcceptsAndWarns) {
     EXPECT_THAT(w, testing::HasSubstr(what));
   };
   warns([](Config& x) { x.metrics_listen = "0.0.0.0:9469"; }, "no authentication");
-  warns([](Config& x) {
-    x.grpc = "10.0.0.1:50051";
-    x.insecure_tcp = true;
-  }, "plaintext TCP");
+  warns(
+      [](Config& x) {
+        x.grpc = "10.0.0.1:50051";
+        x.insecure_tcp = true;
+      },
+      "plaintext TCP");
   warns([](Config& x) { x.access_options["acc0"].mtu = 1000; }, "IPv6");
   warns([](Config& x) { x.access_options["eth9"].mtu = 1508; }, "eth9");
 }
@@ -294,8 +300,8 @@ TEST(Config, ParsesListen) {
   EXPECT_EQ(host, "2001:db8::1");
   EXPECT_EQ(port, 443);
   EXPECT_EQ(parse_listen("metrics.example.net:1", &host, &port), std::nullopt);
-  for (const char* bad : {"", ":1", "h:", "h:0", "h:65536", "[::1]", "[::1]9469", "1.2.3:80",
-                          "a b:80", "::1:80"})
+  for (const char* bad :
+       {"", ":1", "h:", "h:0", "h:65536", "[::1]", "[::1]9469", "1.2.3:80", "a b:80", "::1:80"})
     EXPECT_NE(parse_listen(bad, &host, &port), std::nullopt) << bad;
 }
 
@@ -411,7 +417,7 @@ burst = 10
   EXPECT_EQ(format_prefix(d.access_overrides["acc0"].pools[1]), "2001:db8:1000::/36");
   EXPECT_EQ(d.access_overrides["acc1"].sub_mtu, 1500);  // mtu 1508 = 1500 + tags
   EXPECT_TRUE(d.access_overrides["acc1"].mss_clamp);
-  EXPECT_EQ(d.access_overrides.count("acc2"), 0u);      // defaults: 1500, clamp on
+  EXPECT_EQ(d.access_overrides.count("acc2"), 0u);  // defaults: 1500, clamp on
   EXPECT_EQ(d.uplink_overrides["upl0"].icmp_source_ipv4, parse_ipv4("192.0.2.1"));
   EXPECT_EQ(d.icmp_rate_per_sec, 200u);
   EXPECT_EQ(d.icmp_burst, 10u);
@@ -430,16 +436,20 @@ TEST(Config, RouterSettingsChecked) {
     EXPECT_NE(errors_of(chk).find(what), std::string::npos) << errors_of(chk);
   };
   fails([](Config& x) { x.access_options["acc0"].subscriber_mtu = 60; }, "subscriber_mtu 60");
-  fails([](Config& x) {
-    x.access_options["acc0"].subscriber_mtu = 1500;
-    x.access_options["acc0"].mtu = 1508;
-  }, "both mtu");
+  fails(
+      [](Config& x) {
+        x.access_options["acc0"].subscriber_mtu = 1500;
+        x.access_options["acc0"].mtu = 1508;
+      },
+      "both mtu");
   fails([](Config& x) { x.access_options["acc0"].pools = {"100.64.0.1/16"}; }, "host bits");
   fails([](Config& x) { x.access_options["acc0"].pools = {"banana"}; }, "not a prefix");
-  fails([](Config& x) {
-    x.access_options["acc0"].pools = {"100.64.0.0/16"};
-    x.access_options["acc1"].pools = {"100.64.128.0/17"};
-  }, "overlap");
+  fails(
+      [](Config& x) {
+        x.access_options["acc0"].pools = {"100.64.0.0/16"};
+        x.access_options["acc1"].pools = {"100.64.128.0/17"};
+      },
+      "overlap");
   fails([](Config& x) { x.uplink_options["upl0"].icmp_source_ipv4 = "x"; }, "icmp_source_ipv4");
   fails([](Config& x) { x.icmp_burst = 0; }, "icmp.burst");
 }

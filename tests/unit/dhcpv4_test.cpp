@@ -104,13 +104,13 @@ std::string fixed_hex(const std::string& flags, const std::string& ciaddr,
 
 // Options common to OFFER/ACK with the default settings (mask /32 + 121).
 const char* kLeaseOptions =
-    "33 04 00000e10"          // 51 lease 3600
-    "3a 04 00000708"          // 58 T1 1800
-    "3b 04 00000c4e"          // 59 T2 3150
-    "01 04 ffffffff"          // 1 mask /32
-    "03 04 64400001"          // 3 router
+    "33 04 00000e10"                          // 51 lease 3600
+    "3a 04 00000708"                          // 58 T1 1800
+    "3b 04 00000c4e"                          // 59 T2 3150
+    "01 04 ffffffff"                          // 1 mask /32
+    "03 04 64400001"                          // 3 router
     "79 0e 20 64400001 00000000 00 64400001"  // 121: gw/32 on-link, 0/0 via gw
-    "06 04 c0000235";         // 6 dns 192.0.2.53
+    "06 04 c0000235";                         // 6 dns 192.0.2.53
 
 Bytes padded(Bytes b) {
   if (b.size() < 300) b.resize(300, 0);
@@ -566,14 +566,16 @@ TEST(LeaseTable, SubscriberChangesEndTheLeasesItLoses) {
   EXPECT_FALSE(t.get(k, LeaseFamily::kV6));
   EXPECT_EQ(t.size(), 0u);
   EXPECT_EQ(lease_events(w.get()),
-            (std::vector<std::pair<int, int>>{{v1::Event::LEASE_RELEASED, 4}, {v1::Event::LEASE_RELEASED, 6}}));
+            (std::vector<std::pair<int, int>>{{v1::Event::LEASE_RELEASED, 4},
+                                              {v1::Event::LEASE_RELEASED, 6}}));
   // A new subscriber on the key (even with the same addresses) starts without any.
   bind_both();
   EXPECT_EQ(t.on_subscriber_change(k, &old, true), 2u);
   EXPECT_FALSE(t.get(k, LeaseFamily::kV6));
   // Another IPv4: only the v4 lease ends; a delegated prefix taken away ends the v6 one.
   bind_both();
-  const SubscriberSpec moved = spec_of(k, "100.64.1.231", "2001:db8:ff00::1:31", "2001:db8:2000::/64");
+  const SubscriberSpec moved =
+      spec_of(k, "100.64.1.231", "2001:db8:ff00::1:31", "2001:db8:2000::/64");
   EXPECT_EQ(t.on_subscriber_change(k, &moved, false), 1u);
   EXPECT_FALSE(t.get(k, LeaseFamily::kV4));
   EXPECT_TRUE(t.get(k, LeaseFamily::kV6)->bound);
@@ -599,9 +601,12 @@ TEST(LeaseTable, StartDropsLeasesNoSubscriberHolds) {
   t.bind(moved, LeaseFamily::kV6, "2001:db8::2", {}, 600, 1000);
   t.bind(kept, LeaseFamily::kV4, "100.64.1.3", {}, 600, 1000);
   auto lookup = [&](const SubKey& k, SubscriberSpec* out) {
-    if (k.inner_vid == 2) *out = spec_of(k, "100.64.1.200", "2001:db8::2", nullptr);
-    else if (k.inner_vid == 3) *out = spec_of(k, "100.64.1.3", nullptr, nullptr);
-    else return false;
+    if (k.inner_vid == 2)
+      *out = spec_of(k, "100.64.1.200", "2001:db8::2", nullptr);
+    else if (k.inner_vid == 3)
+      *out = spec_of(k, "100.64.1.3", nullptr, nullptr);
+    else
+      return false;
     return true;
   };
   EXPECT_EQ(t.retain_owned(lookup), 2u);

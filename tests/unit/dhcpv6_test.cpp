@@ -50,8 +50,8 @@ const char* kDhcpcdSolicit =
 
 const char* kServerDuid = "0004 00112233445566778899aabbccddeeff";
 const char* kServerIdOpt = "0002 0012 0004 00112233445566778899aabbccddeeff";
-const char* kAddr = "20010db8100000000000000000000016";     // 2001:db8:1000::16
-const char* kPrefix = "20010db8200000000000000000000000";   // 2001:db8:2000::/56
+const char* kAddr = "20010db8100000000000000000000016";    // 2001:db8:1000::16
+const char* kPrefix = "20010db8200000000000000000000000";  // 2001:db8:2000::/56
 const char* kDnsOpt = "0017 0010 20010db8000000000000000000000053";
 // Lifetimes: preferred 3600 (0e10), valid 7200 (1c20), T1 1800 (0708), T2 2880 (0b40).
 
@@ -95,8 +95,8 @@ Bytes ia_na_full(const char* iaid) {
              "00000e10 00001c20");
 }
 Bytes ia_pd_full(const char* iaid) {
-  return hex(std::string("0019 0029") + iaid + "00000708 00000b40" + "001a 0019 00000e10 00001c20 38" +
-             kPrefix);
+  return hex(std::string("0019 0029") + iaid + "00000708 00000b40" +
+             "001a 0019 00000e10 00001c20 38" + kPrefix);
 }
 
 // --- parser ---------------------------------------------------------------
@@ -144,7 +144,8 @@ TEST_F(Dhcpv6, ParsesIaEntries) {
                      hex(std::string("0003 0028 00000001 00000000 00000000 0005 0018") + kAddr +
                          "00000e10 00001c20"),
                      hex(std::string("0019 0029 00000002 00000000 00000000 001a 0019 00000e10 "
-                                     "00001c20 38") + kPrefix)});
+                                     "00001c20 38") +
+                         kPrefix)});
   Message m;
   ASSERT_EQ(parse(renew, &m), ParseError::kOk);
   ASSERT_EQ(m.num_ias, 2);
@@ -181,7 +182,8 @@ TEST_F(Dhcpv6, RejectsMalformedWithTheReason) {
       {"type 0", cat({hex("00 000001"), cid}), ParseError::kUnknownType},
       {"type 14 (leasequery)", cat({hex("0e 000001"), cid}), ParseError::kUnknownType},
       {"type 255", cat({hex("ff 000001"), cid}), ParseError::kUnknownType},
-      {"3 trailing bytes", cat({hex("01 000001"), cid, hex("000100")}), ParseError::kTruncatedOption},
+      {"3 trailing bytes", cat({hex("01 000001"), cid, hex("000100")}),
+       ParseError::kTruncatedOption},
       {"option length past end", cat({hex("01 000001"), cid, hex("0003 0010 00000001")}),
        ParseError::kOptionOverflow},
       {"option length 0xffff", cat({hex("01 000001"), hex("0001 ffff 0003")}),
@@ -194,16 +196,19 @@ TEST_F(Dhcpv6, RejectsMalformedWithTheReason) {
        cat({hex("01 000001"), cid, hex("0003 0014 00000001 00000000 00000000 0005 0018 00000000")}),
        ParseError::kOptionOverflow},
       {"IAADDR shorter than 24",
-       cat({hex("01 000001"), cid, hex("0003 0018 00000001 00000000 00000000 0005 0008 "
-                                       "0000000000000000")}),
+       cat({hex("01 000001"), cid,
+            hex("0003 0018 00000001 00000000 00000000 0005 0008 "
+                "0000000000000000")}),
        ParseError::kBadIaEntry},
       {"IAPREFIX in IA_NA",
-       cat({hex("01 000001"), cid, hex("0003 0029 00000001 00000000 00000000 001a 0019 00000000 "
-                                       "00000000 40 20010db8000000000000000000000000")}),
+       cat({hex("01 000001"), cid,
+            hex("0003 0029 00000001 00000000 00000000 001a 0019 00000000 "
+                "00000000 40 20010db8000000000000000000000000")}),
        ParseError::kBadIaEntry},
       {"IAPREFIX length 129",
-       cat({hex("01 000001"), cid, hex("0019 0029 00000001 00000000 00000000 001a 0019 00000000 "
-                                       "00000000 81 20010db8000000000000000000000000")}),
+       cat({hex("01 000001"), cid,
+            hex("0019 0029 00000001 00000000 00000000 001a 0019 00000000 "
+                "00000000 81 20010db8000000000000000000000000")}),
        ParseError::kBadIaEntry},
       {"IAADDR sub-option truncated",
        cat({hex("01 000001"), cid, hex("0003 002a 00000001 00000000 00000000 0005 001a"),
@@ -219,13 +224,18 @@ TEST_F(Dhcpv6, RejectsMalformedWithTheReason) {
       {"two server ids", cat({hex("03 000001"), cid, sid, sid}), ParseError::kDuplicateOption},
       {"two OROs", cat({hex("01 000001"), cid, hex("0006 0002 0017 0006 0002 0017")}),
        ParseError::kDuplicateOption},
-      {"client id of 2 bytes", cat({hex("01 000001"), hex("0001 0002 0003")}), ParseError::kBadDuid},
-      {"client id of 131 bytes", cat({hex("01 000001"), opt(1, Bytes(131, 1))}), ParseError::kBadDuid},
+      {"client id of 2 bytes", cat({hex("01 000001"), hex("0001 0002 0003")}),
+       ParseError::kBadDuid},
+      {"client id of 131 bytes", cat({hex("01 000001"), opt(1, Bytes(131, 1))}),
+       ParseError::kBadDuid},
       {"solicit without client id", cat({hex("01 000001"), na}), ParseError::kMissingClientId},
       {"rebind without client id", cat({hex("06 000001"), na}), ParseError::kMissingClientId},
-      {"solicit with server id", cat({hex("01 000001"), cid, sid, na}), ParseError::kUnexpectedServerId},
-      {"confirm with server id", cat({hex("04 000001"), cid, sid, na}), ParseError::kUnexpectedServerId},
-      {"rebind with server id", cat({hex("06 000001"), cid, sid, na}), ParseError::kUnexpectedServerId},
+      {"solicit with server id", cat({hex("01 000001"), cid, sid, na}),
+       ParseError::kUnexpectedServerId},
+      {"confirm with server id", cat({hex("04 000001"), cid, sid, na}),
+       ParseError::kUnexpectedServerId},
+      {"rebind with server id", cat({hex("06 000001"), cid, sid, na}),
+       ParseError::kUnexpectedServerId},
       {"request without server id", cat({hex("03 000001"), cid, na}), ParseError::kMissingServerId},
       {"renew without server id", cat({hex("05 000001"), cid, na}), ParseError::kMissingServerId},
       {"release without server id", cat({hex("08 000001"), cid, na}), ParseError::kMissingServerId},
@@ -233,24 +243,28 @@ TEST_F(Dhcpv6, RejectsMalformedWithTheReason) {
       {"information-request with IA", cat({hex("0b 000001"), cid, na}), ParseError::kUnexpectedIa},
       {"9 IAs",
        cat({hex("01 000001"), cid, hex("0003 000c 00000001 00000000 00000000"),
-            hex("0003 000c 00000002 00000000 00000000"), hex("0003 000c 00000003 00000000 00000000"),
-            hex("0003 000c 00000004 00000000 00000000"), hex("0003 000c 00000005 00000000 00000000"),
-            hex("0003 000c 00000006 00000000 00000000"), hex("0003 000c 00000007 00000000 00000000"),
-            hex("0003 000c 00000008 00000000 00000000"), hex("0003 000c 00000009 00000000 00000000")}),
+            hex("0003 000c 00000002 00000000 00000000"),
+            hex("0003 000c 00000003 00000000 00000000"),
+            hex("0003 000c 00000004 00000000 00000000"),
+            hex("0003 000c 00000005 00000000 00000000"),
+            hex("0003 000c 00000006 00000000 00000000"),
+            hex("0003 000c 00000007 00000000 00000000"),
+            hex("0003 000c 00000008 00000000 00000000"),
+            hex("0003 000c 00000009 00000000 00000000")}),
        ParseError::kTooManyIas},
       {"two IA_NA with one IAID", cat({hex("01 000001"), cid, na, na}), ParseError::kDuplicateIaid},
   };
   {
     Bytes many = hex("00000001 00000000 00000000");
-    for (int i = 0; i < 9; ++i) many = cat({many, hex("0005 0018"), hex(kAddr), hex("00000000 00000000")});
+    for (int i = 0; i < 9; ++i)
+      many = cat({many, hex("0005 0018"), hex(kAddr), hex("00000000 00000000")});
     cases.push_back({"9 IAADDR in one IA", cat({hex("01 000001"), cid, opt(3, many)}),
                      ParseError::kTooManyIaEntries});
   }
   for (const auto& c : cases) {
     Message m;
-    EXPECT_EQ(parse(c.msg, &m), c.want)
-        << c.what << ": got " << parse_error_name(parse(c.msg, &m)) << ", want "
-        << parse_error_name(c.want);
+    EXPECT_EQ(parse(c.msg, &m), c.want) << c.what << ": got " << parse_error_name(parse(c.msg, &m))
+                                        << ", want " << parse_error_name(c.want);
     Outcome o = run(c.msg);
     EXPECT_EQ(o.kind, Kind::kMalformed) << c.what;
     EXPECT_EQ(o.parse_error, c.want) << c.what;
@@ -288,9 +302,9 @@ TEST_F(Dhcpv6, SolicitGetsAdvertiseWithAddressPrefixAndDns) {
 TEST_F(Dhcpv6, RapidCommitSolicitGetsReplyAndBinds) {
   Outcome o = run(hex(kDhcpcdSolicit));
   EXPECT_EQ(o.kind, Kind::kReplyRapidCommit);
-  Bytes want = cat({hex("07 6bbfe5"), hex(kServerIdOpt),
-                    hex("0001 000e 0001000132a0e9cc020000001001"), hex("000e 0000"),
-                    ia_na_full("00000001"), ia_pd_full("00000002"), hex(kDnsOpt)});
+  Bytes want =
+      cat({hex("07 6bbfe5"), hex(kServerIdOpt), hex("0001 000e 0001000132a0e9cc020000001001"),
+           hex("000e 0000"), ia_na_full("00000001"), ia_pd_full("00000002"), hex(kDnsOpt)});
   EXPECT_TRUE(bytes_eq(o.reply, want));
   EXPECT_EQ(o.lease.action, LeaseChange::Action::kBound);
   EXPECT_TRUE(o.lease.na);
@@ -306,9 +320,9 @@ TEST_F(Dhcpv6, RapidCommitOffInSettingsGivesAdvertise) {
   settings.send_preference = false;
   Outcome o = run(hex(kDhcpcdSolicit));
   EXPECT_EQ(o.kind, Kind::kAdvertise);
-  Bytes want = cat({hex("02 6bbfe5"), hex(kServerIdOpt),
-                    hex("0001 000e 0001000132a0e9cc020000001001"), ia_na_full("00000001"),
-                    ia_pd_full("00000002"), hex(kDnsOpt)});
+  Bytes want =
+      cat({hex("02 6bbfe5"), hex(kServerIdOpt), hex("0001 000e 0001000132a0e9cc020000001001"),
+           ia_na_full("00000001"), ia_pd_full("00000002"), hex(kDnsOpt)});
   EXPECT_TRUE(bytes_eq(o.reply, want));
   EXPECT_EQ(o.lease.action, LeaseChange::Action::kNone);
 }
@@ -322,8 +336,9 @@ TEST_F(Dhcpv6, RequestGetsReplyAndBinds) {
   // dhclient copies the advertised IAs into its REQUEST.
   Outcome o = run(request_for(3, cat({ia_na_full("00001001"), ia_pd_full("00001001")})));
   EXPECT_EQ(o.kind, Kind::kReplyRequest);
-  Bytes want = cat({hex("07 abcdef"), hex(kServerIdOpt), hex("0001 000e 0001000132a0e9c5020000001001"),
-                    ia_na_full("00001001"), ia_pd_full("00001001"), hex(kDnsOpt)});
+  Bytes want =
+      cat({hex("07 abcdef"), hex(kServerIdOpt), hex("0001 000e 0001000132a0e9c5020000001001"),
+           ia_na_full("00001001"), ia_pd_full("00001001"), hex(kDnsOpt)});
   EXPECT_TRUE(bytes_eq(o.reply, want));
   EXPECT_EQ(o.lease.action, LeaseChange::Action::kBound);
   EXPECT_TRUE(o.lease.na && o.lease.pd);
@@ -346,8 +361,9 @@ TEST_F(Dhcpv6, MessagesForAnotherServerAreIgnored) {
 TEST_F(Dhcpv6, RenewExtendsTheLease) {
   Outcome o = run(request_for(5, cat({ia_na_full("00001001"), ia_pd_full("00001001")})), binding);
   EXPECT_EQ(o.kind, Kind::kReplyRenew);
-  Bytes want = cat({hex("07 abcdef"), hex(kServerIdOpt), hex("0001 000e 0001000132a0e9c5020000001001"),
-                    ia_na_full("00001001"), ia_pd_full("00001001"), hex(kDnsOpt)});
+  Bytes want =
+      cat({hex("07 abcdef"), hex(kServerIdOpt), hex("0001 000e 0001000132a0e9c5020000001001"),
+           ia_na_full("00001001"), ia_pd_full("00001001"), hex(kDnsOpt)});
   EXPECT_TRUE(bytes_eq(o.reply, want));
   EXPECT_EQ(o.lease.action, LeaseChange::Action::kBound);
 }
@@ -360,24 +376,28 @@ TEST_F(Dhcpv6, RenewAfterReprovisioningDropsTheOldLease) {
   Outcome o = run(request_for(5, cat({ia_na_full("00001001"), ia_pd_full("00001001")})),
                   Binding{true, new_addr, new_pfx});
   EXPECT_EQ(o.kind, Kind::kReplyRenew);
-  Bytes want = cat({hex("07 abcdef"), hex(kServerIdOpt), hex("0001 000e 0001000132a0e9c5020000001001"),
-                    hex(std::string("0003 0044 00001001 00000708 00000b40"
-                                    "0005 0018") + kAddr + "00000000 00000000"
-                        "0005 0018 20010db8100000000000000000000017 00000e10 00001c20"),
-                    hex(std::string("0019 0046 00001001 00000708 00000b40"
-                                    "001a 0019 00000000 00000000 38") + kPrefix +
-                        "001a 0019 00000e10 00001c20 38 20010db8300000000000000000000000"),
-                    hex(kDnsOpt)});
+  Bytes want =
+      cat({hex("07 abcdef"), hex(kServerIdOpt), hex("0001 000e 0001000132a0e9c5020000001001"),
+           hex(std::string("0003 0044 00001001 00000708 00000b40"
+                           "0005 0018") +
+               kAddr +
+               "00000000 00000000"
+               "0005 0018 20010db8100000000000000000000017 00000e10 00001c20"),
+           hex(std::string("0019 0046 00001001 00000708 00000b40"
+                           "001a 0019 00000000 00000000 38") +
+               kPrefix + "001a 0019 00000e10 00001c20 38 20010db8300000000000000000000000"),
+           hex(kDnsOpt)});
   EXPECT_TRUE(bytes_eq(o.reply, want));
 }
 
 TEST_F(Dhcpv6, RenewWithoutBindingGetsNoBinding) {
   Outcome o = run(request_for(5, ia_na_full("00001001")), Binding{});
   EXPECT_EQ(o.kind, Kind::kRefusedNoBinding);
-  Bytes ia = cat({hex(std::string("00001001 00000000 00000000 0005 0018") + kAddr + "00000000 00000000"),
-                  status(3, "no binding for this IA")});
-  Bytes want = cat({hex("07 abcdef"), hex(kServerIdOpt), hex("0001 000e 0001000132a0e9c5020000001001"),
-                    opt(3, ia), hex(kDnsOpt)});
+  Bytes ia =
+      cat({hex(std::string("00001001 00000000 00000000 0005 0018") + kAddr + "00000000 00000000"),
+           status(3, "no binding for this IA")});
+  Bytes want = cat({hex("07 abcdef"), hex(kServerIdOpt),
+                    hex("0001 000e 0001000132a0e9c5020000001001"), opt(3, ia), hex(kDnsOpt)});
   EXPECT_TRUE(bytes_eq(o.reply, want));
   EXPECT_EQ(o.lease.action, LeaseChange::Action::kNone);
 }
@@ -387,22 +407,24 @@ TEST_F(Dhcpv6, RebindGetsReply) {
   Outcome o = run(m);
   EXPECT_EQ(o.kind, Kind::kReplyRebind);
   EXPECT_EQ(o.lease.action, LeaseChange::Action::kBound);
-  Bytes want = cat({hex("07 abcdef"), hex(kServerIdOpt), hex("0001 000e 0001000132a0e9c5020000001001"),
-                    ia_na_full("00001001"), ia_pd_full("00001001"), hex(kDnsOpt)});
+  Bytes want =
+      cat({hex("07 abcdef"), hex(kServerIdOpt), hex("0001 000e 0001000132a0e9c5020000001001"),
+           ia_na_full("00001001"), ia_pd_full("00001001"), hex(kDnsOpt)});
   EXPECT_TRUE(bytes_eq(o.reply, want));
 }
 
 TEST_F(Dhcpv6, SubscriberWithoutIpv6GetsNoAddrsAvail) {
   Outcome o = run(hex(kDhcpcdSolicit), Binding{});
   EXPECT_EQ(o.kind, Kind::kRefusedNoBinding);  // counted as refused...
-  ASSERT_TRUE(o.has_reply);                     // ...but answered (RFC 8415 §18.3.9)
-  Bytes want = cat({hex("02 6bbfe5"), hex(kServerIdOpt), hex("0001 000e 0001000132a0e9cc020000001001"),
-                    hex("0007 0001 ff"), status(2, "no address provisioned for this subscriber"),
-                    opt(3, cat({hex("00000001 00000000 00000000"),
-                                status(2, "no address provisioned for this subscriber")})),
-                    opt(25, cat({hex("00000002 00000000 00000000"),
-                                 status(6, "no prefix provisioned for this subscriber")})),
-                    hex(kDnsOpt)});
+  ASSERT_TRUE(o.has_reply);                    // ...but answered (RFC 8415 §18.3.9)
+  Bytes want =
+      cat({hex("02 6bbfe5"), hex(kServerIdOpt), hex("0001 000e 0001000132a0e9cc020000001001"),
+           hex("0007 0001 ff"), status(2, "no address provisioned for this subscriber"),
+           opt(3, cat({hex("00000001 00000000 00000000"),
+                       status(2, "no address provisioned for this subscriber")})),
+           opt(25, cat({hex("00000002 00000000 00000000"),
+                        status(6, "no prefix provisioned for this subscriber")})),
+           hex(kDnsOpt)});
   EXPECT_TRUE(bytes_eq(o.reply, want));  // ADVERTISE, not a rapid-commit REPLY
   EXPECT_EQ(o.lease.action, LeaseChange::Action::kNone);
 }
@@ -411,11 +433,12 @@ TEST_F(Dhcpv6, AddressWithoutPrefixGivesNoPrefixAvail) {
   std::vector<Prefix> v4only{*parse_prefix("198.51.100.0/28")};  // IPv4 routed prefix: skipped
   Outcome o = run(hex(kDhcpcdSolicit), Binding{true, addr, v4only});
   EXPECT_EQ(o.kind, Kind::kReplyRapidCommit);
-  Bytes want = cat({hex("07 6bbfe5"), hex(kServerIdOpt), hex("0001 000e 0001000132a0e9cc020000001001"),
-                    hex("000e 0000"), ia_na_full("00000001"),
-                    opt(25, cat({hex("00000002 00000000 00000000"),
-                                 status(6, "no prefix provisioned for this subscriber")})),
-                    hex(kDnsOpt)});
+  Bytes want =
+      cat({hex("07 6bbfe5"), hex(kServerIdOpt), hex("0001 000e 0001000132a0e9cc020000001001"),
+           hex("000e 0000"), ia_na_full("00000001"),
+           opt(25, cat({hex("00000002 00000000 00000000"),
+                        status(6, "no prefix provisioned for this subscriber")})),
+           hex(kDnsOpt)});
   EXPECT_TRUE(bytes_eq(o.reply, want));
   EXPECT_TRUE(o.lease.na);
   EXPECT_FALSE(o.lease.pd);
@@ -424,17 +447,19 @@ TEST_F(Dhcpv6, AddressWithoutPrefixGivesNoPrefixAvail) {
 TEST_F(Dhcpv6, SeveralPrefixesInOneIaPdAndASecondIaPdGetsNone) {
   std::vector<Prefix> two{*parse_prefix("2001:db8:2000::/56"), *parse_prefix("2001:db8:4000::/48")};
   Bytes m = cat({hex("01 000007 0001 000a 00030001020000001001"),
-                 hex("0019 000c 00000001 00000000 00000000"), hex("0019 000c 00000002 00000000 00000000")});
+                 hex("0019 000c 00000001 00000000 00000000"),
+                 hex("0019 000c 00000002 00000000 00000000")});
   Outcome o = run(m, Binding{false, {}, two});
   EXPECT_EQ(o.kind, Kind::kAdvertise);
-  Bytes want = cat({hex("02 000007"), hex(kServerIdOpt), hex("0001 000a 00030001020000001001"),
-                    hex("0007 0001 ff"),
-                    hex(std::string("0019 0046 00000001 00000708 00000b40"
-                                    "001a 0019 00000e10 00001c20 38") + kPrefix +
-                        "001a 0019 00000e10 00001c20 30 20010db8400000000000000000000000"),
-                    opt(25, cat({hex("00000002 00000000 00000000"),
-                                 status(6, "no prefix provisioned for this subscriber")})),
-                    hex(kDnsOpt)});
+  Bytes want =
+      cat({hex("02 000007"), hex(kServerIdOpt), hex("0001 000a 00030001020000001001"),
+           hex("0007 0001 ff"),
+           hex(std::string("0019 0046 00000001 00000708 00000b40"
+                           "001a 0019 00000e10 00001c20 38") +
+               kPrefix + "001a 0019 00000e10 00001c20 30 20010db8400000000000000000000000"),
+           opt(25, cat({hex("00000002 00000000 00000000"),
+                        status(6, "no prefix provisioned for this subscriber")})),
+           hex(kDnsOpt)});
   EXPECT_TRUE(bytes_eq(o.reply, want));
 }
 
@@ -446,7 +471,9 @@ TEST_F(Dhcpv6, AtMostSixteenPrefixesFitOneReply) {
   ASSERT_EQ(o.kind, Kind::kReplyRapidCommit);
   size_t n = 0;
   for (size_t i = 0; i + 4 <= o.reply.size(); ++i)
-    if (o.reply[i] == 0x00 && o.reply[i + 1] == 0x1a && o.reply[i + 2] == 0x00 && o.reply[i + 3] == 0x19) ++n;
+    if (o.reply[i] == 0x00 && o.reply[i + 1] == 0x1a && o.reply[i + 2] == 0x00 &&
+        o.reply[i + 3] == 0x19)
+      ++n;
   EXPECT_EQ(n, kMaxDelegatedPrefixes);
   EXPECT_LT(o.reply.size(), 1452u);
 }
@@ -458,8 +485,8 @@ TEST_F(Dhcpv6, AnAnswerLargerThanAFrameIsRefused) {
   for (uint32_t k = 1; k <= 8; ++k) {
     Bytes body = cat({Bytes{0, 0, 0, static_cast<uint8_t>(k)}, hex("00000000 00000000")});
     for (int e = 0; e < 5; ++e)
-      body = cat({body, hex("0005 0018 20010db81000000000000000000000"), Bytes{static_cast<uint8_t>(0x80 + e)},
-                  hex("00000000 00000000")});
+      body = cat({body, hex("0005 0018 20010db81000000000000000000000"),
+                  Bytes{static_cast<uint8_t>(0x80 + e)}, hex("00000000 00000000")});
     ias = cat({ias, opt(3, body)});
   }
   Bytes renew = request_for(5, ias);
@@ -475,31 +502,33 @@ TEST_F(Dhcpv6, IaTaIsNotServed) {
                  hex("0004 0004 00000009"), hex("0003 000c 00000001 00000000 00000000")});
   Outcome o = run(m);
   EXPECT_EQ(o.kind, Kind::kReplyRapidCommit);
-  Bytes want = cat({hex("07 000008"), hex(kServerIdOpt), hex("0001 000a 00030001020000001001"),
-                    hex("000e 0000"),
-                    opt(4, cat({hex("00000009"), status(2, "no address provisioned for this subscriber")})),
-                    ia_na_full("00000001"), hex(kDnsOpt)});
+  Bytes want = cat(
+      {hex("07 000008"), hex(kServerIdOpt), hex("0001 000a 00030001020000001001"), hex("000e 0000"),
+       opt(4, cat({hex("00000009"), status(2, "no address provisioned for this subscriber")})),
+       ia_na_full("00000001"), hex(kDnsOpt)});
   EXPECT_TRUE(bytes_eq(o.reply, want));
 }
 
 TEST_F(Dhcpv6, ReleaseOfTheBoundLease) {
   Outcome o = run(request_for(8, cat({ia_na_full("00001001"), ia_pd_full("00001001")})));
   EXPECT_EQ(o.kind, Kind::kReplyRelease);
-  Bytes want = cat({hex("07 abcdef"), hex(kServerIdOpt), hex("0001 000e 0001000132a0e9c5020000001001"),
-                    status(0, "released")});
+  Bytes want = cat({hex("07 abcdef"), hex(kServerIdOpt),
+                    hex("0001 000e 0001000132a0e9c5020000001001"), status(0, "released")});
   EXPECT_TRUE(bytes_eq(o.reply, want));
   EXPECT_EQ(o.lease.action, LeaseChange::Action::kReleased);
   EXPECT_TRUE(o.lease.na && o.lease.pd);
 }
 
 TEST_F(Dhcpv6, ReleaseOfAnOldAddressGetsNoBinding) {
-  Bytes old_na = hex("0003 0028 00001001 00000000 00000000 0005 0018"
-                     "20010db8100000000000000000000099 00000000 00000000");
+  Bytes old_na =
+      hex("0003 0028 00001001 00000000 00000000 0005 0018"
+          "20010db8100000000000000000000099 00000000 00000000");
   Outcome o = run(request_for(8, old_na));
   EXPECT_EQ(o.kind, Kind::kRefusedStaleLease);
-  Bytes want = cat({hex("07 abcdef"), hex(kServerIdOpt), hex("0001 000e 0001000132a0e9c5020000001001"),
-                    status(0, "released"),
-                    opt(3, cat({hex("00001001 00000000 00000000"), status(3, "no binding for this IA")}))});
+  Bytes want =
+      cat({hex("07 abcdef"), hex(kServerIdOpt), hex("0001 000e 0001000132a0e9c5020000001001"),
+           status(0, "released"),
+           opt(3, cat({hex("00001001 00000000 00000000"), status(3, "no binding for this IA")}))});
   EXPECT_TRUE(bytes_eq(o.reply, want));
   EXPECT_EQ(o.lease.action, LeaseChange::Action::kNone);
 }
@@ -507,8 +536,8 @@ TEST_F(Dhcpv6, ReleaseOfAnOldAddressGetsNoBinding) {
 TEST_F(Dhcpv6, DeclineMarksTheAddress) {
   Outcome o = run(request_for(9, ia_na_full("00001001")));
   EXPECT_EQ(o.kind, Kind::kReplyDecline);
-  Bytes want = cat({hex("07 abcdef"), hex(kServerIdOpt), hex("0001 000e 0001000132a0e9c5020000001001"),
-                    status(0, "declined")});
+  Bytes want = cat({hex("07 abcdef"), hex(kServerIdOpt),
+                    hex("0001 000e 0001000132a0e9c5020000001001"), status(0, "declined")});
   EXPECT_TRUE(bytes_eq(o.reply, want));
   EXPECT_EQ(o.lease.action, LeaseChange::Action::kDeclined);
   EXPECT_TRUE(o.lease.na);
@@ -521,8 +550,9 @@ TEST_F(Dhcpv6, ConfirmOnLinkAndNotOnLink) {
   EXPECT_TRUE(bytes_eq(ok.reply, cat({hex("07 abcdef"), hex(kServerIdOpt),
                                       hex("0001 000e 0001000132a0e9c5020000001001"),
                                       status(0, "addresses on link")})));
-  Bytes moved = hex("0003 0028 00001001 00000000 00000000 0005 0018"
-                    "20010db8100000000000000000000099 00000000 00000000");
+  Bytes moved =
+      hex("0003 0028 00001001 00000000 00000000 0005 0018"
+          "20010db8100000000000000000000099 00000000 00000000");
   Outcome bad = run(request_for(4, moved, false));
   EXPECT_EQ(bad.kind, Kind::kReplyConfirmNotOnLink);
   EXPECT_TRUE(bytes_eq(bad.reply, cat({hex("07 abcdef"), hex(kServerIdOpt),
@@ -539,8 +569,8 @@ TEST_F(Dhcpv6, ConfirmOnLinkAndNotOnLink) {
 TEST_F(Dhcpv6, InformationRequestGetsDns) {
   Outcome o = run(hex(kDhclientInfoRequest));
   EXPECT_EQ(o.kind, Kind::kReplyInformation);
-  Bytes want = cat({hex("07 7b23c6"), hex(kServerIdOpt), hex("0001 000a 00030001020000001001"),
-                    hex(kDnsOpt)});
+  Bytes want = cat(
+      {hex("07 7b23c6"), hex(kServerIdOpt), hex("0001 000a 00030001020000001001"), hex(kDnsOpt)});
   EXPECT_TRUE(bytes_eq(o.reply, want));
   // Anonymous information-request: no client id to echo.
   Outcome anon = run(hex("0b 000001 0008 0002 0000"));
@@ -596,8 +626,8 @@ TEST(Dhcpv6Duid, UuidShape) {
   EXPECT_EQ(a.len, 18);
   EXPECT_EQ(a.bytes[0], 0);
   EXPECT_EQ(a.bytes[1], 4);
-  EXPECT_EQ(a.bytes[2 + 6] >> 4, 4);         // UUID version 4
-  EXPECT_EQ(a.bytes[2 + 8] & 0xc0, 0x80);   // RFC 4122 variant
+  EXPECT_EQ(a.bytes[2 + 6] >> 4, 4);       // UUID version 4
+  EXPECT_EQ(a.bytes[2 + 8] & 0xc0, 0x80);  // RFC 4122 variant
   EXPECT_FALSE(a == b);
 }
 
@@ -606,8 +636,8 @@ TEST(Dhcpv6Duid, HexRoundTrip) {
   ASSERT_TRUE(d);
   EXPECT_EQ(format_duid_hex(*d), "00:04:00:11:22:33:44:55:66:77:88:99:aa:bb:cc:dd:ee:ff");
   EXPECT_TRUE(parse_duid_hex("000400112233"));
-  for (const char* bad : {"", "00:04", "00:04:", "0:04:11", "00:04:zz", "00::04:11", "00:04:11:",
-                          "00:0411", "0004:11", "00043"})
+  for (const char* bad : {"", "00:04", "00:04:", "0:04:11", "00:04:zz", "00::04:11",
+                          "00:04:11:", "00:0411", "0004:11", "00043"})
     EXPECT_FALSE(parse_duid_hex(bad)) << bad;
 }
 

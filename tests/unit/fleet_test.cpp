@@ -14,7 +14,8 @@
 using namespace xbng::agent;
 
 TEST(FleetKeys, Schema) {
-  EXPECT_EQ(subscriber_etcd_key("bng1", "eth1", 100, 7), "/xbng/v1/nodes/bng1/subscribers/eth1/100/7");
+  EXPECT_EQ(subscriber_etcd_key("bng1", "eth1", 100, 7),
+            "/xbng/v1/nodes/bng1/subscribers/eth1/100/7");
   EXPECT_EQ(node_subscribers_prefix("bng1"), "/xbng/v1/nodes/bng1/subscribers/");
   EXPECT_EQ(status_etcd_key("bng1"), "/xbng/v1/status/bng1");
   EXPECT_EQ(prefix_range_end("/a/"), "/a0");
@@ -53,8 +54,8 @@ TEST(FleetKeys, ValueRoundTripAndMismatch) {
   EXPECT_FALSE(decode_subscriber_value(js, "eth1", 100, 7, &back));
   EXPECT_EQ(back.SerializeAsString(), s.SerializeAsString());
   // Original field names are accepted too (JsonStringToMessage).
-  EXPECT_FALSE(decode_subscriber_value(
-      R"({"port":"eth1","outer_vlan":100,"inner_vlan":7})", "eth1", 100, 7, &back));
+  EXPECT_FALSE(decode_subscriber_value(R"({"port":"eth1","outer_vlan":100,"inner_vlan":7})", "eth1",
+                                       100, 7, &back));
   auto e = decode_subscriber_value(js, "eth1", 100, 8, &back);
   ASSERT_TRUE(e);
   EXPECT_NE(e->find("key says eth1/100/8"), std::string::npos) << *e;
@@ -170,7 +171,9 @@ TEST(FleetKeys, Utf8CheckAndEscape) {
   EXPECT_EQ(invalid_utf8_at("\xed\xa0\x80"), 0u);      // a surrogate
   EXPECT_EQ(invalid_utf8_at("\xf4\x90\x80\x80"), 0u);  // past U+10FFFF
   EXPECT_EQ(invalid_utf8_at("x\xe2\x82"), 1u);         // truncated
-  EXPECT_EQ(escape_bytes("a\xff\xfe" "b é"), "a\\xff\\xfeb é");
+  EXPECT_EQ(escape_bytes("a\xff\xfe"
+                         "b é"),
+            "a\\xff\\xfeb é");
   EXPECT_EQ(escape_bytes("\xc3("), "\\xc3(");
 }
 
@@ -190,8 +193,9 @@ TEST(FleetKeys, KvNotUtf8IsRefused) {
   EXPECT_EQ(port, "acc0");
   EXPECT_NE(e->find("value is not valid UTF-8 (byte 0xff at offset 72"), std::string::npos) << *e;
   EXPECT_FALSE(invalid_utf8_at(*e));
-  e = decode_subscriber_kv(p, p + "acc0/102/1\xff", R"({"port":"acc0","outerVlan":102,"innerVlan":1})",
-                           &port, &o, &i, &key_ok, &m);
+  e = decode_subscriber_kv(p, p + "acc0/102/1\xff",
+                           R"({"port":"acc0","outerVlan":102,"innerVlan":1})", &port, &o, &i,
+                           &key_ok, &m);
   ASSERT_TRUE(e);
   EXPECT_FALSE(key_ok);
   EXPECT_NE(e->find("key is not valid UTF-8 (byte 0xff at offset"), std::string::npos) << *e;

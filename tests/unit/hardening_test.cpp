@@ -29,10 +29,10 @@ TEST(Reserved, OverlapInEitherDirection) {
   r.add(pfx("192.0.2.0/24"), "uplink subnet");
   r.add(pfx("100.64.0.1/32"), "gateway");
   r.add(pfx("2001:db8:ffff::/64"), "uplink subnet v6");
-  EXPECT_NE(r.find(pfx("192.0.2.1/32")), nullptr);       // inside
-  EXPECT_NE(r.find(pfx("192.0.2.255/32")), nullptr);     // broadcast
-  EXPECT_NE(r.find(pfx("192.0.0.0/16")), nullptr);       // covers
-  EXPECT_NE(r.find(pfx("100.64.0.0/24")), nullptr);      // covers the gateway
+  EXPECT_NE(r.find(pfx("192.0.2.1/32")), nullptr);    // inside
+  EXPECT_NE(r.find(pfx("192.0.2.255/32")), nullptr);  // broadcast
+  EXPECT_NE(r.find(pfx("192.0.0.0/16")), nullptr);    // covers
+  EXPECT_NE(r.find(pfx("100.64.0.0/24")), nullptr);   // covers the gateway
   EXPECT_EQ(r.find(pfx("100.64.0.2/32")), nullptr);
   EXPECT_EQ(r.find(pfx("192.0.3.0/24")), nullptr);
   EXPECT_NE(r.find(pfx("2001:db8:ffff::2/128")), nullptr);

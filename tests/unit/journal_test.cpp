@@ -133,13 +133,13 @@ TEST_F(JournalTest, DecodeRefusesTruncatedBodies) {
   std::string body;
   Journal::encode(in, &body);
   JournalIntent out;
-  EXPECT_TRUE(Journal::decode(reinterpret_cast<const uint8_t*>(body.data()), body.size(), 1, 1,
-                              &out));
+  EXPECT_TRUE(
+      Journal::decode(reinterpret_cast<const uint8_t*>(body.data()), body.size(), 1, 1, &out));
   for (size_t n = 0; n < body.size(); ++n)
     EXPECT_FALSE(Journal::decode(reinterpret_cast<const uint8_t*>(body.data()), n, 1, 1, &out))
         << "truncated at " << n;
-  EXPECT_FALSE(Journal::decode(reinterpret_cast<const uint8_t*>(body.data()), body.size(), 1, 2,
-                               &out));
+  EXPECT_FALSE(
+      Journal::decode(reinterpret_cast<const uint8_t*>(body.data()), body.size(), 1, 2, &out));
 }
 
 TEST(JournalPath, RuntimeStateNextToThePinSet) {

@@ -38,9 +38,9 @@ MetricsSnapshot fake_snapshot() {
   s.stats.subscribers = 3000;
   s.stats.maps = {{"subscribers", 3000, 6000}, {"routes_v4", 0, 0}};
   GrpcMetrics g;
-  g.record("xbng.v1.Subscribers/GetStats", 0, 0.0003);   // first bucket
-  g.record("xbng.v1.Subscribers/GetStats", 0, 0.003);    // le 0.005
-  g.record("xbng.v1.Subscribers/GetStats", 5, 100.0);    // only +Inf
+  g.record("xbng.v1.Subscribers/GetStats", 0, 0.0003);  // first bucket
+  g.record("xbng.v1.Subscribers/GetStats", 0, 0.003);   // le 0.005
+  g.record("xbng.v1.Subscribers/GetStats", 5, 100.0);   // only +Inf
   s.grpc = g.snapshot();
   s.version = "9.8.7";
   s.abi = 1;
@@ -126,8 +126,7 @@ TEST(Metrics, GrpcRequestsAndLatencyHistogram) {
   EXPECT_EQ(s.at("xbng_grpc_request_duration_seconds_bucket{" + m + ",le=\"60\"}"), "2");
   EXPECT_EQ(s.at("xbng_grpc_request_duration_seconds_bucket{" + m + ",le=\"+Inf\"}"), "3");
   EXPECT_EQ(s.at("xbng_grpc_request_duration_seconds_count{" + m + "}"), "3");
-  EXPECT_NEAR(std::stod(s.at("xbng_grpc_request_duration_seconds_sum{" + m + "}")), 100.0033,
-              1e-9);
+  EXPECT_NEAR(std::stod(s.at("xbng_grpc_request_duration_seconds_sum{" + m + "}")), 100.0033, 1e-9);
   // Buckets are cumulative: never decreasing.
   uint64_t prev = 0;
   for (double le : kLatencyBuckets) {

@@ -28,8 +28,10 @@ inline Bytes hex(std::string_view s) {
       comment = true;
       continue;
     }
-    int v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
-            : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+    int v = c >= '0' && c <= '9'   ? c - '0'
+            : c >= 'a' && c <= 'f' ? c - 'a' + 10
+            : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                   : -1;
     if (v < 0) continue;
     if (hi < 0) {
       hi = v;
@@ -46,8 +48,10 @@ inline std::string to_hex(const Bytes& b) {
   static const char* d = "0123456789abcdef";
   std::string s;
   for (size_t i = 0; i < b.size(); ++i) {
-    if (i && i % 16 == 0) s += '\n';
-    else if (i) s += ' ';
+    if (i && i % 16 == 0)
+      s += '\n';
+    else if (i)
+      s += ' ';
     s += d[b[i] >> 4];
     s += d[b[i] & 15];
   }

@@ -92,14 +92,14 @@ TEST(RouterAdvert, DefaultsByteExact) {
   std::vector<uint8_t> out;
   size_t n = build_ra(s, kPortMac, nullptr, &out);
   EXPECT_EQ(n, out.size());
-  Bytes want = hex(
-      "86 00 0000"                          // type 134, code 0, checksum (frame layer)
-      "40 c0 0708"                          // hop limit 64, M=1 O=1, router lifetime 1800
-      "00000000 00000000"                   // reachable, retrans: unspecified
-      "01 01 02005e000001"                  // source link-layer address: the port MAC
-      "05 01 0000 000005dc"                 // MTU 1500
-      "19 05 0000 00000708"                 // RDNSS, 2 servers, lifetime 1800
-      "20010db8000000000000000000000053 20010db8000000000000000000000054");
+  Bytes want =
+      hex("86 00 0000"           // type 134, code 0, checksum (frame layer)
+          "40 c0 0708"           // hop limit 64, M=1 O=1, router lifetime 1800
+          "00000000 00000000"    // reachable, retrans: unspecified
+          "01 01 02005e000001"   // source link-layer address: the port MAC
+          "05 01 0000 000005dc"  // MTU 1500
+          "19 05 0000 00000708"  // RDNSS, 2 servers, lifetime 1800
+          "20010db8000000000000000000000053 20010db8000000000000000000000054");
   EXPECT_TRUE(bytes_eq(out, want));
 }
 
@@ -249,7 +249,7 @@ TEST(RaScheduler, ChurnNeverStarvesOrRepeatsAndStaysBounded) {
   RaScheduler w(100 * kSec, slots, cap);
   std::mt19937_64 rng(42);
   std::set<uint64_t> present;
-  std::map<uint64_t, uint64_t> last;   // key → last time it came up (or added)
+  std::map<uint64_t, uint64_t> last;  // key → last time it came up (or added)
   std::vector<uint64_t> due;
   uint64_t t = 0, next_key = 0;
   for (int i = 0; i < 15000; ++i) {  // warm up to 15K keys
@@ -318,9 +318,9 @@ TEST(RaScheduler, IndexByNodeSurvivesGrowthAndNodeReuse) {
   const uint32_t cap = 200000;
   RaScheduler w(100 * kSec, 1000, cap);
   std::mt19937_64 rng(7);
-  std::map<uint64_t, bool> ref;  // key → present
+  std::map<uint64_t, bool> ref;                            // key → present
   auto key = [&] { return rng() | (uint64_t{1} << 63); };  // high bit: far from node numbers
-  for (uint32_t i = 0; i < cap; ++i) {  // several rehashes on the way
+  for (uint32_t i = 0; i < cap; ++i) {                     // several rehashes on the way
     uint64_t k = key();
     ASSERT_TRUE(w.add(k));
     ref[k] = true;
@@ -363,7 +363,7 @@ TEST(RaScheduler, AddRemoveContract) {
   EXPECT_TRUE(w.remove(2));
   EXPECT_FALSE(w.remove(2));
   EXPECT_EQ(w.slot_of(2), UINT32_MAX);
-  EXPECT_TRUE(w.add(4));   // the freed node is reused
+  EXPECT_TRUE(w.add(4));  // the freed node is reused
   EXPECT_EQ(w.size(), 3u);
   EXPECT_THROW(RaScheduler(0, 10, 1), std::invalid_argument);
   EXPECT_THROW(RaScheduler(kSec, 0, 1), std::invalid_argument);

@@ -201,19 +201,40 @@ TEST_F(StateDir, JournalDamageIsReportedAndNeverReplayed) {
   const std::vector<Row> rows = {
       // A cleared change's state byte flipped back to "pending".
       {"cleared, state byte 8 = 0x01", true,
-       [](auto& p) { const uint8_t one = 1; poke(p, 8, &one, 1); }, "checksum"},
+       [](auto& p) {
+         const uint8_t one = 1;
+         poke(p, 8, &one, 1);
+       },
+       "checksum"},
       {"pending, a body byte flipped", false,
-       [](auto& p) { const uint8_t x = 0x40; poke(p, 64 + 3, &x, 1); }, "checksum"},
+       [](auto& p) {
+         const uint8_t x = 0x40;
+         poke(p, 64 + 3, &x, 1);
+       },
+       "checksum"},
       {"pending, the created count changed", false,
-       [](auto& p) { const uint64_t n = 4; poke(p, 32, &n, 8); }, "checksum"},
+       [](auto& p) {
+         const uint64_t n = 4;
+         poke(p, 32, &n, 8);
+       },
+       "checksum"},
       {"pending, the sequence number changed", false,
-       [](auto& p) { const uint64_t n = 99; poke(p, 24, &n, 8); }, "checksum"},
+       [](auto& p) {
+         const uint64_t n = 99;
+         poke(p, 24, &n, 8);
+       },
+       "checksum"},
       {"truncated header", false, [](auto& p) { fs::resize_file(p, 40); }, "shorter than"},
       {"truncated body", false, [](auto& p) { fs::resize_file(p, 64 + 17); }, "body"},
-      {"wrong magic", false, [](auto& p) { poke(p, 0, "NOTAJRNL", 8); }, "not an xbng store journal"},
+      {"wrong magic", false, [](auto& p) { poke(p, 0, "NOTAJRNL", 8); },
+       "not an xbng store journal"},
       {"another version", false, [](auto& p) { poke(p, 0, "XBNGJRN9", 8); },
        "not an xbng store journal"},
-      {"unknown state", false, [](auto& p) { const uint32_t s = 7; poke(p, 8, &s, 4); },
+      {"unknown state", false,
+       [](auto& p) {
+         const uint32_t s = 7;
+         poke(p, 8, &s, 4);
+       },
        "neither clear nor pending"},
       {"body length 2^62", false, [&](auto& p) { poke(p, 48, &huge, 8); }, "the file holds"},
       {"body length 1 GiB", false, [&](auto& p) { poke(p, 48, &gib, 8); }, "the file holds"},
@@ -345,7 +366,8 @@ TEST_F(StateDir, LeaseFileDamageRefusesTheStartNamingFileAndEntry) {
       {"prefix not a prefix", file_of(with("prefixes", "[\"banana\"]")),
        "\"prefixes\"[0] \"banana\" is not an IPv4 prefix"},
       {"prefixes not an array", file_of(with("prefixes", "{}")), "\"prefixes\" is object"},
-      {"expires before bound", file_of(with("bound_unix", "4102444801")), "is not within a lease time"},
+      {"expires before bound", file_of(with("bound_unix", "4102444801")),
+       "is not within a lease time"},
       {"expiry 2^64-1", file_of(with("expires_unix", "18446744073709551615")), "is outside 0.."},
       {"entry not an object", file_of(ok + ",[1,2,3]"), "entry 1: is array, not an object"},
       {"duplicate entry", file_of(ok + "," + ok), "entry 1: a second ipv4 lease of acc0/100/1"},

@@ -126,7 +126,8 @@ TEST(StoreAdoption, OrphanRoutesRemovedMissingHostRouteReinstalled) {
   const uint32_t orphan = *parse_ipv4("100.64.0.99");
   struct xbng_route r {};
   r.sub = key(9);
-  st->m[static_cast<int>(MapId::kRoutesV4)][std::string(reinterpret_cast<const char*>(&orphan), 4)] =
+  st->m[static_cast<int>(MapId::kRoutesV4)]
+       [std::string(reinterpret_cast<const char*>(&orphan), 4)] =
       std::string(reinterpret_cast<const char*>(&r), sizeof r);
   st->m[static_cast<int>(MapId::kRoutesV6)].clear();
 

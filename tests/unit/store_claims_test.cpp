@@ -87,8 +87,8 @@ TEST(StoreClaims, NestedPrefixesAndHosts) {
   // Disjoint ranges find nothing; claims of the caller itself are skipped.
   EXPECT_FALSE(ix.first_inside(span_of(*parse_prefix("203.0.114.0/24")), anyone));
   EXPECT_FALSE(ix.first_inside(span_of(*parse_prefix("2001:db8:8::/48")), anyone));
-  EXPECT_FALSE(ix.first_inside(span_of(*parse_prefix("203.0.113.0/24")),
-                               [](uint32_t r) { return r != 6; }));
+  EXPECT_FALSE(
+      ix.first_inside(span_of(*parse_prefix("203.0.113.0/24")), [](uint32_t r) { return r != 6; }));
 }
 
 TEST(StoreClaims, ClaimsOfASpecInWriteOrder) {

@@ -24,9 +24,8 @@ class StoreJournalRecovery : public ::testing::Test {
     path_ = dir_ + "/store.journal";
     st_ = std::make_shared<MapState>();
     auto a = make_store(st_);
-    ASSERT_TRUE(upsert(*a, {sub(1, "100.64.0.1", "", {"2001:db8:1:1::/64"}),
-                            sub(2, "100.64.0.2")})
-                    .ok());
+    ASSERT_TRUE(
+        upsert(*a, {sub(1, "100.64.0.1", "", {"2001:db8:1:1::/64"}), sub(2, "100.64.0.2")}).ok());
     std::optional<Mac> learned;
     ASSERT_TRUE(a->binding(key(1), &before1_, &learned));
     before_ = st_->snapshot();
@@ -50,9 +49,9 @@ class StoreJournalRecovery : public ::testing::Test {
 TEST_F(StoreJournalRecovery, InterruptedUpsertRolledBack) {
   // The change: 1 moves to other addresses, 3 is created; the maps got all
   // of it, the agent died before clearing the intent.
-  ASSERT_TRUE(upsert(*first_, {sub(1, "100.64.0.11", "", {"2001:db8:1:9::/64"}),
-                               sub(3, "100.64.0.3")})
-                  .ok());
+  ASSERT_TRUE(
+      upsert(*first_, {sub(1, "100.64.0.11", "", {"2001:db8:1:9::/64"}), sub(3, "100.64.0.3")})
+          .ok());
   {
     JournalIntent in;
     in.op = JournalIntent::Op::kUpsert;
@@ -109,7 +108,8 @@ TEST_F(StoreJournalRecovery, InterruptedUpsertHalfWritten) {
 TEST_F(StoreJournalRecovery, InterruptedDeleteRolledForward) {
   // Killed after the routes of 2 were removed, before its entry.
   const uint32_t a2 = *parse_ipv4("100.64.0.2");
-  st_->m[static_cast<int>(MapId::kRoutesV4)].erase(std::string(reinterpret_cast<const char*>(&a2), 4));
+  st_->m[static_cast<int>(MapId::kRoutesV4)].erase(
+      std::string(reinterpret_cast<const char*>(&a2), 4));
   {
     JournalIntent in;
     in.op = JournalIntent::Op::kDelete;

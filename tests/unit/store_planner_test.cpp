@@ -18,8 +18,8 @@ class StorePlanner : public ::testing::Test {
   void SetUp() override {
     st_ = std::make_shared<MapState>(8);
     store_ = make_store(st_);
-    ASSERT_TRUE(upsert(*store_, {sub(1, "100.64.0.1", "", {"198.51.100.0/24", "2001:db8:100::/48"})})
-                    .ok());
+    ASSERT_TRUE(
+        upsert(*store_, {sub(1, "100.64.0.1", "", {"198.51.100.0/24", "2001:db8:100::/48"})}).ok());
   }
   void expect_unchanged() {
     EXPECT_EQ(store_->size(), 1u);

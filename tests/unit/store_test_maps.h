@@ -19,8 +19,8 @@
 
 namespace xbng::test {
 
-using agent::MapId;
 using agent::kMapCount;
+using agent::MapId;
 
 // The maps' contents: per map, key bytes → value bytes. Shared by the
 // stores of one test (an agent restarting on the pinned maps).
@@ -168,7 +168,7 @@ inline agent::PortResolver test_ports() {
 
 // A store on `st`; *faults (if given) points at its map double.
 inline std::unique_ptr<agent::SubscriberStore> make_store(std::shared_ptr<MapState> st,
-                                                         FakeMaps** faults = nullptr) {
+                                                          FakeMaps** faults = nullptr) {
   auto maps = std::make_unique<FakeMaps>(std::move(st));
   if (faults) *faults = maps.get();
   return std::make_unique<agent::SubscriberStore>(std::move(maps), test_ports(), nullptr);

@@ -129,9 +129,10 @@ TEST(StoreWriterParallel, RefusedWriteRollsBackBothThreads) {
   std::vector<xbng::v1::Subscriber> subs;
   for (size_t i = 0; i < n; ++i) {
     const uint32_t a = 0x64400000u + 16 + static_cast<uint32_t>(i);  // 100.64.0.16 + i
-    subs.push_back(sub(static_cast<uint32_t>(1 + i % 4000),
-                       fmt::format("{}.{}.{}.{}", a >> 24, (a >> 16) & 255, (a >> 8) & 255, a & 255),
-                       fmt::format("2001:db8:1000::{:x}", 16 + i)));
+    subs.push_back(
+        sub(static_cast<uint32_t>(1 + i % 4000),
+            fmt::format("{}.{}.{}.{}", a >> 24, (a >> 16) & 255, (a >> 8) & 255, a & 255),
+            fmt::format("2001:db8:1000::{:x}", 16 + i)));
     subs.back().set_outer_vlan(static_cast<uint32_t>(100 + i / 4000));
   }
   maps->fault[static_cast<int>(MapId::kRoutesV6)].batch_after = 1000;  // the second thread's

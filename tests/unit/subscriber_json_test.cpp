@@ -55,25 +55,25 @@ TEST(SubscriberJson, FastPathTakesBothSpellings) {
 // subscriber_from_json is always exactly its.
 TEST(SubscriberJson, UnusualFormsGoToTheExactParser) {
   const char* unusual[] = {
-      R"({"port":"eth1","outer_vlan":"100","inner_vlan":7})",            // quoted number
-      R"({"port":"eth\u0031","outer_vlan":100,"inner_vlan":7})",         // escape
-      R"({"port":"eth1","outer_vlan":100,"outerVlan":100})",             // twice, two spellings
-      R"({"port":"eth1","outer_vlan":100,"outer_vlan":100})",            // twice
-      R"({"port":"eth1","outer_vlan":100,"inner_vlan":7,"ipv4":null})",  // null
-      R"({"port":"eth1","outer_vlan":0100})",                            // leading zero
-      R"({"port":"eth1","outer_vlan":100.0})",                           // fraction
-      R"({"port":"eth1","outer_vlan":1e2})",                             // exponent
-      R"({"port":"eth1","outer_vlan":-1})",                              // sign
-      R"({"port":"eth1","outer_vlan":4294967296})",                      // > uint32
-      R"({"port":"eth1","outer_vlan":12345678901})",                     // 11 digits
+      R"({"port":"eth1","outer_vlan":"100","inner_vlan":7})",              // quoted number
+      R"({"port":"eth\u0031","outer_vlan":100,"inner_vlan":7})",           // escape
+      R"({"port":"eth1","outer_vlan":100,"outerVlan":100})",               // twice, two spellings
+      R"({"port":"eth1","outer_vlan":100,"outer_vlan":100})",              // twice
+      R"({"port":"eth1","outer_vlan":100,"inner_vlan":7,"ipv4":null})",    // null
+      R"({"port":"eth1","outer_vlan":0100})",                              // leading zero
+      R"({"port":"eth1","outer_vlan":100.0})",                             // fraction
+      R"({"port":"eth1","outer_vlan":1e2})",                               // exponent
+      R"({"port":"eth1","outer_vlan":-1})",                                // sign
+      R"({"port":"eth1","outer_vlan":4294967296})",                        // > uint32
+      R"({"port":"eth1","outer_vlan":12345678901})",                       // 11 digits
       R"({"port":"eth1","outer_vlan":100,"counters":{"upPackets":"1"}})",  // output-only
-      R"({"port":"eth1","macLearned":true})",                            // output-only
-      R"({"port":"eth1","bogus":1})",                                    // unknown
-      R"({"port":"eth1","outer_vlan":100} x)",                           // trailing junk
-      R"({"port":"eth1","outer_vlan":100,})",                            // trailing comma
-      R"({"port":"eth1","ipv6_prefixes":["a",]})",                       // trailing comma
-      R"({"port":"eth1")",                                               // unterminated
-      R"({"port":"ethé"})",                                              // non-ASCII
+      R"({"port":"eth1","macLearned":true})",                              // output-only
+      R"({"port":"eth1","bogus":1})",                                      // unknown
+      R"({"port":"eth1","outer_vlan":100} x)",                             // trailing junk
+      R"({"port":"eth1","outer_vlan":100,})",                              // trailing comma
+      R"({"port":"eth1","ipv6_prefixes":["a",]})",                         // trailing comma
+      R"({"port":"eth1")",                                                 // unterminated
+      R"({"port":"ethé"})",                                                // non-ASCII
       R"([])",
       "",
   };
@@ -99,10 +99,14 @@ TEST(SubscriberJson, ImportFileJsonLines) {
   const std::string path = ::testing::TempDir() + "xbng_import_test.jsonl";
   {
     std::ofstream f(path);
-    f << R"({"port":"eth1","outer_vlan":100,"inner_vlan":7,"ipv4":"100.64.0.7"})" << "\n"
-      << R"({"port":"eth1","outerVlan":100,"innerVlan":8,"ipv4":"100.64.0.8"})" << "\n"
-      << R"({"port":"eth1","outer_vlan":"100","inner_vlan":9})" << "\n"
-      << R"({"port":"eth1","outer_vlan":100,"inner_vlan":10,"bogus":1})" << "\n";
+    f << R"({"port":"eth1","outer_vlan":100,"inner_vlan":7,"ipv4":"100.64.0.7"})"
+      << "\n"
+      << R"({"port":"eth1","outerVlan":100,"innerVlan":8,"ipv4":"100.64.0.8"})"
+      << "\n"
+      << R"({"port":"eth1","outer_vlan":"100","inner_vlan":9})"
+      << "\n"
+      << R"({"port":"eth1","outer_vlan":100,"inner_vlan":10,"bogus":1})"
+      << "\n";
   }
   std::vector<std::string> got, errors;
   const uint64_t bad = read_import_file(

@@ -250,10 +250,10 @@ TEST(Validate, Policy) {
   struct Bad {
     uint64_t ur, ub, dr, db;
     const char* field;
-  } bad[] = {{20000000, 1499, 0, 0, "up_burst_bytes"},        // < one 1500-byte packet
-             {0, 0, 7999, 64000, "down_rate_bps"},            // < 8 kbit/s
-             {0, 0, 100000000001ull, 64000, "down_rate_bps"}, // > 100 Gbit/s
-             {0, 1500, 0, 0, "up_burst_bytes"},               // burst without a rate
+  } bad[] = {{20000000, 1499, 0, 0, "up_burst_bytes"},         // < one 1500-byte packet
+             {0, 0, 7999, 64000, "down_rate_bps"},             // < 8 kbit/s
+             {0, 0, 100000000001ull, 64000, "down_rate_bps"},  // > 100 Gbit/s
+             {0, 1500, 0, 0, "up_burst_bytes"},                // burst without a rate
              {0, 0, 1000000, (1ull << 30) + 1, "down_burst_bytes"}};
   for (const auto& b : bad) {
     auto st = validate_subscriber(with(b.ur, b.ub, b.dr, b.db), ports(), "subscribers[3]", &out);

@@ -43,19 +43,32 @@ const char* message_type_name(uint8_t t) {
 
 const char* parse_error_name(ParseError e) {
   switch (e) {
-    case ParseError::kNone: return "none";
-    case ParseError::kTruncated: return "truncated";
-    case ParseError::kOversized: return "oversized";
-    case ParseError::kBadCookie: return "bad_cookie";
-    case ParseError::kNotRequest: return "not_bootrequest";
-    case ParseError::kBadHardware: return "bad_hardware_type";
-    case ParseError::kRelayed: return "relayed";
-    case ParseError::kOptionTruncated: return "option_truncated";
-    case ParseError::kBadOptionLength: return "bad_option_length";
-    case ParseError::kOverload: return "option_overload";
-    case ParseError::kNoMessageType: return "no_message_type";
-    case ParseError::kBadMessageType: return "bad_message_type";
-    case ParseError::kNoEnd: return "no_end_option";
+    case ParseError::kNone:
+      return "none";
+    case ParseError::kTruncated:
+      return "truncated";
+    case ParseError::kOversized:
+      return "oversized";
+    case ParseError::kBadCookie:
+      return "bad_cookie";
+    case ParseError::kNotRequest:
+      return "not_bootrequest";
+    case ParseError::kBadHardware:
+      return "bad_hardware_type";
+    case ParseError::kRelayed:
+      return "relayed";
+    case ParseError::kOptionTruncated:
+      return "option_truncated";
+    case ParseError::kBadOptionLength:
+      return "bad_option_length";
+    case ParseError::kOverload:
+      return "option_overload";
+    case ParseError::kNoMessageType:
+      return "no_message_type";
+    case ParseError::kBadMessageType:
+      return "bad_message_type";
+    case ParseError::kNoEnd:
+      return "no_end_option";
   }
   return "?";
 }

@@ -56,18 +56,18 @@ inline constexpr size_t kMaxLen = 1500 - 28;      // one unfragmented IPv4 datag
 // suffixes of the agent's reason counters (dhcpv4_malformed_<name>).
 enum class ParseError {
   kNone,
-  kTruncated,         // shorter than the fixed header + cookie
-  kOversized,         // longer than kMaxLen
-  kBadCookie,         // magic cookie is not 99.130.83.99
-  kNotRequest,        // op != BOOTREQUEST
-  kBadHardware,       // htype != Ethernet or hlen != 6
-  kRelayed,           // giaddr or hops set: we are the first hop, relays are not served
-  kOptionTruncated,   // an option's length runs past the end
-  kBadOptionLength,   // an option of fixed size with the wrong length
-  kOverload,          // option 52: options in sname/file are not accepted
-  kNoMessageType,     // option 53 missing
-  kBadMessageType,    // option 53 not a client message type
-  kNoEnd,             // no End option before the end of the packet
+  kTruncated,        // shorter than the fixed header + cookie
+  kOversized,        // longer than kMaxLen
+  kBadCookie,        // magic cookie is not 99.130.83.99
+  kNotRequest,       // op != BOOTREQUEST
+  kBadHardware,      // htype != Ethernet or hlen != 6
+  kRelayed,          // giaddr or hops set: we are the first hop, relays are not served
+  kOptionTruncated,  // an option's length runs past the end
+  kBadOptionLength,  // an option of fixed size with the wrong length
+  kOverload,         // option 52: options in sname/file are not accepted
+  kNoMessageType,    // option 53 missing
+  kBadMessageType,   // option 53 not a client message type
+  kNoEnd,            // no End option before the end of the packet
 };
 const char* parse_error_name(ParseError e);
 
@@ -78,15 +78,15 @@ struct Message {
   uint16_t secs = 0, flags = 0;
   uint32_t ciaddr = 0, yiaddr = 0, siaddr = 0, giaddr = 0;  // network order
   std::array<uint8_t, 16> chaddr{};
-  uint8_t type = 0;  // option 53
-  std::optional<uint32_t> requested_ip;  // option 50, network order
-  std::optional<uint32_t> server_id;     // option 54, network order
-  std::vector<uint8_t> client_id;        // option 61 (raw)
-  std::vector<uint8_t> param_list;       // option 55
-  std::vector<uint8_t> relay_agent_info; // option 82 value (raw), echoed
+  uint8_t type = 0;                       // option 53
+  std::optional<uint32_t> requested_ip;   // option 50, network order
+  std::optional<uint32_t> server_id;      // option 54, network order
+  std::vector<uint8_t> client_id;         // option 61 (raw)
+  std::vector<uint8_t> param_list;        // option 55
+  std::vector<uint8_t> relay_agent_info;  // option 82 value (raw), echoed
   bool has_relay_agent_info = false;
-  std::optional<uint16_t> max_size;      // option 57
-  std::string host_name;                 // option 12
+  std::optional<uint16_t> max_size;  // option 57
+  std::string host_name;             // option 12
 
   bool broadcast() const { return flags & 0x8000; }
   bool requested(uint8_t opt) const;

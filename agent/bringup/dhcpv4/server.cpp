@@ -47,17 +47,28 @@ void add_config(const Message& req, const Settings& s, Reply* r, bool with_lease
 
 const char* outcome_name(Outcome o) {
   switch (o) {
-    case Outcome::kOffered: return "offered";
-    case Outcome::kAcked: return "acked";
-    case Outcome::kNaked: return "naked";
-    case Outcome::kInformed: return "informed";
-    case Outcome::kReleased: return "released";
-    case Outcome::kDeclined: return "declined";
-    case Outcome::kNoIpv4: return "no_ipv4";
-    case Outcome::kNoGateway: return "no_gateway";
-    case Outcome::kChaddrRefused: return "chaddr_refused";
-    case Outcome::kOtherServer: return "other_server";
-    case Outcome::kIgnored: return "ignored";
+    case Outcome::kOffered:
+      return "offered";
+    case Outcome::kAcked:
+      return "acked";
+    case Outcome::kNaked:
+      return "naked";
+    case Outcome::kInformed:
+      return "informed";
+    case Outcome::kReleased:
+      return "released";
+    case Outcome::kDeclined:
+      return "declined";
+    case Outcome::kNoIpv4:
+      return "no_ipv4";
+    case Outcome::kNoGateway:
+      return "no_gateway";
+    case Outcome::kChaddrRefused:
+      return "chaddr_refused";
+    case Outcome::kOtherServer:
+      return "other_server";
+    case Outcome::kIgnored:
+      return "ignored";
   }
   return "?";
 }

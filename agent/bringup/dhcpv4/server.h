@@ -14,9 +14,9 @@ namespace xbng::agent::dhcpv4 {
 
 // Per access port (global defaults in the config's [dhcp] section).
 struct Settings {
-  uint32_t gateway = 0;       // network order: server identifier, router, option 121 next hop
-  uint32_t lease_time = 3600; // seconds; T1 = 1/2, T2 = 7/8
-  std::vector<uint32_t> dns;  // network order
+  uint32_t gateway = 0;        // network order: server identifier, router, option 121 next hop
+  uint32_t lease_time = 3600;  // seconds; T1 = 1/2, T2 = 7/8
+  std::vector<uint32_t> dns;   // network order
   // 32: mask 255.255.255.255 and option 121 (gateway/32 on-link, default via
   // gateway). Shorter: that mask (the pool's) and option 3.
   uint8_t prefix_len = 32;
@@ -29,17 +29,17 @@ struct Binding {
 
 // What happened to a request. Names are the agent's reason counters.
 enum class Outcome {
-  kOffered,           // DISCOVER -> OFFER
-  kAcked,             // REQUEST -> ACK (selecting, init-reboot, renewing, rebinding)
-  kNaked,             // REQUEST for an address that is not the binding -> NAK
-  kInformed,          // INFORM -> ACK without lease
-  kReleased,          // RELEASE of the bound address
-  kDeclined,          // DECLINE of the offered address
-  kNoIpv4,            // subscriber has no IPv4: no answer
-  kNoGateway,         // the port has no IPv4 gateway: no answer
-  kChaddrRefused,     // chaddr is not the subscriber's MAC (or not the frame's source)
-  kOtherServer,       // REQUEST selecting another server: ignored
-  kIgnored,           // RELEASE/DECLINE/INFORM not matching the binding
+  kOffered,        // DISCOVER -> OFFER
+  kAcked,          // REQUEST -> ACK (selecting, init-reboot, renewing, rebinding)
+  kNaked,          // REQUEST for an address that is not the binding -> NAK
+  kInformed,       // INFORM -> ACK without lease
+  kReleased,       // RELEASE of the bound address
+  kDeclined,       // DECLINE of the offered address
+  kNoIpv4,         // subscriber has no IPv4: no answer
+  kNoGateway,      // the port has no IPv4 gateway: no answer
+  kChaddrRefused,  // chaddr is not the subscriber's MAC (or not the frame's source)
+  kOtherServer,    // REQUEST selecting another server: ignored
+  kIgnored,        // RELEASE/DECLINE/INFORM not matching the binding
 };
 const char* outcome_name(Outcome o);  // "dhcpv4_<name>" counters
 

@@ -18,8 +18,10 @@ Duid make_duid_uuid() {
   size_t got = 0;
   while (got < sizeof u) {
     ssize_t n = getrandom(u + got, sizeof u - got, 0);
-    if (n > 0) got += static_cast<size_t>(n);
-    else if (errno != EINTR) break;
+    if (n > 0)
+      got += static_cast<size_t>(n);
+    else if (errno != EINTR)
+      break;
   }
   if (got < sizeof u) {
     // getrandom cannot fail on Linux ≥ 3.17 once the pool is ready; keep
@@ -38,7 +40,8 @@ Duid make_duid_uuid() {
 }
 
 std::optional<Duid> parse_duid_hex(std::string_view s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.remove_suffix(1);
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' '))
+    s.remove_suffix(1);
   while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
   auto nib = [](char c) -> int {
     if (c >= '0' && c <= '9') return c - '0';
@@ -84,16 +87,25 @@ std::string duid_shape_error(const Duid& d) {
   // least one byte of identifier (link-layer address, enterprise id).
   size_t min = 0, max = kMaxDuid;
   switch (type) {
-    case 1: min = 9; break;    // LLT: type, hw type, time, address
-    case 2: min = 7; break;    // EN: type, enterprise number, identifier
-    case 3: min = 5; break;    // LL: type, hw type, address
-    case 4: min = max = 18; break;  // UUID: type, 16 bytes
-    default: return "DUID type " + std::to_string(type) + " is not one of 1..4 (LLT, EN, LL, UUID)";
+    case 1:
+      min = 9;
+      break;  // LLT: type, hw type, time, address
+    case 2:
+      min = 7;
+      break;  // EN: type, enterprise number, identifier
+    case 3:
+      min = 5;
+      break;  // LL: type, hw type, address
+    case 4:
+      min = max = 18;
+      break;  // UUID: type, 16 bytes
+    default:
+      return "DUID type " + std::to_string(type) + " is not one of 1..4 (LLT, EN, LL, UUID)";
   }
   if (d.len < min || d.len > max)
     return "a type-" + std::to_string(type) + " DUID of " + std::to_string(d.len) +
-           " bytes (expected " + (min == max ? std::to_string(min) : std::to_string(min) + ".." +
-                                                                        std::to_string(max)) +
+           " bytes (expected " +
+           (min == max ? std::to_string(min) : std::to_string(min) + ".." + std::to_string(max)) +
            ")";
   return "";
 }
@@ -107,8 +119,9 @@ std::optional<Duid> load_or_create_server_duid(const std::string& path, std::str
   std::string text, err;
   switch (statefile::read(path, 1024, &text, &err)) {
     case statefile::ReadStatus::kError:
-      *error = err + " (the DHCPv6 server DUID; a new DUID makes clients' RENEWs go unanswered "
-                     "until REBIND)";
+      *error = err +
+               " (the DHCPv6 server DUID; a new DUID makes clients' RENEWs go unanswered "
+               "until REBIND)";
       return std::nullopt;
     case statefile::ReadStatus::kOk: {
       auto d = parse_duid_hex(text);
@@ -121,7 +134,8 @@ std::optional<Duid> load_or_create_server_duid(const std::string& path, std::str
       }
       return d;
     }
-    case statefile::ReadStatus::kAbsent: break;
+    case statefile::ReadStatus::kAbsent:
+      break;
   }
   Duid d = make_duid_uuid();
   if (!statefile::write_atomic(path, format_duid_hex(d) + "\n", 0644, true, &err)) {

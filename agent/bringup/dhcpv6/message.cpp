@@ -10,19 +10,32 @@ namespace xbng::agent::dhcpv6 {
 
 std::string_view msg_type_name(MsgType t) {
   switch (t) {
-    case MsgType::kSolicit: return "solicit";
-    case MsgType::kAdvertise: return "advertise";
-    case MsgType::kRequest: return "request";
-    case MsgType::kConfirm: return "confirm";
-    case MsgType::kRenew: return "renew";
-    case MsgType::kRebind: return "rebind";
-    case MsgType::kReply: return "reply";
-    case MsgType::kRelease: return "release";
-    case MsgType::kDecline: return "decline";
-    case MsgType::kReconfigure: return "reconfigure";
-    case MsgType::kInformationRequest: return "information_request";
-    case MsgType::kRelayForw: return "relay_forw";
-    case MsgType::kRelayRepl: return "relay_repl";
+    case MsgType::kSolicit:
+      return "solicit";
+    case MsgType::kAdvertise:
+      return "advertise";
+    case MsgType::kRequest:
+      return "request";
+    case MsgType::kConfirm:
+      return "confirm";
+    case MsgType::kRenew:
+      return "renew";
+    case MsgType::kRebind:
+      return "rebind";
+    case MsgType::kReply:
+      return "reply";
+    case MsgType::kRelease:
+      return "release";
+    case MsgType::kDecline:
+      return "decline";
+    case MsgType::kReconfigure:
+      return "reconfigure";
+    case MsgType::kInformationRequest:
+      return "information_request";
+    case MsgType::kRelayForw:
+      return "relay_forw";
+    case MsgType::kRelayRepl:
+      return "relay_repl";
   }
   return "unknown";
 }
@@ -30,7 +43,8 @@ std::string_view msg_type_name(MsgType t) {
 std::string_view parse_error_name(ParseError e) {
   switch (e) {
 #define XBNG_DHCPV6_NAME_(en, m, d) \
-  case ParseError::en: return m;
+  case ParseError::en:              \
+    return m;
     XBNG_DHCPV6_PARSE_ERRORS(XBNG_DHCPV6_NAME_)
 #undef XBNG_DHCPV6_NAME_
   }
@@ -40,7 +54,8 @@ std::string_view parse_error_name(ParseError e) {
 std::string_view parse_error_description(ParseError e) {
   switch (e) {
 #define XBNG_DHCPV6_DESC_(en, m, d) \
-  case ParseError::en: return d;
+  case ParseError::en:              \
+    return d;
     XBNG_DHCPV6_PARSE_ERRORS(XBNG_DHCPV6_DESC_)
 #undef XBNG_DHCPV6_DESC_
   }
@@ -95,44 +110,47 @@ ParseError parse_ia(uint16_t type, std::span<const uint8_t> b, Ia* ia) {
   }
   ia->num_entries = 0;
   bool status_seen = false;
-  return walk(b.data() + fixed, b.data() + b.size(), [&](uint16_t code, std::span<const uint8_t> o) {
-    if (code == kOptIaAddr || code == kOptIaPrefix) {
-      bool want_prefix = type == kOptIaPd;
-      if ((code == kOptIaPrefix) != want_prefix) return ParseError::kBadIaEntry;
-      if (ia->num_entries == kMaxIaEntries) return ParseError::kTooManyIaEntries;
-      IaEntry& e = ia->entries[ia->num_entries];
-      if (code == kOptIaAddr) {
-        if (o.size() < 24) return ParseError::kBadIaEntry;
-        std::memcpy(e.addr.data(), o.data(), 16);
-        e.prefix_len = 128;
-        e.preferred = get32(o.data() + 16);
-        e.valid = get32(o.data() + 20);
-        // IAADDR-options: a client sends none we use; still, they must be
-        // well-formed options.
-        ParseError sub = walk(o.data() + 24, o.data() + o.size(),
-                              [](uint16_t, std::span<const uint8_t>) { return ParseError::kOk; });
-        if (sub != ParseError::kOk) return sub;
-      } else {
-        if (o.size() < 25) return ParseError::kBadIaEntry;
-        e.preferred = get32(o.data());
-        e.valid = get32(o.data() + 4);
-        e.prefix_len = o[8];
-        if (e.prefix_len > 128) return ParseError::kBadIaEntry;
-        std::memcpy(e.addr.data(), o.data() + 9, 16);
-        ParseError sub = walk(o.data() + 25, o.data() + o.size(),
-                              [](uint16_t, std::span<const uint8_t>) { return ParseError::kOk; });
-        if (sub != ParseError::kOk) return sub;
-      }
-      ++ia->num_entries;
-      return ParseError::kOk;
-    }
-    if (code == kOptStatusCode) {
-      if (o.size() < 2) return ParseError::kBadOptionLength;
-      if (status_seen) return ParseError::kDuplicateOption;
-      status_seen = true;
-    }
-    return ParseError::kOk;  // other IA sub-options: ignored
-  });
+  return walk(b.data() + fixed, b.data() + b.size(),
+              [&](uint16_t code, std::span<const uint8_t> o) {
+                if (code == kOptIaAddr || code == kOptIaPrefix) {
+                  bool want_prefix = type == kOptIaPd;
+                  if ((code == kOptIaPrefix) != want_prefix) return ParseError::kBadIaEntry;
+                  if (ia->num_entries == kMaxIaEntries) return ParseError::kTooManyIaEntries;
+                  IaEntry& e = ia->entries[ia->num_entries];
+                  if (code == kOptIaAddr) {
+                    if (o.size() < 24) return ParseError::kBadIaEntry;
+                    std::memcpy(e.addr.data(), o.data(), 16);
+                    e.prefix_len = 128;
+                    e.preferred = get32(o.data() + 16);
+                    e.valid = get32(o.data() + 20);
+                    // IAADDR-options: a client sends none we use; still, they must be
+                    // well-formed options.
+                    ParseError sub =
+                        walk(o.data() + 24, o.data() + o.size(),
+                             [](uint16_t, std::span<const uint8_t>) { return ParseError::kOk; });
+                    if (sub != ParseError::kOk) return sub;
+                  } else {
+                    if (o.size() < 25) return ParseError::kBadIaEntry;
+                    e.preferred = get32(o.data());
+                    e.valid = get32(o.data() + 4);
+                    e.prefix_len = o[8];
+                    if (e.prefix_len > 128) return ParseError::kBadIaEntry;
+                    std::memcpy(e.addr.data(), o.data() + 9, 16);
+                    ParseError sub =
+                        walk(o.data() + 25, o.data() + o.size(),
+                             [](uint16_t, std::span<const uint8_t>) { return ParseError::kOk; });
+                    if (sub != ParseError::kOk) return sub;
+                  }
+                  ++ia->num_entries;
+                  return ParseError::kOk;
+                }
+                if (code == kOptStatusCode) {
+                  if (o.size() < 2) return ParseError::kBadOptionLength;
+                  if (status_seen) return ParseError::kDuplicateOption;
+                  status_seen = true;
+                }
+                return ParseError::kOk;  // other IA sub-options: ignored
+              });
 }
 
 }  // namespace
@@ -172,53 +190,55 @@ ParseError parse(std::span<const uint8_t> payload, Message* m) {
 
   ParseError e = walk(payload.data() + 4, payload.data() + payload.size(),
                       [&](uint16_t code, std::span<const uint8_t> o) {
-    switch (code) {
-      case kOptClientId:
-        if (m->has_client_id) return ParseError::kDuplicateOption;
-        m->has_client_id = true;
-        return parse_duid(o, &m->client_id);
-      case kOptServerId:
-        if (m->has_server_id) return ParseError::kDuplicateOption;
-        m->has_server_id = true;
-        return parse_duid(o, &m->server_id);
-      case kOptIaNa:
-      case kOptIaTa:
-      case kOptIaPd: {
-        if (m->num_ias == kMaxIas) return ParseError::kTooManyIas;
-        Ia& ia = m->ias[m->num_ias];
-        if (ParseError pe = parse_ia(code, o, &ia); pe != ParseError::kOk) return pe;
-        for (uint8_t i = 0; i < m->num_ias; ++i)
-          if (m->ias[i].type == code && m->ias[i].iaid == ia.iaid) return ParseError::kDuplicateIaid;
-        ++m->num_ias;
-        return ParseError::kOk;
-      }
-      case kOptOro:
-        if (oro_seen) return ParseError::kDuplicateOption;
-        oro_seen = true;
-        if (o.size() % 2) return ParseError::kBadOptionLength;
-        for (size_t i = 0; i + 1 < o.size() && m->num_oro < kMaxOro; i += 2)
-          m->oro[m->num_oro++] = get16(o.data() + i);
-        return ParseError::kOk;
-      case kOptElapsedTime:
-        if (o.size() != 2) return ParseError::kBadOptionLength;
-        if (m->has_elapsed_time) return ParseError::kDuplicateOption;
-        m->has_elapsed_time = true;
-        m->elapsed_time = get16(o.data());
-        return ParseError::kOk;
-      case kOptRapidCommit:
-        if (!o.empty()) return ParseError::kBadOptionLength;
-        m->rapid_commit = true;
-        return ParseError::kOk;
-      case kOptReconfAccept:
-        if (!o.empty()) return ParseError::kBadOptionLength;
-        m->reconfigure_accept = true;
-        return ParseError::kOk;
-      case kOptRelayMsg:
-        return ParseError::kRelayMessage;
-      default:
-        return ParseError::kOk;  // unknown or not for us: skipped (§16)
-    }
-  });
+                        switch (code) {
+                          case kOptClientId:
+                            if (m->has_client_id) return ParseError::kDuplicateOption;
+                            m->has_client_id = true;
+                            return parse_duid(o, &m->client_id);
+                          case kOptServerId:
+                            if (m->has_server_id) return ParseError::kDuplicateOption;
+                            m->has_server_id = true;
+                            return parse_duid(o, &m->server_id);
+                          case kOptIaNa:
+                          case kOptIaTa:
+                          case kOptIaPd: {
+                            if (m->num_ias == kMaxIas) return ParseError::kTooManyIas;
+                            Ia& ia = m->ias[m->num_ias];
+                            if (ParseError pe = parse_ia(code, o, &ia); pe != ParseError::kOk)
+                              return pe;
+                            for (uint8_t i = 0; i < m->num_ias; ++i)
+                              if (m->ias[i].type == code && m->ias[i].iaid == ia.iaid)
+                                return ParseError::kDuplicateIaid;
+                            ++m->num_ias;
+                            return ParseError::kOk;
+                          }
+                          case kOptOro:
+                            if (oro_seen) return ParseError::kDuplicateOption;
+                            oro_seen = true;
+                            if (o.size() % 2) return ParseError::kBadOptionLength;
+                            for (size_t i = 0; i + 1 < o.size() && m->num_oro < kMaxOro; i += 2)
+                              m->oro[m->num_oro++] = get16(o.data() + i);
+                            return ParseError::kOk;
+                          case kOptElapsedTime:
+                            if (o.size() != 2) return ParseError::kBadOptionLength;
+                            if (m->has_elapsed_time) return ParseError::kDuplicateOption;
+                            m->has_elapsed_time = true;
+                            m->elapsed_time = get16(o.data());
+                            return ParseError::kOk;
+                          case kOptRapidCommit:
+                            if (!o.empty()) return ParseError::kBadOptionLength;
+                            m->rapid_commit = true;
+                            return ParseError::kOk;
+                          case kOptReconfAccept:
+                            if (!o.empty()) return ParseError::kBadOptionLength;
+                            m->reconfigure_accept = true;
+                            return ParseError::kOk;
+                          case kOptRelayMsg:
+                            return ParseError::kRelayMessage;
+                          default:
+                            return ParseError::kOk;  // unknown or not for us: skipped (§16)
+                        }
+                      });
   if (e != ParseError::kOk) return e;
 
   // Per-type rules (RFC 8415 §16.2–§16.12). A wrong Server Identifier

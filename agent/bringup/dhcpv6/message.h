@@ -88,25 +88,25 @@ inline constexpr size_t kMaxIaEntries = 8;   // IAADDR / IAPREFIX per IA
 inline constexpr size_t kMaxOro = 32;        // option codes requested
 
 // Parse failures, one per cause. X(enum, metric suffix, description).
-#define XBNG_DHCPV6_PARSE_ERRORS(X)                                                      \
-  X(kOk, "ok", "well formed")                                                            \
-  X(kTooShort, "too_short", "shorter than the 4-byte header")                            \
-  X(kOversized, "oversized", "longer than 1452 bytes")                                   \
-  X(kServerMessage, "server_message", "a server/relay-reply type sent to the server")    \
-  X(kRelayMessage, "relay_message", "RELAY-FORW: relays are not served")                 \
-  X(kUnknownType, "unknown_type", "message type not defined by RFC 8415")                \
+#define XBNG_DHCPV6_PARSE_ERRORS(X)                                                       \
+  X(kOk, "ok", "well formed")                                                             \
+  X(kTooShort, "too_short", "shorter than the 4-byte header")                             \
+  X(kOversized, "oversized", "longer than 1452 bytes")                                    \
+  X(kServerMessage, "server_message", "a server/relay-reply type sent to the server")     \
+  X(kRelayMessage, "relay_message", "RELAY-FORW: relays are not served")                  \
+  X(kUnknownType, "unknown_type", "message type not defined by RFC 8415")                 \
   X(kTruncatedOption, "truncated_option", "fewer than 4 bytes left for an option header") \
-  X(kOptionOverflow, "option_overflow", "an option length runs past its container")      \
-  X(kBadOptionLength, "bad_option_length", "a fixed-size option has the wrong length")   \
-  X(kDuplicateOption, "duplicate_option", "a singleton option appears twice")            \
-  X(kBadDuid, "bad_duid", "client/server identifier shorter than 3 or longer than 130")  \
-  X(kMissingClientId, "missing_client_id", "no Client Identifier where one is required") \
-  X(kMissingServerId, "missing_server_id", "no Server Identifier where one is required") \
-  X(kUnexpectedServerId, "unexpected_server_id", "Server Identifier where forbidden")    \
-  X(kUnexpectedIa, "unexpected_ia", "an IA in an Information-request")                   \
-  X(kTooManyIas, "too_many_ias", "more than 8 IA options")                               \
-  X(kTooManyIaEntries, "too_many_ia_entries", "more than 8 addresses/prefixes in an IA") \
-  X(kBadIaEntry, "bad_ia_entry", "IAADDR/IAPREFIX malformed or in the wrong IA type")    \
+  X(kOptionOverflow, "option_overflow", "an option length runs past its container")       \
+  X(kBadOptionLength, "bad_option_length", "a fixed-size option has the wrong length")    \
+  X(kDuplicateOption, "duplicate_option", "a singleton option appears twice")             \
+  X(kBadDuid, "bad_duid", "client/server identifier shorter than 3 or longer than 130")   \
+  X(kMissingClientId, "missing_client_id", "no Client Identifier where one is required")  \
+  X(kMissingServerId, "missing_server_id", "no Server Identifier where one is required")  \
+  X(kUnexpectedServerId, "unexpected_server_id", "Server Identifier where forbidden")     \
+  X(kUnexpectedIa, "unexpected_ia", "an IA in an Information-request")                    \
+  X(kTooManyIas, "too_many_ias", "more than 8 IA options")                                \
+  X(kTooManyIaEntries, "too_many_ia_entries", "more than 8 addresses/prefixes in an IA")  \
+  X(kBadIaEntry, "bad_ia_entry", "IAADDR/IAPREFIX malformed or in the wrong IA type")     \
   X(kDuplicateIaid, "duplicate_iaid", "two IAs of one type share an IAID")
 
 enum class ParseError : uint8_t {
@@ -136,7 +136,7 @@ struct Duid {
 
 // One IAADDR (in IA_NA/IA_TA) or IAPREFIX (in IA_PD) the client listed.
 struct IaEntry {
-  Ipv6 addr{};          // address, or prefix
+  Ipv6 addr{};               // address, or prefix
   uint8_t prefix_len = 128;  // 128 for IAADDR
   uint32_t preferred = 0, valid = 0;
 };
@@ -144,7 +144,7 @@ struct IaEntry {
 struct Ia {
   uint16_t type = kOptIaNa;  // kOptIaNa, kOptIaTa or kOptIaPd
   uint32_t iaid = 0;
-  uint32_t t1 = 0, t2 = 0;   // 0 for IA_TA
+  uint32_t t1 = 0, t2 = 0;  // 0 for IA_TA
   uint8_t num_entries = 0;
   std::array<IaEntry, kMaxIaEntries> entries{};
 };

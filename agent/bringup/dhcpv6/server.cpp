@@ -11,7 +11,8 @@ namespace xbng::agent::dhcpv6 {
 std::string_view kind_name(Kind k) {
   switch (k) {
 #define XBNG_DHCPV6_KNAME_(e, m) \
-  case Kind::e: return m;
+  case Kind::e:                  \
+    return m;
     XBNG_DHCPV6_OUTCOMES(XBNG_DHCPV6_KNAME_)
 #undef XBNG_DHCPV6_KNAME_
   }
@@ -48,12 +49,18 @@ void put_status(Writer& w, Status s, std::string_view text) {
 
 std::string_view status_text(Status s) {
   switch (s) {
-    case Status::kSuccess: return "success";
-    case Status::kNoAddrsAvail: return "no address provisioned for this subscriber";
-    case Status::kNoPrefixAvail: return "no prefix provisioned for this subscriber";
-    case Status::kNoBinding: return "no binding for this IA";
-    case Status::kNotOnLink: return "address not provisioned for this subscriber";
-    default: return "failure";
+    case Status::kSuccess:
+      return "success";
+    case Status::kNoAddrsAvail:
+      return "no address provisioned for this subscriber";
+    case Status::kNoPrefixAvail:
+      return "no prefix provisioned for this subscriber";
+    case Status::kNoBinding:
+      return "no binding for this IA";
+    case Status::kNotOnLink:
+      return "address not provisioned for this subscriber";
+    default:
+      return "failure";
   }
 }
 
@@ -84,7 +91,8 @@ bool binding_holds(const Binding& b, const Ia& ia, const IaEntry& e) {
   if (ia.type == kOptIaNa) return b.has_address && e.addr == b.address;
   if (ia.type == kOptIaPd)
     for (const Prefix& p : b.prefixes)
-      if (is_v6(p) && p.len == e.prefix_len && std::equal(e.addr.begin(), e.addr.end(), p.addr.begin()))
+      if (is_v6(p) && p.len == e.prefix_len &&
+          std::equal(e.addr.begin(), e.addr.end(), p.addr.begin()))
         return true;
   return false;
 }
@@ -164,7 +172,8 @@ void put_dns(Writer& w, const Settings& s) {
   w.end(o);
 }
 
-void set_bound(LeaseChange* l, const Message& m, const Binding& b, const Settings& s, uint64_t now) {
+void set_bound(LeaseChange* l, const Message& m, const Binding& b, const Settings& s,
+               uint64_t now) {
   bool na_done = false, pd_done = false;
   for (const Ia& ia : m.ia_list()) {
     if (ia.type == kOptIaNa && !na_done && b.has_address) {
@@ -198,7 +207,8 @@ void assign(const Message& m, const Binding& b, const Settings& s, uint64_t now,
     }
   }
   if (!any) rapid = false;
-  MsgType reply_type = m.type == MsgType::kSolicit && !rapid ? MsgType::kAdvertise : MsgType::kReply;
+  MsgType reply_type =
+      m.type == MsgType::kSolicit && !rapid ? MsgType::kAdvertise : MsgType::kReply;
 
   Writer w(&out->reply);
   put_header(w, reply_type, m.xid);
@@ -230,10 +240,18 @@ void assign(const Message& m, const Binding& b, const Settings& s, uint64_t now,
     return;
   }
   switch (m.type) {
-    case MsgType::kSolicit: out->kind = rapid ? Kind::kReplyRapidCommit : Kind::kAdvertise; break;
-    case MsgType::kRequest: out->kind = Kind::kReplyRequest; break;
-    case MsgType::kRenew: out->kind = Kind::kReplyRenew; break;
-    default: out->kind = Kind::kReplyRebind; break;
+    case MsgType::kSolicit:
+      out->kind = rapid ? Kind::kReplyRapidCommit : Kind::kAdvertise;
+      break;
+    case MsgType::kRequest:
+      out->kind = Kind::kReplyRequest;
+      break;
+    case MsgType::kRenew:
+      out->kind = Kind::kReplyRenew;
+      break;
+    default:
+      out->kind = Kind::kReplyRebind;
+      break;
   }
 }
 

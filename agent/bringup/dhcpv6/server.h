@@ -50,10 +50,10 @@ inline constexpr size_t kMaxReply = 1452;
 
 // Per access port (config.cpp maps the config file onto this).
 struct Settings {
-  Duid server_duid;               // see duid.h: persistent
+  Duid server_duid;                    // see duid.h: persistent
   uint32_t preferred_lifetime = 3600;  // seconds, for IAADDR and IAPREFIX
   uint32_t valid_lifetime = 7200;
-  uint32_t t1 = 1800;             // 0 = let the client choose (RFC 8415 §21.4)
+  uint32_t t1 = 1800;  // 0 = let the client choose (RFC 8415 §21.4)
   uint32_t t2 = 2880;
   std::vector<Ipv6> dns_servers;  // OPTION_DNS_SERVERS; empty: not sent
   bool rapid_commit = true;       // honour Rapid Commit in SOLICIT
@@ -71,8 +71,8 @@ std::vector<std::string> check_settings(const Settings& s);
 // What the subscriber is provisioned with (from SubscriberSpec).
 struct Binding {
   bool has_address = false;
-  Ipv6 address{};                   // the /128 for IA_NA
-  std::span<const Prefix> prefixes; // family-4 entries are skipped
+  Ipv6 address{};                    // the /128 for IA_NA
+  std::span<const Prefix> prefixes;  // family-4 entries are skipped
 };
 // Convenience: a Binding viewing a spec-like object's fields.
 inline Binding make_binding(bool has_ipv6, const Ipv6& addr, std::span<const Prefix> prefixes) {
@@ -80,25 +80,25 @@ inline Binding make_binding(bool has_ipv6, const Ipv6& addr, std::span<const Pre
 }
 
 // What happened, for counters. X(enum, metric suffix).
-#define XBNG_DHCPV6_OUTCOMES(X)                                                           \
-  X(kAdvertise, "answered_advertise")                                                     \
-  X(kReplyRapidCommit, "answered_reply_rapid_commit")                                     \
-  X(kReplyRequest, "answered_reply_request")                                              \
-  X(kReplyRenew, "answered_reply_renew")                                                  \
-  X(kReplyRebind, "answered_reply_rebind")                                                \
-  X(kReplyRelease, "answered_reply_release")                                              \
-  X(kReplyDecline, "answered_reply_decline")                                              \
-  X(kReplyConfirm, "answered_reply_confirm")                                              \
-  X(kReplyConfirmNotOnLink, "answered_reply_confirm_not_on_link")                         \
-  X(kReplyInformation, "answered_reply_information")                                      \
-  X(kRefusedNoBinding, "refused_no_binding") /* answered: nothing provisioned for its IAs */ \
-  X(kRefusedStaleLease, "refused_stale_lease") /* answered: RENEW/REBIND/RELEASE of    \
-                                                  something not ours, nothing bound */     \
-  X(kIgnoredOtherServer, "ignored_other_server") /* Server Identifier not ours */         \
-  X(kIgnoredConfirmNoAddress, "ignored_confirm_no_address")                               \
-  X(kIgnoredNotForServer, "ignored_not_for_server") /* ADVERTISE/REPLY/relay types */     \
-  X(kMalformed, "malformed") /* parse failed: see Outcome::parse_error */                \
-  X(kRefusedReplyTooLarge, "refused_reply_too_large") /* the answer would exceed        \
+#define XBNG_DHCPV6_OUTCOMES(X)                                                                    \
+  X(kAdvertise, "answered_advertise")                                                              \
+  X(kReplyRapidCommit, "answered_reply_rapid_commit")                                              \
+  X(kReplyRequest, "answered_reply_request")                                                       \
+  X(kReplyRenew, "answered_reply_renew")                                                           \
+  X(kReplyRebind, "answered_reply_rebind")                                                         \
+  X(kReplyRelease, "answered_reply_release")                                                       \
+  X(kReplyDecline, "answered_reply_decline")                                                       \
+  X(kReplyConfirm, "answered_reply_confirm")                                                       \
+  X(kReplyConfirmNotOnLink, "answered_reply_confirm_not_on_link")                                  \
+  X(kReplyInformation, "answered_reply_information")                                               \
+  X(kRefusedNoBinding, "refused_no_binding")     /* answered: nothing provisioned for its IAs */   \
+  X(kRefusedStaleLease, "refused_stale_lease")   /* answered: RENEW/REBIND/RELEASE of              \
+                                                    something not ours, nothing bound */           \
+  X(kIgnoredOtherServer, "ignored_other_server") /* Server Identifier not ours */                  \
+  X(kIgnoredConfirmNoAddress, "ignored_confirm_no_address")                                        \
+  X(kIgnoredNotForServer, "ignored_not_for_server")   /* ADVERTISE/REPLY/relay types */            \
+  X(kMalformed, "malformed")                          /* parse failed: see Outcome::parse_error */ \
+  X(kRefusedReplyTooLarge, "refused_reply_too_large") /* the answer would exceed                   \
                                          kMaxReply: only a pathological client gets here */
 
 enum class Kind : uint8_t {
@@ -119,7 +119,7 @@ struct LeaseChange {
   enum class Action : uint8_t { kNone, kBound, kReleased, kDeclined };
   Action action = Action::kNone;
   bool na = false, pd = false;
-  uint64_t na_valid_until = 0, pd_valid_until = 0;   // kBound only
+  uint64_t na_valid_until = 0, pd_valid_until = 0;  // kBound only
   uint64_t na_preferred_until = 0, pd_preferred_until = 0;
   uint32_t na_iaid = 0, pd_iaid = 0;
 };
@@ -129,7 +129,7 @@ struct Outcome {
   ParseError parse_error = ParseError::kOk;  // when kind == kMalformed
   MsgType request_type = MsgType::kSolicit;  // valid unless kMalformed
   bool has_reply = false;
-  std::vector<uint8_t> reply;                // UDP payload to port 546
+  std::vector<uint8_t> reply;  // UDP payload to port 546
   LeaseChange lease;
 };
 

@@ -78,8 +78,8 @@ void LeaseTable::run() {
     if (t0 < next_flush) continue;
     flush();
     const auto took = std::chrono::steady_clock::now() - t0;
-    next_flush = t0 + std::max<std::chrono::steady_clock::duration>(std::chrono::seconds(1),
-                                                                     took * 20);
+    next_flush =
+        t0 + std::max<std::chrono::steady_clock::duration>(std::chrono::seconds(1), took * 20);
   }
 }
 
@@ -130,8 +130,7 @@ void LeaseTable::release(const SubKey& k, LeaseFamily f, uint64_t now_unix) {
 
 bool LeaseTable::holds(const SubscriberSpec& s, LeaseFamily f, const Lease& l) {
   if (f == LeaseFamily::kV4) return s.has_ipv4 && l.address == format_ipv4(s.ipv4);
-  if (!l.address.empty() && !(s.has_ipv6 && l.address == format_ipv6(s.ipv6.data())))
-    return false;
+  if (!l.address.empty() && !(s.has_ipv6 && l.address == format_ipv6(s.ipv6.data()))) return false;
   for (const auto& p : l.prefixes) {
     bool held = false;
     for (const auto& q : s.prefixes) held = held || (q.family == 6 && format_prefix(q) == p);
@@ -194,7 +193,8 @@ size_t LeaseTable::retain_owned(const std::function<bool(const SubKey&, Subscrib
                      f == 0 ? "ipv4" : "ipv6", l.address.empty() ? "(prefixes only)" : l.address,
                      ports_.name ? ports_.name(k.ifindex) : std::to_string(k.ifindex), k.outer_vid,
                      k.inner_vid,
-                     found ? "the subscriber no longer holds it" : "the subscriber is no longer provisioned");
+                     found ? "the subscriber no longer holds it"
+                           : "the subscriber is no longer provisioned");
       by_expiry_.erase({l.expires_unix, it->first, f});
       l = Lease{};
       dirty_ = true;
@@ -205,9 +205,10 @@ size_t LeaseTable::retain_owned(const std::function<bool(const SubKey&, Subscrib
       ++it;
   }
   if (dropped)
-    spdlog::warn("lease state {}: {} restored lease(s) dropped: their subscriber is no longer "
-                 "provisioned or no longer holds the address",
-                 file_, dropped);
+    spdlog::warn(
+        "lease state {}: {} restored lease(s) dropped: their subscriber is no longer "
+        "provisioned or no longer holds the address",
+        file_, dropped);
   return dropped;
 }
 
@@ -322,7 +323,8 @@ bool decode_entry(const json& e, ParsedLease* out, std::string* why) {
   auto str = [&](const char* name, std::string* v) {
     const json* j = field(name);
     if (!j) return false;
-    if (!j->is_string()) return *why = fmt::format("\"{}\" is {}, not a string", name, j->type_name()), false;
+    if (!j->is_string())
+      return *why = fmt::format("\"{}\" is {}, not a string", name, j->type_name()), false;
     *v = j->get<std::string>();
     return true;
   };
@@ -330,10 +332,12 @@ bool decode_entry(const json& e, ParsedLease* out, std::string* why) {
     const json* j = field(name);
     if (!j) return false;
     if (!j->is_number_integer())
-      return *why = fmt::format("\"{}\" is {} {}, not an integer", name, j->type_name(), j->dump()), false;
-    if (j->is_number_unsigned() ? j->get<uint64_t>() < lo || j->get<uint64_t>() > hi
-                                : j->get<int64_t>() < 0 || static_cast<uint64_t>(j->get<int64_t>()) < lo ||
-                                      static_cast<uint64_t>(j->get<int64_t>()) > hi)
+      return *why = fmt::format("\"{}\" is {} {}, not an integer", name, j->type_name(), j->dump()),
+             false;
+    if (j->is_number_unsigned()
+            ? j->get<uint64_t>() < lo || j->get<uint64_t>() > hi
+            : j->get<int64_t>() < 0 || static_cast<uint64_t>(j->get<int64_t>()) < lo ||
+                  static_cast<uint64_t>(j->get<int64_t>()) > hi)
       return *why = fmt::format("\"{}\" {} is outside {}..{}", name, j->dump(), lo, hi), false;
     *v = j->is_number_unsigned() ? j->get<uint64_t>() : static_cast<uint64_t>(j->get<int64_t>());
     return true;
@@ -364,16 +368,18 @@ bool decode_entry(const json& e, ParsedLease* out, std::string* why) {
            false;
   const json* pf = field("prefixes");
   if (!pf) return false;
-  if (!pf->is_array()) return *why = fmt::format("\"prefixes\" is {}, not an array", pf->type_name()), false;
+  if (!pf->is_array())
+    return *why = fmt::format("\"prefixes\" is {}, not an array", pf->type_name()), false;
   if (pf->size() > kMaxLeasePrefixes)
     return *why = fmt::format("\"prefixes\" has {} entries, more than {}", pf->size(),
                               kMaxLeasePrefixes),
            false;
   for (size_t k = 0; k < pf->size(); ++k) {
     const json& p = (*pf)[k];
-    if (!p.is_string() || !parse_prefix(p.get<std::string>(), out->family == LeaseFamily::kV4 ? 4 : 6))
-      return *why = fmt::format("\"prefixes\"[{}] {} is not an {} prefix", k, p.dump().substr(0, 64),
-                                family == "ipv4" ? "IPv4" : "IPv6"),
+    if (!p.is_string() ||
+        !parse_prefix(p.get<std::string>(), out->family == LeaseFamily::kV4 ? 4 : 6))
+      return *why = fmt::format("\"prefixes\"[{}] {} is not an {} prefix", k,
+                                p.dump().substr(0, 64), family == "ipv4" ? "IPv4" : "IPv6"),
              false;
     l.prefixes.push_back(p.get<std::string>());
   }
@@ -381,9 +387,10 @@ bool decode_entry(const json& e, ParsedLease* out, std::string* why) {
       !uint("expires_unix", 0, kMaxUnixSeconds, &l.expires_unix))
     return false;
   if (l.expires_unix < l.bound_unix || l.expires_unix - l.bound_unix > UINT32_MAX)
-    return *why = fmt::format("\"expires_unix\" {} is not within a lease time (0..{} s) of "
-                              "\"bound_unix\" {}",
-                              l.expires_unix, UINT32_MAX, l.bound_unix),
+    return *why = fmt::format(
+               "\"expires_unix\" {} is not within a lease time (0..{} s) of "
+               "\"bound_unix\" {}",
+               l.expires_unix, UINT32_MAX, l.bound_unix),
            false;
   return true;
 }
@@ -393,11 +400,13 @@ bool decode_entry(const json& e, ParsedLease* out, std::string* why) {
 void LeaseTable::load() {
   std::string text, err;
   switch (statefile::read(file_, kMaxLeaseFileBytes, &text, &err)) {
-    case statefile::ReadStatus::kAbsent: return;  // first start
+    case statefile::ReadStatus::kAbsent:
+      return;  // first start
     case statefile::ReadStatus::kError:
-      throw std::runtime_error(fmt::format(
-          "lease state {}; move it away to start without leases", err));
-    case statefile::ReadStatus::kOk: break;
+      throw std::runtime_error(
+          fmt::format("lease state {}; move it away to start without leases", err));
+    case statefile::ReadStatus::kOk:
+      break;
   }
   auto refuse = [&](const std::string& what) {
     return std::runtime_error(fmt::format(
@@ -410,7 +419,8 @@ void LeaseTable::load() {
     throw refuse(fmt::format("cannot parse ({})", e.what()));
   }
   const char* shape = "a lease file is {\"version\": 1, \"leases\": [...]}";
-  if (!doc.is_object()) throw refuse(fmt::format("is {}, not an object ({})", doc.type_name(), shape));
+  if (!doc.is_object())
+    throw refuse(fmt::format("is {}, not an object ({})", doc.type_name(), shape));
   auto ver = doc.find("version");
   if (ver == doc.end() || !ver->is_number_unsigned() || ver->get<uint64_t>() != 1)
     throw refuse(fmt::format("\"version\" is {}, not 1 ({})",
@@ -424,10 +434,11 @@ void LeaseTable::load() {
   absl::flat_hash_map<std::pair<std::string, uint64_t>, size_t> seen;
   for (size_t i = 0; i < arr->size(); ++i) {
     std::string why;
-    if (!decode_entry((*arr)[i], &parsed[i], &why)) throw refuse(fmt::format("entry {}: {}", i, why));
+    if (!decode_entry((*arr)[i], &parsed[i], &why))
+      throw refuse(fmt::format("entry {}: {}", i, why));
     const ParsedLease& p = parsed[i];
-    const uint64_t id = uint64_t{p.outer_vid} << 20 | uint64_t{p.inner_vid} << 4 |
-                        static_cast<uint64_t>(p.family);
+    const uint64_t id =
+        uint64_t{p.outer_vid} << 20 | uint64_t{p.inner_vid} << 4 | static_cast<uint64_t>(p.family);
     auto [it, fresh] = seen.try_emplace(std::make_pair(p.port, id), i);
     if (!fresh)
       throw refuse(fmt::format("entry {}: a second {} lease of {}/{}/{} (entry {} is the first)", i,
@@ -456,9 +467,10 @@ void LeaseTable::load() {
     leases_[rank][f] = std::move(p.lease);
     ++loaded;
   }
-  spdlog::info("lease state {}: {} leases restored, {} expired while stopped, {} on ports no "
-               "longer configured",
-               file_, loaded, expired, unknown_port);
+  spdlog::info(
+      "lease state {}: {} leases restored, {} expired while stopped, {} on ports no "
+      "longer configured",
+      file_, loaded, expired, unknown_port);
   dirty_ = expired || unknown_port;
 }
 

@@ -115,7 +115,7 @@ class LeaseTable {
   PortResolver ports_;
   std::string file_;
   mutable std::mutex mu_;
-  absl::flat_hash_map<uint64_t, Slot> leases_;  // key_rank -> per family
+  absl::flat_hash_map<uint64_t, Slot> leases_;                      // key_rank -> per family
   absl::btree_set<std::tuple<uint64_t, uint64_t, int>> by_expiry_;  // (expires, rank, family)
   bool dirty_ = false;
   std::atomic<bool> stop_{false};

@@ -29,14 +29,13 @@ struct Names {
     for (size_t i = 0; i < dhcpv6::kNumKinds; ++i) {
       const std::string n(dhcpv6::kind_name(static_cast<dhcpv6::Kind>(i)));
       dhcpv6.push_back("dhcpv6_" + n);
-      dhcpv6_kind.push_back(n.rfind("answered", 0) == 0  ? "answered"
+      dhcpv6_kind.push_back(n.rfind("answered", 0) == 0    ? "answered"
                             : n.rfind("malformed", 0) == 0 ? "drop"
                                                            : "refused");
     }
     for (size_t i = 1; i < dhcpv6::kNumParseErrors; ++i)
-      dhcpv6_malformed.push_back(
-          "dhcpv6_malformed_" +
-          std::string(dhcpv6::parse_error_name(static_cast<dhcpv6::ParseError>(i))));
+      dhcpv6_malformed.push_back("dhcpv6_malformed_" + std::string(dhcpv6::parse_error_name(
+                                                           static_cast<dhcpv6::ParseError>(i))));
     for (size_t i = 1; i < kNumRsErrors; ++i)
       rs.push_back("rs_malformed_" + std::string(ra::rs_error_name(static_cast<ra::RsError>(i))));
   }

@@ -13,53 +13,53 @@
 
 namespace xbng::agent {
 
-#define XBNG_AGENT_REASONS(X)                                          \
-  X(PUNT_RECEIVED, "punt_received", "info")                            \
-  X(PUNT_BAD_RECORD, "punt_bad_record", "drop")                        \
-  X(PUNT_MALFORMED_FRAME, "punt_malformed_frame", "drop")              \
-  X(PUNT_UNKNOWN_SUBSCRIBER, "punt_unknown_subscriber", "drop")        \
-  X(PUNT_DISABLED, "punt_protocol_disabled", "drop")                   \
-  X(PUNT_TX, "punt_tx", "info")                                        \
-  X(PUNT_TX_ERROR, "punt_tx_error", "drop")                            \
-  X(DHCPV4_OFFERED, "dhcpv4_offered", "answered")                      \
-  X(DHCPV4_ACKED, "dhcpv4_acked", "answered")                          \
-  X(DHCPV4_NAKED, "dhcpv4_naked", "answered")                          \
-  X(DHCPV4_INFORMED, "dhcpv4_informed", "answered")                    \
-  X(DHCPV4_RELEASED, "dhcpv4_released", "answered")                    \
-  X(DHCPV4_DECLINED, "dhcpv4_declined", "answered")                    \
-  X(DHCPV4_NO_IPV4, "dhcpv4_no_ipv4", "refused")                       \
-  X(DHCPV4_NO_GATEWAY, "dhcpv4_no_gateway", "refused")                 \
-  X(DHCPV4_CHADDR_REFUSED, "dhcpv4_chaddr_refused", "refused")         \
-  X(DHCPV4_OTHER_SERVER, "dhcpv4_other_server", "refused")             \
-  X(DHCPV4_IGNORED, "dhcpv4_ignored", "refused")                       \
-  X(DHCPV4_MAC_LEARNED, "dhcpv4_mac_learned", "info")                  \
-  X(DHCPV4_MALFORMED_TRUNCATED, "dhcpv4_malformed_truncated", "drop")  \
-  X(DHCPV4_MALFORMED_OVERSIZED, "dhcpv4_malformed_oversized", "drop")  \
-  X(DHCPV4_MALFORMED_BAD_COOKIE, "dhcpv4_malformed_bad_cookie", "drop") \
-  X(DHCPV4_MALFORMED_NOT_BOOTREQUEST, "dhcpv4_malformed_not_bootrequest", "drop") \
-  X(DHCPV4_MALFORMED_BAD_HARDWARE, "dhcpv4_malformed_bad_hardware_type", "drop") \
-  X(DHCPV4_MALFORMED_RELAYED, "dhcpv4_malformed_relayed", "drop")      \
-  X(DHCPV4_MALFORMED_OPTION_TRUNCATED, "dhcpv4_malformed_option_truncated", "drop") \
+#define XBNG_AGENT_REASONS(X)                                                         \
+  X(PUNT_RECEIVED, "punt_received", "info")                                           \
+  X(PUNT_BAD_RECORD, "punt_bad_record", "drop")                                       \
+  X(PUNT_MALFORMED_FRAME, "punt_malformed_frame", "drop")                             \
+  X(PUNT_UNKNOWN_SUBSCRIBER, "punt_unknown_subscriber", "drop")                       \
+  X(PUNT_DISABLED, "punt_protocol_disabled", "drop")                                  \
+  X(PUNT_TX, "punt_tx", "info")                                                       \
+  X(PUNT_TX_ERROR, "punt_tx_error", "drop")                                           \
+  X(DHCPV4_OFFERED, "dhcpv4_offered", "answered")                                     \
+  X(DHCPV4_ACKED, "dhcpv4_acked", "answered")                                         \
+  X(DHCPV4_NAKED, "dhcpv4_naked", "answered")                                         \
+  X(DHCPV4_INFORMED, "dhcpv4_informed", "answered")                                   \
+  X(DHCPV4_RELEASED, "dhcpv4_released", "answered")                                   \
+  X(DHCPV4_DECLINED, "dhcpv4_declined", "answered")                                   \
+  X(DHCPV4_NO_IPV4, "dhcpv4_no_ipv4", "refused")                                      \
+  X(DHCPV4_NO_GATEWAY, "dhcpv4_no_gateway", "refused")                                \
+  X(DHCPV4_CHADDR_REFUSED, "dhcpv4_chaddr_refused", "refused")                        \
+  X(DHCPV4_OTHER_SERVER, "dhcpv4_other_server", "refused")                            \
+  X(DHCPV4_IGNORED, "dhcpv4_ignored", "refused")                                      \
+  X(DHCPV4_MAC_LEARNED, "dhcpv4_mac_learned", "info")                                 \
+  X(DHCPV4_MALFORMED_TRUNCATED, "dhcpv4_malformed_truncated", "drop")                 \
+  X(DHCPV4_MALFORMED_OVERSIZED, "dhcpv4_malformed_oversized", "drop")                 \
+  X(DHCPV4_MALFORMED_BAD_COOKIE, "dhcpv4_malformed_bad_cookie", "drop")               \
+  X(DHCPV4_MALFORMED_NOT_BOOTREQUEST, "dhcpv4_malformed_not_bootrequest", "drop")     \
+  X(DHCPV4_MALFORMED_BAD_HARDWARE, "dhcpv4_malformed_bad_hardware_type", "drop")      \
+  X(DHCPV4_MALFORMED_RELAYED, "dhcpv4_malformed_relayed", "drop")                     \
+  X(DHCPV4_MALFORMED_OPTION_TRUNCATED, "dhcpv4_malformed_option_truncated", "drop")   \
   X(DHCPV4_MALFORMED_BAD_OPTION_LENGTH, "dhcpv4_malformed_bad_option_length", "drop") \
-  X(DHCPV4_MALFORMED_OVERLOAD, "dhcpv4_malformed_option_overload", "drop") \
-  X(DHCPV4_MALFORMED_NO_MESSAGE_TYPE, "dhcpv4_malformed_no_message_type", "drop") \
-  X(DHCPV4_MALFORMED_BAD_MESSAGE_TYPE, "dhcpv4_malformed_bad_message_type", "drop") \
-  X(DHCPV4_MALFORMED_NO_END, "dhcpv4_malformed_no_end_option", "drop") \
-  X(DHCPV4_MALFORMED_PORTS, "dhcpv4_malformed_udp_ports", "drop")      \
-  X(DHCPV6_BAD_PORTS, "dhcpv6_malformed_udp_ports", "drop")           \
-  X(RS_BAD_IP, "rs_malformed_ip_header", "drop")                       \
-  X(RS_BAD_CHECKSUM, "rs_malformed_checksum", "drop")                  \
-  X(RA_SOLICITED, "ra_solicited", "answered")                          \
-  X(RA_UNSOLICITED, "ra_unsolicited", "info")                          \
-  X(LEASE_EXPIRED, "lease_expired", "info")                            \
-  X(LEASE_ENDED_DEPROVISIONED, "lease_ended_deprovisioned", "info")    \
+  X(DHCPV4_MALFORMED_OVERLOAD, "dhcpv4_malformed_option_overload", "drop")            \
+  X(DHCPV4_MALFORMED_NO_MESSAGE_TYPE, "dhcpv4_malformed_no_message_type", "drop")     \
+  X(DHCPV4_MALFORMED_BAD_MESSAGE_TYPE, "dhcpv4_malformed_bad_message_type", "drop")   \
+  X(DHCPV4_MALFORMED_NO_END, "dhcpv4_malformed_no_end_option", "drop")                \
+  X(DHCPV4_MALFORMED_PORTS, "dhcpv4_malformed_udp_ports", "drop")                     \
+  X(DHCPV6_BAD_PORTS, "dhcpv6_malformed_udp_ports", "drop")                           \
+  X(RS_BAD_IP, "rs_malformed_ip_header", "drop")                                      \
+  X(RS_BAD_CHECKSUM, "rs_malformed_checksum", "drop")                                 \
+  X(RA_SOLICITED, "ra_solicited", "answered")                                         \
+  X(RA_UNSOLICITED, "ra_unsolicited", "info")                                         \
+  X(LEASE_EXPIRED, "lease_expired", "info")                                           \
+  X(LEASE_ENDED_DEPROVISIONED, "lease_ended_deprovisioned", "info")                   \
   X(LEASE_STATE_WRITE_ERROR, "lease_state_write_error", "info")
 
 enum class AgentReason : int {
 #define XBNG_AGENT_REASON_ENUM_(name, str, kind) k##name,
   XBNG_AGENT_REASONS(XBNG_AGENT_REASON_ENUM_)
 #undef XBNG_AGENT_REASON_ENUM_
-  kCount
+      kCount
 };
 inline constexpr int kAgentReasonCount = static_cast<int>(AgentReason::kCount);
 

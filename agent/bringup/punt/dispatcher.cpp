@@ -50,17 +50,28 @@ bool has_v6(const SubscriberSpec& s) {
 AgentReason dhcpv4_reason(dhcpv4::Outcome o) {
   using O = dhcpv4::Outcome;
   switch (o) {
-    case O::kOffered: return AgentReason::kDHCPV4_OFFERED;
-    case O::kAcked: return AgentReason::kDHCPV4_ACKED;
-    case O::kNaked: return AgentReason::kDHCPV4_NAKED;
-    case O::kInformed: return AgentReason::kDHCPV4_INFORMED;
-    case O::kReleased: return AgentReason::kDHCPV4_RELEASED;
-    case O::kDeclined: return AgentReason::kDHCPV4_DECLINED;
-    case O::kNoIpv4: return AgentReason::kDHCPV4_NO_IPV4;
-    case O::kNoGateway: return AgentReason::kDHCPV4_NO_GATEWAY;
-    case O::kChaddrRefused: return AgentReason::kDHCPV4_CHADDR_REFUSED;
-    case O::kOtherServer: return AgentReason::kDHCPV4_OTHER_SERVER;
-    case O::kIgnored: return AgentReason::kDHCPV4_IGNORED;
+    case O::kOffered:
+      return AgentReason::kDHCPV4_OFFERED;
+    case O::kAcked:
+      return AgentReason::kDHCPV4_ACKED;
+    case O::kNaked:
+      return AgentReason::kDHCPV4_NAKED;
+    case O::kInformed:
+      return AgentReason::kDHCPV4_INFORMED;
+    case O::kReleased:
+      return AgentReason::kDHCPV4_RELEASED;
+    case O::kDeclined:
+      return AgentReason::kDHCPV4_DECLINED;
+    case O::kNoIpv4:
+      return AgentReason::kDHCPV4_NO_IPV4;
+    case O::kNoGateway:
+      return AgentReason::kDHCPV4_NO_GATEWAY;
+    case O::kChaddrRefused:
+      return AgentReason::kDHCPV4_CHADDR_REFUSED;
+    case O::kOtherServer:
+      return AgentReason::kDHCPV4_OTHER_SERVER;
+    case O::kIgnored:
+      return AgentReason::kDHCPV4_IGNORED;
   }
   return AgentReason::kDHCPV4_IGNORED;
 }
@@ -87,9 +98,11 @@ Dispatcher::Dispatcher(SubscriberStore* store, LeaseTable* leases, std::vector<P
       clock_(clock ? std::move(clock) : Clock(system_seconds)) {
   for (auto& p : ports) ports_[p.ifindex] = std::move(p);
   if (opts_.ra) {
-    const uint64_t interval_ns = std::max<uint64_t>(opts_.ra_unsolicited_interval_s, 1) * 1000000000ull;
-    ra_sched_ = std::make_unique<ra::RaScheduler>(interval_ns, std::max<uint32_t>(opts_.ra_slots, 1),
-                                                  std::max<uint32_t>(opts_.max_subscribers, 1));
+    const uint64_t interval_ns =
+        std::max<uint64_t>(opts_.ra_unsolicited_interval_s, 1) * 1000000000ull;
+    ra_sched_ =
+        std::make_unique<ra::RaScheduler>(interval_ns, std::max<uint32_t>(opts_.ra_slots, 1),
+                                          std::max<uint32_t>(opts_.max_subscribers, 1));
   }
 }
 
@@ -211,9 +224,9 @@ void Dispatcher::on_dhcpv6(const FrameView& v, const PortBringup& port, const Su
     count(AgentReason::kDHCPV6_BAD_PORTS);
     return;
   }
-  const dhcpv6::Binding b = dhcpv6::make_binding(
-      spec.has_ipv6, spec.ipv6,
-      std::span<const Prefix>(spec.prefixes.data(), spec.prefixes.size()));
+  const dhcpv6::Binding b =
+      dhcpv6::make_binding(spec.has_ipv6, spec.ipv6,
+                           std::span<const Prefix>(spec.prefixes.data(), spec.prefixes.size()));
   const uint64_t now = clock_();
   dhcpv6::Outcome out;
   dhcpv6::serve(v.payload, b, port.dhcpv6, now, &out);
@@ -248,8 +261,8 @@ void Dispatcher::on_dhcpv6(const FrameView& v, const PortBringup& port, const Su
   }
   if (!out.has_reply) return;
   // From the gateway's link-local address to the client's source, port 546.
-  send_(key.ifindex, build_udp6(l2_to(port, key, v.l2.src), kLinkLocalGateway, v.src6, 547,
-                                v.sport, out.reply));
+  send_(key.ifindex,
+        build_udp6(l2_to(port, key, v.l2.src), kLinkLocalGateway, v.src6, 547, v.sport, out.reply));
   schedule_ra(key);
 }
 

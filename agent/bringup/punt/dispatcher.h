@@ -51,7 +51,7 @@ struct BringupOptions {
   dhcpv6::Settings dhcpv6_settings;  // server_duid filled at start from duid_file
   std::string duid_file;
   ra::Settings ra_settings;
-  bool ra_slaac = false;  // PIO (A=1) with the subscriber's first /64 prefix
+  bool ra_slaac = false;                     // PIO (A=1) with the subscriber's first /64 prefix
   uint64_t ra_unsolicited_interval_s = 600;  // every IPv6 subscriber hears one per interval
   uint32_t ra_slots = 3000;                  // ticks per interval
   uint32_t max_subscribers = XBNG_DEFAULT_MAX_SUBSCRIBERS;

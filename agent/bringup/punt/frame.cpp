@@ -36,8 +36,8 @@ uint32_t pseudo6(const Ipv6& s, const Ipv6& d, uint32_t len, uint8_t proto) {
   return sum;
 }
 
-void put_ipv6(std::vector<uint8_t>& f, const Ipv6& src, const Ipv6& dst, uint8_t next,
-              uint8_t hop, size_t payload_len) {
+void put_ipv6(std::vector<uint8_t>& f, const Ipv6& src, const Ipv6& dst, uint8_t next, uint8_t hop,
+              size_t payload_len) {
   size_t o = f.size();
   f.resize(o + 40);
   uint8_t* h = &f[o];

@@ -31,13 +31,13 @@ const char* frame_error_name(FrameError e);
 
 struct FrameView {
   L2 l2;
-  int ip_version = 0;  // 4 or 6
+  int ip_version = 0;           // 4 or 6
   uint32_t src4 = 0, dst4 = 0;  // network order
   Ipv6 src6{}, dst6{};
-  uint8_t ttl = 0;     // TTL or hop limit
-  uint8_t proto = 0;   // 17 (UDP) or 58 (ICMPv6)
-  uint16_t sport = 0, dport = 0;       // UDP, host order
-  std::span<const uint8_t> payload;    // UDP payload or the whole ICMPv6 message
+  uint8_t ttl = 0;                   // TTL or hop limit
+  uint8_t proto = 0;                 // 17 (UDP) or 58 (ICMPv6)
+  uint16_t sport = 0, dport = 0;     // UDP, host order
+  std::span<const uint8_t> payload;  // UDP payload or the whole ICMPv6 message
 };
 
 // The view's spans point into `frame`. L4 checksums are not verified: frames

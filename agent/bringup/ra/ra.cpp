@@ -8,7 +8,8 @@ namespace xbng::agent::ra {
 std::string_view rs_error_name(RsError e) {
   switch (e) {
 #define XBNG_RS_NAME_(en, m, d) \
-  case RsError::en: return m;
+  case RsError::en:             \
+    return m;
     XBNG_RS_PARSE_ERRORS(XBNG_RS_NAME_)
 #undef XBNG_RS_NAME_
   }
@@ -18,7 +19,8 @@ std::string_view rs_error_name(RsError e) {
 std::string_view rs_error_description(RsError e) {
   switch (e) {
 #define XBNG_RS_DESC_(en, m, d) \
-  case RsError::en: return d;
+  case RsError::en:             \
+    return d;
     XBNG_RS_PARSE_ERRORS(XBNG_RS_DESC_)
 #undef XBNG_RS_DESC_
   }
@@ -44,8 +46,8 @@ RsError parse_rs(std::span<const uint8_t> b, bool source_unspecified, RouterSoli
       if (len != 8 || out->has_source_lla) return RsError::kBadSourceLla;
       if (source_unspecified) return RsError::kLlaWithUnspecified;  // §6.1.1
       out->has_source_lla = true;
-      std::copy(b.begin() + static_cast<ptrdiff_t>(p + 2), b.begin() + static_cast<ptrdiff_t>(p + 8),
-                out->source_lla.begin());
+      std::copy(b.begin() + static_cast<ptrdiff_t>(p + 2),
+                b.begin() + static_cast<ptrdiff_t>(p + 8), out->source_lla.begin());
     }
     p += len;  // other options: ignored (§4.1: future options)
   }
@@ -55,13 +57,16 @@ RsError parse_rs(std::span<const uint8_t> b, bool source_unspecified, RouterSoli
 std::vector<std::string> check_settings(const Settings& s) {
   std::vector<std::string> e;
   auto n = [](uint64_t v) { return std::to_string(v); };
-  if (s.router_lifetime > 9000) e.push_back("router lifetime " + n(s.router_lifetime) + " s exceeds 9000");
-  if (s.reachable_time > 3600000) e.push_back("reachable time " + n(s.reachable_time) + " ms exceeds 3600000");
-  if (s.mtu != 0 && s.mtu < 1280) e.push_back("MTU " + n(s.mtu) + " is below the IPv6 minimum 1280");
+  if (s.router_lifetime > 9000)
+    e.push_back("router lifetime " + n(s.router_lifetime) + " s exceeds 9000");
+  if (s.reachable_time > 3600000)
+    e.push_back("reachable time " + n(s.reachable_time) + " ms exceeds 3600000");
+  if (s.mtu != 0 && s.mtu < 1280)
+    e.push_back("MTU " + n(s.mtu) + " is below the IPv6 minimum 1280");
   if (s.rdnss.size() > 16) e.push_back("more than 16 RDNSS addresses");
   if (!s.rdnss.empty() && s.rdnss_lifetime < s.router_lifetime)
-    e.push_back("RDNSS lifetime " + n(s.rdnss_lifetime) + " s is shorter than the router lifetime " +
-                n(s.router_lifetime) + " s");
+    e.push_back("RDNSS lifetime " + n(s.rdnss_lifetime) +
+                " s is shorter than the router lifetime " + n(s.router_lifetime) + " s");
   if (s.pio_preferred > s.pio_valid)
     e.push_back("PIO preferred lifetime " + n(s.pio_preferred) + " exceeds the valid lifetime " +
                 n(s.pio_valid));

@@ -29,16 +29,16 @@ inline constexpr uint8_t kOptSourceLla = 1, kOptTargetLla = 2, kOptPrefixInfo = 
 inline constexpr size_t kMaxRs = 1452;  // anything longer is not a CPE's RS
 
 // X(enum, metric suffix, description)
-#define XBNG_RS_PARSE_ERRORS(X)                                                         \
-  X(kOk, "ok", "valid")                                                                 \
-  X(kTooShort, "too_short", "shorter than the 8-byte RS")                               \
-  X(kOversized, "oversized", "longer than 1452 bytes")                                  \
-  X(kNotRs, "not_rs", "ICMPv6 type is not 133")                                         \
-  X(kBadCode, "bad_code", "ICMPv6 code is not 0")                                       \
-  X(kTruncatedOption, "truncated_option", "an option runs past the end")                \
+#define XBNG_RS_PARSE_ERRORS(X)                                                           \
+  X(kOk, "ok", "valid")                                                                   \
+  X(kTooShort, "too_short", "shorter than the 8-byte RS")                                 \
+  X(kOversized, "oversized", "longer than 1452 bytes")                                    \
+  X(kNotRs, "not_rs", "ICMPv6 type is not 133")                                           \
+  X(kBadCode, "bad_code", "ICMPv6 code is not 0")                                         \
+  X(kTruncatedOption, "truncated_option", "an option runs past the end")                  \
   X(kZeroLengthOption, "zero_length_option", "an option with length 0 (RFC 4861 §6.1.1)") \
-  X(kBadSourceLla, "bad_source_lla", "source link-layer option malformed or repeated")  \
-  X(kLlaWithUnspecified, "lla_with_unspecified_source",                                 \
+  X(kBadSourceLla, "bad_source_lla", "source link-layer option malformed or repeated")    \
+  X(kLlaWithUnspecified, "lla_with_unspecified_source",                                   \
     "source link-layer option while the IPv6 source is ::")
 
 enum class RsError : uint8_t {
@@ -57,18 +57,18 @@ struct RouterSolicit {
 RsError parse_rs(std::span<const uint8_t> icmp6, bool source_unspecified, RouterSolicit* out);
 
 struct Settings {
-  bool managed = true;               // M: addresses by DHCPv6
-  bool other = true;                 // O: other configuration by DHCPv6
-  uint8_t cur_hop_limit = 64;        // 0 = unspecified
-  uint16_t router_lifetime = 1800;   // s; must exceed the unsolicited interval
-  uint32_t reachable_time = 0;       // ms, 0 = unspecified
-  uint32_t retrans_timer = 0;        // ms, 0 = unspecified
-  uint32_t mtu = 1500;               // MTU option; 0 = not sent
-  std::vector<Ipv6> rdnss;           // RDNSS option; empty = not sent
-  uint32_t rdnss_lifetime = 1800;    // s (RFC 8106: ≥ the max RA interval)
+  bool managed = true;              // M: addresses by DHCPv6
+  bool other = true;                // O: other configuration by DHCPv6
+  uint8_t cur_hop_limit = 64;       // 0 = unspecified
+  uint16_t router_lifetime = 1800;  // s; must exceed the unsolicited interval
+  uint32_t reachable_time = 0;      // ms, 0 = unspecified
+  uint32_t retrans_timer = 0;       // ms, 0 = unspecified
+  uint32_t mtu = 1500;              // MTU option; 0 = not sent
+  std::vector<Ipv6> rdnss;          // RDNSS option; empty = not sent
+  uint32_t rdnss_lifetime = 1800;   // s (RFC 8106: ≥ the max RA interval)
   // PIO, only where the operator configures SLAAC (build_ra's prefix):
   uint32_t pio_valid = 86400, pio_preferred = 14400;
-  bool pio_on_link = true;           // L flag
+  bool pio_on_link = true;  // L flag
 };
 
 // Problems that make settings unusable, each naming the field and value
