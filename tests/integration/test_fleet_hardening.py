@@ -16,9 +16,10 @@ import subprocess
 import time
 import unittest
 
-from xbnglab.etcd import ETCDCTL, EtcdCluster, FleetNode
+from xbnglab.etcd import ETCDCTL, FleetNode
+from xbnglab.fixture import LabSuite
 from xbnglab.lab import wait_for
-from xbnglab.xbngd import XbngLab, find_pass_obj, plan
+from xbnglab.xbngd import find_pass_obj, plan
 
 NODE = "n1"
 PREFIX = f"/xbng/v1/nodes/{NODE}/subscribers/"
@@ -28,24 +29,12 @@ def etcd_key(s):
     return f"{PREFIX}{s['port']}/{s['outer_vlan']}/{s['inner_vlan']}"
 
 
-class FleetHardeningTest(unittest.TestCase):
+class FleetHardeningTest(LabSuite):
     @classmethod
-    def setUpClass(cls):
-        cls.x = XbngLab()
-        try:
-            lab = cls.x.lab
-            cls.etcd_ns, cls.peer = lab.netns("etcd"), lab.netns("peer")
-            cls.cluster = EtcdCluster(lab, cls.etcd_ns, members=1)
-            cls.cluster.start()
-            cls.n = FleetNode(lab, 1, cls.etcd_ns, cls.peer, find_pass_obj())
-            cls.n.start(members=(0,))
-        except BaseException:
-            cls.x.close()
-            raise
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.x.close()
+    def setUpLab(cls):
+        cls.start_etcd(members=1)
+        cls.n = FleetNode(cls.x.lab, 1, cls.etcd_ns, cls.peer, find_pass_obj())
+        cls.n.start(members=(0,))
 
     # -- helpers ------------------------------------------------------------------
     def status(self):

@@ -14,7 +14,7 @@ import subprocess
 import time
 import unittest
 
-from xbnglab.bringup import BringupLab
+from xbnglab.fixture import BringupSuite
 from xbnglab.lab import wait_for
 from xbnglab.xbngd import XbngLab, bench_plan, find_bin, write_jsonl
 
@@ -58,14 +58,8 @@ class Watch:
                 and int(e.get("key", {}).get("inner_vlan", 0)) == key["inner_vlan"]]
 
 
-class LeaseOwnershipTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.b = BringupLab(CONFIG)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.b.close()
+class LeaseOwnershipTest(BringupSuite):
+    DHCP_TOML = CONFIG
 
     def bind_both(self, s):
         """dhclient -4 and dhclient -6 -N on s's CPE until xbngd holds both leases; the

@@ -27,9 +27,10 @@ import unittest
 from scapy.layers.dhcp import BOOTP, DHCP
 from scapy.utils import wrpcap
 
+from xbnglab.fixture import LabSuite
 from xbnglab.frames import IP, UDP, Dot1AD, Dot1Q, Ether, Raw
 from xbnglab.lab import drain, recv_frames
-from xbnglab.xbngd import GW4, UPLINK_DUT4, UPLINK_DUT6, UPLINK_NET4, UPLINK_NET6, XbngLab, plan
+from xbnglab.xbngd import GW4, UPLINK_DUT4, UPLINK_DUT6, UPLINK_NET4, UPLINK_NET6, plan
 
 BPFTOOL = next((p for p in ("/usr/sbin/bpftool", "/sbin/bpftool") if os.path.exists(p)), "bpftool")
 RINGBUFS = {"events", "punt"}  # not dumpable; covered by the event stream and the punt counters
@@ -39,39 +40,31 @@ RINGBUFS = {"events", "punt"}  # not dumpable; covered by the event stream and t
 POLICED_RATE, POLICED_BURST = 8000, 1508
 
 
-class TraceTest(unittest.TestCase):
+class TraceTest(LabSuite):
     maxDiff = None
-    @classmethod
-    def setUpClass(cls):
-        cls.x = x = XbngLab()
-        try:
-            x.start(max_subscribers=1024)
-            cls.subs = [plan(i, c_per_s=4) for i in range(3)]
-            # Subscriber 1: rate plan. Subscriber 2: learns its MAC.
-            cls.subs[1]["policy"] = {"up_rate_bps": POLICED_RATE, "up_burst_bytes": POLICED_BURST,
-                                     "down_rate_bps": 0, "down_burst_bytes": 0}
-            del cls.subs[2]["mac"]
-            out, _ = x.import_subs(cls.subs)
-            assert int(out["applied"]) == 3, out
-            cls.acc_mac = x.dut.mac("acc0")
-            cls.upl_mac = x.dut.mac("upl0")
-            cls.n0_mac = x.net.mac("n0")
-            # Permanent neighbours both ways on the uplink: no ARP/ND probe
-            # (neighbour reachability confirmation) crosses xbng while the
-            # maps are compared.
-            for ns, dev, peers, mac in ((x.dut, "upl0", (UPLINK_NET4, UPLINK_NET6), cls.n0_mac),
-                                        (x.net, "n0", (UPLINK_DUT4, UPLINK_DUT6), cls.upl_mac)):
-                for addr in peers:
-                    ns.ip("neigh", "replace", addr, "lladdr", mac, "dev", dev, "nud", "permanent")
-            cls.sub_sock = x.sub.packet_socket("s0")
-        except BaseException:
-            cls.x.close()
-            raise
 
     @classmethod
-    def tearDownClass(cls):
-        cls.sub_sock.close()
-        cls.x.close()
+    def setUpLab(cls):
+        x = cls.x
+        x.start(max_subscribers=1024)
+        cls.subs = [plan(i, c_per_s=4) for i in range(3)]
+        # Subscriber 1: rate plan. Subscriber 2: learns its MAC.
+        cls.subs[1]["policy"] = {"up_rate_bps": POLICED_RATE, "up_burst_bytes": POLICED_BURST,
+                                 "down_rate_bps": 0, "down_burst_bytes": 0}
+        del cls.subs[2]["mac"]
+        cls.provision(cls.subs)
+        cls.acc_mac = x.dut.mac("acc0")
+        cls.upl_mac = x.dut.mac("upl0")
+        cls.n0_mac = x.net.mac("n0")
+        # Permanent neighbours both ways on the uplink: no ARP/ND probe
+        # (neighbour reachability confirmation) crosses xbng while the
+        # maps are compared.
+        for ns, dev, peers, mac in ((x.dut, "upl0", (UPLINK_NET4, UPLINK_NET6), cls.n0_mac),
+                                    (x.net, "n0", (UPLINK_DUT4, UPLINK_DUT6), cls.upl_mac)):
+            for addr in peers:
+                ns.ip("neigh", "replace", addr, "lladdr", mac, "dev", dev, "nud", "permanent")
+        cls.sub_sock = x.sub.packet_socket("s0")
+        cls.addClassCleanup(cls.sub_sock.close)
 
     # -- helpers ----------------------------------------------------------------
     def trace(self, *args: str) -> dict:
