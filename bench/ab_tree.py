@@ -136,6 +136,8 @@ def main() -> None:
     ap.add_argument("--rss-rounds", type=int, default=2)
     ap.add_argument("--max-bytes", type=int, default=512 << 10,
                     help="rss: largest UpsertSubscribers request (xbngd's default limit)")
+    ap.add_argument("--upsert-candidates", type=int, default=20_000,
+                    help="rss: subscribers written for the upsert (it takes what fits)")
     ap.add_argument("--json", help="write every figure here")
     a = ap.parse_args()
     only = set(a.only.split(","))
@@ -186,7 +188,7 @@ def main() -> None:
         runs = {"old": [], "new": []}
         for r, which in alternate(a.rss_rounds):
             os.environ["XBNG_BIN"] = bins[which]
-            res = upsert_rss.run(a.subscribers, "update", a.max_bytes, 250_000, 3.0,
+            res = upsert_rss.run(a.subscribers, "update", a.max_bytes, a.upsert_candidates, 3.0,
                                  os.path.join(a.workdir, "rss"), [])
             if res["total_after_delete"] != 0:
                 sys.exit(f"rss: {res['total_after_delete']} subscribers left after the delete")
