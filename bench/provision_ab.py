@@ -2,22 +2,25 @@
 """A/B provisioning of two builds in one run: bench/provision_ab.py OLD_BIN_DIR NEW_BIN_DIR.
 
 Runs bench/provision.py's xbng part (N subscribers through StreamSubscribers,
-then deleted) alternately with the xbngd/xbngctl of each directory (ABAB...),
---rounds times each, and prints per build the median and range of the load
+then deleted) alternately with the xbngd/xbngctl of each directory (old new,
+new old, ...), --rounds times each, and prints per build the median and range of the load
 time, the delete time and xbngd's peak RSS, and the new/old ratio of the
 medians. Interleaving puts both under the same machine noise; compare the
 ratios. A benchmark: it measures and prints, it never passes or fails.
 
-    sudo bench/provision_ab.py /tmp/base/build/bin build/bin --subscribers 1000000 --rounds 3
+    sudo PYTHONPATH=tests bench/provision_ab.py /tmp/base/build/bin build/bin \
+        --subscribers 1000000 --rounds 3
+
+bench/ab_tree.py builds the old side from a revision and runs this comparison
+with the per-packet and memory ones.
 """
 import argparse
 import json
 import os
 import statistics
-import sys
 
 
-import provision  # noqa: E402  (bench/provision.py, beside this script)
+import provision  # bench/provision.py, beside this script (it imports xbnglab: PYTHONPATH=tests)
 
 
 def main():
@@ -32,7 +35,7 @@ def main():
     os.makedirs(a.workdir, exist_ok=True)
     runs = {"old": [], "new": []}
     for r in range(a.rounds):
-        for which in ("old", "new"):
+        for which in (("old", "new") if r % 2 == 0 else ("new", "old")):
             os.environ["XBNG_BIN"] = os.path.abspath(getattr(a, which))
             res = provision.bench_xbng(a.subscribers, a.workdir)
             runs[which].append(res)
