@@ -134,11 +134,13 @@ void get_access(const std::string& path, const toml::node& n, Config* cfg) {
         o.dhcp_dns = get_strings(path, key, v);
       else if (k == "dhcp_subnet_mask")
         o.dhcp_subnet_mask = get_string(path, key, v);
+      else if (k == "auth")
+        o.auth = get_string(path, key, v);
       else
         fail(path, key,
              "unknown key (a port table has name, outer_tpid, subscriber_mtu, "
              "mss_clamp, pools, gateway_ipv4, gateway_ipv6, mtu, policy, "
-             "mac_policy, dhcp_lease_time, dhcp_dns, dhcp_subnet_mask)");
+             "mac_policy, dhcp_lease_time, dhcp_dns, dhcp_subnet_mask, auth)");
     }
     cfg->access.push_back(port);
     if (!cfg->access_options.emplace(port, o).second)
@@ -575,6 +577,15 @@ ConfigCheck check_config(const Config& c) {
         it != c.access_options.end() && !parse_mac_policy(it->second.mac_policy))
       err("ports.access {} mac_policy {}: expected learn-once, follow or enforce", name,
           it->second.mac_policy);
+  for (const auto& name : c.access) {
+    auto it = c.access_options.find(name);
+    if (it == c.access_options.end()) continue;
+    const std::string& auth = it->second.auth;
+    if (!auth.empty() && auth != "none" && auth != "radius")
+      err("ports.access {} auth {}: expected \"none\" or \"radius\"", name, quote_value(auth));
+    if (auth == "radius" && !c.punt_enabled)
+      err("ports.access {} auth radius: needs the punt path (punt.enabled = true)", name);
+  }
   for (const auto& a : c.allow_to_host) {
     LocalService ls;
     if (auto e = parse_local_service(a, &ls)) err("security.allow_to_host {}", *e);
@@ -731,6 +742,7 @@ DataplaneOptions to_dataplane_options(const Config& c) {
     if (!a.gateway_ipv6.empty()) ov.gateway_ipv6 = *parse_ipv6(a.gateway_ipv6);
     ov.default_policy = a.policy;
     if (!a.mac_policy.empty()) ov.mac_policy = *parse_mac_policy(a.mac_policy);
+    ov.punt_unknown = a.auth == "radius";
     o.access_overrides[name] = ov;
   }
   for (const auto& [name, u] : c.uplink_options) {
@@ -907,10 +919,10 @@ ReloadPlan plan_reload(const Config& a, const Config& b) {
     for (const auto& [n, o] : c.access_options)
       v.push_back(fmt::format(
           "{}{{tpid={},mtu={},gw4={},gw6={},subscriber_mtu={},mss_clamp={},"
-          "pools={},policy={}/{}/{}/{},mac_policy={}}}",
+          "pools={},policy={}/{}/{}/{},mac_policy={},auth={}}}",
           n, o.outer_tpid, o.mtu, o.gateway_ipv4, o.gateway_ipv6, o.subscriber_mtu,
           o.mss_clamp ? (*o.mss_clamp ? "on" : "off") : "-", join(o.pools), o.policy.up_rate,
-          o.policy.up_burst, o.policy.down_rate, o.policy.down_burst, o.mac_policy));
+          o.policy.up_burst, o.policy.down_rate, o.policy.down_burst, o.mac_policy, o.auth));
     for (const auto& [n, o] : c.uplink_options)
       v.push_back(
           fmt::format("{}{{icmp_source={},{}}}", n, o.icmp_source_ipv4, o.icmp_source_ipv6));

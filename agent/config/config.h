@@ -30,7 +30,7 @@
 //   [punt]    enabled = true, subscriber_rate = 10, subscriber_burst = 20, port_rate = 20000
 //   [dhcp]    enabled = true, lease_time = 3600, dns = ["192.0.2.53"], subnet_mask = "",
 //             lease_file = "/var/lib/xbng/leases.json"
-//   per access port: dhcp_lease_time, dhcp_dns, dhcp_subnet_mask
+//   per access port: dhcp_lease_time, dhcp_dns, dhcp_subnet_mask, auth = "none" | "radius"
 //   [dhcpv6]  enabled = true, preferred_lifetime = 3600, valid_lifetime = 7200, t1 = 1800,
 //             t2 = 2880, dns = [], rapid_commit = true,
 //             duid_file = "/var/lib/xbng/dhcpv6-server-duid"
@@ -77,6 +77,10 @@ struct AccessPortConfig {
   std::optional<uint64_t> dhcp_lease_time;
   std::optional<std::vector<std::string>> dhcp_dns;
   std::optional<std::string> dhcp_subnet_mask;
+  // Subscribers created on demand: "" or "none" (only provisioned keys are
+  // served), or "radius" (the first DHCP/RS of an unknown key asks [radius]
+  // for an Access-Accept that creates the subscriber).
+  std::string auth;
   friend bool operator==(const AccessPortConfig&, const AccessPortConfig&) = default;
 };
 

@@ -82,7 +82,11 @@
 	/* which protocol's budget refused a drop_punt_rate_subscriber */         \
 	X(PUNT_RATE_SUB_DHCPV4, "punt_rate_subscriber_dhcpv4", XBNG_KIND_INFO)    \
 	X(PUNT_RATE_SUB_DHCPV6, "punt_rate_subscriber_dhcpv6", XBNG_KIND_INFO)    \
-	X(PUNT_RATE_SUB_RS, "punt_rate_subscriber_router_solicitation", XBNG_KIND_INFO)
+	X(PUNT_RATE_SUB_RS, "punt_rate_subscriber_router_solicitation", XBNG_KIND_INFO) \
+	/* control frames of unknown keys on ports with XBNG_PORT_F_PUNT_UNKNOWN */     \
+	X(PUNT_UNKNOWN_DHCPV4, "punt_unknown_dhcpv4", XBNG_KIND_PUNT)                   \
+	X(PUNT_UNKNOWN_DHCPV6, "punt_unknown_dhcpv6", XBNG_KIND_PUNT)                   \
+	X(PUNT_UNKNOWN_RS, "punt_unknown_router_solicitation", XBNG_KIND_PUNT)
 
 #define XBNG_REASON_ENUM_(name, str, kind) XBNG_##name,
 enum xbng_reason { XBNG_REASONS(XBNG_REASON_ENUM_) XBNG_REASON_MAX };
