@@ -47,7 +47,8 @@ XBNG_INLINE int unknown_ipv6(const struct xbng_pkt *p, const struct xbng_sub_key
 	if (ip6->nexthdr == IPPROTO_UDP) {
 		struct udphdr *udp = (void *)(ip6 + 1);
 
-		if ((void *)(udp + 1) > pkt_end(p) || udp->dest != bpf_htons(XBNG_DHCPV6_SERVER_PORT))
+		if ((void *)(udp + 1) > pkt_end(p) ||
+		    udp->dest != bpf_htons(XBNG_DHCPV6_SERVER_PORT))
 			return XBNG_CONTINUE;
 		if (!ipv6_is_dhcp_servers(dst) && !ipv6_equal(dst, p->port->gw_ipv6))
 			return XBNG_CONTINUE;

@@ -313,12 +313,12 @@ std::vector<Row> punt_rows() {
                   auth_port(h);
                   h.set_punt_tat(unknown.key(), Harness::now_ns() + 60ull * 1000000000ull);
                 })));
-    add(row("auth port: unknown keys over the port's punt rate are dropped and counted",
-            access(kAcc0, solicit(unknown), XDP_DROP, XBNG_DROP_PUNT_RATE_PORT)
-                .pre([=](Harness& h) {
-                  auth_port(h);
-                  h.set_punt_port_used(kAcc0.slot, Harness::now_ns(), XBNG_DEFAULT_PUNT_PORT_RATE);
-                })));
+    add(row(
+        "auth port: unknown keys over the port's punt rate are dropped and counted",
+        access(kAcc0, solicit(unknown), XDP_DROP, XBNG_DROP_PUNT_RATE_PORT).pre([=](Harness& h) {
+          auth_port(h);
+          h.set_punt_port_used(kAcc0.slot, Harness::now_ns(), XBNG_DEFAULT_PUNT_PORT_RATE);
+        })));
     {
       // A DISCOVER storm from one unknown key: its burst is punted, then it
       // is limited; another unknown key still gets through.

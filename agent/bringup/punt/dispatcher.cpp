@@ -138,6 +138,14 @@ void Dispatcher::handle(const PuntedFrame& pf) {
   SubscriberSpec spec;
   std::optional<Mac> learned;
   if (!store_->binding(key, &spec, &learned)) {
+    if (port->auth) {
+      // Not provisioned yet: the session flow asks whether it may be.
+      if (unknown_)
+        unknown_(pf);
+      else
+        count(AgentReason::kAUTH_NOT_CONFIGURED);
+      return;
+    }
     count(AgentReason::kPUNT_UNKNOWN_SUBSCRIBER);  // deleted since the frame was punted
     return;
   }

@@ -40,6 +40,9 @@ struct PortBringup {
   dhcpv4::Settings dhcpv4;
   dhcpv6::Settings dhcpv6;
   ra::Settings ra;
+  // Subscribers created on demand (auth = "radius"): frames of unknown keys
+  // go to the unknown-key handler instead of being dropped.
+  bool auth = false;
 };
 
 struct BringupOptions {
@@ -78,6 +81,11 @@ class Dispatcher {
 
   const PortBringup* port(uint32_t ifindex) const;
 
+  // Receives the punted frames of unprovisioned keys on `auth` ports (the
+  // RADIUS session flow). Set before the RX thread starts.
+  using UnknownHandler = std::function<void(const PuntedFrame&)>;
+  void set_unknown_handler(UnknownHandler h) { unknown_ = std::move(h); }
+
  private:
   void on_dhcpv4(const FrameView& v, const PortBringup& port, const SubKey& key,
                  const SubscriberSpec& spec, const std::optional<Mac>& learned);
@@ -97,6 +105,7 @@ class Dispatcher {
   BringupOptions opts_;
   Sender send_;
   Clock clock_;
+  UnknownHandler unknown_;
 
   mutable std::mutex ra_mu_;  // the scheduler has one owner at a time
   std::unique_ptr<ra::RaScheduler> ra_sched_;
