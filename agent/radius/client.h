@@ -113,6 +113,7 @@ struct AccountingRequest {
 struct CounterSnapshot {
   uint64_t access_requests = 0;  // Access-Requests first sent
   uint64_t accepts = 0, rejects = 0, auth_timeouts = 0;
+  uint64_t accepts_unusable = 0;  // authentic Access-Accept the dictionary refused (a reject)
   uint64_t accounting_requests = 0, accounting_responses = 0, accounting_timeouts = 0;
   uint64_t retransmits = 0;
   uint64_t failovers = 0;  // a request moved to the next server
@@ -127,6 +128,12 @@ struct CounterSnapshot {
   uint64_t queue_full = 0;
   uint64_t send_errors = 0;
 };
+
+struct Attribute;
+// The attributes of the requests as sent (User-Password still in plain text;
+// the codec hides it and adds Message-Authenticator). Exposed for the tests.
+std::vector<Attribute> access_request_attributes(const Config& cfg, const AccessRequest& r);
+std::vector<Attribute> accounting_attributes(const Config& cfg, const AccountingRequest& r);
 
 class Client {
  public:
