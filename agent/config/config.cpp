@@ -795,6 +795,8 @@ punt::BringupOptions to_bringup_options_unchecked(const Config& c) {
   b.enabled = c.punt_enabled;
   b.dhcpv4 = c.dhcp_enabled;
   b.lease_file = c.lease_file;
+  for (const auto& [name, a] : c.access_options)
+    if (a.auth == "radius") b.auth_ports.insert(name);
   // Defaults: /var/lib/xbng for the production pin directory; another bpffs
   // (a lab, a test) keeps its state under /run/xbng/<its name>/, so that
   // throwaway instances never share nor accumulate state in /var/lib.

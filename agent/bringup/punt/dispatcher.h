@@ -15,6 +15,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <thread>
@@ -59,6 +60,8 @@ struct BringupOptions {
   uint32_t ra_slots = 3000;                  // ticks per interval
   uint32_t max_subscribers = XBNG_DEFAULT_MAX_SUBSCRIBERS;
   std::string lease_file;  // "" = leases not persisted
+  // Access ports whose unknown keys are authorized on demand (auth = "radius").
+  std::set<std::string> auth_ports;
 };
 
 class Dispatcher {
