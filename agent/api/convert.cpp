@@ -150,6 +150,7 @@ void spec_to_proto(const SubscriberSpec& s, const PortResolver& ports, xbng::v1:
   };
   if (s.has_policy) put(s.policy, out->mutable_policy());
   put(ports.policy_of(s), out->mutable_effective_policy());
+  out->set_origin(static_cast<xbng::v1::Origin>(s.origin));
 }
 
 absl::Status validate_at(const xbng::v1::Subscriber& m, const PortResolver& ports, bool in_request,
@@ -160,10 +161,13 @@ absl::Status validate_at(const xbng::v1::Subscriber& m, const PortResolver& port
 }
 
 absl::Status validate_request(const std::vector<const xbng::v1::Subscriber*>& in,
-                              const PortResolver& ports, std::vector<SubscriberSpec>* out) {
+                              const PortResolver& ports, std::vector<SubscriberSpec>* out,
+                              Origin origin) {
   out->resize(in.size());
-  for (size_t i = 0; i < in.size(); ++i)
+  for (size_t i = 0; i < in.size(); ++i) {
     if (absl::Status st = validate_at(*in[i], ports, true, i, &(*out)[i]); !st.ok()) return st;
+    (*out)[i].origin = origin;
+  }
   return absl::OkStatus();
 }
 
@@ -178,11 +182,11 @@ absl::Status validate_keys(const std::vector<const xbng::v1::SubscriberKey*>& in
 }
 
 StreamSource stream_source(std::function<bool(xbng::v1::Subscriber*)> read,
-                           const PortResolver& ports) {
+                           const PortResolver& ports, Origin origin) {
   // One message, reused: it keeps the memory of its strings, so receiving
   // allocates (almost) nothing; only its key is kept, for failure reports.
   auto m = std::make_shared<xbng::v1::Subscriber>();
-  return [read = std::move(read), &ports, m](StreamBatch* b, size_t max) {
+  return [read = std::move(read), &ports, m, origin](StreamBatch* b, size_t max) {
     while (b->got < max) {
       if (!read(m.get())) return false;
       const size_t i = b->base + b->got++;
@@ -193,6 +197,7 @@ StreamSource stream_source(std::function<bool(xbng::v1::Subscriber*)> read,
         b->invalid.emplace_back(i, std::move(st));
         continue;
       }
+      sp.origin = origin;
       b->specs.push_back(std::move(sp));
       b->idx.push_back(i);
     }

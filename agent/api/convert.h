@@ -32,17 +32,19 @@ absl::Status validate_at(const xbng::v1::Subscriber& m, const PortResolver& port
 
 // Every subscriber of an UpsertSubscribers request, or the first error
 // ("subscribers[i]: ...").
+// The specs get `origin` (the request's field is output only).
 absl::Status validate_request(const std::vector<const xbng::v1::Subscriber*>& in,
-                              const PortResolver& ports, std::vector<SubscriberSpec>* out);
+                              const PortResolver& ports, std::vector<SubscriberSpec>* out,
+                              Origin origin = kOriginApi);
 // Every key of a DeleteSubscribers request, or the first error ("keys[i]: ...").
 absl::Status validate_keys(const std::vector<const xbng::v1::SubscriberKey*>& in,
                            const PortResolver& ports, std::vector<SubKey>* out);
 
 // A stream of messages as the store's StreamSource: `read` fills the next
 // message (false at the end of the stream); each is validated as "entry i"
-// on the store's reader thread.
+// on the store's reader thread; the specs get `origin`.
 StreamSource stream_source(std::function<bool(xbng::v1::Subscriber*)> read,
-                           const PortResolver& ports);
+                           const PortResolver& ports, Origin origin);
 
 // Spec → proto (no counters).
 void spec_to_proto(const SubscriberSpec& s, const PortResolver& ports, xbng::v1::Subscriber* out);

@@ -12,7 +12,7 @@
 #include "xbng/abi.h"
 #include "xbng/v1/xbng.pb.h"
 #include "bringup/dhcpv6/duid.h"
-#include "radius/session_store.h"
+#include "api/radius_store.h"
 
 namespace xbng::agent {
 

@@ -320,7 +320,7 @@ struct Fleet::Impl {
     StreamResult r;
     collect_failures(&r, &store_refusals);
     // A full read restates etcd: a learned MAC (mac policy "follow") stays.
-    store->stream(stream_source(next, store->ports()), &r, /*resync=*/true);
+    store->stream(stream_source(next, store->ports(), kOriginEtcd), &r, /*resync=*/true);
     {
       std::lock_guard l(pmu);
       abort_fetch = true;
@@ -528,7 +528,7 @@ struct Fleet::Impl {
                           m->Swap(&puts[i++]);
                           return true;
                         },
-                        store->ports()),
+                        store->ports(), kOriginEtcd),
                     &r);
       puts.clear();
       pending.clear();

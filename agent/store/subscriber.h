@@ -62,12 +62,23 @@ struct SubscriberSpec {
   bool has_ipv6 = false;
   bool has_policy = false;  // false: the port's default policy applies
   uint8_t mac_policy = 0;   // enum xbng_mac_policy; 0 = the port's
+  uint8_t origin = 0;       // enum Origin: who provisioned it
   absl::InlinedVector<Prefix, 1> prefixes;
   PolicySpec policy;
 
   bool same_provisioning(const SubscriberSpec& o) const;
 };
 static_assert(sizeof(SubscriberSpec) <= 104, "SubscriberSpec: one per subscriber, keep it packed");
+
+// Who provisioned a subscriber: the numbers of xbng.v1.Origin, kept in
+// xbng_subscriber.flags (XBNG_SUB_F_ORIGIN_*).
+enum Origin : uint8_t {
+  kOriginUnspecified = 0,
+  kOriginApi = 1,
+  kOriginEtcd = 2,
+  kOriginRadius = 3,
+  kOriginRelay = 4,
+};
 
 // Resolves an access port name to its ifindex (nullopt: not a configured
 // access port) and back.

@@ -215,6 +215,12 @@ enum xbng_mac_policy {
 #define XBNG_SUB_F_MAC_POLICY_SHIFT 8
 #define XBNG_SUB_F_MAC_POLICY_MASK (3u << XBNG_SUB_F_MAC_POLICY_SHIFT)
 /* bits 10..11: unused, must be 0 */
+/* Bits 12..14: the subscriber's origin (xbng.v1.Origin: 1 API, 2 etcd,
+ * 3 RADIUS, 4 DHCP relay; 0 unknown). The fast path ignores it; it lives in
+ * the entry so that it is written in the same map update as the subscriber
+ * and is adopted with it after a restart. */
+#define XBNG_SUB_F_ORIGIN_SHIFT 12
+#define XBNG_SUB_F_ORIGIN_MASK (7u << XBNG_SUB_F_ORIGIN_SHIFT)
 #define XBNG_MAC_SEEN_ENTRIES 16384 /* LRU rate-limiting MAC events and moves */
 
 /* Key of `local_allow`: a service on the host's own addresses that

@@ -830,7 +830,7 @@ TEST_F(AgentTest, ResyncKeepsALearnedMacUnderFollow) {
                        sent = true;
                        return true;
                      },
-                     store.ports()),
+                     store.ports(), kOriginEtcd),
                  &r, resync);
     EXPECT_EQ(r.applied, 1u);
   };

@@ -8,7 +8,7 @@
 #include "bringup/punt/counters.h"
 #include "bringup/punt/frame.h"
 #include "radius/session.h"
-#include "radius/session_store.h"
+#include "api/radius_store.h"
 #include "store_test_maps.h"
 
 namespace xbng::test {

@@ -169,7 +169,7 @@ TEST_F(StorePlanner, StreamListsTheFirstFailuresAndCountsAll) {
                        ++next;
                        return true;
                      },
-                     store_->ports()),
+                     store_->ports(), agent::kOriginApi),
                  &r);
   EXPECT_EQ(r.applied, 0u);
   EXPECT_EQ(r.failed, n);
