@@ -17,6 +17,7 @@
 #include "dataplane/host_services.h"
 #include "dataplane/mac_policy.h"
 #include "common/net.h"
+#include "config/radius_config_toml.h"
 #include "store/subscriber.h"
 
 namespace xbng::agent {
@@ -243,6 +244,14 @@ void load_config_file(const std::string& path, Config* cfg) {
     const std::string s(sec.str());
     const toml::table* tab = node.as_table();
     if (!tab) fail(path, s, "expected a [section]");
+    if (s == "radius") {
+      load_radius_section(path, *tab, &cfg->radius);
+      continue;
+    }
+    if (s == "plans") {
+      load_plans_section(path, *tab, &cfg->plans);
+      continue;
+    }
     for (const auto& [k, v] : *tab) {
       const std::string key = s + "." + std::string(k.str());
       if (key == "ports.access")
@@ -713,6 +722,9 @@ ConfigCheck check_config(const Config& c) {
   if (spdlog::level::from_str(c.log_level) == spdlog::level::off && c.log_level != "off")
     err("log.level (--log-level) {}: expected trace, debug, info, warn, error, critical or off",
         c.log_level);
+
+  // RADIUS and rate plans.
+  check_radius_config(c.radius, c.plans, &r.errors, &r.warnings);
   return r;
 }
 
@@ -932,6 +944,16 @@ ReloadPlan plan_reload(const Config& a, const Config& b) {
   };
   constexpr const char* kPorts = "the XDP links and the ports map are set at start";
   refuse("ports.access", join(a.access), join(b.access), kPorts, kRestart);
+  // RADIUS: the client and its sockets are set up at start. Secrets are
+  // never shown, only that something changed.
+  if (!(a.radius == b.radius))
+    p.refused.push_back(
+        fmt::format("radius: changed: cannot change live (the RADIUS client is set "
+                    "up at start); {}",
+                    kRestart));
+  if (a.plans != b.plans)
+    p.refused.push_back(
+        fmt::format("plans: changed: cannot change live (plans are read at start); {}", kRestart));
   refuse("ports.access (per-port settings)", opts(a), opts(b), kPorts, kRestart);
   refuse("ports.uplink", join(a.uplink), join(b.uplink), kPorts, kRestart);
   refuse("ports.outer_tpid", a.outer_tpid, b.outer_tpid, kPorts, kRestart);

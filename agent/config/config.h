@@ -34,6 +34,7 @@
 //   [dhcpv6]  enabled = true, preferred_lifetime = 3600, valid_lifetime = 7200, t1 = 1800,
 //             t2 = 2880, dns = [], rapid_commit = true,
 //             duid_file = "/var/lib/xbng/dhcpv6-server-duid"
+//   [radius], [plans] RADIUS servers, CoA, rate plans by name: config/radius_config.h
 //   [ra]      enabled = true, managed = true, other = true, router_lifetime = 1800,
 //             mtu = 1500, dns = [] (RDNSS; default: [dhcpv6] dns), dns_lifetime = 1800,
 //             slaac = false, unsolicited_interval = 600
@@ -53,6 +54,7 @@
 #include "fleet/fleet.h"
 #include "bringup/punt/dispatcher.h"
 #include "api/service.h"
+#include "config/radius_config.h"
 
 namespace xbng::agent {
 
@@ -150,6 +152,9 @@ struct Config {
   // "" = <state dir>/leases.json; state dir = /var/lib/xbng with the default
   // bpffs, else /run/xbng/<basename of bpffs> (labs never share nor pile up state).
   std::string lease_file;
+  // [radius] and [plans] (radius_config.h).
+  RadiusConfig radius;
+  PlanTable plans;
 };
 
 // Merges the TOML file into cfg. Throws std::runtime_error naming the file,
