@@ -20,6 +20,7 @@
 #include "lib/mss.h"
 #include "lib/forward.h"
 #include "lib/police.h"
+#include "lib/unknown.h"
 
 #define STEP(expr)                         \
 	do {                               \
@@ -130,6 +131,7 @@ int xdp_access(struct xdp_md *ctx)
 
 		if ((void *)(eth + 1) > pkt_end(&p))
 			return drop(&p, XBNG_DROP_INTERNAL);
+		STEP(access_unknown(&p, &q, &key));
 		report_unknown_subscriber(&key, eth->h_source);
 		return drop(&p, XBNG_DROP_UNKNOWN_SUBSCRIBER);
 	}

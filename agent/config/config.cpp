@@ -17,6 +17,7 @@
 #include "dataplane/host_services.h"
 #include "dataplane/mac_policy.h"
 #include "common/net.h"
+#include "config/radius_config_toml.h"
 #include "store/subscriber.h"
 
 namespace xbng::agent {
@@ -134,11 +135,13 @@ void get_access(const std::string& path, const toml::node& n, Config* cfg) {
         o.dhcp_dns = get_strings(path, key, v);
       else if (k == "dhcp_subnet_mask")
         o.dhcp_subnet_mask = get_string(path, key, v);
+      else if (k == "auth")
+        o.auth = get_string(path, key, v);
       else
         fail(path, key,
              "unknown key (a port table has name, outer_tpid, subscriber_mtu, "
              "mss_clamp, pools, gateway_ipv4, gateway_ipv6, mtu, policy, "
-             "mac_policy, dhcp_lease_time, dhcp_dns, dhcp_subnet_mask)");
+             "mac_policy, dhcp_lease_time, dhcp_dns, dhcp_subnet_mask, auth)");
     }
     cfg->access.push_back(port);
     if (!cfg->access_options.emplace(port, o).second)
@@ -241,6 +244,14 @@ void load_config_file(const std::string& path, Config* cfg) {
     const std::string s(sec.str());
     const toml::table* tab = node.as_table();
     if (!tab) fail(path, s, "expected a [section]");
+    if (s == "radius") {
+      load_radius_section(path, *tab, &cfg->radius);
+      continue;
+    }
+    if (s == "plans") {
+      load_plans_section(path, *tab, &cfg->plans);
+      continue;
+    }
     for (const auto& [k, v] : *tab) {
       const std::string key = s + "." + std::string(k.str());
       if (key == "ports.access")
@@ -575,6 +586,15 @@ ConfigCheck check_config(const Config& c) {
         it != c.access_options.end() && !parse_mac_policy(it->second.mac_policy))
       err("ports.access {} mac_policy {}: expected learn-once, follow or enforce", name,
           it->second.mac_policy);
+  for (const auto& name : c.access) {
+    auto it = c.access_options.find(name);
+    if (it == c.access_options.end()) continue;
+    const std::string& auth = it->second.auth;
+    if (!auth.empty() && auth != "none" && auth != "radius")
+      err("ports.access {} auth {}: expected \"none\" or \"radius\"", name, quote_value(auth));
+    if (auth == "radius" && !c.punt_enabled)
+      err("ports.access {} auth radius: needs the punt path (punt.enabled = true)", name);
+  }
   for (const auto& a : c.allow_to_host) {
     LocalService ls;
     if (auto e = parse_local_service(a, &ls)) err("security.allow_to_host {}", *e);
@@ -702,6 +722,9 @@ ConfigCheck check_config(const Config& c) {
   if (spdlog::level::from_str(c.log_level) == spdlog::level::off && c.log_level != "off")
     err("log.level (--log-level) {}: expected trace, debug, info, warn, error, critical or off",
         c.log_level);
+
+  // RADIUS and rate plans.
+  check_radius_config(c.radius, c.plans, &r.errors, &r.warnings);
   return r;
 }
 
@@ -731,6 +754,7 @@ DataplaneOptions to_dataplane_options(const Config& c) {
     if (!a.gateway_ipv6.empty()) ov.gateway_ipv6 = *parse_ipv6(a.gateway_ipv6);
     ov.default_policy = a.policy;
     if (!a.mac_policy.empty()) ov.mac_policy = *parse_mac_policy(a.mac_policy);
+    ov.punt_unknown = a.auth == "radius";
     o.access_overrides[name] = ov;
   }
   for (const auto& [name, u] : c.uplink_options) {
@@ -783,6 +807,8 @@ punt::BringupOptions to_bringup_options_unchecked(const Config& c) {
   b.enabled = c.punt_enabled;
   b.dhcpv4 = c.dhcp_enabled;
   b.lease_file = c.lease_file;
+  for (const auto& [name, a] : c.access_options)
+    if (a.auth == "radius") b.auth_ports.insert(name);
   // Defaults: /var/lib/xbng for the production pin directory; another bpffs
   // (a lab, a test) keeps its state under /run/xbng/<its name>/, so that
   // throwaway instances never share nor accumulate state in /var/lib.
@@ -907,10 +933,10 @@ ReloadPlan plan_reload(const Config& a, const Config& b) {
     for (const auto& [n, o] : c.access_options)
       v.push_back(fmt::format(
           "{}{{tpid={},mtu={},gw4={},gw6={},subscriber_mtu={},mss_clamp={},"
-          "pools={},policy={}/{}/{}/{},mac_policy={}}}",
+          "pools={},policy={}/{}/{}/{},mac_policy={},auth={}}}",
           n, o.outer_tpid, o.mtu, o.gateway_ipv4, o.gateway_ipv6, o.subscriber_mtu,
           o.mss_clamp ? (*o.mss_clamp ? "on" : "off") : "-", join(o.pools), o.policy.up_rate,
-          o.policy.up_burst, o.policy.down_rate, o.policy.down_burst, o.mac_policy));
+          o.policy.up_burst, o.policy.down_rate, o.policy.down_burst, o.mac_policy, o.auth));
     for (const auto& [n, o] : c.uplink_options)
       v.push_back(
           fmt::format("{}{{icmp_source={},{}}}", n, o.icmp_source_ipv4, o.icmp_source_ipv6));
@@ -918,6 +944,16 @@ ReloadPlan plan_reload(const Config& a, const Config& b) {
   };
   constexpr const char* kPorts = "the XDP links and the ports map are set at start";
   refuse("ports.access", join(a.access), join(b.access), kPorts, kRestart);
+  // RADIUS: the client and its sockets are set up at start. Secrets are
+  // never shown, only that something changed.
+  if (!(a.radius == b.radius))
+    p.refused.push_back(
+        fmt::format("radius: changed: cannot change live (the RADIUS client is set "
+                    "up at start); {}",
+                    kRestart));
+  if (a.plans != b.plans)
+    p.refused.push_back(
+        fmt::format("plans: changed: cannot change live (plans are read at start); {}", kRestart));
   refuse("ports.access (per-port settings)", opts(a), opts(b), kPorts, kRestart);
   refuse("ports.uplink", join(a.uplink), join(b.uplink), kPorts, kRestart);
   refuse("ports.outer_tpid", a.outer_tpid, b.outer_tpid, kPorts, kRestart);

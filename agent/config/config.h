@@ -30,10 +30,11 @@
 //   [punt]    enabled = true, subscriber_rate = 10, subscriber_burst = 20, port_rate = 20000
 //   [dhcp]    enabled = true, lease_time = 3600, dns = ["192.0.2.53"], subnet_mask = "",
 //             lease_file = "/var/lib/xbng/leases.json"
-//   per access port: dhcp_lease_time, dhcp_dns, dhcp_subnet_mask
+//   per access port: dhcp_lease_time, dhcp_dns, dhcp_subnet_mask, auth = "none" | "radius"
 //   [dhcpv6]  enabled = true, preferred_lifetime = 3600, valid_lifetime = 7200, t1 = 1800,
 //             t2 = 2880, dns = [], rapid_commit = true,
 //             duid_file = "/var/lib/xbng/dhcpv6-server-duid"
+//   [radius], [plans] RADIUS servers, CoA, rate plans by name: config/radius_config.h
 //   [ra]      enabled = true, managed = true, other = true, router_lifetime = 1800,
 //             mtu = 1500, dns = [] (RDNSS; default: [dhcpv6] dns), dns_lifetime = 1800,
 //             slaac = false, unsolicited_interval = 600
@@ -53,6 +54,7 @@
 #include "fleet/fleet.h"
 #include "bringup/punt/dispatcher.h"
 #include "api/service.h"
+#include "config/radius_config.h"
 
 namespace xbng::agent {
 
@@ -77,6 +79,10 @@ struct AccessPortConfig {
   std::optional<uint64_t> dhcp_lease_time;
   std::optional<std::vector<std::string>> dhcp_dns;
   std::optional<std::string> dhcp_subnet_mask;
+  // Subscribers created on demand: "" or "none" (only provisioned keys are
+  // served), or "radius" (the first DHCP/RS of an unknown key asks [radius]
+  // for an Access-Accept that creates the subscriber).
+  std::string auth;
   friend bool operator==(const AccessPortConfig&, const AccessPortConfig&) = default;
 };
 
@@ -146,6 +152,9 @@ struct Config {
   // "" = <state dir>/leases.json; state dir = /var/lib/xbng with the default
   // bpffs, else /run/xbng/<basename of bpffs> (labs never share nor pile up state).
   std::string lease_file;
+  // [radius] and [plans] (radius_config.h).
+  RadiusConfig radius;
+  PlanTable plans;
 };
 
 // Merges the TOML file into cfg. Throws std::runtime_error naming the file,

@@ -1,6 +1,7 @@
 #include "daemon/agent.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include <chrono>
@@ -11,6 +12,7 @@
 #include "xbng/abi.h"
 #include "xbng/v1/xbng.pb.h"
 #include "bringup/dhcpv6/duid.h"
+#include "api/radius_store.h"
 
 namespace xbng::agent {
 
@@ -49,7 +51,7 @@ Agent::Agent(const AgentOptions& o)
   tracer_ = std::make_unique<Tracer>(dp_.get());
   service_->set_tracer(tracer_.get());
   if (o.fleet) service_->set_fleet_read_only(o.fleet->node, node_subscribers_prefix(o.fleet->node));
-  if (o.bringup.enabled) start_bringup(o.bringup);
+  if (o.bringup.enabled) start_bringup(o.bringup, o.radius);
   ServerOptions so = o.server;
   so.metrics = &grpc_metrics_;
   service_->set_watch_limits(o.server.max_watchers, o.server.watcher_queue);
@@ -65,7 +67,8 @@ Agent::Agent(const AgentOptions& o)
   set_metrics_listen(o.metrics_listen);
 }
 
-void Agent::start_bringup(const punt::BringupOptions& opts) {
+void Agent::start_bringup(const punt::BringupOptions& opts,
+                          const std::optional<AgentOptions::Radius>& radius) {
   punt::BringupOptions o = opts;
   if (o.dhcpv6) {
     // The server DUID stays the same across restarts and upgrades
@@ -111,6 +114,7 @@ void Agent::start_bringup(const punt::BringupOptions& opts) {
     // fits once the two tags (8 bytes) are added.
     const uint32_t cap = p.cfg.sub_mtu ? p.cfg.sub_mtu : (p.cfg.mtu > 8 ? p.cfg.mtu - 8u : 0u);
     if (b.ra.mtu && cap && b.ra.mtu > cap) b.ra.mtu = cap;
+    b.auth = o.auth_ports.count(p.name) > 0;
     ports.push_back(b);
     ifindexes.push_back(p.ifindex);
   }
@@ -118,6 +122,22 @@ void Agent::start_bringup(const punt::BringupOptions& opts) {
   dispatcher_ = std::make_unique<punt::Dispatcher>(
       store_.get(), leases_.get(), std::move(ports), o,
       [tx = punt_tx_.get()](uint32_t ifx, std::span<const uint8_t> f) { return tx->send(ifx, f); });
+  if (!o.auth_ports.empty()) {
+    if (!radius) throw std::runtime_error("access ports with auth = \"radius\" need [radius]");
+    auto client = radius::Client::create(radius->client);
+    if (!client.ok()) throw std::runtime_error("radius: " + std::string(client.status().message()));
+    radius_client_ = std::move(*client);
+    const PortResolver& res = dp_->resolver();
+    access_sessions_ = std::make_unique<radius::AccessSessions>(
+        radius_client_.get(), radius->access, res.name,
+        [res](uint32_t ifx) { return res.max_packet_of(ifx); }, radius::store_creator(store_.get()),
+        [d = dispatcher_.get()](const punt::PuntedFrame& f) { d->handle(f); });
+    dispatcher_->set_unknown_handler(
+        [s = access_sessions_.get()](const punt::PuntedFrame& f) { s->on_unknown(f); });
+    spdlog::info("radius: subscribers created on demand on {} ({} server(s), User-Name {})",
+                 fmt::join(o.auth_ports, ","), radius->client.servers.size(),
+                 radius->access.username);
+  }
   punt_rx_ = std::make_unique<punt::PuntRx>(
       dp_->fd(MapId::kPunt), [d = dispatcher_.get()](const punt::PuntedFrame& f) { d->handle(f); });
   leases_->start();
@@ -217,7 +237,8 @@ void Agent::stop() {
   if (fleet_) fleet_->stop();
   if (server_) server_->shutdown();
   rb_.reset();
-  punt_rx_.reset();  // no frame reaches the servers after this
+  punt_rx_.reset();        // no frame reaches the servers after this
+  radius_client_.reset();  // no completion after this
   if (dispatcher_) dispatcher_->stop_ra();
   if (leases_) leases_->stop();
 }

@@ -22,6 +22,8 @@
 #include "api/service.h"
 #include "store/store.h"
 #include "dataplane/trace.h"
+#include "radius/client.h"
+#include "radius/session.h"
 
 namespace xbng::agent {
 
@@ -35,6 +37,13 @@ struct AgentOptions {
   punt::BringupOptions
       bringup;  // DHCP/RA servers on the punt path (docs/design.md, "Subscriber bring-up")
   std::string journal_file;  // the store's write-ahead journal; "" = none
+  // Subscribers created by RADIUS on the access ports in bringup.auth_ports
+  // (the client's servers and the session flow's settings).
+  struct Radius {
+    radius::Config client;
+    radius::AccessOptions access;
+  };
+  std::optional<Radius> radius;
 };
 
 class Agent {
@@ -76,10 +85,14 @@ class Agent {
   EventHub hub_;
   std::unique_ptr<SubscriberStore> store_;
   std::unique_ptr<RingbufReader> rb_;
-  void start_bringup(const punt::BringupOptions& o);
+  void start_bringup(const punt::BringupOptions& o, const std::optional<AgentOptions::Radius>& r);
   std::unique_ptr<LeaseTable> leases_;
   std::unique_ptr<punt::PuntTx> punt_tx_;
   std::unique_ptr<punt::Dispatcher> dispatcher_;
+  // Its completions reach the dispatcher: declared after it, before the RX
+  // thread (gone first, then the client's thread, then the sessions).
+  std::unique_ptr<radius::AccessSessions> access_sessions_;
+  std::unique_ptr<radius::Client> radius_client_;
   std::unique_ptr<punt::PuntRx> punt_rx_;
   std::unique_ptr<Tracer> tracer_;  // used by service_: declared before it
   std::unique_ptr<SubscribersService> service_;

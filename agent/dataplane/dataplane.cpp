@@ -496,6 +496,7 @@ void Dataplane::configure_ports() {
       if (o.sub_mtu) c.sub_mtu = o.sub_mtu;
       if (o.mac_policy) c.mac_policy = *o.mac_policy;
       if (!o.mss_clamp) c.flags &= static_cast<uint16_t>(~XBNG_PORT_F_MSS_CLAMP);
+      if (o.punt_unknown) c.flags |= XBNG_PORT_F_PUNT_UNKNOWN;
     }
     if (p.role == XBNG_ROLE_ACCESS) {
       // The netdev must carry subscriber_mtu plus both tags: drivers drop
@@ -523,9 +524,10 @@ void Dataplane::configure_ports() {
     if (p.role == XBNG_ROLE_ACCESS)
       spdlog::info(
           "port {} (ifindex {}): access, mac {}, mtu {}, outer tpid {:#06x}, "
-          "subscriber mtu {}, mss clamp {}, mac policy {}, gateway {} {}, slot {}",
+          "subscriber mtu {}, mss clamp {}, mac policy {}, unknown keys {}, gateway {} {}, slot {}",
           p.name, p.ifindex, format_mac(c.mac), c.mtu, c.outer_tpid, c.sub_mtu,
           c.flags & XBNG_PORT_F_MSS_CLAMP ? "on" : "off", mac_policy_name(c.mac_policy),
+          c.flags & XBNG_PORT_F_PUNT_UNKNOWN ? "punted" : "dropped",
           c.gw_ipv4 ? format_ipv4(c.gw_ipv4) : "-",
           (c.gw_ipv6[0] | c.gw_ipv6[1] | c.gw_ipv6[2] | c.gw_ipv6[3]) == 0
               ? std::string("-")

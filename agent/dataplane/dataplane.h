@@ -60,6 +60,7 @@ struct AccessPortOverride {
   std::vector<Prefix> pools;
   PolicySpec default_policy;          // the port's default rate plan
   std::optional<uint8_t> mac_policy;  // enum xbng_mac_policy
+  bool punt_unknown = false;          // XBNG_PORT_F_PUNT_UNKNOWN (auth = "radius")
 };
 
 // Settings of one uplink.

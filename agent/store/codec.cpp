@@ -22,6 +22,7 @@ struct xbng_subscriber encode_subscriber(const SubscriberSpec& s, uint32_t slot,
     flags |= XBNG_SUB_F_LEARN_MAC;
   }
   flags |= static_cast<uint16_t>(s.mac_policy << XBNG_SUB_F_MAC_POLICY_SHIFT);
+  flags |= static_cast<uint16_t>((s.origin << XBNG_SUB_F_ORIGIN_SHIFT) & XBNG_SUB_F_ORIGIN_MASK);
   v.flags = flags;
   return v;
 }
@@ -61,6 +62,7 @@ SubscriberSpec decode_subscriber(const SubKey& k, const struct xbng_subscriber& 
   if (s.has_mac) std::memcpy(s.mac.data(), v.mac, 6);
   s.mac_policy =
       static_cast<uint8_t>((v.flags & XBNG_SUB_F_MAC_POLICY_MASK) >> XBNG_SUB_F_MAC_POLICY_SHIFT);
+  s.origin = static_cast<uint8_t>((v.flags & XBNG_SUB_F_ORIGIN_MASK) >> XBNG_SUB_F_ORIGIN_SHIFT);
   s.has_ipv4 = v.flags & XBNG_SUB_F_HAS_IPV4;
   if (s.has_ipv4) s.ipv4 = v.ipv4;
   s.has_ipv6 = v.flags & XBNG_SUB_F_HAS_IPV6;

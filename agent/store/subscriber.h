@@ -1,9 +1,8 @@
 // Subscriber: the validated, internal form of xbng.v1.Subscriber, and the
-// conversion from the proto (validation) and back.
+// checks of its fields (api/convert.h validates a proto into one and back).
 #pragma once
 
 #include <absl/container/inlined_vector.h>
-#include <grpcpp/support/status.h>
 
 #include <cstdint>
 #include <functional>
@@ -13,11 +12,6 @@
 
 #include "xbng/abi.h"
 #include "common/net.h"
-
-namespace xbng::v1 {
-class Subscriber;
-class SubscriberKey;
-}  // namespace xbng::v1
 
 namespace xbng::agent {
 
@@ -68,12 +62,23 @@ struct SubscriberSpec {
   bool has_ipv6 = false;
   bool has_policy = false;  // false: the port's default policy applies
   uint8_t mac_policy = 0;   // enum xbng_mac_policy; 0 = the port's
+  uint8_t origin = 0;       // enum Origin: who provisioned it
   absl::InlinedVector<Prefix, 1> prefixes;
   PolicySpec policy;
 
   bool same_provisioning(const SubscriberSpec& o) const;
 };
 static_assert(sizeof(SubscriberSpec) <= 104, "SubscriberSpec: one per subscriber, keep it packed");
+
+// Who provisioned a subscriber: the numbers of xbng.v1.Origin, kept in
+// xbng_subscriber.flags (XBNG_SUB_F_ORIGIN_*).
+enum Origin : uint8_t {
+  kOriginUnspecified = 0,
+  kOriginApi = 1,
+  kOriginEtcd = 2,
+  kOriginRadius = 3,
+  kOriginRelay = 4,
+};
 
 // Resolves an access port name to its ifindex (nullopt: not a configured
 // access port) and back.
@@ -94,13 +99,6 @@ struct PortResolver {
 inline constexpr int kMinV6PrefixLen = 40, kMaxV6PrefixLen = 64;
 inline constexpr int kMinV4PrefixLen = 8, kMaxV4PrefixLen = 31;
 
-// Proto → spec. On error returns INVALID_ARGUMENT whose message starts with
-// `where` (e.g. "subscribers[3]") and names the field and the value.
-grpc::Status validate_subscriber(const xbng::v1::Subscriber& in, const PortResolver& ports,
-                                 std::string_view where, SubscriberSpec* out);
-grpc::Status validate_key(const xbng::v1::SubscriberKey& in, const PortResolver& ports,
-                          std::string_view where, SubKey* out);
-
 // Single-field checks, exposed for tests and the CLI.
 std::optional<std::string> check_vid(uint32_t vid);  // error text or nullopt
 std::optional<std::string> check_ipv4_host(uint32_t be);
@@ -111,8 +109,6 @@ std::optional<std::string> check_mac(const Mac& m);
 // an error never grows with the input (gRPC caps status metadata at ~8 KB).
 std::string quote_value(std::string_view v, size_t max = 64);
 
-// Spec → proto (no counters).
-void spec_to_proto(const SubscriberSpec& s, const PortResolver& ports, xbng::v1::Subscriber* out);
 std::string key_to_string(const SubKey& k, const PortResolver& ports);  // "port/outer/inner"
 
 }  // namespace xbng::agent

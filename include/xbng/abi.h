@@ -14,7 +14,7 @@
 
 /* Bumped on any change of a map's key/value layout, type or semantics. The
  * pin directory is <bpffs>/v<XBNG_ABI_VERSION>/. */
-#define XBNG_ABI_VERSION 3
+#define XBNG_ABI_VERSION 4
 
 #define XBNG_MAX_PORTS 64 /* access + uplink ports */
 #define XBNG_DEFAULT_MAX_SUBSCRIBERS 1000000
@@ -131,6 +131,11 @@ struct xbng_port {
 	__u8 pad14[3];
 };
 #define XBNG_PORT_F_MSS_CLAMP (1u << 0) /* access: clamp TCP MSS of SYNs to sub_mtu */
+/* access: the first DHCPv4 DISCOVER/REQUEST, DHCPv6 client message or Router
+ * Solicitation of an unprovisioned key is punted (not only reported), so
+ * that xbngd can authorize it (RADIUS) and create the subscriber. Other
+ * frames of unknown keys are dropped as on every port. */
+#define XBNG_PORT_F_PUNT_UNKNOWN (1u << 1)
 
 /* Value of `port_stats` (per-CPU array indexed by xbng_port.slot). */
 struct xbng_port_stats {
@@ -210,6 +215,12 @@ enum xbng_mac_policy {
 #define XBNG_SUB_F_MAC_POLICY_SHIFT 8
 #define XBNG_SUB_F_MAC_POLICY_MASK (3u << XBNG_SUB_F_MAC_POLICY_SHIFT)
 /* bits 10..11: unused, must be 0 */
+/* Bits 12..14: the subscriber's origin (xbng.v1.Origin: 1 API, 2 etcd,
+ * 3 RADIUS, 4 DHCP relay; 0 unknown). The fast path ignores it; it lives in
+ * the entry so that it is written in the same map update as the subscriber
+ * and is adopted with it after a restart. */
+#define XBNG_SUB_F_ORIGIN_SHIFT 12
+#define XBNG_SUB_F_ORIGIN_MASK (7u << XBNG_SUB_F_ORIGIN_SHIFT)
 #define XBNG_MAC_SEEN_ENTRIES 16384 /* LRU rate-limiting MAC events and moves */
 
 /* Key of `local_allow`: a service on the host's own addresses that

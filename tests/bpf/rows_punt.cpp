@@ -220,6 +220,126 @@ std::vector<Row> punt_rows() {
                  .count(XBNG_PUNT_RATE_SUB_RS),
              punt_step(s1, discover(s1), XBNG_PUNT_KIND_DHCPV4, XBNG_PUNT_DHCPV4)}));
   }
+  // ---- unknown keys on a port that authorizes on demand (XBNG_PORT_F_PUNT_UNKNOWN) ----------
+  {
+    const Mac cpe = mac("02:00:00:09:09:09");
+    const SubDef unknown{"unknown", &kAcc0, 999, 998, cpe, 0, ip4("0.0.0.0"), ip6("::")};
+    auto auth_port = [](Harness& h) {
+      h.edit_port("acc0", [](struct xbng_port& v) { v.flags |= XBNG_PORT_F_PUNT_UNKNOWN; });
+    };
+    auto unknown_punt = [&](Bytes in, uint32_t kind, int reason) {
+      return access(kAcc0, std::move(in), XDP_DROP, reason).punted({kind, &kAcc0, 999, 998});
+    };
+    add(row("auth port: DHCPv4 DISCOVER of an unknown key is punted (no event)",
+            unknown_punt(discover(unknown), XBNG_PUNT_KIND_DHCPV4, XBNG_PUNT_UNKNOWN_DHCPV4)
+                .pre(auth_port)));
+    add(row("auth port: DHCPv4 REQUEST to the gateway of an unknown key is punted",
+            unknown_punt(Packet()
+                             .eth(kAcc0.mac, cpe)
+                             .qinq(0x88a8, 999, 998)
+                             .ipv4(ip4("0.0.0.0"), kAcc0.gw4)
+                             .udp(68, 67)
+                             .payload(300)
+                             .build(),
+                         XBNG_PUNT_KIND_DHCPV4, XBNG_PUNT_UNKNOWN_DHCPV4)
+                .pre(auth_port)));
+    add(row("auth port: DHCPv6 SOLICIT of an unknown key is punted",
+            unknown_punt(solicit(unknown), XBNG_PUNT_KIND_DHCPV6, XBNG_PUNT_UNKNOWN_DHCPV6)
+                .pre(auth_port)));
+    add(row("auth port: Router Solicitation of an unknown key is punted",
+            unknown_punt(router_solicit(unknown), XBNG_PUNT_KIND_RS, XBNG_PUNT_UNKNOWN_RS)
+                .pre(auth_port)));
+    const ExpectedEvent ev{XBNG_EVENT_UNKNOWN_SUBSCRIBER, &kAcc0, 999, 998, cpe};
+    add(row("auth port: a data frame of an unknown key is dropped and reported, not punted",
+            access(kAcc0, udp4(from_sub(unknown), ip4("100.64.9.9"), kRemote4), XDP_DROP,
+                   XBNG_DROP_UNKNOWN_SUBSCRIBER)
+                .count(XBNG_EVENT_SENT)
+                .event(ev)
+                .pre(auth_port)));
+    add(row("auth port: DHCPv4 server -> client frame of an unknown key is not punted",
+            access(kAcc0,
+                   Packet()
+                       .eth(kBroadcast, cpe)
+                       .qinq(0x88a8, 999, 998)
+                       .ipv4(ip4("0.0.0.0"), ip4("255.255.255.255"))
+                       .udp(67, 68)
+                       .payload(300)
+                       .build(),
+                   XDP_DROP, XBNG_DROP_UNKNOWN_SUBSCRIBER)
+                .count(XBNG_EVENT_SENT)
+                .event(ev)
+                .pre(auth_port)));
+    add(row("auth port: DHCPv4 unicast to another server from an unknown key is not punted",
+            access(kAcc0,
+                   Packet()
+                       .eth(kAcc0.mac, cpe)
+                       .qinq(0x88a8, 999, 998)
+                       .ipv4(ip4("100.64.9.9"), kRemote4)
+                       .udp(68, 67)
+                       .payload(300)
+                       .build(),
+                   XDP_DROP, XBNG_DROP_UNKNOWN_SUBSCRIBER)
+                .count(XBNG_EVENT_SENT)
+                .event(ev)
+                .pre(auth_port)));
+    add(row("auth port: an ARP request of an unknown key is not punted",
+            access(kAcc0,
+                   Packet()
+                       .eth(kBroadcast, cpe)
+                       .qinq(0x88a8, 999, 998)
+                       .arp(1, cpe, ip4("100.64.9.9"), mac("00:00:00:00:00:00"), kAcc0.gw4)
+                       .build(),
+                   XDP_DROP, XBNG_DROP_UNKNOWN_SUBSCRIBER)
+                .count(XBNG_EVENT_SENT)
+                .event(ev)
+                .pre(auth_port)));
+    add(row("another port without the flag: unknown DHCPv4 is only reported",
+            access(kAcc1,
+                   Packet()
+                       .eth(kBroadcast, cpe)
+                       .qinq(kAcc1.tpid, 999, 998)
+                       .ipv4(ip4("0.0.0.0"), ip4("255.255.255.255"))
+                       .udp(68, 67)
+                       .payload(300)
+                       .build(),
+                   XDP_DROP, XBNG_DROP_UNKNOWN_SUBSCRIBER)
+                .count(XBNG_EVENT_SENT)
+                .event({XBNG_EVENT_UNKNOWN_SUBSCRIBER, &kAcc1, 999, 998, cpe})
+                .pre(auth_port)));
+    add(row("auth port: an unknown key over its punt rate is dropped and counted",
+            access(kAcc0, discover(unknown), XDP_DROP, XBNG_DROP_PUNT_RATE_SUBSCRIBER)
+                .count(XBNG_PUNT_RATE_SUB_DHCPV4)
+                .pre([=](Harness& h) {
+                  auth_port(h);
+                  h.set_punt_tat(unknown.key(), Harness::now_ns() + 60ull * 1000000000ull);
+                })));
+    add(row(
+        "auth port: unknown keys over the port's punt rate are dropped and counted",
+        access(kAcc0, solicit(unknown), XDP_DROP, XBNG_DROP_PUNT_RATE_PORT).pre([=](Harness& h) {
+          auth_port(h);
+          h.set_punt_port_used(kAcc0.slot, Harness::now_ns(), XBNG_DEFAULT_PUNT_PORT_RATE);
+        })));
+    {
+      // A DISCOVER storm from one unknown key: its burst is punted, then it
+      // is limited; another unknown key still gets through.
+      const SubDef other{"other", &kAcc0, 999, 997, cpe, 0, ip4("0.0.0.0"), ip6("::")};
+      std::vector<Step> steps;
+      for (int i = 0; i < XBNG_DEFAULT_PUNT_SUB_BURST; i++) {
+        steps.push_back(
+            unknown_punt(discover(unknown), XBNG_PUNT_KIND_DHCPV4, XBNG_PUNT_UNKNOWN_DHCPV4));
+        if (i == 0) steps.back().pre(auth_port);
+      }
+      steps.push_back(access(kAcc0, discover(unknown), XDP_DROP, XBNG_DROP_PUNT_RATE_SUBSCRIBER)
+                          .count(XBNG_PUNT_RATE_SUB_DHCPV4));
+      steps.push_back(access(kAcc0, discover(other), XDP_DROP, XBNG_PUNT_UNKNOWN_DHCPV4)
+                          .punted({XBNG_PUNT_KIND_DHCPV4, &kAcc0, 999, 997}));
+      add(row("auth port: a DISCOVER storm of an unknown key is limited per key",
+              std::move(steps)));
+    }
+    add(row("auth port: a provisioned subscriber's DISCOVER is punted as before",
+            punt_step(s1, discover(s1), XBNG_PUNT_KIND_DHCPV4, XBNG_PUNT_DHCPV4).pre(auth_port)));
+  }
+
   // ---- the data path is untouched --------------------------------------------------------
   add(row("data frame after punts is forwarded without a punt record",
           {punt_step(s1, discover(s1), XBNG_PUNT_KIND_DHCPV4, XBNG_PUNT_DHCPV4),

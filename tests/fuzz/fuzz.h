@@ -38,5 +38,6 @@ extern const FuzzTarget kDhcpv6Target;
 extern const FuzzTarget kRsTarget;
 extern const FuzzTarget kDhcpv4Target;
 extern const FuzzTarget kFleetTarget;
+extern const FuzzTarget kRadiusTarget;
 
 }  // namespace xbng::fuzz

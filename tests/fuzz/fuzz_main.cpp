@@ -32,7 +32,8 @@ Bytes from_hex(const char* s) {
 
 namespace {
 
-const FuzzTarget* const kTargets[] = {&kDhcpv6Target, &kRsTarget, &kDhcpv4Target, &kFleetTarget};
+const FuzzTarget* const kTargets[] = {&kDhcpv6Target, &kRsTarget, &kDhcpv4Target, &kFleetTarget,
+                                      &kRadiusTarget};
 
 class Mutator {
  public:
@@ -144,7 +145,7 @@ int main(int argc, char** argv) {
       max_len = std::stoull(next());
     else {
       std::fprintf(stderr,
-                   "usage: xbng_fuzz [--target dhcpv6|rs|dhcpv4|fleet|all] [--iterations N] "
+                   "usage: xbng_fuzz [--target dhcpv6|rs|dhcpv4|fleet|radius|all] [--iterations N] "
                    "[--seed S] [--max-len L]\n");
       return 2;
     }

@@ -19,8 +19,11 @@ from xbnglab.lab import Netns, wait_for
 from xbnglab.xbngd import GW4, XbngLab
 
 
+ACCESS_PORT = '{ name = "acc0", subscriber_mtu = 1492 }'
+
+
 class BringupLab:
-    def __init__(self, dhcp_toml: str = ""):
+    def __init__(self, dhcp_toml: str = "", access_port: str = ACCESS_PORT):
         self.x = x = XbngLab(kind="xbngb")
         self.run = x.lab.rundir
         self.lease_file = os.path.join(self.run, "xbngd-leases.json")
@@ -28,7 +31,7 @@ class BringupLab:
         with open(self.config, "w") as f:
             # The CPE links stay at 1500 and frames carry two tags: the
             # subscriber MTU (largest L3 packet either way) is 1492, which the RA advertises.
-            f.write('[ports]\naccess = [{ name = "acc0", subscriber_mtu = 1492 }]\n\n')
+            f.write(f'[ports]\naccess = [{access_port}]\n\n')
             f.write(dhcp_toml)
         self.clients: list[subprocess.Popen] = []
         try:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import unittest
 
-from xbnglab.bringup import BringupLab
+from xbnglab.bringup import ACCESS_PORT, BringupLab
 from xbnglab.etcd import EtcdCluster
 from xbnglab.xbngd import XbngLab
 
@@ -72,9 +72,10 @@ class BringupSuite(LabSuite):
     cls.x is its XbngLab."""
 
     DHCP_TOML = ""
+    ACCESS_PORT = ACCESS_PORT  # the [ports] access table of acc0
 
     @classmethod
     def make_lab(cls):
-        cls.b = BringupLab(cls.DHCP_TOML)
+        cls.b = BringupLab(cls.DHCP_TOML, cls.ACCESS_PORT)
         cls.x = cls.b.x
         return cls.b

@@ -53,7 +53,18 @@ namespace xbng::agent {
   X(RA_UNSOLICITED, "ra_unsolicited", "info")                                         \
   X(LEASE_EXPIRED, "lease_expired", "info")                                           \
   X(LEASE_ENDED_DEPROVISIONED, "lease_ended_deprovisioned", "info")                   \
-  X(LEASE_STATE_WRITE_ERROR, "lease_state_write_error", "info")
+  X(LEASE_STATE_WRITE_ERROR, "lease_state_write_error", "info")                       \
+  /* subscribers created on demand (auth = "radius" ports) */                         \
+  X(AUTH_REQUESTED, "auth_requests", "info")                                          \
+  X(AUTH_COALESCED, "auth_coalesced_frames", "info")                                  \
+  X(AUTH_FRAME_QUEUE_FULL, "auth_frame_queue_full", "drop")                           \
+  X(AUTH_TABLE_FULL, "auth_table_full", "drop")                                       \
+  X(AUTH_ACCEPTED, "auth_accepted", "info")                                           \
+  X(AUTH_REJECTED, "auth_rejected", "refused")                                        \
+  X(AUTH_TIMEOUT, "auth_timeout", "refused")                                          \
+  X(AUTH_ACCEPT_REFUSED, "auth_accept_refused", "refused")                            \
+  X(AUTH_HELD_DROPPED, "auth_held_back_dropped", "drop")                              \
+  X(AUTH_NOT_CONFIGURED, "auth_not_configured", "drop")
 
 enum class AgentReason : int {
 #define XBNG_AGENT_REASON_ENUM_(name, str, kind) k##name,

@@ -15,6 +15,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <thread>
@@ -40,6 +41,9 @@ struct PortBringup {
   dhcpv4::Settings dhcpv4;
   dhcpv6::Settings dhcpv6;
   ra::Settings ra;
+  // Subscribers created on demand (auth = "radius"): frames of unknown keys
+  // go to the unknown-key handler instead of being dropped.
+  bool auth = false;
 };
 
 struct BringupOptions {
@@ -56,6 +60,8 @@ struct BringupOptions {
   uint32_t ra_slots = 3000;                  // ticks per interval
   uint32_t max_subscribers = XBNG_DEFAULT_MAX_SUBSCRIBERS;
   std::string lease_file;  // "" = leases not persisted
+  // Access ports whose unknown keys are authorized on demand (auth = "radius").
+  std::set<std::string> auth_ports;
 };
 
 class Dispatcher {
@@ -78,6 +84,11 @@ class Dispatcher {
 
   const PortBringup* port(uint32_t ifindex) const;
 
+  // Receives the punted frames of unprovisioned keys on `auth` ports (the
+  // RADIUS session flow). Set before the RX thread starts.
+  using UnknownHandler = std::function<void(const PuntedFrame&)>;
+  void set_unknown_handler(UnknownHandler h) { unknown_ = std::move(h); }
+
  private:
   void on_dhcpv4(const FrameView& v, const PortBringup& port, const SubKey& key,
                  const SubscriberSpec& spec, const std::optional<Mac>& learned);
@@ -97,6 +108,7 @@ class Dispatcher {
   BringupOptions opts_;
   Sender send_;
   Clock clock_;
+  UnknownHandler unknown_;
 
   mutable std::mutex ra_mu_;  // the scheduler has one owner at a time
   std::unique_ptr<ra::RaScheduler> ra_sched_;

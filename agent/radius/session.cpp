@@ -1,0 +1,379 @@
+#include "radius/session.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "bringup/dhcpv4/message.h"
+#include "bringup/punt/counters.h"
+#include "bringup/punt/frame.h"
+
+namespace xbng::radius {
+
+using agent::AgentReason;
+using agent::count;
+
+namespace {
+
+constexpr std::string_view kPlaceholders[] = {"port", "svlan",      "cvlan",
+                                              "mac",  "circuit_id", "remote_id"};
+
+uint64_t monotonic_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+uint64_t unix_seconds() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::seconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count());
+}
+
+uint64_t unix_ns() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count());
+}
+
+// The prefix a Framed-Route / Framed-IPv6-Route starts with (RFC 2865 5.22:
+// "prefix [gateway [metric...]]"; the prefix may lack its length for a host).
+std::optional<agent::Prefix> route_prefix(const std::string& route, int family) {
+  const size_t end = route.find_first_of(" \t");
+  std::string first = route.substr(0, end);
+  if (first.find('/') == std::string::npos) first += family == 4 ? "/32" : "/128";
+  return agent::parse_prefix(first, family);
+}
+
+// A rate without a burst (WISPr): the bytes of 100 ms at that rate, at least
+// ten maximum-size packets.
+uint64_t burst_for(uint64_t rate_bps, uint32_t max_packet) {
+  if (rate_bps == 0) return 0;
+  return std::min<uint64_t>(std::max<uint64_t>(rate_bps / 80, uint64_t{max_packet} * 10),
+                            agent::kMaxBurstBytes);
+}
+
+}  // namespace
+
+std::optional<std::string> check_template(std::string_view t) {
+  for (size_t i = 0; i < t.size(); i++) {
+    if (t[i] == '}') return fmt::format("'}}' at {} without '{{'", i);
+    if (t[i] != '{') continue;
+    const size_t close = t.find('}', i);
+    if (close == std::string_view::npos) return fmt::format("'{{' at {} is not closed", i);
+    const std::string_view name = t.substr(i + 1, close - i - 1);
+    if (std::find(std::begin(kPlaceholders), std::end(kPlaceholders), name) ==
+        std::end(kPlaceholders))
+      return fmt::format(
+          "unknown placeholder {{{}}} (known: {{port}}, {{svlan}}, {{cvlan}}, {{mac}}, "
+          "{{circuit_id}}, {{remote_id}})",
+          agent::quote_value(name, 32));
+    i = close;
+  }
+  return std::nullopt;
+}
+
+std::string expand_template(std::string_view t, const TemplateVars& v) {
+  std::string out;
+  out.reserve(t.size() + 16);
+  for (size_t i = 0; i < t.size(); i++) {
+    if (t[i] != '{') {
+      out += t[i];
+      continue;
+    }
+    const size_t close = t.find('}', i);
+    if (close == std::string_view::npos) {  // refused by check_template; kept literally
+      out += t.substr(i);
+      break;
+    }
+    const std::string_view name = t.substr(i + 1, close - i - 1);
+    if (name == "port")
+      out += v.port;
+    else if (name == "svlan")
+      out += std::to_string(v.svlan);
+    else if (name == "cvlan")
+      out += std::to_string(v.cvlan);
+    else if (name == "mac")
+      out += agent::format_mac(v.mac.data());
+    else if (name == "circuit_id")
+      out += v.circuit_id;
+    else if (name == "remote_id")
+      out += v.remote_id;
+    else
+      out += t.substr(i, close - i + 1);
+    i = close;
+  }
+  return out;
+}
+
+std::string nas_port_id(const TemplateVars& v) {
+  return fmt::format("{}:{}.{}", v.port, v.svlan, v.cvlan);
+}
+
+void relay_ids_of(std::span<const uint8_t> frame, std::string* circuit_id, std::string* remote_id) {
+  agent::punt::FrameError fe;
+  auto view = agent::punt::parse_frame(frame, &fe);
+  if (!view || view->ip_version != 4 || view->proto != 17 || view->dport != 67) return;
+  agent::dhcpv4::ParseError pe;
+  auto m = agent::dhcpv4::parse(view->payload, &pe);
+  if (!m || !m->has_relay_agent_info) return;
+  // RFC 3046: sub-options (code, length, value); 1 Agent Circuit ID, 2 Agent Remote ID.
+  const auto& o = m->relay_agent_info;
+  for (size_t i = 0; i + 2 <= o.size();) {
+    const uint8_t code = o[i], len = o[i + 1];
+    if (i + 2 + len > o.size()) break;
+    const std::string value(reinterpret_cast<const char*>(&o[i + 2]), len);
+    if (code == 1) *circuit_id = value;
+    if (code == 2) *remote_id = value;
+    i += 2 + len;
+  }
+}
+
+std::optional<std::string> spec_from_accept(const SubKey& key, const Authorization& a,
+                                            const std::map<std::string, PolicySpec>& plans,
+                                            uint32_t max_packet, SubscriberSpec* out) {
+  SubscriberSpec s;
+  s.key = key;
+  if (a.framed_ip && *a.framed_ip != 0 && *a.framed_ip != 0xffffffffu &&
+      *a.framed_ip != 0xfffffffeu) {
+    // 255.255.255.254 / 255.255.255.255 mean "NAS assigns / user chooses"
+    // (RFC 2865 5.8): xbng has no pool of its own, so they give nothing.
+    s.ipv4 = *a.framed_ip;
+    s.has_ipv4 = true;
+  }
+  if (a.framed_ipv6) {
+    s.ipv6 = *a.framed_ipv6;
+    s.has_ipv6 = true;
+  }
+  for (const auto& p : a.delegated_v6) s.prefixes.push_back(p);
+  for (const auto& p : a.framed_v6_prefix) s.prefixes.push_back(p);
+  for (const auto& r : a.framed_routes) {
+    auto p = route_prefix(r, 4);
+    if (!p) return fmt::format("Framed-Route {}: not a route", agent::quote_value(r));
+    s.prefixes.push_back(*p);
+  }
+  for (const auto& r : a.framed_v6_routes) {
+    auto p = route_prefix(r, 6);
+    if (!p) return fmt::format("Framed-IPv6-Route {}: not a route", agent::quote_value(r));
+    s.prefixes.push_back(*p);
+  }
+  if (!s.has_ipv4 && !s.has_ipv6 && s.prefixes.empty())
+    return std::string(
+        "no Framed-IP-Address, Framed-IPv6-Address, Delegated-IPv6-Prefix, "
+        "Framed-IPv6-Prefix or Framed-Route: nothing to give out");
+  if (a.filter_id) {
+    auto it = plans.find(*a.filter_id);
+    if (it == plans.end())
+      return fmt::format("Filter-Id {} names no plan in [plans]", agent::quote_value(*a.filter_id));
+    s.policy = it->second;
+    s.has_policy = true;
+  } else if (a.wispr_up_bps || a.wispr_down_bps) {
+    s.policy.up_rate = a.wispr_up_bps.value_or(0);
+    s.policy.down_rate = a.wispr_down_bps.value_or(0);
+    s.policy.up_burst = burst_for(s.policy.up_rate, max_packet);
+    s.policy.down_burst = burst_for(s.policy.down_rate, max_packet);
+    s.has_policy = true;
+  }
+  if (s.has_policy)
+    if (auto e = agent::check_policy(s.policy, max_packet)) return "rate plan: " + *e;
+  std::sort(s.prefixes.begin(), s.prefixes.end(),
+            [](const agent::Prefix& x, const agent::Prefix& y) {
+              return std::tie(x.family, x.addr, x.len) < std::tie(y.family, y.addr, y.len);
+            });
+  *out = std::move(s);
+  return std::nullopt;
+}
+
+AccessSessions::AccessSessions(Client* client, AccessOptions opts, PortName port_name,
+                               MaxPacket max_packet, CreateFn create, RedispatchFn redispatch,
+                               Clock clock, WallClock wall)
+    : client_(client),
+      opts_(std::move(opts)),
+      port_name_(std::move(port_name)),
+      max_packet_(std::move(max_packet)),
+      create_(std::move(create)),
+      redispatch_(std::move(redispatch)),
+      clock_(clock ? std::move(clock) : Clock(monotonic_ns)),
+      wall_(wall ? std::move(wall) : WallClock(unix_seconds)),
+      alive_(std::make_shared<Alive>()) {
+  alive_->self = this;
+}
+
+AccessSessions::~AccessSessions() {
+  // A completion still to come finds nobody; one running now finishes first.
+  std::lock_guard g(alive_->mu);
+  alive_->self = nullptr;
+}
+
+size_t AccessSessions::pending() const {
+  std::lock_guard g(mu_);
+  return keys_.size();
+}
+
+bool AccessSessions::held(const SubKey& k) const {
+  std::lock_guard g(mu_);
+  auto it = keys_.find(agent::key_rank(k));
+  return it != keys_.end() && !it->second.asking && it->second.hold_until_ns > clock_();
+}
+
+AccessRequest AccessSessions::last_request() const {
+  std::lock_guard g(mu_);
+  return last_request_;
+}
+
+void AccessSessions::sweep_locked(uint64_t now) {
+  for (auto it = keys_.begin(); it != keys_.end();)
+    if (!it->second.asking && it->second.hold_until_ns <= now)
+      it = keys_.erase(it);
+    else
+      ++it;
+}
+
+void AccessSessions::on_unknown(const agent::punt::PuntedFrame& f) {
+  SubKey k{};
+  k.ifindex = f.ifindex;
+  k.outer_vid = f.outer_vid;
+  k.inner_vid = f.inner_vid;
+  const uint64_t now = clock_();
+  auto keep = [&](Entry& e) {
+    if (e.frames.size() >= opts_.frames_per_key) {
+      count(AgentReason::kAUTH_FRAME_QUEUE_FULL);
+      return;
+    }
+    Frame fr;
+    fr.bytes.assign(f.frame.begin(), f.frame.end());
+    fr.meta = f;
+    e.frames.push_back(std::move(fr));
+    Frame& b = e.frames.back();
+    b.meta.frame = std::span<const uint8_t>(b.bytes.data(), b.bytes.size());
+  };
+
+  AccessRequest req;
+  uint64_t generation;
+  {
+    std::lock_guard g(mu_);
+    auto it = keys_.find(agent::key_rank(k));
+    if (it != keys_.end()) {
+      Entry& e = it->second;
+      if (e.asking) {
+        count(AgentReason::kAUTH_COALESCED);
+        keep(e);
+        return;
+      }
+      if (e.hold_until_ns > now) {
+        count(AgentReason::kAUTH_HELD_DROPPED);
+        return;
+      }
+      keys_.erase(it);  // the hold is over: ask again
+    }
+    if (keys_.size() >= opts_.max_keys) sweep_locked(now);
+    if (keys_.size() >= opts_.max_keys) {
+      count(AgentReason::kAUTH_TABLE_FULL);
+      return;
+    }
+    Entry& e = keys_[agent::key_rank(k)];
+    e.asking = true;
+    e.generation = generation = next_generation_++;
+    keep(e);
+
+    TemplateVars v;
+    v.port = port_name_ ? port_name_(k.ifindex) : std::to_string(k.ifindex);
+    v.svlan = k.outer_vid;
+    v.cvlan = k.inner_vid;
+    if (f.frame.size() >= 12) std::copy(f.frame.begin() + 6, f.frame.begin() + 12, v.mac.begin());
+    relay_ids_of(f.frame, &v.circuit_id, &v.remote_id);
+    req.user_name = expand_template(opts_.username, v);
+    req.password = opts_.password;
+    req.nas_port_id = nas_port_id(v);
+    req.calling_station_id = agent::format_mac(v.mac.data());
+    req.circuit_id = v.circuit_id;
+    req.remote_id = v.remote_id;
+    last_request_ = req;
+  }
+  count(AgentReason::kAUTH_REQUESTED);
+  spdlog::debug("radius: Access-Request for {}/{}/{} as {}", k.ifindex, k.outer_vid, k.inner_vid,
+                agent::quote_value(req.user_name));
+  std::weak_ptr<Alive> alive = alive_;
+  client_->authorize(req, [alive, k, generation, req](const AccessResult& r) {
+    auto a = alive.lock();
+    if (!a) return;
+    std::lock_guard g(a->mu);
+    if (a->self) a->self->complete(k, generation, req, r);
+  });
+}
+
+void AccessSessions::hold(const SubKey& k, uint64_t generation) {
+  std::lock_guard g(mu_);
+  auto it = keys_.find(agent::key_rank(k));
+  if (it == keys_.end() || it->second.generation != generation) return;
+  Entry& e = it->second;
+  if (!e.frames.empty()) count(AgentReason::kAUTH_HELD_DROPPED, e.frames.size());
+  e.frames.clear();
+  e.asking = false;
+  e.hold_until_ns = clock_() + uint64_t{opts_.reject_hold_s} * 1000000000ull;
+  if (opts_.reject_hold_s == 0) keys_.erase(it);
+}
+
+void AccessSessions::complete(const SubKey& k, uint64_t generation, const AccessRequest& req,
+                              const AccessResult& r) {
+  const std::string who = fmt::format("{}/{}/{} ({})", port_name_ ? port_name_(k.ifindex) : "",
+                                      k.outer_vid, k.inner_vid, agent::quote_value(req.user_name));
+  if (r.outcome != Outcome::kAccept) {
+    count(r.outcome == Outcome::kReject ? AgentReason::kAUTH_REJECTED : AgentReason::kAUTH_TIMEOUT);
+    spdlog::info("radius: {} {}{}; held back {} s", who,
+                 r.outcome == Outcome::kReject ? "rejected" : "not answered by any server",
+                 r.reply_message.empty() ? "" : ": " + agent::quote_value(r.reply_message),
+                 opts_.reject_hold_s);
+    hold(k, generation);
+    return;
+  }
+  SubscriberSpec spec;
+  const uint32_t max_packet = max_packet_ ? max_packet_(k.ifindex) : agent::kDefaultMaxPacket;
+  absl::Status st;
+  if (auto e = spec_from_accept(k, r.auth, opts_.plans, max_packet, &spec)) {
+    st = absl::InvalidArgumentError(*e);
+  } else {
+    SessionData d;
+    d.user_name = req.user_name;
+    d.classes = r.auth.classes;
+    d.start_unix = wall_();
+    d.session_id = fmt::format("{:016x}-{:012x}", unix_ns(), agent::key_rank(k));
+    d.session_timeout = r.auth.session_timeout;
+    d.idle_timeout = r.auth.idle_timeout;
+    d.interim_interval = r.auth.interim_interval;
+    d.filter_id = r.auth.filter_id;
+    st = create_(spec, d);
+  }
+  if (absl::IsAlreadyExists(st)) {
+    // Provisioned by another source while RADIUS answered: served as it is.
+    spdlog::info("radius: {} was provisioned meanwhile; the Access-Accept is not applied", who);
+  } else if (!st.ok()) {
+    // No address is given out twice: a conflicting Accept is a reject.
+    count(AgentReason::kAUTH_ACCEPT_REFUSED);
+    spdlog::warn("radius: Access-Accept for {} from {} refused, treated as a reject: {}", who,
+                 r.server, std::string(st.message()));
+    hold(k, generation);
+    return;
+  }
+  if (st.ok()) {
+    count(AgentReason::kAUTH_ACCEPTED);
+    spdlog::info("radius: {} accepted by {}: subscriber created", who, r.server);
+  }
+  std::deque<Frame> frames;
+  {
+    std::lock_guard g(mu_);
+    auto it = keys_.find(agent::key_rank(k));
+    if (it != keys_.end() && it->second.generation == generation) {
+      frames = std::move(it->second.frames);
+      keys_.erase(it);
+    }
+  }
+  // Outside the lock: the dispatcher may hand a frame back here (the key
+  // deleted again in between) and must find the table free.
+  for (const auto& fr : frames) redispatch_(fr.meta);
+}
+
+}  // namespace xbng::radius

@@ -1,0 +1,333 @@
+// Sessions from the access side (radius/session.h) with a fake RADIUS
+// client whose answers the test gives, on a store over maps in memory.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <vector>
+
+#include "bringup/punt/counters.h"
+#include "bringup/punt/frame.h"
+#include "radius/session.h"
+#include "api/radius_store.h"
+#include "store_test_maps.h"
+
+namespace xbng::test {
+namespace {
+
+using agent::agent_reason_value;
+using agent::AgentReason;
+using radius::AccessRequest;
+using radius::AccessResult;
+using radius::AccessSessions;
+using radius::Outcome;
+
+// Keeps every Access-Request and its completion; the test answers.
+class FakeClient final : public radius::Client {
+ public:
+  struct Call {
+    AccessRequest req;
+    std::function<void(const AccessResult&)> done;
+  };
+  void authorize(const AccessRequest& r, std::function<void(const AccessResult&)> done) override {
+    calls.push_back({r, std::move(done)});
+  }
+  void account(const radius::AccountingRequest&, std::function<void(bool)> done) override {
+    done(false);
+  }
+  radius::CounterSnapshot counters() const override { return {}; }
+  std::vector<Call> calls;
+};
+
+AccessResult accept_ipv4(const std::string& a) {
+  AccessResult r;
+  r.outcome = Outcome::kAccept;
+  r.auth.framed_ip = *agent::parse_ipv4(a);
+  r.server = "192.0.2.10:1812";
+  return r;
+}
+
+AccessResult answer(Outcome o) {
+  AccessResult r;
+  r.outcome = o;
+  return r;
+}
+
+// A DHCPv4 DISCOVER as the CPE (or an L2 access node adding option 82)
+// sends it, in its QinQ frame.
+std::vector<uint8_t> discover(uint16_t inner, uint8_t mac_last,
+                              const std::vector<uint8_t>& opt82 = {}) {
+  std::vector<uint8_t> p(240, 0);
+  p[0] = 1;  // BOOTREQUEST
+  p[1] = 1;
+  p[2] = 6;
+  p[4] = 0x12;  // xid
+  const uint8_t mac[6] = {0x02, 0, 0, 0, 0x09, mac_last};
+  std::copy(mac, mac + 6, p.begin() + 28);
+  p[236] = 0x63, p[237] = 0x82, p[238] = 0x53, p[239] = 0x63;
+  p.insert(p.end(), {53, 1, 1});
+  if (!opt82.empty()) {
+    p.push_back(82);
+    p.push_back(static_cast<uint8_t>(opt82.size()));
+    p.insert(p.end(), opt82.begin(), opt82.end());
+  }
+  p.push_back(255);
+  agent::punt::L2 l2;
+  l2.dst = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+  std::copy(mac, mac + 6, l2.src.begin());
+  l2.outer_vid = 100;
+  l2.inner_vid = inner;
+  return agent::punt::build_udp4(l2, 0, 0xffffffffu, 68, 67, p);
+}
+
+agent::punt::PuntedFrame punted(const std::vector<uint8_t>& f, uint16_t inner) {
+  agent::punt::PuntedFrame pf;
+  pf.kind = XBNG_PUNT_KIND_DHCPV4;
+  pf.ifindex = 10;
+  pf.outer_vid = 100;
+  pf.inner_vid = inner;
+  pf.frame = f;
+  return pf;
+}
+
+class SessionTest : public ::testing::Test {
+ protected:
+  void SetUp() override { make(radius::AccessOptions{}); }
+  void make(radius::AccessOptions o) {
+    sessions_.reset();
+    sessions_ = std::make_unique<AccessSessions>(
+        &client_, std::move(o), [](uint32_t ifx) { return ifx == 10 ? "a0" : "?"; },
+        [](uint32_t) { return 1500u; }, radius::store_creator(store_.get()),
+        [this](const agent::punt::PuntedFrame& f) {
+          redispatched_.emplace_back(f.frame.begin(), f.frame.end());
+        },
+        [this] { return now_ns_; }, [] { return uint64_t{1700000000}; });
+  }
+  bool provisioned(uint16_t inner, agent::SubscriberSpec* out = nullptr) {
+    agent::SubscriberSpec s;
+    std::optional<agent::Mac> learned;
+    const bool found = store_->binding(key(inner), &s, &learned);
+    if (out) *out = s;
+    return found;
+  }
+
+  std::shared_ptr<MapState> st_ = std::make_shared<MapState>();
+  std::unique_ptr<agent::SubscriberStore> store_ = make_store(st_);
+  FakeClient client_;
+  std::vector<std::vector<uint8_t>> redispatched_;
+  uint64_t now_ns_ = 1000000000ull;
+  std::unique_ptr<AccessSessions> sessions_;
+};
+
+TEST(UserNameTemplate, ExpandsEveryPlaceholder) {
+  radius::TemplateVars v;
+  v.port = "eth1";
+  v.svlan = 100;
+  v.cvlan = 200;
+  v.mac = {0x02, 0xaa, 0xbb, 0xcc, 0xdd, 0xee};
+  v.circuit_id = "olt1 1/1/1";
+  v.remote_id = "cpe-7";
+  EXPECT_EQ(radius::expand_template(radius::kDefaultUserNameTemplate, v), "eth1:100:200");
+  EXPECT_EQ(radius::expand_template("{mac}@{circuit_id}/{remote_id}", v),
+            "02:aa:bb:cc:dd:ee@olt1 1/1/1/cpe-7");
+  EXPECT_EQ(radius::expand_template("plain", v), "plain");
+  EXPECT_EQ(radius::nas_port_id(v), "eth1:100.200");
+}
+
+TEST(UserNameTemplate, RefusesUnknownOrUnclosedPlaceholders) {
+  EXPECT_FALSE(radius::check_template("{port}:{svlan}:{cvlan}"));
+  EXPECT_FALSE(radius::check_template("{mac}{circuit_id}{remote_id}"));
+  auto e = radius::check_template("{port}:{vlan}");
+  ASSERT_TRUE(e);
+  EXPECT_NE(e->find("{\"vlan\"}"), std::string::npos) << *e;
+  EXPECT_TRUE(radius::check_template("{port"));
+  EXPECT_TRUE(radius::check_template("port}"));
+}
+
+TEST(RelayIds, FromOption82) {
+  // Sub-option 1 Agent Circuit ID, 2 Agent Remote ID.
+  const auto f = discover(200, 1, {1, 4, 'o', 'l', 't', '1', 2, 3, 'c', 'p', 'e'});
+  std::string c, r;
+  radius::relay_ids_of(f, &c, &r);
+  EXPECT_EQ(c, "olt1");
+  EXPECT_EQ(r, "cpe");
+  std::string c2, r2;
+  radius::relay_ids_of(discover(200, 1), &c2, &r2);
+  EXPECT_EQ(c2, "");
+  EXPECT_EQ(r2, "");
+}
+
+TEST_F(SessionTest, RequestCarriesTheTemplateAndTheCpe) {
+  radius::AccessOptions o;
+  o.username = "{mac}/{circuit_id}";
+  o.password = "pw";
+  make(o);
+  const auto f = discover(200, 7, {1, 4, 'o', 'l', 't', '1', 2, 3, 'c', 'p', 'e'});
+  sessions_->on_unknown(punted(f, 200));
+  ASSERT_EQ(client_.calls.size(), 1u);
+  const AccessRequest& r = client_.calls[0].req;
+  EXPECT_EQ(r.user_name, "02:00:00:00:09:07/olt1");
+  EXPECT_EQ(r.password, "pw");
+  EXPECT_EQ(r.nas_port_id, "a0:100.200");
+  EXPECT_EQ(r.calling_station_id, "02:00:00:00:09:07");
+  EXPECT_EQ(r.circuit_id, "olt1");
+  EXPECT_EQ(r.remote_id, "cpe");
+}
+
+TEST_F(SessionTest, ConcurrentTriggersAreCoalescedAndReplayedAfterTheAccept) {
+  const uint64_t coalesced = agent_reason_value(AgentReason::kAUTH_COALESCED);
+  const uint64_t accepted = agent_reason_value(AgentReason::kAUTH_ACCEPTED);
+  std::vector<std::vector<uint8_t>> frames;
+  for (uint8_t i = 0; i < 3; i++) frames.push_back(discover(200, 7));
+  frames[1][30] ^= 1;  // three distinct frames (a byte of the IP id)
+  frames[2][30] ^= 2;
+  for (const auto& f : frames) sessions_->on_unknown(punted(f, 200));
+  ASSERT_EQ(client_.calls.size(), 1u) << "one Access-Request per key";
+  EXPECT_EQ(client_.calls[0].req.user_name, "a0:100:200");
+  EXPECT_EQ(agent_reason_value(AgentReason::kAUTH_COALESCED) - coalesced, 2u);
+  EXPECT_FALSE(provisioned(200));
+  EXPECT_TRUE(redispatched_.empty());
+
+  client_.calls[0].done(accept_ipv4("100.64.0.9"));
+  agent::SubscriberSpec s;
+  ASSERT_TRUE(provisioned(200, &s));
+  EXPECT_TRUE(s.has_ipv4);
+  EXPECT_EQ(agent::format_ipv4(s.ipv4), "100.64.0.9");
+  EXPECT_EQ(agent_reason_value(AgentReason::kAUTH_ACCEPTED) - accepted, 1u);
+  EXPECT_EQ(redispatched_, frames) << "the frames kept, in order, dispatched again";
+  EXPECT_EQ(sessions_->pending(), 0u);
+}
+
+TEST_F(SessionTest, KeptFramesAreBounded) {
+  radius::AccessOptions o;
+  o.frames_per_key = 2;
+  make(o);
+  const uint64_t full = agent_reason_value(AgentReason::kAUTH_FRAME_QUEUE_FULL);
+  const auto f = discover(200, 7);
+  for (int i = 0; i < 5; i++) sessions_->on_unknown(punted(f, 200));
+  EXPECT_EQ(client_.calls.size(), 1u);
+  EXPECT_EQ(agent_reason_value(AgentReason::kAUTH_FRAME_QUEUE_FULL) - full, 3u);
+  client_.calls[0].done(accept_ipv4("100.64.0.9"));
+  EXPECT_EQ(redispatched_.size(), 2u);
+}
+
+TEST_F(SessionTest, RejectHoldsTheKeyBack) {
+  radius::AccessOptions o;
+  o.reject_hold_s = 10;
+  make(o);
+  const uint64_t rejected = agent_reason_value(AgentReason::kAUTH_REJECTED);
+  const uint64_t held = agent_reason_value(AgentReason::kAUTH_HELD_DROPPED);
+  const auto f = discover(200, 7);
+  sessions_->on_unknown(punted(f, 200));
+  sessions_->on_unknown(punted(f, 200));  // kept, then dropped with the reject
+  client_.calls[0].done(answer(Outcome::kReject));
+  EXPECT_FALSE(provisioned(200));
+  EXPECT_TRUE(redispatched_.empty());
+  EXPECT_TRUE(sessions_->held(key(200)));
+  EXPECT_EQ(agent_reason_value(AgentReason::kAUTH_REJECTED) - rejected, 1u);
+  EXPECT_EQ(agent_reason_value(AgentReason::kAUTH_HELD_DROPPED) - held, 2u);
+
+  // During the hold: dropped and counted, no request.
+  now_ns_ += 9'000'000'000ull;
+  sessions_->on_unknown(punted(f, 200));
+  EXPECT_EQ(client_.calls.size(), 1u);
+  EXPECT_EQ(agent_reason_value(AgentReason::kAUTH_HELD_DROPPED) - held, 3u);
+  // Another key is not held back.
+  sessions_->on_unknown(punted(discover(201, 8), 201));
+  EXPECT_EQ(client_.calls.size(), 2u);
+
+  // After it: asked again, and this time accepted.
+  now_ns_ += 1'000'000'000ull;
+  sessions_->on_unknown(punted(f, 200));
+  ASSERT_EQ(client_.calls.size(), 3u);
+  client_.calls[2].done(accept_ipv4("100.64.0.9"));
+  EXPECT_TRUE(provisioned(200));
+  EXPECT_EQ(redispatched_.size(), 1u);
+}
+
+TEST_F(SessionTest, NoAnswerIsLikeAReject) {
+  const uint64_t timeouts = agent_reason_value(AgentReason::kAUTH_TIMEOUT);
+  sessions_->on_unknown(punted(discover(200, 7), 200));
+  client_.calls[0].done(answer(Outcome::kTimeout));
+  EXPECT_FALSE(provisioned(200));
+  EXPECT_TRUE(sessions_->held(key(200)));
+  EXPECT_EQ(agent_reason_value(AgentReason::kAUTH_TIMEOUT) - timeouts, 1u);
+}
+
+TEST_F(SessionTest, ConflictingAcceptIsAReject) {
+  // 100.64.0.5 already belongs to 100/300 (provisioned over the API).
+  ASSERT_TRUE(upsert(*store_, {sub(300, "100.64.0.5")}).ok());
+  const uint64_t refused = agent_reason_value(AgentReason::kAUTH_ACCEPT_REFUSED);
+  const auto before = st_->snapshot();
+  sessions_->on_unknown(punted(discover(200, 7), 200));
+  client_.calls[0].done(accept_ipv4("100.64.0.5"));
+  EXPECT_FALSE(provisioned(200)) << "no address is given out twice";
+  EXPECT_EQ(st_->snapshot(), before) << "maps untouched";
+  EXPECT_TRUE(sessions_->held(key(200)));
+  EXPECT_TRUE(redispatched_.empty());
+  EXPECT_EQ(agent_reason_value(AgentReason::kAUTH_ACCEPT_REFUSED) - refused, 1u);
+}
+
+TEST_F(SessionTest, ReservedAddressIsAReject) {
+  auto r = std::make_shared<agent::ReservedSet>();
+  r->add(*agent::parse_prefix("100.64.0.0/24"), "reserved range (security.reserved)");
+  store_->set_reserved(r);
+  sessions_->on_unknown(punted(discover(200, 7), 200));
+  client_.calls[0].done(accept_ipv4("100.64.0.7"));
+  EXPECT_FALSE(provisioned(200));
+  EXPECT_TRUE(sessions_->held(key(200)));
+}
+
+TEST_F(SessionTest, ProvisionedMeanwhileIsLeftAlone) {
+  sessions_->on_unknown(punted(discover(200, 7), 200));
+  ASSERT_TRUE(upsert(*store_, {sub(200, "100.64.0.20")}).ok());  // over the API, in between
+  client_.calls[0].done(accept_ipv4("100.64.0.9"));
+  agent::SubscriberSpec s;
+  ASSERT_TRUE(provisioned(200, &s));
+  EXPECT_EQ(agent::format_ipv4(s.ipv4), "100.64.0.20");
+  EXPECT_EQ(redispatched_.size(), 1u) << "served by the API's subscriber";
+  EXPECT_FALSE(sessions_->held(key(200)));
+}
+
+TEST_F(SessionTest, AcceptAfterDestructionIsIgnored) {
+  sessions_->on_unknown(punted(discover(200, 7), 200));
+  auto done = client_.calls[0].done;
+  sessions_.reset();
+  done(accept_ipv4("100.64.0.9"));
+  EXPECT_FALSE(provisioned(200));
+}
+
+TEST(SpecFromAccept, AddressesPrefixesAndPlans) {
+  const std::map<std::string, agent::PolicySpec> plans{
+      {"gold", {20000000, 250000, 100000000, 1250000}}};
+  radius::Authorization a;
+  a.framed_ip = *agent::parse_ipv4("100.64.0.9");
+  a.framed_ipv6 = *agent::parse_ipv6("2001:db8:1::9");
+  a.delegated_v6.push_back(*agent::parse_prefix("2001:db8:2:100::/56"));
+  a.framed_v6_prefix.push_back(*agent::parse_prefix("2001:db8:3:1::/64"));
+  a.framed_routes.push_back("198.51.100.0/28 0.0.0.0 1");
+  a.filter_id = "gold";
+  agent::SubscriberSpec s;
+  ASSERT_FALSE(radius::spec_from_accept(key(200), a, plans, 1500, &s));
+  EXPECT_TRUE(s.has_ipv4 && s.has_ipv6 && s.has_policy);
+  EXPECT_EQ(s.prefixes.size(), 3u);
+  EXPECT_EQ(s.policy, plans.at("gold"));
+
+  a.filter_id = "platinum";
+  auto e = radius::spec_from_accept(key(200), a, plans, 1500, &s);
+  ASSERT_TRUE(e);
+  EXPECT_NE(e->find("platinum"), std::string::npos);
+
+  a.filter_id.reset();
+  a.wispr_up_bps = 10000000;
+  a.wispr_down_bps = 50000000;
+  ASSERT_FALSE(radius::spec_from_accept(key(200), a, plans, 1500, &s));
+  EXPECT_EQ(s.policy.up_rate, 10000000u);
+  EXPECT_EQ(s.policy.down_rate, 50000000u);
+  EXPECT_GE(s.policy.up_burst, 1500u);
+
+  radius::Authorization empty;
+  EXPECT_TRUE(radius::spec_from_accept(key(200), empty, plans, 1500, &s));
+}
+
+}  // namespace
+}  // namespace xbng::test
