@@ -17,7 +17,9 @@
 #include <sstream>
 
 #include "api/health_check.h"
+#include "api/lease_proto.h"
 #include "bringup/lease/lease.h"
+#include "api/metrics_interceptor.h"
 #include "telemetry/metrics.h"
 #include "telemetry/stats.h"
 
@@ -152,7 +154,7 @@ Status SubscribersService::GetSubscriber(ServerContext* ctx, const v1::GetSubscr
   XBNG_BOOT_ID(ctx);
   Status st = store_->get(req->key(), resp->mutable_subscriber());
   if (!st.ok()) return st;
-  if (leases_) leases_->fill(resp->mutable_subscriber());
+  if (leases_) fill_leases(*leases_, resp->mutable_subscriber());
   resp->set_boot_id(boot_id_);
   return Status::OK;
 }
@@ -175,7 +177,7 @@ Status SubscribersService::ListSubscribers(ServerContext* ctx,
   if (!st.ok()) return st;
   resp->mutable_subscribers()->Reserve(static_cast<int>(subs.size()));
   for (auto& s : subs) {
-    if (leases_) leases_->fill(&s);
+    if (leases_) fill_leases(*leases_, &s);
     *resp->add_subscribers() = std::move(s);
   }
   resp->set_next_page_token(next);
@@ -239,8 +241,42 @@ Status SubscribersService::GetStats(ServerContext* ctx, const v1::GetStatsReques
   return Status::OK;
 }
 
+namespace {
+v1::Event::Type event_type(EventType t) {
+  switch (t) {
+    case EventType::kUnspecified:
+      return v1::Event::TYPE_UNSPECIFIED;
+    case EventType::kAgentStarted:
+      return v1::Event::AGENT_STARTED;
+    case EventType::kUnknownSubscriber:
+      return v1::Event::UNKNOWN_SUBSCRIBER;
+    case EventType::kSubscriberAdded:
+      return v1::Event::SUBSCRIBER_ADDED;
+    case EventType::kSubscriberRemoved:
+      return v1::Event::SUBSCRIBER_REMOVED;
+    case EventType::kSubscriberUpdated:
+      return v1::Event::SUBSCRIBER_UPDATED;
+    case EventType::kMacLearned:
+      return v1::Event::MAC_LEARNED;
+    case EventType::kMacChanged:
+      return v1::Event::MAC_CHANGED;
+    case EventType::kMacConflict:
+      return v1::Event::MAC_CONFLICT;
+    case EventType::kLeaseBound:
+      return v1::Event::LEASE_BOUND;
+    case EventType::kLeaseRenewed:
+      return v1::Event::LEASE_RENEWED;
+    case EventType::kLeaseReleased:
+      return v1::Event::LEASE_RELEASED;
+    case EventType::kLeaseExpired:
+      return v1::Event::LEASE_EXPIRED;
+  }
+  return v1::Event::TYPE_UNSPECIFIED;
+}
+}  // namespace
+
 void SubscribersService::to_proto(const AgentEvent& e, v1::Event* out) const {
-  out->set_type(static_cast<v1::Event::Type>(e.type));
+  out->set_type(event_type(e.type));
   if (e.key.ifindex) {
     auto* k = out->mutable_key();
     k->set_port(store_->ports().name(e.key.ifindex));

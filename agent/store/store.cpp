@@ -137,7 +137,7 @@ Status SubscriberStore::learn_mac(const SubKey& k, const Mac& mac) {
   if (int rc = maps_->update(MapId::kSubscribers, &k, &v, BPF_EXIST))
     return Status(StatusCode::INTERNAL, fmt::format("{}: writing the learned MAC: {}",
                                                     key_to_string(k, ports_), std::strerror(-rc)));
-  publish(xbng::v1::Event::MAC_LEARNED, k, &mac);
+  publish(EventType::kMacLearned, k, &mac);
   return Status::OK;
 }
 
@@ -175,7 +175,7 @@ std::string SubscriberStore::owner_name(uint32_t rec) const {
   return key_to_string(recs_[rec].key, ports_);
 }
 
-void SubscriberStore::publish(int type, const SubKey& k, const Mac* mac) {
+void SubscriberStore::publish(EventType type, const SubKey& k, const Mac* mac) {
   if (!hub_ || !hub_->has_watchers()) return;
   AgentEvent e;
   e.type = type;
@@ -339,7 +339,7 @@ Status SubscriberStore::remove_locked(const std::vector<SubKey>& ks, uint64_t* d
     for (const auto& c : cl) claims_.erase_owner(c, rec);
     index_.erase(key_rank(s.key));
     count_key(s.key, -1);
-    publish(xbng::v1::Event::SUBSCRIBER_REMOVED, s.key, s.has_mac ? &s.mac : nullptr);
+    publish(EventType::kSubscriberRemoved, s.key, s.has_mac ? &s.mac : nullptr);
     if (change_hook_) change_hook_(s.key, nullptr, false);
     s = SubscriberSpec{};
     free_.push_back(rec);
