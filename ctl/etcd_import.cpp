@@ -8,6 +8,7 @@
 #include "api/subscriber_file.h"
 #include "ctl/ctl.h"
 #include "fleet/fleet.h"
+#include "api/convert.h"
 #include "store/subscriber.h"
 #include "xbng/v1/xbng.pb.h"
 
@@ -32,10 +33,10 @@ int ctl_etcd_import(const EtcdOptions& eo, const std::string& node, const std::s
       file,
       [&](const xbng::v1::Subscriber& s) {
         SubscriberSpec spec;
-        grpc::Status st = validate_subscriber(
+        absl::Status st = validate_subscriber(
             s, any, fmt::format("{}/{}/{}", s.port(), s.outer_vlan(), s.inner_vlan()), &spec);
         if (!st.ok()) {
-          if (++invalid <= 20) errors.push_back(st.error_message());
+          if (++invalid <= 20) errors.push_back(std::string(status_message(st)));
           return true;
         }
         w.put(s);

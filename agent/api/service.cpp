@@ -16,8 +16,10 @@
 #include <random>
 #include <sstream>
 
+#include "api/convert.h"
 #include "api/health_check.h"
 #include "api/lease_proto.h"
+#include "api/status.h"
 #include "bringup/lease/lease.h"
 #include "api/metrics_interceptor.h"
 #include "telemetry/metrics.h"
@@ -106,9 +108,10 @@ Status SubscribersService::UpsertSubscribers(ServerContext* ctx,
   in.reserve(req->subscribers_size());
   for (const auto& s : req->subscribers()) in.push_back(&s);
   if (req->subscribers_size() > kLargeRequest) large_request();
+  std::vector<SubscriberSpec> specs;
+  if (absl::Status st = validate_request(in, store_->ports(), &specs); !st.ok()) return to_grpc(st);
   UpsertResult r;
-  Status st = store_->upsert(in, &r);
-  if (!st.ok()) return st;
+  if (absl::Status st = store_->upsert(std::move(specs), &r); !st.ok()) return to_grpc(st);
   resp->set_created(r.created);
   resp->set_updated(r.updated);
   resp->set_unchanged(r.unchanged);
@@ -122,11 +125,12 @@ Status SubscribersService::StreamSubscribers(ServerContext* ctx,
   XBNG_BOOT_ID(ctx);
   XBNG_WRITABLE();
   StreamResult r;
-  store_->stream([&](v1::Subscriber* m) { return reader->Read(m); }, &r);
+  store_->stream(stream_source([&](v1::Subscriber* m) { return reader->Read(m); }, store_->ports()),
+                 &r);
   if (r.applied + r.failed > kLargeRequest) large_request();
   resp->set_applied(r.applied);
   resp->set_failed(r.failed);
-  for (auto& f : r.failures) *resp->add_failures() = std::move(f);
+  for (const auto& f : r.failures) failure_to_proto(f, resp->add_failures());
   resp->set_boot_id(boot_id_);
   return Status::OK;
 }
@@ -140,9 +144,10 @@ Status SubscribersService::DeleteSubscribers(ServerContext* ctx,
   keys.reserve(req->keys_size());
   if (req->keys_size() > kLargeRequest) large_request();
   for (const auto& k : req->keys()) keys.push_back(&k);
+  std::vector<SubKey> ks;
+  if (absl::Status st = validate_keys(keys, store_->ports(), &ks); !st.ok()) return to_grpc(st);
   uint64_t deleted = 0, not_found = 0;
-  Status st = store_->remove(keys, &deleted, &not_found);
-  if (!st.ok()) return st;
+  if (absl::Status st = store_->remove(ks, &deleted, &not_found); !st.ok()) return to_grpc(st);
   resp->set_deleted(deleted);
   resp->set_not_found(not_found);
   resp->set_boot_id(boot_id_);
@@ -152,8 +157,12 @@ Status SubscribersService::DeleteSubscribers(ServerContext* ctx,
 Status SubscribersService::GetSubscriber(ServerContext* ctx, const v1::GetSubscriberRequest* req,
                                          v1::GetSubscriberResponse* resp) {
   XBNG_BOOT_ID(ctx);
-  Status st = store_->get(req->key(), resp->mutable_subscriber());
-  if (!st.ok()) return st;
+  SubKey k;
+  if (absl::Status st = validate_key(req->key(), store_->ports(), "key", &k); !st.ok())
+    return to_grpc(st);
+  SubscriberView v;
+  if (absl::Status st = store_->get(k, &v); !st.ok()) return to_grpc(st);
+  view_to_proto(v, store_->ports(), resp->mutable_subscriber());
   if (leases_) fill_leases(*leases_, resp->mutable_subscriber());
   resp->set_boot_id(boot_id_);
   return Status::OK;
@@ -169,16 +178,16 @@ Status SubscribersService::ListSubscribers(ServerContext* ctx,
   q.port = req->port();
   q.outer = req->outer_vlan();
   q.with_counters = req->with_counters();
-  std::vector<v1::Subscriber> subs;
+  std::vector<SubscriberView> subs;
   std::string next;
   uint64_t total = 0;
   if (req->page_size() > kLargeRequest) large_request();
-  Status st = store_->list(q, &subs, &next, &total);
-  if (!st.ok()) return st;
+  if (absl::Status st = store_->list(q, &subs, &next, &total); !st.ok()) return to_grpc(st);
   resp->mutable_subscribers()->Reserve(static_cast<int>(subs.size()));
-  for (auto& s : subs) {
-    if (leases_) fill_leases(*leases_, &s);
-    *resp->add_subscribers() = std::move(s);
+  for (const auto& v : subs) {
+    v1::Subscriber* s = resp->add_subscribers();
+    view_to_proto(v, store_->ports(), s);
+    if (leases_) fill_leases(*leases_, s);
   }
   resp->set_next_page_token(next);
   resp->set_total_count(total);

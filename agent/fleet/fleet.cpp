@@ -16,6 +16,7 @@
 #include <random>
 #include <thread>
 
+#include "api/convert.h"
 #include "etcd/etcd_client.h"
 #include "fleet/fleet.h"
 #include "store/store.h"
@@ -165,9 +166,9 @@ struct Fleet::Impl {
   // Store refusals (validation, overlaps) of a stream call, by etcd key:
   // every one (the store's own list stops at its report limit).
   void collect_failures(StreamResult* r, std::map<std::string, std::string>* refusals) {
-    r->on_failure = [this, refusals](const xbng::v1::Subscriber& m, const grpc::Status& s) {
-      (*refusals)[subscriber_etcd_key(o.node, m.port(), m.outer_vlan(), m.inner_vlan())] =
-          s.error_message();
+    r->on_failure = [this, refusals](const StreamFailure& f) {
+      (*refusals)[subscriber_etcd_key(o.node, f.key.port, f.key.outer_vlan, f.key.inner_vlan)] =
+          std::string(status_message(f.status));
     };
   }
 
@@ -319,7 +320,7 @@ struct Fleet::Impl {
     StreamResult r;
     collect_failures(&r, &store_refusals);
     // A full read restates etcd: a learned MAC (mac policy "follow") stays.
-    store->stream(next, &r, /*resync=*/true);
+    store->stream(stream_source(next, store->ports()), &r, /*resync=*/true);
     {
       std::lock_guard l(pmu);
       abort_fetch = true;
@@ -356,20 +357,17 @@ struct Fleet::Impl {
       ListQuery q;
       q.page_size = 10000;
       for (;;) {
-        std::vector<xbng::v1::Subscriber> subs;
+        std::vector<SubscriberView> subs;
         std::string tok;
         uint64_t total = 0;
         if (!store->list(q, &subs, &tok, &total).ok()) break;
-        for (const auto& s : subs) {
-          SubKey k{};
-          k.ifindex = *store->ports().access_ifindex(s.port());
-          k.outer_vid = static_cast<uint16_t>(s.outer_vlan());
-          k.inner_vid = static_cast<uint16_t>(s.inner_vlan());
+        for (const auto& v : subs) {
+          const SubKey& k = v.spec.key;
           if (std::binary_search(present.begin(), present.end(), key_rank(k))) continue;
           auto& sk = stale.emplace_back();
-          sk.set_port(s.port());
-          sk.set_outer_vlan(s.outer_vlan());
-          sk.set_inner_vlan(s.inner_vlan());
+          sk.set_port(store->ports().name(k.ifindex));
+          sk.set_outer_vlan(k.outer_vid);
+          sk.set_inner_vlan(k.inner_vid);
         }
         if (tok.empty()) break;
         q.page_token = tok;
@@ -404,10 +402,12 @@ struct Fleet::Impl {
       std::vector<const xbng::v1::SubscriberKey*> ptrs;
       for (size_t j = i; j < std::min(keys.size(), i + kDeleteChunk); ++j) ptrs.push_back(&keys[j]);
       uint64_t d = 0, nf = 0;
-      grpc::Status s = store->remove(ptrs, &d, &nf);
+      std::vector<SubKey> ks;
+      absl::Status s = validate_keys(ptrs, store->ports(), &ks);
+      if (s.ok()) s = store->remove(ks, &d, &nf);
       if (!s.ok()) {
         spdlog::error("fleet: deleting {} subscribers failed: {}; will read everything again",
-                      ptrs.size(), s.error_message());
+                      ptrs.size(), status_message(s));
         return false;
       }
       *deleted += d;
@@ -522,13 +522,14 @@ struct Fleet::Impl {
       size_t i = 0;
       StreamResult r;
       collect_failures(&r, &refusals);
-      store->stream(
-          [&](xbng::v1::Subscriber* m) {
-            if (i == puts.size()) return false;
-            m->Swap(&puts[i++]);
-            return true;
-          },
-          &r);
+      store->stream(stream_source(
+                        [&](xbng::v1::Subscriber* m) {
+                          if (i == puts.size()) return false;
+                          m->Swap(&puts[i++]);
+                          return true;
+                        },
+                        store->ports()),
+                    &r);
       puts.clear();
       pending.clear();
     };

@@ -15,8 +15,8 @@
 
 namespace xbng::agent {
 
-using grpc::Status;
-using grpc::StatusCode;
+using absl::Status;
+using absl::StatusCode;
 
 // ---- journal -------------------------------------------------------------------
 
@@ -40,11 +40,11 @@ std::string SubscriberStore::discard_journal() {
 }
 
 Status SubscriberStore::journal_begin(const JournalIntent& intent) {
-  if (!journal_ || recovering_) return Status::OK;
+  if (!journal_ || recovering_) return absl::OkStatus();
   if (int rc = journal_->begin(intent))
     return kernel_status(
         rc, fmt::format("writing the store journal {} (nothing was changed)", journal_->path()));
-  return Status::OK;
+  return absl::OkStatus();
 }
 
 void SubscriberStore::journal_clear() {
@@ -65,7 +65,7 @@ std::string SubscriberStore::recover(const JournalIntent& in) {
       return fmt::format(
           "journal: an interrupted delete of {} subscribers could NOT be "
           "completed: {}",
-          keys.size(), st.error_message());
+          keys.size(), status_message(st));
     return fmt::format(
         "journal: an interrupted delete of {} subscribers was rolled forward: {} "
         "removed now, {} were already gone",
@@ -78,7 +78,7 @@ std::string SubscriberStore::recover(const JournalIntent& in) {
     return fmt::format(
         "journal: an interrupted {} of {} subscribers could NOT be rolled back "
         "(removing the {} it created: {})",
-        what, in.size(), in.created.size(), st.error_message());
+        what, in.size(), in.created.size(), status_message(st));
   Plan p;
   p.force = true;
   Status err;
@@ -90,7 +90,7 @@ std::string SubscriberStore::recover(const JournalIntent& in) {
     return fmt::format(
         "journal: an interrupted {} of {} subscribers could NOT be rolled back "
         "(restoring {} previous specs: {}); they are as the maps show them",
-        what, in.size(), in.before.size(), err.error_message());
+        what, in.size(), in.before.size(), status_message(err));
   return fmt::format(
       "journal: an interrupted {} of {} subscribers was rolled back: {} restored "
       "to their previous provisioning, {} it had created removed",
@@ -239,7 +239,7 @@ void SubscriberStore::refresh_policies(const std::optional<JournalIntent>& inten
   }
   if (Status st = apply(p); !st.ok())
     spdlog::warn("adoption: rewriting {} subscribers with a changed default policy: {}",
-                 a->refresh.size(), st.error_message());
+                 a->refresh.size(), status_message(st));
 }
 
 size_t SubscriberStore::rebuild(std::string* summary) {

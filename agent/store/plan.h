@@ -83,13 +83,8 @@ void run_pair(bool parallel, A&& a, B&& b) {
 }
 
 // A map error as a status: RESOURCE_EXHAUSTED for a full map, INTERNAL otherwise.
-grpc::Status kernel_status(int err, const std::string& what);
+absl::Status kernel_status(int err, const std::string& what);
 
 inline constexpr size_t kPrefetchAhead = 8;
-
-// validate_subscriber() with the entry's position prefixed to an error:
-// "subscribers[i]" (in_request) or "entry i".
-grpc::Status validate_at(const xbng::v1::Subscriber& m, const PortResolver& ports, bool in_request,
-                         size_t i, SubscriberSpec* out);
 
 }  // namespace xbng::agent

@@ -7,8 +7,8 @@
 
 namespace xbng::agent {
 
-using grpc::Status;
-using grpc::StatusCode;
+using absl::Status;
+using absl::StatusCode;
 
 namespace {
 
@@ -39,14 +39,14 @@ Status SubscriberStore::overlap(const RouteKey& c, uint64_t rank, const SubKey& 
   auto owned_err = [&](const char* ofield, const std::string& ovalue, uint32_t rec) {
     auto [field, value] = c.describe();
     return Status(
-        StatusCode::FAILED_PRECONDITION,
+        StatusCode::kFailedPrecondition,
         fmt::format("{}: field {}: \"{}\" overlaps {} \"{}\" owned by subscriber {}",
                     where_of(atomic, input), field, value, ofield, ovalue, owner_name(rec)));
   };
   auto claimed_err = [&](const RouteKey& oc, uint64_t orank) {
     auto [field, value] = c.describe();
     auto [ofield, ovalue] = oc.describe();
-    return Status(StatusCode::FAILED_PRECONDITION,
+    return Status(StatusCode::kFailedPrecondition,
                   fmt::format("{}: field {}: \"{}\" overlaps {} \"{}\" claimed by subscriber {} in "
                               "this request",
                               where_of(atomic, input), field, value, ofield, ovalue,
@@ -68,7 +68,7 @@ Status SubscriberStore::overlap(const RouteKey& c, uint64_t rank, const SubKey& 
       if (auto pc = p.claims.find(mk); pc != p.claims.end() && pc->second != rank)
         return claimed_err(mk, pc->second);
   }
-  if (sp.host) return Status::OK;
+  if (sp.host) return absl::OkStatus();
   // Contains a longer prefix or a host: range queries on the ordered indexes.
   if (auto in = claims_.first_inside(sp, foreign)) {
     if (!in->host) return owned_err(pfield, format_prefix(in->prefix), in->rec);
@@ -88,7 +88,7 @@ Status SubscriberStore::overlap(const RouteKey& c, uint64_t rank, const SubKey& 
     claims_of(specs[where_in >> 32], &ocl);
     return claimed_err(ocl[where_in & 0xffffffff], orank);
   }
-  return Status::OK;
+  return absl::OkStatus();
 }
 
 Status SubscriberStore::check_entry(const SubscriberSpec& s, const std::vector<RouteKey>& cl,
@@ -103,14 +103,14 @@ Status SubscriberStore::check_entry(const SubscriberSpec& s, const std::vector<R
       if (const auto* r = reserved_->find(c.as_prefix())) {
         auto [field, value] = c.describe();
         return Status(
-            StatusCode::FAILED_PRECONDITION,
+            StatusCode::kFailedPrecondition,
             fmt::format("{}: field {}: \"{}\" conflicts with {}: {} is reserved, never "
                         "a subscriber's",
                         where_of(atomic, input), field, value, r->what, format_prefix(r->prefix)));
       }
     if (auto pc = p.claims.find(c); pc != p.claims.end() && pc->second != rank) {
       auto [field, value] = c.describe();
-      return Status(StatusCode::FAILED_PRECONDITION,
+      return Status(StatusCode::kFailedPrecondition,
                     fmt::format("{}: field {}: \"{}\" is also claimed by subscriber {} in this "
                                 "request",
                                 where_of(atomic, input), field, value,
@@ -120,7 +120,7 @@ Status SubscriberStore::check_entry(const SubscriberSpec& s, const std::vector<R
     if (o >= 0 && !(recs_[o].key == s.key) && !released.contains(key_rank(recs_[o].key))) {
       auto [field, value] = c.describe();
       return Status(
-          StatusCode::FAILED_PRECONDITION,
+          StatusCode::kFailedPrecondition,
           fmt::format("{}: field {}: \"{}\" is owned by subscriber {}", where_of(atomic, input),
                       field, value, owner_name(static_cast<uint32_t>(o))));
     }
@@ -131,7 +131,7 @@ Status SubscriberStore::check_entry(const SubscriberSpec& s, const std::vector<R
     else if (ci < 64)
       *owned |= uint64_t{1} << ci;
   }
-  return Status::OK;
+  return absl::OkStatus();
 }
 
 Status SubscriberStore::check_capacity(const Plan& p, const uint64_t* adds, bool atomic,
@@ -141,13 +141,13 @@ Status SubscriberStore::check_capacity(const Plan& p, const uint64_t* adds, bool
     const uint64_t cur = map_entries_locked(static_cast<MapId>(m));
     const uint32_t max = maps_->max_entries(static_cast<MapId>(m));
     if (cur + p.adds[m] + adds[m] > max)
-      return Status(StatusCode::RESOURCE_EXHAUSTED,
+      return Status(StatusCode::kResourceExhausted,
                     fmt::format("{}: map {} is full: {} entries + {} to add > {} max_entries "
                                 "(--max-subscribers)",
                                 where_of(atomic, input), map_name(static_cast<MapId>(m)), cur,
                                 p.adds[m] + adds[m], max));
   }
-  return Status::OK;
+  return absl::OkStatus();
 }
 
 void SubscriberStore::add_to_plan(Plan* p, const SubscriberSpec& s, const std::vector<RouteKey>& cl,
@@ -174,7 +174,7 @@ size_t SubscriberStore::plan(const std::vector<SubscriberSpec>& specs,
       auto [it, ok] = batch_keys.emplace(key_rank(specs[i].key), i);
       if (!ok) {
         *atomic_error =
-            Status(StatusCode::INVALID_ARGUMENT,
+            Status(StatusCode::kInvalidArgument,
                    fmt::format("{}: key {} appears twice in the request (also subscribers[{}])",
                                where_of(true, input_index[i]), key_to_string(specs[i].key, ports_),
                                input_index[it->second]));

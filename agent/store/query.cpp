@@ -1,70 +1,109 @@
-// Reads: one subscriber or a page of them, as protos with their counters.
+// Reads: one subscriber or a page of them, with their counters.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 
 #include "store/plan.h"
-#include "xbng/v1/xbng.pb.h"
 
 namespace xbng::agent {
 
-using grpc::Status;
-using grpc::StatusCode;
+using absl::Status;
+using absl::StatusCode;
 
-void SubscriberStore::fill_counters(uint32_t rec, xbng::v1::Subscriber* out) const {
+void SubscriberStore::fill_counters(uint32_t rec, SubscriberView* out) const {
   const SubscriberSpec& s = recs_[rec];
-  auto* c = out->mutable_counters();
+  SubscriberCounters& c = out->counters;
+  c = SubscriberCounters{};
+  out->has_counters = true;
+  out->learned_mac.reset();
   struct xbng_subscriber v;
   if (maps_->lookup(MapId::kSubscribers, &s.key, &v) == 0) {
-    c->set_up_packets(v.up_packets);
-    c->set_up_bytes(v.up_bytes);
+    c.up_packets = v.up_packets;
+    c.up_bytes = v.up_bytes;
     if (!s.has_mac && (v.flags & XBNG_SUB_F_MAC_VALID)) {
-      out->set_mac(format_mac(v.mac));
-      out->set_mac_learned(true);
+      Mac m;
+      std::memcpy(m.data(), v.mac, 6);
+      out->learned_mac = m;
     }
   }
   std::vector<RouteKey> cl;
   claims_of(s, &cl);
-  uint64_t pk = 0, by = 0;
   for (const auto& k : cl) {
     struct xbng_route r;
     if (maps_->lookup(k.map, k.b.data(), &r) == 0) {
-      pk += r.down_packets;
-      by += r.down_bytes;
+      c.down_packets += r.down_packets;
+      c.down_bytes += r.down_bytes;
     }
   }
-  c->set_down_packets(pk);
-  c->set_down_bytes(by);
   struct xbng_police pv;
   if (maps_->lookup(MapId::kPolice, &rec, &pv) == 0) {
-    c->set_up_policed_packets(pv.up_policed_packets);
-    c->set_up_policed_bytes(pv.up_policed_bytes);
-    c->set_down_policed_packets(pv.down_policed_packets);
-    c->set_down_policed_bytes(pv.down_policed_bytes);
+    c.up_policed_packets = pv.up_policed_packets;
+    c.up_policed_bytes = pv.up_policed_bytes;
+    c.down_policed_packets = pv.down_policed_packets;
+    c.down_policed_bytes = pv.down_policed_bytes;
   }
 }
 
-void SubscriberStore::to_proto(uint32_t rec, bool counters, xbng::v1::Subscriber* out) const {
-  spec_to_proto(recs_[rec], ports_, out);
+void SubscriberStore::view_of(uint32_t rec, bool counters, SubscriberView* out) const {
+  out->spec = recs_[rec];
+  out->has_counters = false;
+  out->learned_mac.reset();
   if (counters) fill_counters(rec, out);
 }
 
-Status SubscriberStore::get(const xbng::v1::SubscriberKey& key, xbng::v1::Subscriber* out) {
-  SubKey k;
-  if (Status st = validate_key(key, ports_, "key", &k); !st.ok()) return st;
+Status SubscriberStore::get(const SubKey& k, SubscriberView* out) const {
   std::shared_lock l(mu_);
   auto it = index_.find(key_rank(k));
   if (it == index_.end())
-    return Status(StatusCode::NOT_FOUND,
+    return Status(StatusCode::kNotFound,
                   fmt::format("subscriber {} is not provisioned", key_to_string(k, ports_)));
-  to_proto(it->second, true, out);
-  return Status::OK;
+  view_of(it->second, true, out);
+  return absl::OkStatus();
 }
 
-Status SubscriberStore::list(const ListQuery& q, std::vector<xbng::v1::Subscriber>* out,
-                             std::string* next_token, uint64_t* total) {
+// Ranges of key_rank matching the filter (port, outer VLAN; nullopt / 0 =
+// any), in order; returns how many subscribers match (under mu_).
+uint64_t SubscriberStore::key_ranges(std::optional<uint32_t> port, uint32_t outer,
+                                     std::vector<std::pair<uint64_t, uint64_t>>* ranges) const {
+  auto port_range = [&](uint32_t ifx) {
+    if (outer)
+      ranges->emplace_back((uint64_t{ifx} << 32) | (uint64_t{outer} << 16),
+                           (uint64_t{ifx} << 32) | (uint64_t{outer} << 16) | 0xffff);
+    else
+      ranges->emplace_back(uint64_t{ifx} << 32, (uint64_t{ifx} << 32) | 0xffffffffull);
+  };
+  if (port) {
+    port_range(*port);
+    if (outer) {
+      auto it = per_port_outer_.find((uint64_t{*port} << 16) | outer);
+      return it != per_port_outer_.end() ? it->second : 0;
+    }
+    auto it = per_port_.find(*port);
+    return it != per_port_.end() ? it->second : 0;
+  }
+  if (outer) {
+    std::vector<uint32_t> ifxs;
+    for (const auto& [ifx, n] : per_port_)
+      if (n) ifxs.push_back(ifx);
+    std::sort(ifxs.begin(), ifxs.end());
+    uint64_t total = 0;
+    for (uint32_t ifx : ifxs) {
+      port_range(ifx);
+      if (auto it = per_port_outer_.find((uint64_t{ifx} << 16) | outer);
+          it != per_port_outer_.end())
+        total += it->second;
+    }
+    return total;
+  }
+  ranges->emplace_back(0, ~0ull);
+  return index_.size();
+}
+
+Status SubscriberStore::list(const ListQuery& q, std::vector<SubscriberView>* out,
+                             std::string* next_token, uint64_t* total) const {
   uint32_t page = q.page_size == 0 ? 1000 : std::min<uint32_t>(q.page_size, 10000);
   uint64_t after = 0;
   bool has_after = false;
@@ -73,7 +112,7 @@ Status SubscriberStore::list(const ListQuery& q, std::vector<xbng::v1::Subscribe
     errno = 0;
     after = std::strtoull(q.page_token.c_str(), &end, 16);
     if (errno || *end || q.page_token.size() != 16)
-      return Status(StatusCode::INVALID_ARGUMENT,
+      return Status(StatusCode::kInvalidArgument,
                     fmt::format("field page_token: {} is not a token returned by "
                                 "ListSubscribers",
                                 quote_value(q.page_token)));
@@ -84,44 +123,15 @@ Status SubscriberStore::list(const ListQuery& q, std::vector<xbng::v1::Subscribe
     port = ports_.access_ifindex(q.port);
     if (!port)
       return Status(
-          StatusCode::INVALID_ARGUMENT,
+          StatusCode::kInvalidArgument,
           fmt::format("field port: {} is not a configured access port", quote_value(q.port)));
   }
   if (q.outer > 4094)
-    return Status(StatusCode::INVALID_ARGUMENT,
+    return Status(StatusCode::kInvalidArgument,
                   fmt::format("field outer_vlan: \"{}\" is outside 1..4094 (0 = any)", q.outer));
   std::shared_lock l(mu_);
-  // Ranges of key_rank matching the filter, in order.
   std::vector<std::pair<uint64_t, uint64_t>> ranges;
-  auto port_range = [&](uint32_t ifx) {
-    if (q.outer)
-      ranges.emplace_back((uint64_t{ifx} << 32) | (uint64_t{q.outer} << 16),
-                          (uint64_t{ifx} << 32) | (uint64_t{q.outer} << 16) | 0xffff);
-    else
-      ranges.emplace_back(uint64_t{ifx} << 32, (uint64_t{ifx} << 32) | 0xffffffffull);
-  };
-  if (port) {
-    port_range(*port);
-    *total = q.outer ? (per_port_outer_.contains((uint64_t{*port} << 16) | q.outer)
-                            ? per_port_outer_.at((uint64_t{*port} << 16) | q.outer)
-                            : 0)
-                     : (per_port_.contains(*port) ? per_port_.at(*port) : 0);
-  } else if (q.outer) {
-    std::vector<uint32_t> ifxs;
-    for (const auto& [ifx, n] : per_port_)
-      if (n) ifxs.push_back(ifx);
-    std::sort(ifxs.begin(), ifxs.end());
-    *total = 0;
-    for (uint32_t ifx : ifxs) {
-      port_range(ifx);
-      if (auto it = per_port_outer_.find((uint64_t{ifx} << 16) | q.outer);
-          it != per_port_outer_.end())
-        *total += it->second;
-    }
-  } else {
-    ranges.emplace_back(0, ~0ull);
-    *total = index_.size();
-  }
+  *total = key_ranges(port, q.outer, &ranges);
   next_token->clear();
   out->clear();
   uint64_t last = 0;
@@ -136,12 +146,12 @@ Status SubscriberStore::list(const ListQuery& q, std::vector<xbng::v1::Subscribe
         break;
       }
       out->emplace_back();
-      to_proto(it->second, q.with_counters, &out->back());
+      view_of(it->second, q.with_counters, &out->back());
       last = it->first;
     }
     if (full) break;
   }
-  return Status::OK;
+  return absl::OkStatus();
 }
 
 }  // namespace xbng::agent

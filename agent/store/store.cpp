@@ -12,23 +12,11 @@
 #include <cstring>
 
 #include "store/plan.h"
-#include "xbng/v1/xbng.pb.h"
 
 namespace xbng::agent {
 
-using grpc::Status;
-using grpc::StatusCode;
-
-// Validation message with the entry's position prefixed (formatted only on
-// error: the hot path of a bulk load formats nothing).
-Status validate_at(const xbng::v1::Subscriber& m, const PortResolver& ports, bool in_request,
-                   size_t i, SubscriberSpec* out) {
-  Status st = validate_subscriber(m, ports, "", out);
-  if (st.ok()) return st;
-  return Status(st.error_code(), in_request
-                                     ? fmt::format("subscribers[{}]{}", i, st.error_message())
-                                     : fmt::format("entry {}{}", i, st.error_message()));
-}
+using absl::Status;
+using absl::StatusCode;
 
 SubscriberStore::SubscriberStore(const StoreMaps& maps, PortResolver ports, EventHub* hub)
     : SubscriberStore(std::make_unique<BpfMapOps>(maps), std::move(ports), hub) {}
@@ -115,30 +103,30 @@ Status SubscriberStore::learn_mac(const SubKey& k, const Mac& mac) {
   std::unique_lock l(mu_);
   auto it = index_.find(key_rank(k));
   if (it == index_.end())
-    return Status(StatusCode::NOT_FOUND, key_to_string(k, ports_) + ": not provisioned");
+    return Status(StatusCode::kNotFound, key_to_string(k, ports_) + ": not provisioned");
   const SubscriberSpec& s = recs_[it->second];
   if (s.has_mac) {
-    if (s.mac == mac) return Status::OK;
-    return Status(StatusCode::FAILED_PRECONDITION,
+    if (s.mac == mac) return absl::OkStatus();
+    return Status(StatusCode::kFailedPrecondition,
                   key_to_string(k, ports_) + ": provisioned with another MAC");
   }
   struct xbng_subscriber v;
   if (int rc = maps_->lookup(MapId::kSubscribers, &k, &v))
-    return Status(StatusCode::INTERNAL, fmt::format("{}: reading the subscriber entry: {}",
-                                                    key_to_string(k, ports_), std::strerror(-rc)));
+    return Status(StatusCode::kInternal, fmt::format("{}: reading the subscriber entry: {}",
+                                                     key_to_string(k, ports_), std::strerror(-rc)));
   if (v.flags & XBNG_SUB_F_MAC_VALID) {
-    if (std::memcmp(v.mac, mac.data(), 6) == 0) return Status::OK;
+    if (std::memcmp(v.mac, mac.data(), 6) == 0) return absl::OkStatus();
     return Status(
-        StatusCode::FAILED_PRECONDITION,
+        StatusCode::kFailedPrecondition,
         fmt::format("{}: MAC {} already learned", key_to_string(k, ports_), format_mac(v.mac)));
   }
   std::memcpy(v.mac, mac.data(), 6);
   v.flags |= XBNG_SUB_F_MAC_VALID;
   if (int rc = maps_->update(MapId::kSubscribers, &k, &v, BPF_EXIST))
-    return Status(StatusCode::INTERNAL, fmt::format("{}: writing the learned MAC: {}",
-                                                    key_to_string(k, ports_), std::strerror(-rc)));
+    return Status(StatusCode::kInternal, fmt::format("{}: writing the learned MAC: {}",
+                                                     key_to_string(k, ports_), std::strerror(-rc)));
   publish(EventType::kMacLearned, k, &mac);
-  return Status::OK;
+  return absl::OkStatus();
 }
 
 uint64_t SubscriberStore::map_entries(MapId id) const {
@@ -210,7 +198,10 @@ void SubscriberStore::follow_mac(const SubKey& k, const Mac& mac) {
     if ((r.flags & XBNG_ROUTE_F_MAC_VALID) && std::memcmp(r.mac, mac.data(), 6) == 0) continue;
     std::memcpy(r.mac, mac.data(), 6);
     r.flags |= XBNG_ROUTE_F_MAC_VALID;
-    if (maps_->update(c.map, c.b.data(), &r, BPF_EXIST) == 0) ++moved;
+    if (int rc = maps_->update(c.map, c.b.data(), &r, BPF_EXIST))
+      rollback_failed(c.map, 1, rc, "mac follow: moving a route to the new MAC");
+    else
+      ++moved;
   }
   spdlog::info("subscriber {}: MAC moved to {} (mac policy follow); {} route(s) follow it",
                key_to_string(k, ports_), format_mac(mac.data()), moved);
@@ -222,15 +213,9 @@ uint64_t SubscriberStore::map_entries_locked(MapId id) const {
 
 // ---- RPC-level operations ---------------------------------------------------
 
-Status SubscriberStore::upsert(const std::vector<const xbng::v1::Subscriber*>& in,
-                               UpsertResult* out) {
-  std::vector<SubscriberSpec> specs(in.size());
-  std::vector<size_t> idx(in.size());
-  for (size_t i = 0; i < in.size(); ++i) {
-    idx[i] = i;
-    Status st = validate_at(*in[i], ports_, true, i, &specs[i]);
-    if (!st.ok()) return st;
-  }
+Status SubscriberStore::upsert(std::vector<SubscriberSpec> specs, UpsertResult* out) {
+  std::vector<size_t> idx(specs.size());
+  for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
   std::unique_lock l(mu_);
   Plan p;
   Status err;
@@ -240,30 +225,27 @@ Status SubscriberStore::upsert(const std::vector<const xbng::v1::Subscriber*>& i
   out->created = p.created;
   out->updated = p.updated;
   out->unchanged = p.unchanged;
-  return Status::OK;
+  return absl::OkStatus();
 }
 
-Status SubscriberStore::remove(const std::vector<const xbng::v1::SubscriberKey*>& keys,
-                               uint64_t* deleted, uint64_t* not_found) {
-  std::vector<SubKey> ks(keys.size());
-  for (size_t i = 0; i < keys.size(); ++i) {
-    Status st = validate_key(*keys[i], ports_, "", &ks[i]);
-    if (!st.ok())  // the position is formatted only on error
-      return Status(st.error_code(), fmt::format("keys[{}]{}", i, st.error_message()));
-  }
+Status SubscriberStore::remove(const std::vector<SubKey>& keys, uint64_t* deleted,
+                               uint64_t* not_found) {
   std::unique_lock l(mu_);
-  return remove_locked(ks, deleted, not_found);
+  return remove_locked(keys, deleted, not_found);
 }
 
-Status SubscriberStore::remove_locked(const std::vector<SubKey>& ks, uint64_t* deleted,
-                                      uint64_t* not_found) {
+// The indexed keys among `ks` (each once), and the map keys of their claims.
+struct SubscriberStore::Removal {
+  std::vector<uint32_t> recs;
+  std::vector<SubKey> keys;
+  std::vector<uint8_t> dels[kMapCount];
+};
+
+void SubscriberStore::collect_removal(const std::vector<SubKey>& ks, Removal* r,
+                                      uint64_t* not_found) const {
   absl::flat_hash_set<uint64_t> seen;
   seen.reserve(ks.size());
-  std::vector<uint32_t> recs;
-  recs.reserve(ks.size());
-  std::vector<uint8_t> dels[kMapCount];
-  std::vector<SubKey> sdel;
-  *deleted = *not_found = 0;
+  r->recs.reserve(ks.size());
   std::vector<RouteKey> cl;
   for (const auto& k : ks) {
     const uint64_t rank = key_rank(k);
@@ -273,39 +255,30 @@ Status SubscriberStore::remove_locked(const std::vector<SubKey>& ks, uint64_t* d
       ++*not_found;
       continue;
     }
-    recs.push_back(it->second);
-    sdel.push_back(k);
+    r->recs.push_back(it->second);
+    r->keys.push_back(k);
     cl.clear();
     claims_of(recs_[it->second], &cl);
     for (const auto& c : cl) {
-      auto& d = dels[static_cast<int>(c.map)];
+      auto& d = r->dels[static_cast<int>(c.map)];
       d.insert(d.end(), c.b.begin(), c.b.begin() + c.size);
     }
   }
-  if (recs.empty()) return Status::OK;
-  // Write-ahead: a delete interrupted by a crash is completed on
-  // adoption. Cleared once the maps are consistent again.
-  {
-    JournalIntent intent;
-    intent.op = JournalIntent::Op::kDelete;
-    intent.created.reserve(recs.size());
-    for (uint32_t rec : recs) intent.created.push_back(recs_[rec].key);
-    if (Status st = journal_begin(intent); !st.ok()) return st;
-  }
-  auto clear_journal = absl::MakeCleanup([this] { journal_clear(); });
-  crash_point("delete", "journal");
-  // Routes first: downstream stops before the subscriber disappears. The
-  // route maps are independent: large deletions use two threads.
+}
+
+// Routes first: downstream stops before the subscriber disappears. The
+// route maps are independent: large deletions use two threads.
+Status SubscriberStore::delete_removal(Removal& r) {
   int drc[std::size(kRouteMaps)] = {};
   auto delete_map = [&](size_t mi) {
     const MapId m = kRouteMaps[mi];
-    auto& d = dels[static_cast<int>(m)];
+    auto& d = r.dels[static_cast<int>(m)];
     if (d.empty()) return;
     const size_t key_size = route_key_size(m);
     drc[mi] = maps_->delete_many(m, d.data(), d.size() / key_size, key_size);
   };
   run_pair(
-      recs.size() >= kParallelApply,
+      r.recs.size() >= kParallelApply,
       [&] {
         delete_map(0);
         delete_map(2);
@@ -317,19 +290,20 @@ Status SubscriberStore::remove_locked(const std::vector<SubKey>& ks, uint64_t* d
         delete_map(4);
       });
   crash_point("delete", "routes");
-  // A refused delete leaves the intent pending: the next adoption completes it.
   for (size_t mi = 0; mi < std::size(kRouteMaps); ++mi)
-    if (drc[mi]) {
-      std::move(clear_journal).Cancel();
+    if (drc[mi])
       return kernel_status(drc[mi], fmt::format("deleting from map {}", map_name(kRouteMaps[mi])));
-    }
-  if (!sdel.empty())
+  if (!r.keys.empty())
     if (int rc =
-            maps_->delete_many(MapId::kSubscribers, sdel.data(), sdel.size(), sizeof(SubKey))) {
-      std::move(clear_journal).Cancel();
+            maps_->delete_many(MapId::kSubscribers, r.keys.data(), r.keys.size(), sizeof(SubKey)))
       return kernel_status(rc, "deleting from map subscribers");
-    }
   crash_point("delete", "subscribers");
+  return absl::OkStatus();
+}
+
+// The deleted subscribers out of the index (their records freed).
+void SubscriberStore::forget(const std::vector<uint32_t>& recs) {
+  std::vector<RouteKey> cl;
   for (size_t i = 0; i < recs.size(); ++i) {
     if (i + kPrefetchAhead < recs.size()) claims_.prefetch(recs_[recs[i + kPrefetchAhead]]);
     const uint32_t rec = recs[i];
@@ -344,8 +318,33 @@ Status SubscriberStore::remove_locked(const std::vector<SubKey>& ks, uint64_t* d
     s = SubscriberSpec{};
     free_.push_back(rec);
   }
-  *deleted = recs.size();
-  return Status::OK;
+}
+
+Status SubscriberStore::remove_locked(const std::vector<SubKey>& ks, uint64_t* deleted,
+                                      uint64_t* not_found) {
+  *deleted = *not_found = 0;
+  Removal r;
+  collect_removal(ks, &r, not_found);
+  if (r.recs.empty()) return absl::OkStatus();
+  // Write-ahead: a delete interrupted by a crash is completed on
+  // adoption. Cleared once the maps are consistent again.
+  {
+    JournalIntent intent;
+    intent.op = JournalIntent::Op::kDelete;
+    intent.created.reserve(r.recs.size());
+    for (uint32_t rec : r.recs) intent.created.push_back(recs_[rec].key);
+    if (Status st = journal_begin(intent); !st.ok()) return st;
+  }
+  auto clear_journal = absl::MakeCleanup([this] { journal_clear(); });
+  crash_point("delete", "journal");
+  if (Status st = delete_removal(r); !st.ok()) {
+    // A refused delete leaves the intent pending: the next adoption completes it.
+    std::move(clear_journal).Cancel();
+    return st;
+  }
+  forget(r.recs);
+  *deleted = r.recs.size();
+  return absl::OkStatus();
 }
 
 }  // namespace xbng::agent

@@ -8,7 +8,6 @@
 #include <absl/container/btree_map.h>
 #include <absl/container/btree_set.h>
 #include <absl/container/flat_hash_map.h>
-#include <grpcpp/support/status.h>
 
 #include <atomic>
 #include <cstdint>
@@ -19,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "common/status.h"
 #include "dataplane/dataplane.h"
 #include "telemetry/events.h"
 #include "store/claims.h"
@@ -27,28 +27,63 @@
 #include "store/reserved.h"
 #include "store/subscriber.h"
 
-namespace xbng::v1 {
-class Subscriber;
-class SubscriberKey;
-class Failure;
-}  // namespace xbng::v1
-
 namespace xbng::agent {
 
 struct UpsertResult {
   uint64_t created = 0, updated = 0, unchanged = 0;
 };
 
-struct StreamResult {
-  uint64_t applied = 0, failed = 0;
-  std::vector<xbng::v1::Failure> failures;  // first kMaxReportedFailures
-  // Input, optional: called with every refused entry (the list above stops
-  // at kMaxReportedFailures), under the store's lock.
-  std::function<void(const xbng::v1::Subscriber&, const grpc::Status&)> on_failure;
+// A subscriber's key as a stream entry gave it (the entry may be invalid:
+// its port need not resolve), for failure reports.
+struct EntryKey {
+  std::string port;
+  uint32_t outer_vlan = 0, inner_vlan = 0;
 };
 
-struct Counters {
+// A refused stream entry: its position in the input (0-based), its key as
+// given, and why.
+struct StreamFailure {
+  size_t index = 0;
+  EntryKey key;
+  absl::Status status;
+};
+
+// One batch of stream input, read and validated by the caller's source
+// (api/convert.h for protos) on the store's reader thread.
+struct StreamBatch {
+  size_t base = 0;                    // set by the store: input index of the batch's first entry
+  size_t got = 0;                     // input entries taken, valid or not
+  std::vector<EntryKey> keys;         // [got]: each entry's key as given
+  std::vector<SubscriberSpec> specs;  // the valid entries...
+  std::vector<size_t> idx;            // ... and their input index
+  std::vector<std::pair<size_t, absl::Status>> invalid;  // refused by validation
+};
+// Appends entries to `b` (base + got numbers the next one) until b->got
+// reaches `max`; returns false once the input is exhausted.
+using StreamSource = std::function<bool(StreamBatch* b, size_t max)>;
+
+struct StreamResult {
+  uint64_t applied = 0, failed = 0;
+  std::vector<StreamFailure> failures;  // first kMaxReportedFailures, by index
+  // Input, optional: called with every refused entry (the list above stops
+  // at kMaxReportedFailures), under the store's lock.
+  std::function<void(const StreamFailure&)> on_failure;
+};
+
+struct SubscriberCounters {
   uint64_t up_packets = 0, up_bytes = 0, down_packets = 0, down_bytes = 0;
+  uint64_t up_policed_packets = 0, up_policed_bytes = 0;
+  uint64_t down_policed_packets = 0, down_policed_bytes = 0;
+};
+
+// A subscriber as get() and list() return it: its provisioning and, when
+// counters were asked for, its counters and the MAC learned for a subscriber
+// provisioned without one.
+struct SubscriberView {
+  SubscriberSpec spec;
+  bool has_counters = false;
+  SubscriberCounters counters;
+  std::optional<Mac> learned_mac;
 };
 
 // A provisioned address or prefix that overlaps a reserved one.
@@ -97,22 +132,24 @@ class SubscriberStore {
   // the number of subscribers found.
   size_t rebuild(std::string* summary);
 
-  // All or nothing.
-  grpc::Status upsert(const std::vector<const xbng::v1::Subscriber*>& in, UpsertResult* out);
-  // Bulk: each entry applied whole or reported. Entries are fed in order by
-  // `next` (returns false at the end of the stream); `base_index` numbering
-  // starts at 0.
+  // All or nothing. `specs` are validated (api/convert.h); an error names
+  // the entry as "subscribers[i]".
+  absl::Status upsert(std::vector<SubscriberSpec> specs, UpsertResult* out);
+  // Bulk: each entry applied whole or reported. Entries are fed in order, in
+  // batches of kStreamBatch, by `source` (on a thread of the store's, while
+  // this one applies the previous batch); an error names an entry as
+  // "entry i", numbered from 0.
   // `resync`: the entries restate what a source of truth holds (the fleet's
   // full read), not new requests: an entry equal to the subscriber's
   // provisioning is left alone even under mac policy "follow" (where a
   // request without MAC otherwise makes it learn again).
-  void stream(const std::function<bool(xbng::v1::Subscriber*)>& next, StreamResult* out,
-              bool resync = false);
-  grpc::Status remove(const std::vector<const xbng::v1::SubscriberKey*>& keys, uint64_t* deleted,
-                      uint64_t* not_found);
-  grpc::Status get(const xbng::v1::SubscriberKey& key, xbng::v1::Subscriber* out);
-  grpc::Status list(const ListQuery& q, std::vector<xbng::v1::Subscriber>* out,
-                    std::string* next_token, uint64_t* total);
+  void stream(const StreamSource& source, StreamResult* out, bool resync = false);
+  absl::Status remove(const std::vector<SubKey>& keys, uint64_t* deleted, uint64_t* not_found);
+  // NOT_FOUND when `key` is not provisioned.
+  absl::Status get(const SubKey& key, SubscriberView* out) const;
+  // INVALID_ARGUMENT for a bad page token, port or outer VLAN.
+  absl::Status list(const ListQuery& q, std::vector<SubscriberView>* out, std::string* next_token,
+                    uint64_t* total) const;
 
   // From now on refuse claims that overlap `r`, and check every
   // provisioned subscriber against it (conflicts logged and kept for
@@ -135,7 +172,7 @@ class SubscriberStore {
   // provisioned without one: the subscriber entry gets it (the routes take it
   // from there on first use) and MAC_LEARNED is published. FAILED_PRECONDITION
   // when another MAC is already known; NOT_FOUND when not provisioned.
-  grpc::Status learn_mac(const SubKey& k, const Mac& mac);
+  absl::Status learn_mac(const SubKey& k, const Mac& mac);
   // Entries of each subscriber-sized map as the index knows them.
   uint64_t map_entries(MapId id) const;
   const PortResolver& ports() const { return ports_; }
@@ -162,24 +199,24 @@ class SubscriberStore {
   // Plans entries [0, n); in kSequential mode stops before an entry whose key
   // is already in the plan and returns its position (n when all planned).
   size_t plan(const std::vector<SubscriberSpec>& specs, const std::vector<size_t>& input_index,
-              Mode mode, Plan* p, grpc::Status* atomic_error,
-              std::vector<std::pair<size_t, grpc::Status>>* failures);
+              Mode mode, Plan* p, absl::Status* atomic_error,
+              std::vector<std::pair<size_t, absl::Status>>* failures);
   // The checks of one entry's claims against the index, the reserved
   // addresses and the plan; counts in adds[] the entries it would add.
   // (`input` numbers the entry in messages: "subscribers[i]" when atomic,
   // "entry i" otherwise.)
-  grpc::Status check_entry(const SubscriberSpec& s, const std::vector<RouteKey>& cl, bool atomic,
+  absl::Status check_entry(const SubscriberSpec& s, const std::vector<RouteKey>& cl, bool atomic,
                            size_t input, const absl::flat_hash_map<uint64_t, size_t>& released,
                            const Plan& p, const std::vector<SubscriberSpec>& specs, uint64_t* adds,
                            uint64_t* owned) const;
-  grpc::Status check_capacity(const Plan& p, const uint64_t* adds, bool atomic, size_t input) const;
+  absl::Status check_capacity(const Plan& p, const uint64_t* adds, bool atomic, size_t input) const;
   // Takes the planned entry's claims into the plan.
   static void add_to_plan(Plan* p, const SubscriberSpec& s, const std::vector<RouteKey>& cl,
                           size_t i, const uint64_t* adds);
   // Nested overlaps of claim `c` (of the entry with key rank `rank`) with
   // claims of other subscribers, in the index (unless `released`) and in the
   // plan. Exact duplicates are not looked at (the caller checks them).
-  grpc::Status overlap(const RouteKey& c, uint64_t rank, const SubKey& key,
+  absl::Status overlap(const RouteKey& c, uint64_t rank, const SubKey& key,
                        const absl::flat_hash_map<uint64_t, size_t>& released, const Plan& p,
                        const std::vector<SubscriberSpec>& specs, bool atomic, size_t input) const;
 
@@ -188,26 +225,30 @@ class SubscriberStore {
   // reporting each refused entry to `fail`; leaves both vectors empty (their
   // buffers kept for reuse).
   void apply_specs(std::vector<SubscriberSpec>& specs, std::vector<size_t>& idx, bool resync,
-                   const std::function<void(size_t, const grpc::Status&)>& fail, uint64_t* applied);
+                   const std::function<void(size_t, const absl::Status&)>& fail, uint64_t* applied);
 
   // ---- writing (writer.cpp)
-  grpc::Status apply(Plan& p);
+  absl::Status apply(Plan& p);
   // The values apply() writes, and what they replace.
   void stage_entries(const Plan& p, Staged* w);
   void stage_routes(const Plan& p, Staged* w) const;
-  grpc::Status write_staged(const Plan& p, Staged* w);
+  absl::Status write_staged(const Plan& p, Staged* w);
   void undo(Staged* w, size_t police, size_t subs, const size_t* routes);
   void commit_index(Plan& p, const Staged& w);
   // Removes the indexed keys among `keys` (routes first, then the entries).
-  grpc::Status remove_locked(const std::vector<SubKey>& keys, uint64_t* deleted,
+  absl::Status remove_locked(const std::vector<SubKey>& keys, uint64_t* deleted,
                              uint64_t* not_found);
+  struct Removal;
+  void collect_removal(const std::vector<SubKey>& ks, Removal* r, uint64_t* not_found) const;
+  absl::Status delete_removal(Removal& r);
+  void forget(const std::vector<uint32_t>& recs);
   // A write that had to be undone could not be: logged and counted.
   void rollback_failed(MapId m, size_t entries, int rc, const char* what);
 
   // ---- journal and adoption (adoption.cpp)
   // Journal: records the intent; an error status means nothing
   // may be written. No-ops without a journal or while recovering.
-  grpc::Status journal_begin(const JournalIntent& intent);
+  absl::Status journal_begin(const JournalIntent& intent);
   void journal_clear();
   // Resolves a change the previous agent left pending (under mu_).
   std::string recover(const JournalIntent& intent);
@@ -217,9 +258,11 @@ class SubscriberStore {
   void repair_host_routes(Adopted* a);
   void refresh_policies(const std::optional<JournalIntent>& intent, Adopted* a);
 
-  // ---- queries and proto (query.cpp)
-  void fill_counters(uint32_t rec, xbng::v1::Subscriber* out) const;
-  void to_proto(uint32_t rec, bool counters, xbng::v1::Subscriber* out) const;
+  // ---- queries (query.cpp)
+  void fill_counters(uint32_t rec, SubscriberView* out) const;
+  void view_of(uint32_t rec, bool counters, SubscriberView* out) const;
+  uint64_t key_ranges(std::optional<uint32_t> port, uint32_t outer,
+                      std::vector<std::pair<uint64_t, uint64_t>>* ranges) const;
 
   uint64_t map_entries_locked(MapId id) const;
   uint8_t effective_mac_policy(const SubscriberSpec& s) const;

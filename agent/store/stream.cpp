@@ -1,6 +1,7 @@
 // The stream pipeline of StreamSubscribers and the fleet's resync: a reader
-// thread receives and validates batch N+1 while this thread plans and
-// applies batch N; a refused batch is retried entry by entry.
+// thread receives and validates batch N+1 (through the caller's source)
+// while this thread plans and applies batch N; a refused batch is retried
+// entry by entry.
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -11,26 +12,19 @@
 #include <thread>
 
 #include "store/plan.h"
-#include "xbng/v1/xbng.pb.h"
 
 namespace xbng::agent {
 
-using grpc::Status;
-using grpc::StatusCode;
+using absl::Status;
+using absl::StatusCode;
 
 namespace {
 
-struct Batch {
-  size_t base = 0, got = 0;
-  std::vector<xbng::v1::Subscriber> msgs;
-  std::vector<SubscriberSpec> specs;
-  std::vector<size_t> idx;
-  std::vector<std::pair<size_t, Status>> invalid;
-};
+using Batch = StreamBatch;
 
 // The batches between the reader and the applier: at most two queued.
-// Processed batches come back for reuse: their messages keep the memory of
-// their strings, so receiving the next batch allocates (almost) nothing.
+// Processed batches come back for reuse: their vectors keep their memory,
+// so reading the next batch allocates (almost) nothing.
 struct BatchQueue {
   std::mutex mu;
   std::condition_variable cv;
@@ -49,9 +43,12 @@ struct BatchQueue {
     }
     if (!b) {
       b = std::make_unique<Batch>();
-      b->msgs.resize(SubscriberStore::kStreamBatch);
+      b->keys.reserve(SubscriberStore::kStreamBatch);
+      b->specs.reserve(SubscriberStore::kStreamBatch);
+      b->idx.reserve(SubscriberStore::kStreamBatch);
     }
     b->got = 0;
+    b->keys.clear();
     b->specs.clear();
     b->idx.clear();
     b->invalid.clear();
@@ -87,28 +84,15 @@ struct BatchQueue {
   }
 };
 
-// The reader stage: receives batches from `next` and validates them.
-void read_batches(BatchQueue& bq, const std::function<bool(xbng::v1::Subscriber*)>& next,
-                  const PortResolver& ports) {
+// The reader stage: batches read and validated by `source`.
+void read_batches(BatchQueue& bq, const StreamSource& source) {
   size_t base = 0;
   bool more = true;
   while (more) {
     std::unique_ptr<Batch> b = bq.reuse();
     b->base = base;
-    while (b->got < SubscriberStore::kStreamBatch && (more = next(&b->msgs[b->got]))) ++b->got;
+    more = source(b.get(), SubscriberStore::kStreamBatch);
     if (!b->got) break;
-    b->specs.reserve(b->got);
-    b->idx.reserve(b->got);
-    for (size_t i = 0; i < b->got; ++i) {
-      SubscriberSpec sp;
-      Status st = validate_at(b->msgs[i], ports, false, base + i, &sp);
-      if (!st.ok()) {
-        b->invalid.emplace_back(base + i, st);
-        continue;
-      }
-      b->specs.push_back(std::move(sp));
-      b->idx.push_back(base + i);
-    }
     base += b->got;
     if (!bq.push(std::move(b))) break;
   }
@@ -118,17 +102,11 @@ void read_batches(BatchQueue& bq, const std::function<bool(xbng::v1::Subscriber*
 // Counts a failed entry of `b` and reports the first kMaxReportedFailures.
 void report_failure(const Batch& b, size_t index, const Status& st, StreamResult* out) {
   ++out->failed;
-  const auto& m = b.msgs[index - b.base];
-  if (out->on_failure) out->on_failure(m, st);
-  if (out->failures.size() >= SubscriberStore::kMaxReportedFailures) return;
-  xbng::v1::Failure f;
-  f.set_index(index);
-  f.mutable_key()->set_port(m.port());
-  f.mutable_key()->set_outer_vlan(m.outer_vlan());
-  f.mutable_key()->set_inner_vlan(m.inner_vlan());
-  f.set_code(static_cast<int>(st.error_code()));
-  f.set_message(st.error_message());
-  out->failures.push_back(std::move(f));
+  const bool listed = out->failures.size() < SubscriberStore::kMaxReportedFailures;
+  if (!out->on_failure && !listed) return;
+  StreamFailure f{index, b.keys[index - b.base], st};
+  if (out->on_failure) out->on_failure(f);
+  if (listed) out->failures.push_back(std::move(f));
 }
 
 }  // namespace
@@ -156,7 +134,7 @@ void SubscriberStore::apply_specs(std::vector<SubscriberSpec>& specs, std::vecto
       // The batch was rolled back: retry its entries one by one so that
       // each is applied whole or reported with its own error.
       spdlog::warn("stream batch of {} rolled back ({}); retrying entry by entry", p.entries.size(),
-                   st.error_message());
+                   status_message(st));
       *applied += p.unchanged;
       for (const auto& e : p.entries) {
         Plan one;
@@ -185,10 +163,9 @@ void SubscriberStore::apply_specs(std::vector<SubscriberSpec>& specs, std::vecto
   }
 }
 
-void SubscriberStore::stream(const std::function<bool(xbng::v1::Subscriber*)>& next,
-                             StreamResult* out, bool resync) {
+void SubscriberStore::stream(const StreamSource& source, StreamResult* out, bool resync) {
   BatchQueue bq;
-  std::thread reader([&] { read_batches(bq, next, ports_); });
+  std::thread reader([&] { read_batches(bq, source); });
   while (std::unique_ptr<Batch> b = bq.pop()) {
     auto fail = [&](size_t index, const Status& st) { report_failure(*b, index, st, out); };
     for (auto& [i, st] : b->invalid) fail(i, st);
@@ -201,7 +178,7 @@ void SubscriberStore::stream(const std::function<bool(xbng::v1::Subscriber*)>& n
   bq.finish(&bq.abort);
   reader.join();
   std::sort(out->failures.begin(), out->failures.end(),
-            [](const auto& a, const auto& b) { return a.index() < b.index(); });
+            [](const auto& a, const auto& b) { return a.index < b.index; });
 }
 
 }  // namespace xbng::agent

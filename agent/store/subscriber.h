@@ -1,9 +1,8 @@
 // Subscriber: the validated, internal form of xbng.v1.Subscriber, and the
-// conversion from the proto (validation) and back.
+// checks of its fields (api/convert.h validates a proto into one and back).
 #pragma once
 
 #include <absl/container/inlined_vector.h>
-#include <grpcpp/support/status.h>
 
 #include <cstdint>
 #include <functional>
@@ -13,11 +12,6 @@
 
 #include "xbng/abi.h"
 #include "common/net.h"
-
-namespace xbng::v1 {
-class Subscriber;
-class SubscriberKey;
-}  // namespace xbng::v1
 
 namespace xbng::agent {
 
@@ -94,13 +88,6 @@ struct PortResolver {
 inline constexpr int kMinV6PrefixLen = 40, kMaxV6PrefixLen = 64;
 inline constexpr int kMinV4PrefixLen = 8, kMaxV4PrefixLen = 31;
 
-// Proto → spec. On error returns INVALID_ARGUMENT whose message starts with
-// `where` (e.g. "subscribers[3]") and names the field and the value.
-grpc::Status validate_subscriber(const xbng::v1::Subscriber& in, const PortResolver& ports,
-                                 std::string_view where, SubscriberSpec* out);
-grpc::Status validate_key(const xbng::v1::SubscriberKey& in, const PortResolver& ports,
-                          std::string_view where, SubKey* out);
-
 // Single-field checks, exposed for tests and the CLI.
 std::optional<std::string> check_vid(uint32_t vid);  // error text or nullopt
 std::optional<std::string> check_ipv4_host(uint32_t be);
@@ -111,8 +98,6 @@ std::optional<std::string> check_mac(const Mac& m);
 // an error never grows with the input (gRPC caps status metadata at ~8 KB).
 std::string quote_value(std::string_view v, size_t max = 64);
 
-// Spec → proto (no counters).
-void spec_to_proto(const SubscriberSpec& s, const PortResolver& ports, xbng::v1::Subscriber* out);
 std::string key_to_string(const SubKey& k, const PortResolver& ports);  // "port/outer/inner"
 
 }  // namespace xbng::agent

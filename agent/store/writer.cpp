@@ -10,18 +10,17 @@
 
 #include "store/codec.h"
 #include "store/plan.h"
-#include "xbng/v1/xbng.pb.h"
 
 namespace xbng::agent {
 
-using grpc::Status;
-using grpc::StatusCode;
+using absl::Status;
+using absl::StatusCode;
 
 Status kernel_status(int err, const std::string& what) {
   err = err < 0 ? -err : err;
   const StatusCode code = (err == E2BIG || err == ENOMEM || err == ENOSPC)
-                              ? StatusCode::RESOURCE_EXHAUSTED
-                              : StatusCode::INTERNAL;
+                              ? StatusCode::kResourceExhausted
+                              : StatusCode::kInternal;
   return Status(code, fmt::format("{}: {}", what, std::strerror(err)));
 }
 
@@ -228,7 +227,7 @@ Status SubscriberStore::write_staged(const Plan& p, Staged* w) {
     undo(w, n, n, written);
     return kernel_status(rc[mi], fmt::format("writing map {}", map_name(kRouteMaps[mi])));
   }
-  return Status::OK;
+  return absl::OkStatus();
 }
 
 // Index: release the old claims first, then take the new ones (an address
@@ -264,7 +263,7 @@ void SubscriberStore::commit_index(Plan& p, const Staged& w) {
 }
 
 Status SubscriberStore::apply(Plan& p) {
-  if (p.entries.empty()) return Status::OK;
+  if (p.entries.empty()) return absl::OkStatus();
   // Write-ahead: what every touched key was before. From here
   // on, every return leaves the maps consistent (written, or undone), so
   // the intent is cleared on every path.
@@ -293,7 +292,7 @@ Status SubscriberStore::apply(Plan& p) {
   }
   crash_point("upsert", "old-routes");
   commit_index(p, w);
-  return Status::OK;
+  return absl::OkStatus();
 }
 
 }  // namespace xbng::agent

@@ -17,6 +17,7 @@
 #include <set>
 #include <thread>
 
+#include "api/convert.h"
 #include "bringup/punt/counters.h"
 #include "daemon/agent.h"
 #include "ctl/ctl.h"
@@ -822,14 +823,15 @@ TEST_F(AgentTest, ResyncKeepsALearnedMacUnderFollow) {
   auto restate = [&](bool resync) {
     bool sent = false;
     StreamResult r;
-    store.stream(
-        [&](v1::Subscriber* m) {
-          if (sent) return false;
-          *m = s;
-          sent = true;
-          return true;
-        },
-        &r, resync);
+    store.stream(stream_source(
+                     [&](v1::Subscriber* m) {
+                       if (sent) return false;
+                       *m = s;
+                       sent = true;
+                       return true;
+                     },
+                     store.ports()),
+                 &r, resync);
     EXPECT_EQ(r.applied, 1u);
   };
   restate(/*resync=*/true);

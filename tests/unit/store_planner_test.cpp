@@ -114,15 +114,7 @@ TEST_F(StorePlanner, ReservedAddresses) {
 TEST_F(StorePlanner, StreamReportsEachEntryAndAppliesTheRest) {
   std::vector<xbng::v1::Subscriber> in = {sub(2, "100.64.0.2"), sub(3, "100.64.0.1"),
                                           sub(2, "100.64.0.22"), sub(4, "not an address")};
-  size_t next = 0;
-  StreamResult r;
-  store_->stream(
-      [&](xbng::v1::Subscriber* m) {
-        if (next == in.size()) return false;
-        *m = in[next++];
-        return true;
-      },
-      &r);
+  StreamOutcome r = stream(*store_, in);
   EXPECT_EQ(r.applied, 2u);  // 2, then 2 again (in order)
   EXPECT_EQ(r.failed, 2u);
   ASSERT_EQ(r.failures.size(), 2u);
@@ -134,6 +126,63 @@ TEST_F(StorePlanner, StreamReportsEachEntryAndAppliesTheRest) {
   std::optional<Mac> learned;
   ASSERT_TRUE(store_->binding(key(2), &s, &learned));
   EXPECT_EQ(s.ipv4, *parse_ipv4("100.64.0.22"));
+}
+
+}  // namespace
+
+namespace {
+
+// Atomic (UpsertSubscribers) refuses the whole request for one bad entry;
+// sequential (StreamSubscribers) applies the others and reports that one.
+TEST_F(StorePlanner, AtomicRefusesAllSequentialAppliesTheRest) {
+  const std::vector<xbng::v1::Subscriber> in = {sub(2, "100.64.0.2"), sub(3, "100.64.0.1"),
+                                                sub(4, "100.64.0.4")};
+  grpc::Status st = upsert(*store_, in);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(st.error_message(), HasSubstr("subscribers[1]: field ipv4: \"100.64.0.1\" is owned"));
+  expect_unchanged();
+  StreamOutcome r = stream(*store_, in);
+  EXPECT_EQ(r.applied, 2u);
+  EXPECT_EQ(r.failed, 1u);
+  ASSERT_EQ(r.failures.size(), 1u);
+  EXPECT_EQ(r.failures[0].index(), 1u);
+  EXPECT_EQ(r.failures[0].code(), static_cast<int>(grpc::StatusCode::FAILED_PRECONDITION));
+  EXPECT_THAT(r.failures[0].message(), HasSubstr("entry 1: field ipv4: \"100.64.0.1\" is owned"));
+  EXPECT_EQ(store_->size(), 3u);
+}
+
+// Every refused entry is counted and given to on_failure; the answer lists
+// the first kMaxReportedFailures, by index, each with its key as sent.
+TEST_F(StorePlanner, StreamListsTheFirstFailuresAndCountsAll) {
+  const size_t n = SubscriberStore::kMaxReportedFailures + 5;
+  size_t next = 0, seen = 0;
+  StreamResult r;
+  r.on_failure = [&](const StreamFailure& f) {
+    EXPECT_EQ(f.status.code(), absl::StatusCode::kInvalidArgument);
+    ++seen;
+  };
+  store_->stream(stream_source(
+                     [&](xbng::v1::Subscriber* m) {
+                       if (next == n) return false;
+                       *m = sub(static_cast<uint32_t>(1 + next % 4000), "not an address");
+                       if (next == 7) m->set_port("nowhere");
+                       ++next;
+                       return true;
+                     },
+                     store_->ports()),
+                 &r);
+  EXPECT_EQ(r.applied, 0u);
+  EXPECT_EQ(r.failed, n);
+  EXPECT_EQ(seen, n);
+  ASSERT_EQ(r.failures.size(), SubscriberStore::kMaxReportedFailures);
+  for (size_t i = 0; i < r.failures.size(); ++i) ASSERT_EQ(r.failures[i].index, i);
+  EXPECT_EQ(r.failures[7].key.port, "nowhere");  // as sent, though no port resolves it
+  EXPECT_EQ(r.failures[9].key.port, "a0");
+  EXPECT_EQ(r.failures[9].key.outer_vlan, 100u);
+  EXPECT_EQ(r.failures[9].key.inner_vlan, 10u);
+  EXPECT_EQ(std::string(status_message(r.failures[9].status)),
+            "entry 9: field ipv4: \"not an address\" is not an IPv4 address");
+  expect_unchanged();
 }
 
 }  // namespace

@@ -13,6 +13,8 @@
 #include <optional>
 #include <string>
 
+#include "api/convert.h"
+#include "api/status.h"
 #include "store/map_ops.h"
 #include "store/store.h"
 #include "xbng/v1/xbng.pb.h"
@@ -191,12 +193,39 @@ inline v1::Subscriber sub(uint32_t inner, const std::string& ipv4, const std::st
   return s;
 }
 
+// An UpsertSubscribers request as the service runs it: validated into specs
+// (api/convert.h), then given to the store; the status a client would see.
 inline grpc::Status upsert(agent::SubscriberStore& st, const std::vector<v1::Subscriber>& subs,
                            agent::UpsertResult* r = nullptr) {
   std::vector<const v1::Subscriber*> ptrs;
   for (const auto& s : subs) ptrs.push_back(&s);
+  std::vector<agent::SubscriberSpec> specs;
+  if (absl::Status v = agent::validate_request(ptrs, st.ports(), &specs); !v.ok())
+    return agent::to_grpc(v);
   agent::UpsertResult tmp;
-  return st.upsert(ptrs, r ? r : &tmp);
+  return agent::to_grpc(st.upsert(std::move(specs), r ? r : &tmp));
+}
+
+// A StreamSubscribers call of `in` as the service runs it, and its answer.
+struct StreamOutcome {
+  uint64_t applied = 0, failed = 0;
+  std::vector<v1::Failure> failures;
+};
+inline StreamOutcome stream(agent::SubscriberStore& st, const std::vector<v1::Subscriber>& in,
+                            bool resync = false) {
+  size_t next = 0;
+  agent::StreamResult r;
+  st.stream(agent::stream_source(
+                [&](v1::Subscriber* m) {
+                  if (next == in.size()) return false;
+                  *m = in[next++];
+                  return true;
+                },
+                st.ports()),
+            &r, resync);
+  StreamOutcome out{r.applied, r.failed, {}};
+  for (const auto& f : r.failures) agent::failure_to_proto(f, &out.failures.emplace_back());
+  return out;
 }
 
 inline agent::SubKey key(uint16_t inner) { return {10, 100, inner}; }

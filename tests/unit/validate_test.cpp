@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include "api/convert.h"
+#include "api/status.h"
 #include "store/subscriber.h"
 #include "xbng/v1/xbng.pb.h"
 
@@ -7,6 +9,12 @@ using namespace xbng::agent;
 using grpc::StatusCode;
 
 namespace {
+
+// api/convert.h's validation, with the status a client would see.
+grpc::Status validate(const xbng::v1::Subscriber& in, const PortResolver& ports,
+                      std::string_view where, SubscriberSpec* out) {
+  return to_grpc(validate_subscriber(in, ports, where, out));
+}
 
 PortResolver ports() {
   PortResolver r;
@@ -36,7 +44,7 @@ xbng::v1::Subscriber good() {
 void expect_invalid(const xbng::v1::Subscriber& s, const std::string& field,
                     const std::string& value) {
   SubscriberSpec out;
-  auto st = validate_subscriber(s, ports(), "subscribers[3]", &out);
+  auto st = validate(s, ports(), "subscribers[3]", &out);
   EXPECT_EQ(st.error_code(), StatusCode::INVALID_ARGUMENT) << field << " " << value;
   EXPECT_NE(st.error_message().find("subscribers[3]"), std::string::npos) << st.error_message();
   EXPECT_NE(st.error_message().find(field), std::string::npos) << st.error_message();
@@ -47,7 +55,7 @@ void expect_invalid(const xbng::v1::Subscriber& s, const std::string& field,
 
 TEST(Validate, AcceptsAFullSubscriber) {
   SubscriberSpec out;
-  auto st = validate_subscriber(good(), ports(), "x", &out);
+  auto st = validate(good(), ports(), "x", &out);
   ASSERT_TRUE(st.ok()) << st.error_message();
   EXPECT_EQ(out.key.ifindex, 7u);
   EXPECT_EQ(out.key.outer_vid, 100);
@@ -72,7 +80,7 @@ TEST(Validate, VlanRange) {
     s.set_outer_vlan(v);
     s.set_inner_vlan(v);
     SubscriberSpec out;
-    EXPECT_TRUE(validate_subscriber(s, ports(), "x", &out).ok());
+    EXPECT_TRUE(validate(s, ports(), "x", &out).ok());
   }
 }
 
@@ -94,7 +102,7 @@ TEST(Validate, Mac) {
   auto s = good();
   s.set_mac("");
   SubscriberSpec out;
-  ASSERT_TRUE(validate_subscriber(s, ports(), "x", &out).ok());
+  ASSERT_TRUE(validate(s, ports(), "x", &out).ok());
   EXPECT_FALSE(out.has_mac);  // learn
 }
 
@@ -109,7 +117,7 @@ TEST(Validate, Ipv4Unicast) {
     auto s = good();
     s.set_ipv4(a);
     SubscriberSpec out;
-    EXPECT_TRUE(validate_subscriber(s, ports(), "x", &out).ok()) << a;
+    EXPECT_TRUE(validate(s, ports(), "x", &out).ok()) << a;
   }
 }
 
@@ -123,7 +131,7 @@ TEST(Validate, Ipv6GlobalUnicast) {
     auto s = good();
     s.set_ipv6(a);
     SubscriberSpec out;
-    EXPECT_TRUE(validate_subscriber(s, ports(), "x", &out).ok()) << a;
+    EXPECT_TRUE(validate(s, ports(), "x", &out).ok()) << a;
   }
 }
 
@@ -132,15 +140,15 @@ TEST(Validate, AtLeastOneAddress) {
   s.clear_ipv4();
   s.clear_ipv6();
   SubscriberSpec out;
-  auto st = validate_subscriber(s, ports(), "subscribers[0]", &out);
+  auto st = validate(s, ports(), "subscribers[0]", &out);
   EXPECT_EQ(st.error_code(), StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(st.error_message().find("ipv4"), std::string::npos);
   EXPECT_NE(st.error_message().find("ipv6"), std::string::npos);
   s.set_ipv6("2001:db8::5");
-  EXPECT_TRUE(validate_subscriber(s, ports(), "x", &out).ok());
+  EXPECT_TRUE(validate(s, ports(), "x", &out).ok());
   s.clear_ipv6();
   s.set_ipv4("100.64.0.5");
-  EXPECT_TRUE(validate_subscriber(s, ports(), "x", &out).ok());
+  EXPECT_TRUE(validate(s, ports(), "x", &out).ok());
 }
 
 TEST(Validate, Ipv6Prefixes) {
@@ -157,7 +165,7 @@ TEST(Validate, Ipv6Prefixes) {
     s.clear_ipv6_prefixes();
     s.add_ipv6_prefixes(p);
     SubscriberSpec out;
-    EXPECT_TRUE(validate_subscriber(s, ports(), "x", &out).ok()) << p;
+    EXPECT_TRUE(validate(s, ports(), "x", &out).ok()) << p;
   }
 }
 
@@ -174,7 +182,7 @@ TEST(Validate, Ipv4Prefixes) {
     s.clear_ipv4_prefixes();
     s.add_ipv4_prefixes(p);
     SubscriberSpec out;
-    EXPECT_TRUE(validate_subscriber(s, ports(), "x", &out).ok()) << p;
+    EXPECT_TRUE(validate(s, ports(), "x", &out).ok()) << p;
   }
 }
 
@@ -182,7 +190,7 @@ TEST(Validate, DuplicatePrefixInOneEntry) {
   auto s = good();
   s.add_ipv6_prefixes("2001:db8:100::/56");
   SubscriberSpec out;
-  auto st = validate_subscriber(s, ports(), "x", &out);
+  auto st = validate(s, ports(), "x", &out);
   EXPECT_EQ(st.error_code(), StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(st.error_message().find("2001:db8:100::/56"), std::string::npos);
 }
@@ -198,17 +206,17 @@ TEST(Validate, CanonicalFormMakesEqualSpecsEqual) {
   b.add_ipv6_prefixes("2001:db8:200:0::/56");
   b.set_mac("02-00-00-00-00-01");
   SubscriberSpec sa, sb;
-  ASSERT_TRUE(validate_subscriber(a, ports(), "x", &sa).ok());
-  ASSERT_TRUE(validate_subscriber(b, ports(), "x", &sb).ok());
+  ASSERT_TRUE(validate(a, ports(), "x", &sa).ok());
+  ASSERT_TRUE(validate(b, ports(), "x", &sb).ok());
   EXPECT_TRUE(sa.same_provisioning(sb));
   b.set_ipv4("100.64.0.11");
-  ASSERT_TRUE(validate_subscriber(b, ports(), "x", &sb).ok());
+  ASSERT_TRUE(validate(b, ports(), "x", &sb).ok());
   EXPECT_FALSE(sa.same_provisioning(sb));
 }
 
 TEST(Validate, SpecRoundTripsToProto) {
   SubscriberSpec s;
-  ASSERT_TRUE(validate_subscriber(good(), ports(), "x", &s).ok());
+  ASSERT_TRUE(validate(good(), ports(), "x", &s).ok());
   xbng::v1::Subscriber out;
   spec_to_proto(s, ports(), &out);
   EXPECT_EQ(out.port(), "acc0");
@@ -242,10 +250,10 @@ TEST(Validate, Policy) {
     return s;
   };
   SubscriberSpec out;
-  ASSERT_TRUE(validate_subscriber(with(20000000, 125000, 0, 0), ports(), "s", &out).ok());
+  ASSERT_TRUE(validate(with(20000000, 125000, 0, 0), ports(), "s", &out).ok());
   EXPECT_TRUE(out.has_policy);
   EXPECT_EQ(out.policy, (PolicySpec{20000000, 125000, 0, 0}));
-  ASSERT_TRUE(validate_subscriber(good(), ports(), "s", &out).ok());
+  ASSERT_TRUE(validate(good(), ports(), "s", &out).ok());
   EXPECT_FALSE(out.has_policy);
   struct Bad {
     uint64_t ur, ub, dr, db;
@@ -256,7 +264,7 @@ TEST(Validate, Policy) {
              {0, 1500, 0, 0, "up_burst_bytes"},                // burst without a rate
              {0, 0, 1000000, (1ull << 30) + 1, "down_burst_bytes"}};
   for (const auto& b : bad) {
-    auto st = validate_subscriber(with(b.ur, b.ub, b.dr, b.db), ports(), "subscribers[3]", &out);
+    auto st = validate(with(b.ur, b.ub, b.dr, b.db), ports(), "subscribers[3]", &out);
     EXPECT_EQ(st.error_code(), StatusCode::INVALID_ARGUMENT) << b.field;
     EXPECT_NE(st.error_message().find(b.field), std::string::npos) << st.error_message();
     EXPECT_NE(st.error_message().find("subscribers[3]"), std::string::npos) << st.error_message();
@@ -264,8 +272,61 @@ TEST(Validate, Policy) {
   // A port with a larger MTU raises the floor.
   auto r = ports();
   r.max_packet = [](uint32_t) { return 9000u; };
-  EXPECT_FALSE(validate_subscriber(with(20000000, 8999, 0, 0), r, "s", &out).ok());
-  EXPECT_TRUE(validate_subscriber(with(20000000, 9000, 0, 0), r, "s", &out).ok());
+  EXPECT_FALSE(validate(with(20000000, 8999, 0, 0), r, "s", &out).ok());
+  EXPECT_TRUE(validate(with(20000000, 9000, 0, 0), r, "s", &out).ok());
   EXPECT_EQ(policy_byte_ns_fp(8000000), 4096000u);  // 1000 ns per byte, exact
   EXPECT_EQ(policy_byte_ns_fp(0), 0u);
 }
+
+namespace {
+
+// The core's statuses reach clients with their code and message as they are.
+TEST(ApiStatus, SameCodeSameMessage) {
+  const absl::Status core(absl::StatusCode::kFailedPrecondition, "subscribers[1]: owned");
+  const grpc::Status g = to_grpc(core);
+  EXPECT_EQ(g.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(g.error_message(), "subscribers[1]: owned");
+  EXPECT_EQ(from_grpc(g), core);
+  EXPECT_TRUE(to_grpc(absl::OkStatus()).ok());
+  EXPECT_EQ(to_grpc(resource_exhausted("map {} full", "police")).error_code(),
+            grpc::StatusCode::RESOURCE_EXHAUSTED);
+}
+
+// A Get/List result back into a proto: the spec, counters when read, and a
+// learned MAC marked as such.
+TEST(ApiConvert, ViewToProto) {
+  SubscriberView v;
+  auto in = good();
+  in.clear_mac();
+  ASSERT_TRUE(validate_subscriber(in, ports(), "x", &v.spec).ok());
+  xbng::v1::Subscriber a;
+  view_to_proto(v, ports(), &a);
+  EXPECT_FALSE(a.has_counters());
+  EXPECT_EQ(a.mac(), "");
+  v.has_counters = true;
+  v.counters.up_packets = 3;
+  v.counters.down_policed_bytes = 9;
+  v.learned_mac = Mac{2, 0, 0, 0, 0, 0x42};
+  xbng::v1::Subscriber b;
+  view_to_proto(v, ports(), &b);
+  EXPECT_EQ(b.counters().up_packets(), 3u);
+  EXPECT_EQ(b.counters().down_policed_bytes(), 9u);
+  EXPECT_EQ(b.mac(), "02:00:00:00:00:42");
+  EXPECT_TRUE(b.mac_learned());
+  EXPECT_EQ(b.ipv4(), in.ipv4());
+  EXPECT_EQ(b.port(), "acc0");
+}
+
+TEST(ApiConvert, FailureToProto) {
+  StreamFailure f{12, {"nowhere", 5, 6}, invalid_argument("entry 12: field port: {}", "x")};
+  xbng::v1::Failure p;
+  failure_to_proto(f, &p);
+  EXPECT_EQ(p.index(), 12u);
+  EXPECT_EQ(p.key().port(), "nowhere");
+  EXPECT_EQ(p.key().outer_vlan(), 5u);
+  EXPECT_EQ(p.key().inner_vlan(), 6u);
+  EXPECT_EQ(p.code(), static_cast<int>(grpc::StatusCode::INVALID_ARGUMENT));
+  EXPECT_EQ(p.message(), "entry 12: field port: x");
+}
+
+}  // namespace

@@ -190,7 +190,7 @@ void Dispatcher::on_dhcpv4(const FrameView& v, const PortBringup& port, const Su
     } else {
       // Another frame taught another MAC in between: refuse this exchange.
       count(AgentReason::kDHCPV4_CHADDR_REFUSED);
-      spdlog::warn("dhcpv4: {}", st.error_message());
+      spdlog::warn("dhcpv4: {}", status_message(st));
       return;
     }
   }
@@ -355,19 +355,18 @@ void Dispatcher::start_ra() {
   q.page_size = 10000;
   size_t n = 0;
   for (;;) {
-    std::vector<v1::Subscriber> page;
+    std::vector<SubscriberView> page;
     std::string next;
     uint64_t total = 0;
     if (!store_->list(q, &page, &next, &total).ok()) break;
-    for (const auto& s : page) {
-      if (s.ipv6().empty() && s.ipv6_prefixes().empty()) continue;
-      auto idx = store_->ports().access_ifindex(s.port());
-      if (!idx) continue;
-      SubKey k{};
-      k.ifindex = *idx;
-      k.outer_vid = static_cast<uint16_t>(s.outer_vlan());
-      k.inner_vid = static_cast<uint16_t>(s.inner_vlan());
-      schedule_ra(k);
+    for (const auto& v : page) {
+      const SubscriberSpec& s = v.spec;
+      const bool v6_prefix = std::any_of(s.prefixes.begin(), s.prefixes.end(),
+                                         [](const Prefix& p) { return p.family == 6; });
+      if (!s.has_ipv6 && !v6_prefix) continue;
+      // Only subscribers of a port still configured for access.
+      if (!store_->ports().access_ifindex(store_->ports().name(s.key.ifindex))) continue;
+      schedule_ra(s.key);
       ++n;
     }
     if (next.empty()) break;
