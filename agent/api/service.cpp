@@ -18,8 +18,10 @@
 
 #include "api/convert.h"
 #include "api/health_check.h"
+#include "api/lease_proto.h"
 #include "api/status.h"
 #include "bringup/lease/lease.h"
+#include "api/metrics_interceptor.h"
 #include "telemetry/metrics.h"
 #include "telemetry/stats.h"
 
@@ -162,7 +164,7 @@ Status SubscribersService::GetSubscriber(ServerContext* ctx, const v1::GetSubscr
   SubscriberView v;
   if (absl::Status st = store_->get(k, &v); !st.ok()) return to_grpc(st);
   view_to_proto(v, store_->ports(), resp->mutable_subscriber());
-  if (leases_) leases_->fill(resp->mutable_subscriber());
+  if (leases_) fill_leases(*leases_, resp->mutable_subscriber());
   resp->set_boot_id(boot_id_);
   return Status::OK;
 }
@@ -186,7 +188,7 @@ Status SubscribersService::ListSubscribers(ServerContext* ctx,
   for (const auto& v : subs) {
     v1::Subscriber* s = resp->add_subscribers();
     view_to_proto(v, store_->ports(), s);
-    if (leases_) leases_->fill(s);
+    if (leases_) fill_leases(*leases_, s);
   }
   resp->set_next_page_token(next);
   resp->set_total_count(total);
@@ -249,8 +251,42 @@ Status SubscribersService::GetStats(ServerContext* ctx, const v1::GetStatsReques
   return Status::OK;
 }
 
+namespace {
+v1::Event::Type event_type(EventType t) {
+  switch (t) {
+    case EventType::kUnspecified:
+      return v1::Event::TYPE_UNSPECIFIED;
+    case EventType::kAgentStarted:
+      return v1::Event::AGENT_STARTED;
+    case EventType::kUnknownSubscriber:
+      return v1::Event::UNKNOWN_SUBSCRIBER;
+    case EventType::kSubscriberAdded:
+      return v1::Event::SUBSCRIBER_ADDED;
+    case EventType::kSubscriberRemoved:
+      return v1::Event::SUBSCRIBER_REMOVED;
+    case EventType::kSubscriberUpdated:
+      return v1::Event::SUBSCRIBER_UPDATED;
+    case EventType::kMacLearned:
+      return v1::Event::MAC_LEARNED;
+    case EventType::kMacChanged:
+      return v1::Event::MAC_CHANGED;
+    case EventType::kMacConflict:
+      return v1::Event::MAC_CONFLICT;
+    case EventType::kLeaseBound:
+      return v1::Event::LEASE_BOUND;
+    case EventType::kLeaseRenewed:
+      return v1::Event::LEASE_RENEWED;
+    case EventType::kLeaseReleased:
+      return v1::Event::LEASE_RELEASED;
+    case EventType::kLeaseExpired:
+      return v1::Event::LEASE_EXPIRED;
+  }
+  return v1::Event::TYPE_UNSPECIFIED;
+}
+}  // namespace
+
 void SubscribersService::to_proto(const AgentEvent& e, v1::Event* out) const {
-  out->set_type(static_cast<v1::Event::Type>(e.type));
+  out->set_type(event_type(e.type));
   if (e.key.ifindex) {
     auto* k = out->mutable_key();
     k->set_port(store_->ports().name(e.key.ifindex));

@@ -66,7 +66,7 @@ class WatchStream final : public grpc::ServerWriteReactor<v1::Event> {
                                     "(api.max_watchers): retry later",
                                     owner_->max_watchers_.load())));
     AgentEvent started;
-    started.type = v1::Event::AGENT_STARTED;
+    started.type = EventType::kAgentStarted;
     started.timestamp_unix_ns = owner_->started_ns_;
     owner_->to_proto_(started, &out_);
     writing_ = true;  // before the first wake can look

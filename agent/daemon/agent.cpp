@@ -38,9 +38,9 @@ Agent::Agent(const AgentOptions& o)
   refresh_reserved();
   rb_ =
       std::make_unique<RingbufReader>(dp_->fd(MapId::kEvents), &hub_, [this](const AgentEvent& e) {
-        if (e.type == xbng::v1::Event::MAC_CHANGED)
+        if (e.type == EventType::kMacChanged)
           store_->follow_mac(e.key, e.mac);
-        else if (e.type == xbng::v1::Event::MAC_CONFLICT)
+        else if (e.type == EventType::kMacConflict)
           spdlog::warn(
               "subscriber {}: frames from MAC {}, not "
               "its own (mac policy learn-once/enforce)",

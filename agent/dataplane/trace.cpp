@@ -19,9 +19,8 @@
 
 namespace xbng::agent {
 
-namespace v1 = xbng::v1;
-using grpc::Status;
-using grpc::StatusCode;
+using absl::Status;
+using absl::StatusCode;
 
 namespace {
 
@@ -162,10 +161,10 @@ Tracer::~Tracer() {
 
 // Loaded on the first trace: an agent nobody asks for a trace pays nothing.
 Status Tracer::load_locked() {
-  if (skel_ && log_) return Status::OK;
+  if (skel_ && log_) return absl::OkStatus();
   auto s = std::make_unique<XbngSkelRefs>();
   if (!xbng_trace_skel_open(s.get()))
-    return Status(StatusCode::UNAVAILABLE,
+    return Status(StatusCode::kUnavailable,
                   fmt::format("opening the trace build: {}", std::strerror(errno)));
   dp_->apply_load_config(s.get());
   for (int i = 0; i < kMapCount; ++i) {
@@ -175,13 +174,13 @@ Status Tracer::load_locked() {
     int err = m ? bpf_map__reuse_fd(m, dp_->fd(id)) : -ENOENT;
     if (err) {
       xbng_trace_skel_destroy(s.get());
-      return Status(StatusCode::UNAVAILABLE, fmt::format("trace build: reusing map {}: {}",
-                                                         map_name(id), std::strerror(-err)));
+      return Status(StatusCode::kUnavailable, fmt::format("trace build: reusing map {}: {}",
+                                                          map_name(id), std::strerror(-err)));
     }
   }
   if (int err = xbng_trace_skel_load(s.get()); err) {
     xbng_trace_skel_destroy(s.get());
-    return Status(StatusCode::UNAVAILABLE,
+    return Status(StatusCode::kUnavailable,
                   fmt::format("loading the trace build: {} (xbngd --log-level debug shows the "
                               "verifier log)",
                               std::strerror(-err)));
@@ -189,31 +188,30 @@ Status Tracer::load_locked() {
   spdlog::info("trace build of the fast path loaded over the pinned maps");
   log_ = xbng_trace_skel_log(s.get());
   skel_ = std::move(s);
-  return Status::OK;
+  return absl::OkStatus();
 }
 
-Status Tracer::build_frame(const v1::TraceRequest& req, int role,
-                           std::vector<uint8_t>* frame) const {
+Status Tracer::build_frame(const TraceRequest& req, int role, std::vector<uint8_t>* frame) const {
   const PortInfo* port = nullptr;
   for (const auto& p : dp_->ports())
-    if (p.name == req.port()) port = &p;
-  auto bad = [](std::string m) { return Status(StatusCode::INVALID_ARGUMENT, std::move(m)); };
+    if (p.name == req.port) port = &p;
+  auto bad = [](std::string m) { return Status(StatusCode::kInvalidArgument, std::move(m)); };
 
   // Addresses and L4.
   uint8_t src[16] = {}, dst[16] = {};
   bool v4 = false;
-  if (auto a = parse_ipv4(req.src()), b = parse_ipv4(req.dst()); a && b) {
+  if (auto a = parse_ipv4(req.src), b = parse_ipv4(req.dst); a && b) {
     v4 = true;
     std::memcpy(src, &*a, 4);
     std::memcpy(dst, &*b, 4);
-  } else if (auto c = parse_ipv6(req.src()), d = parse_ipv6(req.dst()); c && d) {
+  } else if (auto c = parse_ipv6(req.src), d = parse_ipv6(req.dst); c && d) {
     std::memcpy(src, c->data(), 16);
     std::memcpy(dst, d->data(), 16);
   } else {
-    return bad(fmt::format("src {:?} and dst {:?}: give two IPv4 or two IPv6 addresses", req.src(),
-                           req.dst()));
+    return bad(fmt::format("src {:?} and dst {:?}: give two IPv4 or two IPv6 addresses", req.src,
+                           req.dst));
   }
-  const std::string proto = req.proto().empty() ? "udp" : req.proto();
+  const std::string proto = req.proto.empty() ? "udp" : req.proto;
   uint8_t l4proto;
   if (proto == "tcp")
     l4proto = 6;
@@ -223,13 +221,13 @@ Status Tracer::build_frame(const v1::TraceRequest& req, int role,
     l4proto = v4 ? 1 : 58;
   else
     return bad(fmt::format("proto {:?}: tcp, udp or icmp", proto));
-  if (req.sport() > 65535 || req.dport() > 65535) return bad("sport/dport: 0..65535");
-  if (req.ttl() > 255) return bad(fmt::format("ttl {}: 1..255", req.ttl()));
-  if (req.payload_len() > kMaxFrame)
-    return bad(fmt::format("payload {} bytes: at most {}", req.payload_len(), kMaxFrame));
-  const uint16_t sport = static_cast<uint16_t>(req.sport() ? req.sport() : 40000);
-  const uint16_t dport = static_cast<uint16_t>(req.dport() ? req.dport() : 80);
-  const uint8_t ttl = static_cast<uint8_t>(req.ttl() ? req.ttl() : 64);
+  if (req.sport > 65535 || req.dport > 65535) return bad("sport/dport: 0..65535");
+  if (req.ttl > 255) return bad(fmt::format("ttl {}: 1..255", req.ttl));
+  if (req.payload_len > kMaxFrame)
+    return bad(fmt::format("payload {} bytes: at most {}", req.payload_len, kMaxFrame));
+  const uint16_t sport = static_cast<uint16_t>(req.sport ? req.sport : 40000);
+  const uint16_t dport = static_cast<uint16_t>(req.dport ? req.dport : 80);
+  const uint8_t ttl = static_cast<uint8_t>(req.ttl ? req.ttl : 64);
 
   // Layer 2.
   uint8_t smac[6] = {0x02, 0, 0, 0, 0, 0x01};
@@ -239,14 +237,12 @@ Status Tracer::build_frame(const v1::TraceRequest& req, int role,
     f.push_back(static_cast<uint8_t>(v));
   };
   if (role == XBNG_ROLE_ACCESS) {
-    if (req.outer_vlan() < 1 || req.outer_vlan() > 4094 || req.inner_vlan() < 1 ||
-        req.inner_vlan() > 4094)
-      return bad(
-          fmt::format("outer {} inner {}: VLANs 1..4094", req.outer_vlan(), req.inner_vlan()));
+    if (req.outer_vlan < 1 || req.outer_vlan > 4094 || req.inner_vlan < 1 || req.inner_vlan > 4094)
+      return bad(fmt::format("outer {} inner {}: VLANs 1..4094", req.outer_vlan, req.inner_vlan));
     struct xbng_sub_key key {};
     key.ifindex = port->ifindex;
-    key.outer_vid = static_cast<uint16_t>(req.outer_vlan());
-    key.inner_vid = static_cast<uint16_t>(req.inner_vlan());
+    key.outer_vid = static_cast<uint16_t>(req.outer_vlan);
+    key.inner_vid = static_cast<uint16_t>(req.inner_vlan);
     struct xbng_subscriber sub {};
     if (bpf_map_lookup_elem(dp_->fd(MapId::kSubscribers), &key, &sub) == 0 &&
         (sub.flags & XBNG_SUB_F_MAC_VALID))
@@ -254,18 +250,18 @@ Status Tracer::build_frame(const v1::TraceRequest& req, int role,
   } else {
     smac[5] = 0xfe;
   }
-  if (!req.src_mac().empty()) {
-    auto m = parse_mac(req.src_mac());
-    if (!m) return bad(fmt::format("src_mac {:?}: not a MAC address", req.src_mac()));
+  if (!req.src_mac.empty()) {
+    auto m = parse_mac(req.src_mac);
+    if (!m) return bad(fmt::format("src_mac {:?}: not a MAC address", req.src_mac));
     std::memcpy(smac, m->data(), 6);
   }
   f.insert(f.end(), port->cfg.mac, port->cfg.mac + 6);
   f.insert(f.end(), smac, smac + 6);
   if (role == XBNG_ROLE_ACCESS) {
     put16(port->cfg.outer_tpid);
-    put16(static_cast<uint16_t>(req.outer_vlan()));
+    put16(static_cast<uint16_t>(req.outer_vlan));
     put16(XBNG_ETH_P_8021Q);
-    put16(static_cast<uint16_t>(req.inner_vlan()));
+    put16(static_cast<uint16_t>(req.inner_vlan));
   }
   put16(v4 ? 0x0800 : 0x86dd);
 
@@ -288,7 +284,7 @@ Status Tracer::build_frame(const v1::TraceRequest& req, int role,
     wr16(&l4[4], 1);
     wr16(&l4[6], 1);
   }
-  l4.resize(l4.size() + req.payload_len(), 0);
+  l4.resize(l4.size() + req.payload_len, 0);
   if (l4proto == 17) wr16(&l4[4], static_cast<uint16_t>(l4.size()));
   // Checksum: pseudo-header for TCP, UDP and ICMPv6; none for ICMPv4.
   uint32_t sum = 0;
@@ -338,25 +334,25 @@ Status Tracer::build_frame(const v1::TraceRequest& req, int role,
   if (f.size() > kMaxFrame)
     return bad(fmt::format("frame of {} bytes: at most {}", f.size(), kMaxFrame));
   *frame = std::move(f);
-  return Status::OK;
+  return absl::OkStatus();
 }
 
-Status Tracer::trace(const v1::TraceRequest& req, v1::TraceReply* out) {
+Status Tracer::trace(const TraceRequest& req, TraceResult* out) {
   const PortInfo* port = nullptr;
   for (const auto& p : dp_->ports())
-    if (p.name == req.port()) port = &p;
+    if (p.name == req.port) port = &p;
   if (!port) {
     std::string names;
     for (const auto& p : dp_->ports()) names += (names.empty() ? "" : ", ") + p.name;
-    return Status(StatusCode::INVALID_ARGUMENT,
-                  fmt::format("port {:?}: not a port of this xbngd ({})", req.port(), names));
+    return Status(StatusCode::kInvalidArgument,
+                  fmt::format("port {:?}: not a port of this xbngd ({})", req.port, names));
   }
   std::vector<uint8_t> frame;
-  if (!req.frame().empty()) {
-    if (req.frame().size() < 14 || req.frame().size() > kMaxFrame)
-      return Status(StatusCode::INVALID_ARGUMENT,
-                    fmt::format("frame of {} bytes: 14..{}", req.frame().size(), kMaxFrame));
-    frame.assign(req.frame().begin(), req.frame().end());
+  if (!req.frame.empty()) {
+    if (req.frame.size() < 14 || req.frame.size() > kMaxFrame)
+      return Status(StatusCode::kInvalidArgument,
+                    fmt::format("frame of {} bytes: 14..{}", req.frame.size(), kMaxFrame));
+    frame = req.frame;
   } else if (Status st = build_frame(req, port->role, &frame); !st.ok()) {
     return st;
   }
@@ -381,7 +377,7 @@ Status Tracer::trace(const v1::TraceRequest& req, v1::TraceReply* out) {
   opts.repeat = 1;
   std::memset(log_, 0, sizeof *log_);
   if (int err = bpf_prog_test_run_opts(bpf_program__fd(prog), &opts); err)
-    return Status(StatusCode::INTERNAL,
+    return Status(StatusCode::kInternal,
                   fmt::format("BPF_PROG_TEST_RUN on {}: {}", port->name, std::strerror(-err)));
   const struct xbng_trace_log log = *log_;
   const int action = static_cast<int>(opts.retval);
@@ -392,9 +388,7 @@ Status Tracer::trace(const v1::TraceRequest& req, v1::TraceReply* out) {
     return fmt::format("ifindex {}", ifx);
   };
   auto add = [out](const char* name, std::string detail) {
-    auto* s = out->add_steps();
-    s->set_name(name);
-    s->set_detail(std::move(detail));
+    out->steps.push_back({name, std::move(detail)});
   };
   uint32_t reason = XBNG_REASON_MAX;
   uint64_t redirect = 0;
@@ -485,80 +479,79 @@ Status Tracer::trace(const v1::TraceRequest& req, v1::TraceReply* out) {
   if (log.n > XBNG_TRACE_MAX_STEPS)
     add("truncated", fmt::format("{} more steps not recorded", log.n - XBNG_TRACE_MAX_STEPS));
 
-  out->set_verdict(xdp_action_name(action));
-  out->set_reason(reason < XBNG_REASON_MAX ? reason_name(reason) : "");
+  out->verdict = xdp_action_name(action);
+  out->reason = reason < XBNG_REASON_MAX ? reason_name(reason) : "";
   if (action == XDP_REDIRECT)
-    out->set_egress_port(ifname(redirect));
+    out->egress_port = ifname(redirect);
   else if (action == XDP_TX)
-    out->set_egress_port(port->name);
-  out->set_input_frame(frame.data(), frame.size());
-  decode_frame(frame.data(), frame.size(), out->mutable_input());
+    out->egress_port = port->name;
+  out->input_frame = frame;
+  decode_frame(frame.data(), frame.size(), &out->input);
   if (action == XDP_REDIRECT || action == XDP_TX || action == XDP_PASS) {
     const size_t len = std::min<size_t>(opts.data_size_out, buf.size());
-    out->set_output_frame(buf.data(), len);
-    decode_frame(buf.data(), len, out->mutable_output());
+    out->output_frame.assign(buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(len));
+    decode_frame(buf.data(), len, &out->output.emplace());
   }
-  return Status::OK;
+  return absl::OkStatus();
 }
 
 namespace {
 
-std::string l3_summary(const uint8_t* p, size_t len, uint16_t ethertype, v1::DecodedFrame* d,
+std::string l3_summary(const uint8_t* p, size_t len, uint16_t ethertype, DecodedFrame* d,
                        bool quoted);
 
 // L4 from `p` (len bytes left), protocol `proto`.
-std::string l4_summary(const uint8_t* p, size_t len, uint8_t proto, bool v4, v1::DecodedFrame* d,
+std::string l4_summary(const uint8_t* p, size_t len, uint8_t proto, bool v4, DecodedFrame* d,
                        bool quoted) {
   if ((proto == 6 || proto == 17) && len >= 4) {
-    d->set_proto(proto == 6 ? "tcp" : "udp");
-    d->set_sport(rd16(p));
-    d->set_dport(rd16(p + 2));
-    std::string t = fmt::format("{} {} > {}", d->proto(), d->sport(), d->dport());
+    d->proto = proto == 6 ? "tcp" : "udp";
+    d->sport = rd16(p);
+    d->dport = rd16(p + 2);
+    std::string t = fmt::format("{} {} > {}", d->proto, d->sport, d->dport);
     if (proto == 6 && len >= 14) t += fmt::format(" flags {:#04x}", p[13]);
     return t;
   }
   if ((proto == 1 || proto == 58) && len >= 2) {
-    d->set_proto(proto == 1 ? "icmp" : "icmpv6");
-    d->set_icmp_type(p[0]);
-    d->set_icmp_code(p[1]);
-    std::string t = fmt::format("{} type {} code {}", d->proto(), p[0], p[1]);
+    d->proto = proto == 1 ? "icmp" : "icmpv6";
+    d->icmp_type = p[0];
+    d->icmp_code = p[1];
+    std::string t = fmt::format("{} type {} code {}", d->proto, p[0], p[1]);
     const bool error =
         proto == 1 ? (p[0] == 3 || p[0] == 11 || p[0] == 12) : (p[0] >= 1 && p[0] <= 4);
     if (proto == 1 && p[0] == 3 && p[1] == 4 && len >= 8) t += fmt::format(" mtu {}", rd16(p + 6));
     if (proto == 58 && p[0] == 2 && len >= 8)
       t += fmt::format(" mtu {}", (uint32_t(rd16(p + 4)) << 16) | rd16(p + 6));
     if (error && !quoted && len > 8) {
-      v1::DecodedFrame inner;
-      d->set_inner(l3_summary(p + 8, len - 8, v4 ? 0x0800 : 0x86dd, &inner, true));
-      t += " quoting [" + d->inner() + "]";
+      DecodedFrame inner;
+      d->inner = l3_summary(p + 8, len - 8, v4 ? 0x0800 : 0x86dd, &inner, true);
+      t += " quoting [" + d->inner + "]";
     }
     return t;
   }
-  d->set_proto(std::to_string(proto));
+  d->proto = std::to_string(proto);
   return fmt::format("protocol {}", proto);
 }
 
-std::string l3_summary(const uint8_t* p, size_t len, uint16_t ethertype, v1::DecodedFrame* d,
+std::string l3_summary(const uint8_t* p, size_t len, uint16_t ethertype, DecodedFrame* d,
                        bool quoted) {
   if (ethertype == 0x0800 && len >= 20) {
     const size_t ihl = (p[0] & 0xf) * 4u;
     uint32_t s, t;
     std::memcpy(&s, p + 12, 4);
     std::memcpy(&t, p + 16, 4);
-    d->set_src(format_ipv4(s));
-    d->set_dst(format_ipv4(t));
-    d->set_ttl(p[8]);
-    std::string r =
-        fmt::format("ipv4 {} > {} ttl {} len {}", d->src(), d->dst(), p[8], rd16(p + 2));
+    d->src = format_ipv4(s);
+    d->dst = format_ipv4(t);
+    d->ttl = p[8];
+    std::string r = fmt::format("ipv4 {} > {} ttl {} len {}", d->src, d->dst, p[8], rd16(p + 2));
     if (ihl >= 20 && len >= ihl && !(rd16(p + 6) & 0x1fff))
       r += ", " + l4_summary(p + ihl, len - ihl, p[9], true, d, quoted);
     return r;
   }
   if (ethertype == 0x86dd && len >= 40) {
-    d->set_src(format_ipv6(p + 8));
-    d->set_dst(format_ipv6(p + 24));
-    d->set_ttl(p[7]);
-    return fmt::format("ipv6 {} > {} hlim {} plen {}, ", d->src(), d->dst(), p[7], rd16(p + 4)) +
+    d->src = format_ipv6(p + 8);
+    d->dst = format_ipv6(p + 24);
+    d->ttl = p[7];
+    return fmt::format("ipv6 {} > {} hlim {} plen {}, ", d->src, d->dst, p[7], rd16(p + 4)) +
            l4_summary(p + 40, len - 40, p[6], false, d, quoted);
   }
   if (ethertype == 0x0806) return "arp";
@@ -567,34 +560,34 @@ std::string l3_summary(const uint8_t* p, size_t len, uint16_t ethertype, v1::Dec
 
 }  // namespace
 
-void decode_frame(const uint8_t* f, size_t len, v1::DecodedFrame* d) {
-  d->set_length(static_cast<uint32_t>(len));
+void decode_frame(const uint8_t* f, size_t len, DecodedFrame* d) {
+  d->length = static_cast<uint32_t>(len);
   if (len < 14) {
-    d->set_text(fmt::format("{} bytes: shorter than an Ethernet header", len));
+    d->text = fmt::format("{} bytes: shorter than an Ethernet header", len);
     return;
   }
-  d->set_dst_mac(format_mac(f));
-  d->set_src_mac(format_mac(f + 6));
+  d->dst_mac = format_mac(f);
+  d->src_mac = format_mac(f + 6);
   size_t off = 12;
   uint16_t type = rd16(f + off);
-  std::string text = fmt::format("{} > {}", d->src_mac(), d->dst_mac());
+  std::string text = fmt::format("{} > {}", d->src_mac, d->dst_mac);
   while ((type == XBNG_ETH_P_8021AD || type == XBNG_ETH_P_8021Q || type == XBNG_ETH_P_QINQ_9100) &&
-         off + 6 <= len && d->tags_size() < 4) {
-    auto* t = d->add_tags();
-    t->set_tpid(type);
-    t->set_vid(rd16(f + off + 2) & 0x0fff);
-    t->set_pcp(f[off + 2] >> 5);
-    text += fmt::format(" vlan {:#06x} {}", type, t->vid());
+         off + 6 <= len && d->tags.size() < 4) {
+    VlanTag& t = d->tags.emplace_back();
+    t.tpid = type;
+    t.vid = rd16(f + off + 2) & 0x0fff;
+    t.pcp = static_cast<uint32_t>(f[off + 2] >> 5);
+    text += fmt::format(" vlan {:#06x} {}", type, t.vid);
     off += 4;
     type = rd16(f + off);
   }
   off += 2;
-  d->set_ethertype(type == 0x0800   ? "ipv4"
-                   : type == 0x86dd ? "ipv6"
-                   : type == 0x0806 ? "arp"
-                                    : fmt::format("{:#06x}", type));
+  d->ethertype = (type == 0x0800   ? "ipv4"
+                  : type == 0x86dd ? "ipv6"
+                  : type == 0x0806 ? "arp"
+                                   : fmt::format("{:#06x}", type));
   text += ", " + l3_summary(f + off, off <= len ? len - off : 0, type, d, false);
-  d->set_text(fmt::format("{} bytes: {}", len, text));
+  d->text = fmt::format("{} bytes: {}", len, text);
 }
 
 }  // namespace xbng::agent

@@ -5,15 +5,14 @@
 // side effect on any map, nothing added to the live programs.
 #pragma once
 
-#include <grpcpp/grpcpp.h>
+#include <absl/status/status.h>
 
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
-
-#include "xbng/v1/xbng.grpc.pb.h"
 
 struct XbngSkelRefs;
 struct xbng_trace_log;
@@ -21,6 +20,59 @@ struct xbng_trace_log;
 namespace xbng::agent {
 
 class Dataplane;
+
+// The frame to trace, as received on `port` (an access port or an uplink):
+// either given whole in `frame`, or built from the fields (see
+// xbng.v1.TraceRequest, which api/ converts to this).
+struct TraceRequest {
+  std::string port;               // ingress port name
+  std::vector<uint8_t> frame;     // raw Ethernet frame; when set, the fields below are ignored
+  uint32_t outer_vlan = 0;        // access port: S-VLAN
+  uint32_t inner_vlan = 0;        // access port: C-VLAN
+  std::string src, dst;           // IPv4 or IPv6 addresses, one family
+  std::string proto;              // tcp | udp | icmp ("" = udp)
+  uint32_t sport = 0, dport = 0;  // 0 = 40000, 80
+  std::string src_mac;            // "" = the subscriber's (access) or a fixed one
+  uint32_t ttl = 0;               // 0 = 64
+  uint32_t payload_len = 0;       // L4 payload bytes
+};
+
+// One step of the program's path: e.g. subscriber, "found (policer slot 3)".
+struct TraceStep {
+  std::string name;
+  std::string detail;  // for people
+};
+
+struct VlanTag {
+  uint32_t tpid = 0, vid = 0, pcp = 0;
+};
+
+// A frame decoded down to L4 (an ICMP error's quoted packet in `inner`).
+struct DecodedFrame {
+  uint32_t length = 0;
+  std::string dst_mac, src_mac;
+  std::vector<VlanTag> tags;  // outer first
+  std::string ethertype;      // ipv4 | ipv6 | arp | 0x....
+  std::string src, dst;
+  uint32_t ttl = 0;   // TTL or hop limit
+  std::string proto;  // tcp | udp | icmp | icmpv6 | number
+  uint32_t sport = 0, dport = 0;
+  uint32_t icmp_type = 0, icmp_code = 0;
+  std::string inner;  // ICMP error: the quoted packet, one line
+  std::string text;   // the whole frame, one line
+};
+
+struct TraceResult {
+  std::vector<TraceStep> steps;  // in the order the program took them
+  std::string verdict;           // XDP_REDIRECT | XDP_TX | XDP_PASS | XDP_DROP | XDP_ABORTED
+  std::string reason;            // the counter it is counted under, e.g. "drop_spoofed_ipv4"
+  std::string egress_port;       // redirect target, the ingress port for XDP_TX, else empty
+  std::vector<uint8_t> input_frame;
+  DecodedFrame input;
+  // The frame as the program left it (XDP_REDIRECT, XDP_TX, XDP_PASS only).
+  std::vector<uint8_t> output_frame;
+  std::optional<DecodedFrame> output;
+};
 
 class Tracer {
  public:
@@ -32,12 +84,11 @@ class Tracer {
   // One trace; INVALID_ARGUMENT for a bad request (nothing run),
   // UNAVAILABLE when the trace build cannot be loaded. Serialised: the log
   // is one buffer.
-  grpc::Status trace(const xbng::v1::TraceRequest& req, xbng::v1::TraceReply* out);
+  absl::Status trace(const TraceRequest& req, TraceResult* out);
 
  private:
-  grpc::Status load_locked();
-  grpc::Status build_frame(const xbng::v1::TraceRequest& req, int role,
-                           std::vector<uint8_t>* frame) const;
+  absl::Status load_locked();
+  absl::Status build_frame(const TraceRequest& req, int role, std::vector<uint8_t>* frame) const;
 
   const Dataplane* dp_;
   std::mutex mu_;
@@ -47,6 +98,6 @@ class Tracer {
 
 // Decodes an Ethernet frame (tags, IPv4/IPv6, TCP/UDP/ICMP, an ICMP error's
 // quoted packet) for the trace output. Never reads past `len`.
-void decode_frame(const uint8_t* f, size_t len, xbng::v1::DecodedFrame* out);
+void decode_frame(const uint8_t* f, size_t len, DecodedFrame* out);
 
 }  // namespace xbng::agent

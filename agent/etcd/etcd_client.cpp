@@ -6,7 +6,7 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "telemetry/metrics.h"
+#include "api/grpc_code.h"
 
 namespace xbng::agent::fleet {
 

@@ -12,8 +12,6 @@
 #include <cstring>
 
 #include "store/plan.h"
-// xbng::v1::Event::Type only (the event types the store publishes).
-#include "xbng/v1/xbng.pb.h"
 
 namespace xbng::agent {
 
@@ -127,7 +125,7 @@ Status SubscriberStore::learn_mac(const SubKey& k, const Mac& mac) {
   if (int rc = maps_->update(MapId::kSubscribers, &k, &v, BPF_EXIST))
     return Status(StatusCode::kInternal, fmt::format("{}: writing the learned MAC: {}",
                                                      key_to_string(k, ports_), std::strerror(-rc)));
-  publish(xbng::v1::Event::MAC_LEARNED, k, &mac);
+  publish(EventType::kMacLearned, k, &mac);
   return absl::OkStatus();
 }
 
@@ -165,7 +163,7 @@ std::string SubscriberStore::owner_name(uint32_t rec) const {
   return key_to_string(recs_[rec].key, ports_);
 }
 
-void SubscriberStore::publish(int type, const SubKey& k, const Mac* mac) {
+void SubscriberStore::publish(EventType type, const SubKey& k, const Mac* mac) {
   if (!hub_ || !hub_->has_watchers()) return;
   AgentEvent e;
   e.type = type;
@@ -315,7 +313,7 @@ void SubscriberStore::forget(const std::vector<uint32_t>& recs) {
     for (const auto& c : cl) claims_.erase_owner(c, rec);
     index_.erase(key_rank(s.key));
     count_key(s.key, -1);
-    publish(xbng::v1::Event::SUBSCRIBER_REMOVED, s.key, s.has_mac ? &s.mac : nullptr);
+    publish(EventType::kSubscriberRemoved, s.key, s.has_mac ? &s.mac : nullptr);
     if (change_hook_) change_hook_(s.key, nullptr, false);
     s = SubscriberSpec{};
     free_.push_back(rec);

@@ -274,7 +274,7 @@ class SubscriberStore {
   void place_record(uint32_t rec, SubscriberSpec&& s);
   void count_key(const SubKey& k, int delta);
   std::string owner_name(uint32_t rec) const;
-  void publish(int type, const SubKey& k, const Mac* mac);
+  void publish(EventType type, const SubKey& k, const Mac* mac);
 
   std::unique_ptr<MapOps> maps_;
   PortResolver ports_;

@@ -10,8 +10,6 @@
 
 #include "store/codec.h"
 #include "store/plan.h"
-// xbng::v1::Event::Type only (the event types the store publishes).
-#include "xbng/v1/xbng.pb.h"
 
 namespace xbng::agent {
 
@@ -259,9 +257,8 @@ void SubscriberStore::commit_index(Plan& p, const Staged& w) {
     for (const auto& c : e.claims) claims_.set_owner(c, rec);
     const SubscriberSpec& sp = recs_[rec];
     if (change_hook_) change_hook_(sp.key, &sp, e.old_rec < 0);
-    publish(
-        e.old_rec >= 0 ? xbng::v1::Event::SUBSCRIBER_UPDATED : xbng::v1::Event::SUBSCRIBER_ADDED,
-        sp.key, sp.has_mac ? &sp.mac : nullptr);
+    publish(e.old_rec >= 0 ? EventType::kSubscriberUpdated : EventType::kSubscriberAdded, sp.key,
+            sp.has_mac ? &sp.mac : nullptr);
   }
 }
 

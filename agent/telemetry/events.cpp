@@ -10,8 +10,6 @@
 #include <ctime>
 #include <stdexcept>
 
-#include "xbng/v1/xbng.pb.h"
-
 namespace xbng::agent {
 
 uint64_t unix_now_ns() {
@@ -147,16 +145,16 @@ int RingbufReader::on_sample(void* ctx, void* data, size_t size) {
   AgentEvent e;
   switch (ev.type) {
     case XBNG_EVENT_UNKNOWN_SUBSCRIBER:
-      e.type = xbng::v1::Event::UNKNOWN_SUBSCRIBER;
+      e.type = EventType::kUnknownSubscriber;
       break;
     case XBNG_EVENT_MAC_LEARNED:
-      e.type = xbng::v1::Event::MAC_LEARNED;
+      e.type = EventType::kMacLearned;
       break;
     case XBNG_EVENT_MAC_CHANGED:
-      e.type = xbng::v1::Event::MAC_CHANGED;
+      e.type = EventType::kMacChanged;
       break;
     case XBNG_EVENT_MAC_CONFLICT:
-      e.type = xbng::v1::Event::MAC_CONFLICT;
+      e.type = EventType::kMacConflict;
       break;
     default:
       return 0;

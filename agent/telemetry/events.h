@@ -20,8 +20,25 @@ struct ring_buffer;
 
 namespace xbng::agent {
 
+// What an event reports (the api/ room names each as an xbng.v1.Event.Type).
+enum class EventType {
+  kUnspecified,
+  kAgentStarted,       // first event of every WatchEvents stream
+  kUnknownSubscriber,  // the fast path saw a VLAN pair no subscriber has
+  kSubscriberAdded,
+  kSubscriberRemoved,
+  kSubscriberUpdated,
+  kMacLearned,
+  kMacChanged,     // MAC policy "follow" moved the subscriber to `mac`
+  kMacConflict,    // frames from `mac`, not the subscriber's (rate-limited)
+  kLeaseBound,     // a DHCP(v6) client bound its address/prefixes
+  kLeaseRenewed,   // ... extended them
+  kLeaseReleased,  // ... gave them back (RELEASE, DECLINE)
+  kLeaseExpired,   // ... let them run out
+};
+
 struct AgentEvent {
-  int type = 0;  // xbng::v1::Event::Type
+  EventType type = EventType::kUnspecified;
   SubKey key{};
   bool has_mac = false;
   Mac mac{};

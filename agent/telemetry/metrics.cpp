@@ -1,7 +1,7 @@
 #include "telemetry/metrics.h"
 
 #include <fmt/format.h>
-#include <grpcpp/support/server_interceptor.h>
+#include <absl/status/status.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -31,7 +31,8 @@ namespace xbng::agent {
 void GrpcMetrics::record(const std::string& method, int code, double seconds) {
   std::lock_guard lk(mu_);
   GrpcMethodStats& m = by_method_[method];
-  ++m.requests_by_code[grpc_code_name(code)];
+  std::string name = absl::StatusCodeToString(static_cast<absl::StatusCode>(code));
+  ++m.requests_by_code[name.empty() ? "UNKNOWN" : name];
   ++m.count;
   m.sum_seconds += seconds;
   for (size_t i = 0; i < kLatencyBuckets.size(); ++i)
@@ -47,51 +48,6 @@ std::map<std::string, GrpcMethodStats> GrpcMetrics::snapshot() const {
 }
 
 namespace {
-
-namespace gx = grpc::experimental;
-
-// One per RPC: created when the call starts, records at PRE_SEND_STATUS (or,
-// for a call that ends without a status, e.g. a vanished client, on
-// destruction as CANCELLED).
-class MetricsInterceptor final : public gx::Interceptor {
- public:
-  MetricsInterceptor(gx::ServerRpcInfo* info, GrpcMetrics* m)
-      : metrics_(m), start_(std::chrono::steady_clock::now()) {
-    const char* name = info->method();
-    method_ = name && *name ? (name[0] == '/' ? name + 1 : name) : "unknown";
-  }
-  ~MetricsInterceptor() override {
-    if (!recorded_) metrics_->record(method_, grpc::StatusCode::CANCELLED, elapsed());
-  }
-  void Intercept(gx::InterceptorBatchMethods* methods) override {
-    if (!recorded_ &&
-        methods->QueryInterceptionHookPoint(gx::InterceptionHookPoints::PRE_SEND_STATUS)) {
-      metrics_->record(method_, methods->GetSendStatus().error_code(), elapsed());
-      recorded_ = true;
-    }
-    methods->Proceed();
-  }
-
- private:
-  double elapsed() const {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  }
-  GrpcMetrics* metrics_;
-  std::string method_;
-  std::chrono::steady_clock::time_point start_;
-  bool recorded_ = false;
-};
-
-class MetricsInterceptorFactory final : public gx::ServerInterceptorFactoryInterface {
- public:
-  explicit MetricsInterceptorFactory(GrpcMetrics* m) : metrics_(m) {}
-  gx::Interceptor* CreateServerInterceptor(gx::ServerRpcInfo* info) override {
-    return new MetricsInterceptor(info, metrics_);
-  }
-
- private:
-  GrpcMetrics* metrics_;
-};
 
 // ---- text format ---------------------------------------------------------------
 
@@ -133,11 +89,6 @@ struct Writer {
 };
 
 }  // namespace
-
-std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>
-make_metrics_interceptor_factory(GrpcMetrics* metrics) {
-  return std::make_unique<MetricsInterceptorFactory>(metrics);
-}
 
 std::string render_metrics(const MetricsSnapshot& s) {
   Writer w;

@@ -1,6 +1,6 @@
-// Prometheus metrics: gRPC request accounting (an interceptor fills
-// GrpcMetrics), the text exposition format rendered from a snapshot, and the
-// HTTP endpoint serving GET /metrics and /healthz.
+// Prometheus metrics: gRPC request accounting (GrpcMetrics, filled by the
+// api/ room's interceptor), the text exposition format rendered from a
+// snapshot, and the HTTP endpoint serving GET /metrics and /healthz.
 #pragma once
 
 #include <array>
@@ -11,12 +11,7 @@
 #include <mutex>
 #include <string>
 
-#include "api/grpc_code.h"
 #include "telemetry/stats.h"
-
-namespace grpc::experimental {
-class ServerInterceptorFactoryInterface;
-}
 
 namespace xbng::agent {
 
@@ -34,7 +29,8 @@ struct GrpcMethodStats {
 // Requests and latency per gRPC method; thread-safe.
 class GrpcMetrics {
  public:
-  // method: "xbng.v1.Subscribers/GetStats"; code: a grpc::StatusCode.
+  // method: "xbng.v1.Subscribers/GetStats"; code: a status code (gRPC's and
+  // absl::StatusCode's numbers are the same), counted by its name ("OK", ...).
   void record(const std::string& method, int code, double seconds);
   std::map<std::string, GrpcMethodStats> snapshot() const;
 
@@ -42,10 +38,6 @@ class GrpcMetrics {
   mutable std::mutex mu_;
   std::map<std::string, GrpcMethodStats> by_method_;
 };
-
-// A server interceptor that times every RPC and records its final status.
-std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>
-make_metrics_interceptor_factory(GrpcMetrics* metrics);
 
 struct MetricsSnapshot {
   StatsSnapshot stats;

@@ -13,6 +13,7 @@
 #include "bringup/dhcpv4/server.h"
 #include "bringup/punt/frame.h"
 #include "telemetry/events.h"
+#include "api/lease_proto.h"
 #include "bringup/lease/lease.h"
 #include "common/net.h"
 #include "xbng/v1/xbng.pb.h"
@@ -471,11 +472,11 @@ TEST(LeaseTable, BindRenewReleaseExpireWithEvents) {
   EXPECT_FALSE(t.get(k, LeaseFamily::kV6)->bound);
   std::vector<AgentEvent> ev;
   ASSERT_TRUE(w->pop(&ev, 100));
-  std::vector<int> types;
+  std::vector<EventType> types;
   for (const auto& e : ev) types.push_back(e.type);
-  EXPECT_EQ(types, (std::vector<int>{v1::Event::LEASE_BOUND, v1::Event::LEASE_RENEWED,
-                                     v1::Event::LEASE_BOUND, v1::Event::LEASE_RELEASED,
-                                     v1::Event::LEASE_EXPIRED}));
+  EXPECT_EQ(types, (std::vector<EventType>{EventType::kLeaseBound, EventType::kLeaseRenewed,
+                                           EventType::kLeaseBound, EventType::kLeaseReleased,
+                                           EventType::kLeaseExpired}));
   EXPECT_EQ(ev[2].lease_family, 6);
   EXPECT_EQ(ev[2].lease_prefixes, std::vector<std::string>{"2001:db8:2000::/64"});
   // Shown on the subscriber as the API returns it.
@@ -483,7 +484,7 @@ TEST(LeaseTable, BindRenewReleaseExpireWithEvents) {
   s.set_port("acc0");
   s.set_outer_vlan(100);
   s.set_inner_vlan(1);
-  t.fill(&s);
+  fill_leases(t, &s);
   EXPECT_FALSE(s.lease_v4().bound());
   EXPECT_EQ(s.lease_v4().address(), "100.64.1.10");
   EXPECT_EQ(s.lease_v6().prefixes(0), "2001:db8:2000::/64");
@@ -535,9 +536,9 @@ SubscriberSpec spec_of(const SubKey& k, const char* v4, const char* v6, const ch
   return s;
 }
 
-std::vector<std::pair<int, int>> lease_events(Watcher* w) {
+std::vector<std::pair<EventType, int>> lease_events(Watcher* w) {
   std::vector<AgentEvent> ev;
-  std::vector<std::pair<int, int>> out;
+  std::vector<std::pair<EventType, int>> out;
   while (w->pop(&ev, 50))
     for (const auto& e : ev) out.push_back({e.type, e.lease_family});
   return out;
@@ -566,8 +567,8 @@ TEST(LeaseTable, SubscriberChangesEndTheLeasesItLoses) {
   EXPECT_FALSE(t.get(k, LeaseFamily::kV6));
   EXPECT_EQ(t.size(), 0u);
   EXPECT_EQ(lease_events(w.get()),
-            (std::vector<std::pair<int, int>>{{v1::Event::LEASE_RELEASED, 4},
-                                              {v1::Event::LEASE_RELEASED, 6}}));
+            (std::vector<std::pair<EventType, int>>{{EventType::kLeaseReleased, 4},
+                                                    {EventType::kLeaseReleased, 6}}));
   // A new subscriber on the key (even with the same addresses) starts without any.
   bind_both();
   EXPECT_EQ(t.on_subscriber_change(k, &old, true), 2u);

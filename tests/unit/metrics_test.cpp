@@ -12,6 +12,7 @@
 #include <set>
 #include <sstream>
 
+#include "api/grpc_code.h"
 #include "telemetry/metrics.h"
 #include "xbng/reasons.h"
 

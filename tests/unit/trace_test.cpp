@@ -30,24 +30,24 @@ std::vector<uint8_t> icmp_error_frame() {
 
 TEST(TraceDecode, TagsAddressesAndQuotedPacket) {
   const auto f = icmp_error_frame();
-  xbng::v1::DecodedFrame d;
+  DecodedFrame d;
   decode_frame(f.data(), f.size(), &d);
-  EXPECT_EQ(d.length(), f.size());
-  EXPECT_EQ(d.dst_mac(), "02:00:00:00:00:10");
-  EXPECT_EQ(d.src_mac(), "02:00:00:00:00:01");
-  ASSERT_EQ(d.tags_size(), 2);
-  EXPECT_EQ(d.tags(0).tpid(), 0x88a8u);
-  EXPECT_EQ(d.tags(0).vid(), 100u);
-  EXPECT_EQ(d.tags(1).tpid(), 0x8100u);
-  EXPECT_EQ(d.tags(1).vid(), 7u);
-  EXPECT_EQ(d.tags(1).pcp(), 1u);
-  EXPECT_EQ(d.ethertype(), "ipv4");
-  EXPECT_EQ(d.src(), "192.0.2.1");
-  EXPECT_EQ(d.dst(), "100.64.0.16");
-  EXPECT_EQ(d.ttl(), 64u);
-  EXPECT_EQ(d.proto(), "icmp");
-  EXPECT_EQ(d.icmp_type(), 11u);
-  EXPECT_EQ(d.inner(), "ipv4 100.64.0.16 > 192.0.2.2 ttl 1 len 28, udp 40000 > 9");
+  EXPECT_EQ(d.length, f.size());
+  EXPECT_EQ(d.dst_mac, "02:00:00:00:00:10");
+  EXPECT_EQ(d.src_mac, "02:00:00:00:00:01");
+  ASSERT_EQ(d.tags.size(), 2u);
+  EXPECT_EQ(d.tags[0].tpid, 0x88a8u);
+  EXPECT_EQ(d.tags[0].vid, 100u);
+  EXPECT_EQ(d.tags[1].tpid, 0x8100u);
+  EXPECT_EQ(d.tags[1].vid, 7u);
+  EXPECT_EQ(d.tags[1].pcp, 1u);
+  EXPECT_EQ(d.ethertype, "ipv4");
+  EXPECT_EQ(d.src, "192.0.2.1");
+  EXPECT_EQ(d.dst, "100.64.0.16");
+  EXPECT_EQ(d.ttl, 64u);
+  EXPECT_EQ(d.proto, "icmp");
+  EXPECT_EQ(d.icmp_type, 11u);
+  EXPECT_EQ(d.inner, "ipv4 100.64.0.16 > 192.0.2.2 ttl 1 len 28, udp 40000 > 9");
 }
 
 TEST(TraceDecode, EveryTruncationStaysInBounds) {
@@ -55,9 +55,9 @@ TEST(TraceDecode, EveryTruncationStaysInBounds) {
   for (size_t n = 0; n <= full.size(); ++n) {
     // A heap copy of exactly n bytes: ASan flags any read past it.
     std::vector<uint8_t> f(full.begin(), full.begin() + static_cast<long>(n));
-    xbng::v1::DecodedFrame d;
+    DecodedFrame d;
     decode_frame(f.data(), f.size(), &d);
-    EXPECT_EQ(d.length(), n);
-    EXPECT_FALSE(d.text().empty()) << n;
+    EXPECT_EQ(d.length, n);
+    EXPECT_FALSE(d.text.empty()) << n;
   }
 }

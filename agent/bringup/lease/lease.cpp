@@ -11,7 +11,6 @@
 #include "common/net.h"
 #include "bringup/punt/counters.h"
 #include "common/statefile.h"
-#include "xbng/v1/xbng.pb.h"
 
 using json = nlohmann::json;
 
@@ -31,14 +30,6 @@ uint64_t now_seconds() {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::seconds>(
                                    std::chrono::system_clock::now().time_since_epoch())
                                    .count());
-}
-
-void to_pb(const Lease& l, v1::Lease* out) {
-  out->set_bound(l.bound);
-  out->set_expires_unix(l.bound ? l.expires_unix : 0);
-  out->set_address(l.address);
-  for (const auto& p : l.prefixes) out->add_prefixes(p);
-  out->set_bound_unix(l.bound_unix);
 }
 
 }  // namespace
@@ -83,7 +74,7 @@ void LeaseTable::run() {
   }
 }
 
-void LeaseTable::publish(int type, const SubKey& k, LeaseFamily f, const Lease& l,
+void LeaseTable::publish(EventType type, const SubKey& k, LeaseFamily f, const Lease& l,
                          uint64_t now_unix) {
   (void)now_unix;
   if (!hub_ || !hub_->has_watchers()) return;
@@ -113,7 +104,7 @@ void LeaseTable::bind(const SubKey& k, LeaseFamily f, std::string address,
   l.expires_unix = now_unix + lifetime_s;
   by_expiry_.insert({l.expires_unix, rank, static_cast<int>(f)});
   dirty_ = true;
-  publish(renew ? v1::Event::LEASE_RENEWED : v1::Event::LEASE_BOUND, k, f, l, now_unix);
+  publish(renew ? EventType::kLeaseRenewed : EventType::kLeaseBound, k, f, l, now_unix);
 }
 
 void LeaseTable::release(const SubKey& k, LeaseFamily f, uint64_t now_unix) {
@@ -125,7 +116,7 @@ void LeaseTable::release(const SubKey& k, LeaseFamily f, uint64_t now_unix) {
   by_expiry_.erase({l.expires_unix, key_rank(k), static_cast<int>(f)});
   l.bound = false;
   dirty_ = true;
-  publish(v1::Event::LEASE_RELEASED, k, f, l, now_unix);
+  publish(EventType::kLeaseReleased, k, f, l, now_unix);
 }
 
 bool LeaseTable::holds(const SubscriberSpec& s, LeaseFamily f, const Lease& l) {
@@ -145,7 +136,7 @@ void LeaseTable::end_locked(uint64_t rank, Slot& slot, int f) {
   l.bound = false;
   dirty_ = true;
   count(AgentReason::kLEASE_ENDED_DEPROVISIONED);
-  publish(v1::Event::LEASE_RELEASED, key_of(rank), static_cast<LeaseFamily>(f), l, 0);
+  publish(EventType::kLeaseReleased, key_of(rank), static_cast<LeaseFamily>(f), l, 0);
   l = Lease{};  // its address is no longer this subscriber's to show
 }
 
@@ -233,7 +224,7 @@ size_t LeaseTable::expire(uint64_t now_unix) {
     dirty_ = true;
     ++n;
     count(AgentReason::kLEASE_EXPIRED);
-    publish(v1::Event::LEASE_EXPIRED, key_of(rank), static_cast<LeaseFamily>(fam), l, now_unix);
+    publish(EventType::kLeaseExpired, key_of(rank), static_cast<LeaseFamily>(fam), l, now_unix);
   }
   return n;
 }
@@ -243,15 +234,15 @@ size_t LeaseTable::size() const {
   return by_expiry_.size();
 }
 
-void LeaseTable::fill(v1::Subscriber* out) const {
+std::optional<Lease> LeaseTable::get(std::string_view port, uint32_t outer_vlan,
+                                     uint32_t inner_vlan, LeaseFamily f) const {
+  auto idx = ports_.access_ifindex ? ports_.access_ifindex(port) : std::nullopt;
+  if (!idx) return std::nullopt;
   SubKey k{};
-  auto idx = ports_.access_ifindex ? ports_.access_ifindex(out->port()) : std::nullopt;
-  if (!idx) return;
   k.ifindex = *idx;
-  k.outer_vid = static_cast<uint16_t>(out->outer_vlan());
-  k.inner_vid = static_cast<uint16_t>(out->inner_vlan());
-  if (auto l = get(k, LeaseFamily::kV4)) to_pb(*l, out->mutable_lease_v4());
-  if (auto l = get(k, LeaseFamily::kV6)) to_pb(*l, out->mutable_lease_v6());
+  k.outer_vid = static_cast<uint16_t>(outer_vlan);
+  k.inner_vid = static_cast<uint16_t>(inner_vlan);
+  return get(k, f);
 }
 
 bool LeaseTable::flush() {

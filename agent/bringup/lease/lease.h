@@ -39,10 +39,6 @@
 #include "telemetry/events.h"
 #include "store/subscriber.h"
 
-namespace xbng::v1 {
-class Subscriber;
-}
-
 namespace xbng::agent {
 
 struct Lease {
@@ -76,6 +72,10 @@ class LeaseTable {
   // LEASE_RELEASED when it was bound.
   void release(const SubKey& k, LeaseFamily f, uint64_t now_unix);
   std::optional<Lease> get(const SubKey& k, LeaseFamily f) const;
+  // The same for the subscriber named as the API names it (access port name,
+  // VLANs); nothing when the port is not an access port.
+  std::optional<Lease> get(std::string_view port, uint32_t outer_vlan, uint32_t inner_vlan,
+                           LeaseFamily f) const;
 
   // Subscriber k was changed: `now` null = deleted; `created` = a new
   // subscriber took the key (nothing of an old one's carries over). Ends
@@ -99,12 +99,9 @@ class LeaseTable {
   bool flush();
   size_t size() const;
 
-  // Fills lease_v4/lease_v6 of `out` (key taken from its port/vlans).
-  void fill(xbng::v1::Subscriber* out) const;
-
  private:
   using Slot = std::array<Lease, 2>;
-  void publish(int type, const SubKey& k, LeaseFamily f, const Lease& l, uint64_t now_unix);
+  void publish(EventType type, const SubKey& k, LeaseFamily f, const Lease& l, uint64_t now_unix);
   // Ends lease f of the entry at `it` (bound) as deprovisioned: event,
   // counter, forgotten (a lease never outlives its subscriber). Under mu_.
   void end_locked(uint64_t rank, std::array<Lease, 2>& slot, int f);
