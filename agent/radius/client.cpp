@@ -122,6 +122,7 @@ struct Counters {
   std::atomic<uint64_t> drop_bad_authenticator{0}, drop_bad_message_authenticator{0};
   std::atomic<uint64_t> drop_missing_message_authenticator{0}, drop_unexpected_code{0};
   std::atomic<uint64_t> queue_full{0}, send_errors{0};
+  std::atomic<uint64_t> sockets{0};
 };
 
 void bump(std::atomic<uint64_t>& c) { c.fetch_add(1, std::memory_order_relaxed); }
@@ -245,6 +246,7 @@ class ClientImpl final : public Client {
     s.drop_unexpected_code = g(c_.drop_unexpected_code);
     s.queue_full = g(c_.queue_full);
     s.send_errors = g(c_.send_errors);
+    s.sockets = g(c_.sockets);
     return s;
   }
 
@@ -306,6 +308,7 @@ class ClientImpl final : public Client {
     s->fd = fd;
     s->family = family;
     sockets_.push_back(std::move(s));
+    bump(c_.sockets);
     return sockets_.back().get();
   }
 

@@ -127,6 +127,7 @@ struct CounterSnapshot {
   uint64_t drop_unexpected_code = 0;  // e.g. an Access-Accept to an Accounting-Request
   uint64_t queue_full = 0;
   uint64_t send_errors = 0;
+  uint64_t sockets = 0;  // source sockets open (one per 256 outstanding, per family)
 };
 
 struct Attribute;

@@ -5,6 +5,7 @@
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/cord.h"
@@ -467,7 +468,9 @@ absl::StatusOr<std::string> hide_password(std::string_view plain, std::string_vi
   if (plain.size() > 128)
     return fault(Fault::kValueTooLong, cat("User-Password: ", plain.size(), " octets above 128"));
   std::string out(plain);
-  out.resize((plain.size() + 15) / 16 * 16, '\0');
+  // At least one block: RFC 2865 5.2 gives the attribute 16..128 octets, and
+  // servers (FreeRADIUS) drop a zero-length User-Password as absent.
+  out.resize(std::max<size_t>(16, (plain.size() + 15) / 16 * 16), '\0');
   std::span<const uint8_t> prev(ra.data(), 16);
   for (size_t i = 0; i < out.size(); i += 16) {
     Authenticator b = md5({sv(secret), prev});

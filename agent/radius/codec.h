@@ -172,7 +172,8 @@ std::optional<uint32_t> as_u32(std::string_view v);
 std::optional<Prefix> as_ipv6_prefix(std::string_view v);
 
 // ---- secrets and authenticators ----
-// RFC 2865 5.2. `plain` up to 128 octets; the empty password stays empty.
+// RFC 2865 5.2. `plain` up to 128 octets, padded with NULs to 16..128; the
+// empty password is one hidden block of NULs (what servers decode as "").
 absl::StatusOr<std::string> hide_password(std::string_view plain, std::string_view secret,
                                           const Authenticator& request_auth);
 absl::StatusOr<std::string> unhide_password(std::string_view hidden, std::string_view secret,

@@ -128,15 +128,16 @@ TEST(RadiusCodec, AccessRequestMessageAuthenticatorMatchesIndependentVector) {
   EXPECT_EQ(fault_of(verify_request(*b, "other").status()), Fault::kBadMessageAuthenticator);
 }
 
-TEST(RadiusCodec, EmptyPasswordIsAZeroLengthAttribute) {
+TEST(RadiusCodec, EmptyPasswordIsOneHiddenBlock) {
   auto h = hide_password("", "s", seq16());
   ASSERT_TRUE(h.ok());
-  EXPECT_TRUE(h->empty());
+  EXPECT_EQ(h->size(), 16u);
+  EXPECT_EQ(*unhide_password(*h, "s", seq16()), "");
   auto b = build_access_request(1, seq16(), {make_string(attr::kUserPassword, "")}, "s");
   ASSERT_TRUE(b.ok());
   auto p = decode(*b);
   ASSERT_TRUE(p.ok()) << p.status();
-  EXPECT_EQ(p->find(attr::kUserPassword)->value, "");
+  EXPECT_EQ(p->find(attr::kUserPassword)->value, *h);
 }
 
 TEST(RadiusCodec, PasswordHidingLongAndTooLong) {
@@ -389,7 +390,7 @@ TEST(RadiusClient, RequestAttributes) {
   auto p = verify_request(*b, "s");
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(p->find(attr::kUserName)->value, "eth1:100:200");
-  EXPECT_EQ(p->find(attr::kUserPassword)->value, "");
+  EXPECT_EQ(*unhide_password(p->find(attr::kUserPassword)->value, "s", p->authenticator), "");
   EXPECT_EQ(p->find(attr::kNasIdentifier)->value, "bng1");
   EXPECT_EQ(as_u32(p->find(attr::kNasPortType)->value), kNasPortTypeEthernet);
   EXPECT_EQ(p->find(attr::kNasPortId)->value, "eth1:100.200");
