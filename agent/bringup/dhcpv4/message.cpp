@@ -3,13 +3,14 @@
 #include <algorithm>
 #include <cstring>
 
+#include "common/bytes.h"
+
 namespace xbng::agent::dhcpv4 {
 
 namespace {
 
-uint32_t rd32(const uint8_t* p) {
-  return uint32_t{p[0]} << 24 | uint32_t{p[1]} << 16 | uint32_t{p[2]} << 8 | p[3];
-}
+using be::get16;
+using be::get32;
 uint32_t rd_be(const uint8_t* p) {  // kept in network order
   uint32_t v;
   std::memcpy(&v, p, 4);
@@ -85,7 +86,7 @@ std::optional<Message> parse(std::span<const uint8_t> b, ParseError* err) {
   if (err) *err = ParseError::kNone;
   if (b.size() > kMaxLen) return fail(ParseError::kOversized);
   if (b.size() < kMinLen) return fail(ParseError::kTruncated);
-  if (rd32(&b[kFixedLen]) != kMagicCookie) return fail(ParseError::kBadCookie);
+  if (get32(&b[kFixedLen]) != kMagicCookie) return fail(ParseError::kBadCookie);
   Message m;
   m.op = b[0];
   m.htype = b[1];
@@ -93,9 +94,9 @@ std::optional<Message> parse(std::span<const uint8_t> b, ParseError* err) {
   m.hops = b[3];
   if (m.op != 1) return fail(ParseError::kNotRequest);
   if (m.htype != 1 || m.hlen != 6) return fail(ParseError::kBadHardware);
-  m.xid = rd32(&b[4]);
-  m.secs = static_cast<uint16_t>(b[8] << 8 | b[9]);
-  m.flags = static_cast<uint16_t>(b[10] << 8 | b[11]);
+  m.xid = get32(&b[4]);
+  m.secs = get16(&b[8]);
+  m.flags = get16(&b[10]);
   m.ciaddr = rd_be(&b[12]);
   m.yiaddr = rd_be(&b[16]);
   m.siaddr = rd_be(&b[20]);
@@ -134,7 +135,7 @@ std::optional<Message> parse(std::span<const uint8_t> b, ParseError* err) {
         break;
       case kOptMaxSize:
         if (len != 2) return fail(ParseError::kBadOptionLength);
-        m.max_size = static_cast<uint16_t>(v[0] << 8 | v[1]);
+        m.max_size = get16(&v[0]);
         break;
       case kOptOverload:
         return fail(ParseError::kOverload);
