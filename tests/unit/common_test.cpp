@@ -1,5 +1,5 @@
 // The shared byte-level pieces of agent/common/: big-endian loads and stores,
-// the Internet checksum (RFC 1071) and the subscriber key rank.
+// the Internet checksum (RFC 1071), the subscriber key rank and SI numbers.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -9,6 +9,7 @@
 #include "common/bytes.h"
 #include "common/checksum.h"
 #include "common/sub_key.h"
+#include "common/units.h"
 
 namespace xbng::agent {
 namespace {
@@ -87,6 +88,38 @@ TEST(SubKeyRank, RoundTripAndOrder) {
   b = a;
   b.inner_vid = 4094;
   EXPECT_GT(key_rank(a), key_rank(b));
+}
+
+TEST(Units, ParseSi) {
+  EXPECT_EQ(parse_si("20M"), 20000000u);
+  EXPECT_EQ(parse_si("20m"), 20000000u);
+  EXPECT_EQ(parse_si("1G"), 1000000000u);
+  EXPECT_EQ(parse_si("1500"), 1500u);
+  EXPECT_EQ(parse_si("1.5k"), 1500u);
+  EXPECT_EQ(parse_si("1.5K"), 1500u);
+  EXPECT_EQ(parse_si("0"), 0u);
+  EXPECT_EQ(parse_si("2.500M"), 2500000u);
+  EXPECT_EQ(parse_si("18446744073G"), 18446744073000000000u);
+  EXPECT_FALSE(parse_si("99999999999999999999"));
+  EXPECT_FALSE(parse_si("18446744074G"));  // overflows once scaled
+  EXPECT_FALSE(parse_si("1.5"));           // finer than one unit
+  EXPECT_FALSE(parse_si("1.0005k"));
+  EXPECT_FALSE(parse_si(""));
+  EXPECT_FALSE(parse_si("k"));
+  EXPECT_FALSE(parse_si("-3"));
+  EXPECT_FALSE(parse_si("1.2.3"));
+  EXPECT_FALSE(parse_si("10T"));
+  EXPECT_FALSE(parse_si(" 10"));
+}
+
+TEST(Units, ParseRatePlan) {
+  RatePlanValues v{};
+  EXPECT_EQ(parse_rate_plan({"20M", "125k", "", "1G"}, &v), std::nullopt);
+  EXPECT_EQ(v, (RatePlanValues{20000000, 125000, 0, 1000000000}));
+  EXPECT_EQ(parse_rate_plan({"", "", "", ""}, &v), std::nullopt);
+  EXPECT_EQ(v, (RatePlanValues{0, 0, 0, 0}));
+  EXPECT_EQ(parse_rate_plan({"1M", "1k", "fast", "x"}, &v), std::optional<size_t>(2));
+  EXPECT_EQ(std::string_view(kRatePlanFields[2]), "down_rate_bps");
 }
 
 }  // namespace
