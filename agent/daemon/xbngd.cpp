@@ -19,6 +19,7 @@
 #include "xbng/abi.h"
 #include "daemon/agent.h"
 #include "config/config.h"
+#include "daemon/flags.h"
 
 using namespace xbng::agent;
 
@@ -54,109 +55,27 @@ int main(int argc, char** argv) {
   // ~15 MB lower at the same speed (bench/provision.py).
   mallopt(M_ARENA_MAX, 2);
   CLI::App app{"xbngd: XDP QinQ subscriber termination daemon"};
-  Config flags;
-  std::string config_file, check_file, log_level = "info", outer_tpid;
-  bool teardown = false, version = false;
-  app.add_option("--access", flags.access, "access port (QinQ, subscriber side); repeatable");
-  app.add_option("--uplink", flags.uplink, "uplink port (untagged, network side); repeatable");
-  app.add_option("--gateway-ipv4", flags.gateway_ipv4, "unnumbered IPv4 gateway of access ports");
-  app.add_option("--gateway-ipv6", flags.gateway_ipv6, "IPv6 gateway of access ports");
-  app.add_option("--grpc", flags.grpc, "unix:///path or HOST:PORT (TCP needs TLS)")
-      ->default_str(flags.grpc);
-  app.add_option("--tls-cert", flags.tls_cert, "server certificate (PEM) for TCP");
-  app.add_option("--tls-key", flags.tls_key, "server key (PEM) for TCP");
-  app.add_option("--tls-client-ca", flags.tls_client_ca,
-                 "require client certificates from this CA");
-  app.add_flag("--insecure-tcp", flags.insecure_tcp, "allow plaintext TCP (dangerous)");
-  app.add_flag("--tls-no-client-auth", flags.tls_no_client_auth,
-               "TLS without --tls-client-ca: accept clients without certificates (dangerous)");
-  app.add_option("--grpc-max-connections", flags.api_max_connections,
-                 "concurrent gRPC connections; more are refused")
-      ->default_str("1024");
-  app.add_option("--metrics-listen", flags.metrics_listen,
-                 "Prometheus endpoint HOST:PORT (GET /metrics); \"\" disables")
-      ->default_str(kDefaultMetricsListen);
-  app.add_option("--bpffs", flags.bpffs, "pin directory on a bpf filesystem")
-      ->default_str(flags.bpffs);
-  app.add_option("--max-subscribers", flags.max_subscribers, "subscriber map size at load")
-      ->default_str("1000000");
-  app.add_option("--outer-tpid", outer_tpid,
-                 "outer TPID of access ports without their own: 0x88a8, 0x8100, 0x9100")
-      ->default_str("0x88a8");
-  app.add_option("--config", config_file, "TOML configuration file (flags override it)");
-  app.add_option("--check-config", check_file,
-                 "validate this TOML file (with any flags given) without touching the system, "
-                 "then exit 0 (valid) or 1");
-  app.add_flag("--xdp-generic", flags.xdp_generic, "attach in generic (SKB) mode");
-  app.add_option("--lease-file", flags.lease_file,
-                 "DHCP lease state file (default: /var/lib/xbng/leases.json, or "
-                 "/run/xbng/<bpffs name>/leases.json with a non-default --bpffs)");
-  app.add_flag("!--no-bringup", flags.punt_enabled,
-               "do not punt or answer DHCP/DHCPv6/RS (drop them, counted)");
-  app.add_flag("--teardown", teardown, "detach the XDP links and remove every pin, then exit");
-  app.add_option("--log-level", log_level, "trace|debug|info|warn|error")->default_str("info");
-  app.add_flag("--version", version, "print the version and exit");
-  std::string etcd_endpoints;
-  app.add_option("--etcd", etcd_endpoints,
-                 "fleet mode: etcd endpoints HOST:PORT[,HOST:PORT...] (http:// or https://); "
-                 "subscribers come from etcd, gRPC writes are refused");
-  app.add_option("--node", flags.etcd_node, "fleet mode: this node's name in the etcd keys");
-  app.add_option("--etcd-ca", flags.etcd_ca, "CA of the etcd servers (PEM; enables TLS)");
-  app.add_option("--etcd-cert", flags.etcd_cert, "client certificate for etcd (PEM)");
-  app.add_option("--etcd-key", flags.etcd_key, "client key for etcd (PEM)");
-  app.add_option("--etcd-username", flags.etcd_username, "etcd user (authentication)");
-  app.add_option("--etcd-password-file", flags.etcd_password_file,
-                 "file holding the etcd user's password");
+  CommandLine cli(&app);
   CLI11_PARSE(app, argc, argv);
+  const Invocation& run = cli.invocation();
+  const std::string& config_file = run.config_file;
 
-  if (version) {
+  if (run.version) {
     std::printf("xbngd %s (ABI %d)\n", XBNG_VERSION, XBNG_ABI_VERSION);
     return 0;
   }
   // Flags override the file: start from the file, then apply what was given.
   // A reload (SIGHUP) does the same, so flags keep winning.
-  auto given = [&](const char* f) { return app.count(f) > 0; };
-  auto apply_flags = [&](Config& cfg) {
-    if (given("--access")) cfg.access = flags.access;
-    if (given("--uplink")) cfg.uplink = flags.uplink;
-    if (given("--gateway-ipv4")) cfg.gateway_ipv4 = flags.gateway_ipv4;
-    if (given("--gateway-ipv6")) cfg.gateway_ipv6 = flags.gateway_ipv6;
-    if (given("--grpc")) cfg.grpc = flags.grpc;
-    if (given("--tls-cert")) cfg.tls_cert = flags.tls_cert;
-    if (given("--tls-key")) cfg.tls_key = flags.tls_key;
-    if (given("--tls-client-ca")) cfg.tls_client_ca = flags.tls_client_ca;
-    if (given("--insecure-tcp")) cfg.insecure_tcp = true;
-    if (given("--tls-no-client-auth")) cfg.tls_no_client_auth = true;
-    if (given("--grpc-max-connections")) cfg.api_max_connections = flags.api_max_connections;
-    if (given("--metrics-listen")) cfg.metrics_listen = flags.metrics_listen;
-    if (given("--bpffs")) cfg.bpffs = flags.bpffs;
-    if (given("--max-subscribers")) cfg.max_subscribers = flags.max_subscribers;
-    if (given("--outer-tpid")) cfg.outer_tpid = outer_tpid;
-    if (given("--xdp-generic")) cfg.xdp_generic = true;
-    if (given("--log-level")) cfg.log_level = log_level;
-    if (given("--etcd")) cfg.etcd_endpoints = split_endpoints(etcd_endpoints);
-    if (given("--node")) cfg.etcd_node = flags.etcd_node;
-    if (given("--etcd-ca")) cfg.etcd_ca = flags.etcd_ca;
-    if (given("--etcd-cert")) cfg.etcd_cert = flags.etcd_cert;
-    if (given("--etcd-key")) cfg.etcd_key = flags.etcd_key;
-    if (given("--etcd-username")) cfg.etcd_username = flags.etcd_username;
-    if (given("--etcd-password-file")) {
-      cfg.etcd_password_file = flags.etcd_password_file;
-      cfg.etcd_password.clear();
-    }
-    if (given("--lease-file")) cfg.lease_file = flags.lease_file;
-    if (given("--no-bringup")) cfg.punt_enabled = false;
-  };
   auto read_config = [&](const std::string& file) {
     Config cfg;
     if (!file.empty()) load_config_file(file, &cfg);
-    apply_flags(cfg);
+    cli.apply(&cfg);
     return cfg;
   };
 
-  if (!check_file.empty()) {
+  if (!run.check_file.empty()) {
     try {
-      return check_config_file(check_file, read_config(check_file));
+      return check_config_file(run.check_file, read_config(run.check_file));
     } catch (const std::exception& e) {
       std::fprintf(stderr, "%s\n", e.what());
       return 1;
@@ -179,7 +98,7 @@ int main(int argc, char** argv) {
   spdlog::set_level(lvl);
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ xbngd: %v");
 
-  if (teardown) {
+  if (run.teardown) {
     // Exit 0 only when everything is gone (or nothing was there); 1 on any
     // failure, with each one named.
     const auto r = Dataplane::teardown(cfg.bpffs);
