@@ -78,6 +78,51 @@ bool Message::requested(uint8_t opt) const {
   return std::find(param_list.begin(), param_list.end(), opt) != param_list.end();
 }
 
+namespace {
+
+// One option of a client message (code, its `len` bytes at v) into `m`.
+ParseError parse_option(uint8_t code, const uint8_t* v, size_t len, Message* m) {
+  switch (code) {
+    case kOptMessageType:
+      if (len != 1) return ParseError::kBadOptionLength;
+      m->type = v[0];
+      return ParseError::kNone;
+    case kOptRequestedIp:
+      if (len != 4) return ParseError::kBadOptionLength;
+      m->requested_ip = rd_be(v);
+      return ParseError::kNone;
+    case kOptServerId:
+      if (len != 4) return ParseError::kBadOptionLength;
+      m->server_id = rd_be(v);
+      return ParseError::kNone;
+    case kOptMaxSize:
+      if (len != 2) return ParseError::kBadOptionLength;
+      m->max_size = get16(&v[0]);
+      return ParseError::kNone;
+    case kOptOverload:
+      return ParseError::kOverload;
+    case kOptClientId:
+      if (len < 2) return ParseError::kBadOptionLength;
+      m->client_id.assign(v, v + len);
+      return ParseError::kNone;
+    case kOptParamList:
+      m->param_list.insert(m->param_list.end(), v, v + len);  // RFC 3396: concatenated
+      return ParseError::kNone;
+    case kOptRelayAgentInfo:
+      m->relay_agent_info.insert(m->relay_agent_info.end(), v, v + len);
+      m->has_relay_agent_info = true;
+      if (m->relay_agent_info.size() > 255) return ParseError::kBadOptionLength;
+      return ParseError::kNone;
+    case kOptHostName:
+      m->host_name.assign(reinterpret_cast<const char*>(v), len);
+      return ParseError::kNone;
+    default:
+      return ParseError::kNone;
+  }
+}
+
+}  // namespace
+
 std::optional<Message> parse(std::span<const uint8_t> b, ParseError* err) {
   auto fail = [&](ParseError e) {
     if (err) *err = e;
@@ -120,43 +165,7 @@ std::optional<Message> parse(std::span<const uint8_t> b, ParseError* err) {
     const size_t len = b[i + 1];
     if (i + 2 + len > b.size()) return fail(ParseError::kOptionTruncated);
     const uint8_t* v = &b[i + 2];
-    switch (code) {
-      case kOptMessageType:
-        if (len != 1) return fail(ParseError::kBadOptionLength);
-        m.type = v[0];
-        break;
-      case kOptRequestedIp:
-        if (len != 4) return fail(ParseError::kBadOptionLength);
-        m.requested_ip = rd_be(v);
-        break;
-      case kOptServerId:
-        if (len != 4) return fail(ParseError::kBadOptionLength);
-        m.server_id = rd_be(v);
-        break;
-      case kOptMaxSize:
-        if (len != 2) return fail(ParseError::kBadOptionLength);
-        m.max_size = get16(&v[0]);
-        break;
-      case kOptOverload:
-        return fail(ParseError::kOverload);
-      case kOptClientId:
-        if (len < 2) return fail(ParseError::kBadOptionLength);
-        m.client_id.assign(v, v + len);
-        break;
-      case kOptParamList:
-        m.param_list.insert(m.param_list.end(), v, v + len);  // RFC 3396: concatenated
-        break;
-      case kOptRelayAgentInfo:
-        m.relay_agent_info.insert(m.relay_agent_info.end(), v, v + len);
-        m.has_relay_agent_info = true;
-        if (m.relay_agent_info.size() > 255) return fail(ParseError::kBadOptionLength);
-        break;
-      case kOptHostName:
-        m.host_name.assign(reinterpret_cast<const char*>(v), len);
-        break;
-      default:
-        break;
-    }
+    if (ParseError e = parse_option(code, v, len, &m); e != ParseError::kNone) return fail(e);
     i += 2 + len;
   }
   if (!end) return fail(ParseError::kNoEnd);
