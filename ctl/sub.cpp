@@ -51,26 +51,15 @@ int Ctl::sub_add(const SubArgs& a) {
   for (const auto& p : a.ipv4_prefixes) s->add_ipv4_prefixes(p);
   if (a.unlimited || !a.up_rate.empty() || !a.up_burst.empty() || !a.down_rate.empty() ||
       !a.down_burst.empty()) {
-    uint64_t v[4] = {};
-    const std::string* in[4] = {&a.up_rate, &a.up_burst, &a.down_rate, &a.down_burst};
     static constexpr const char* flags[] = {"--up-rate", "--up-burst", "--down-rate",
                                             "--down-burst"};
-    for (int k = 0; k < 4; ++k) {
-      if (in[k]->empty()) continue;
-      auto n = parse_si(*in[k]);
-      if (!n) {
-        return report_local(
-            o_, "invalid_value",
-            fmt::format("{} \"{}\": not a number (k/M/G suffixes allowed)", flags[k], *in[k]),
-            kExitRefused);
-      }
-      v[k] = *n;
+    const RatePlanText text = {a.up_rate, a.up_burst, a.down_rate, a.down_burst};
+    if (auto bad = parse_policy(text, s)) {
+      return report_local(
+          o_, "invalid_value",
+          fmt::format("{} \"{}\": not a number (k/M/G suffixes allowed)", flags[*bad], text[*bad]),
+          kExitRefused);
     }
-    auto* p = s->mutable_policy();
-    p->set_up_rate_bps(v[0]);
-    p->set_up_burst_bytes(v[1]);
-    p->set_down_rate_bps(v[2]);
-    p->set_down_burst_bytes(v[3]);
   }
   v1::UpsertSubscribersResponse resp;
   grpc::ClientContext ctx;

@@ -65,20 +65,9 @@ std::string parse_csv(std::string_view l, v1::Subscriber* s, size_t ncols = 8) {
     for_each_field(f[7], ';',
                    [&](std::string_view x) { s->add_ipv4_prefixes(x.data(), x.size()); });
   if (ncols == 12 && !(f[8].empty() && f[9].empty() && f[10].empty() && f[11].empty())) {
-    static constexpr const char* names[] = {"up_rate_bps", "up_burst_bytes", "down_rate_bps",
-                                            "down_burst_bytes"};
-    uint64_t v[4] = {};
-    for (int k = 0; k < 4; ++k) {
-      if (f[8 + k].empty()) continue;
-      auto n = parse_si(f[8 + k]);
-      if (!n) return fmt::format("{} \"{}\" is not a number", names[k], f[8 + k]);
-      v[k] = *n;
-    }
-    auto* p = s->mutable_policy();
-    p->set_up_rate_bps(v[0]);
-    p->set_up_burst_bytes(v[1]);
-    p->set_down_rate_bps(v[2]);
-    p->set_down_burst_bytes(v[3]);
+    const RatePlanText text = {f[8], f[9], f[10], f[11]};
+    if (auto bad = parse_policy(text, s))
+      return fmt::format("{} \"{}\" is not a number", kRatePlanFields[*bad], text[*bad]);
   }
   return "";
 }
@@ -124,50 +113,19 @@ class LineReader {
 
 }  // namespace
 
-std::string parse_csv_line(const std::string& line, v1::Subscriber* s) {
-  return parse_csv(line, s, std::count(line.begin(), line.end(), ',') >= 11 ? 12 : 8);
+std::optional<size_t> parse_policy(const RatePlanText& text, v1::Subscriber* out) {
+  RatePlanValues v{};
+  if (auto bad = parse_rate_plan(text, &v)) return bad;
+  auto* p = out->mutable_policy();
+  p->set_up_rate_bps(v[0]);
+  p->set_up_burst_bytes(v[1]);
+  p->set_down_rate_bps(v[2]);
+  p->set_down_burst_bytes(v[3]);
+  return std::nullopt;
 }
 
-std::optional<uint64_t> parse_si(std::string_view s) {
-  if (s.empty()) return std::nullopt;
-  uint64_t mult = 1;
-  switch (s.back()) {
-    case 'k':
-    case 'K':
-      mult = 1000;
-      break;
-    case 'm':
-    case 'M':
-      mult = 1000000;
-      break;
-    case 'g':
-    case 'G':
-      mult = 1000000000;
-      break;
-  }
-  if (mult != 1) s.remove_suffix(1);
-  if (s.empty() || s.size() > 20) return std::nullopt;
-  // Digits with at most one '.', scaled exactly (no floating point).
-  uint64_t whole = 0, frac = 0, scale = 1;
-  bool dot = false;
-  for (char c : s) {
-    if (c == '.' && !dot) {
-      dot = true;
-      continue;
-    }
-    if (c < '0' || c > '9') return std::nullopt;
-    if (!dot) {
-      if (whole > (UINT64_MAX - 9) / 10) return std::nullopt;
-      whole = whole * 10 + static_cast<uint64_t>(c - '0');
-    } else if (scale < mult) {
-      frac = frac * 10 + static_cast<uint64_t>(c - '0');
-      scale *= 10;
-    } else if (c != '0') {
-      return std::nullopt;  // finer than one unit
-    }
-  }
-  if (whole > UINT64_MAX / mult) return std::nullopt;
-  return whole * mult + frac * (mult / scale);
+std::string parse_csv_line(const std::string& line, v1::Subscriber* s) {
+  return parse_csv(line, s, std::count(line.begin(), line.end(), ',') >= 11 ? 12 : 8);
 }
 
 uint64_t read_import_file(const std::string& file,

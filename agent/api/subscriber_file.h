@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/units.h"
 #include "xbng/v1/xbng.pb.h"
 
 namespace xbng::agent {
@@ -22,8 +23,10 @@ inline constexpr const char* kCsvHeaderPolicy =
     "port,outer_vlan,inner_vlan,mac,ipv4,ipv6,ipv6_prefixes,ipv4_prefixes,"
     "up_rate_bps,up_burst_bytes,down_rate_bps,down_burst_bytes";
 
-// "20M" -> 20000000, "1500" -> 1500, "1.5k" -> 1500; nullopt if not a number.
-std::optional<uint64_t> parse_si(std::string_view s);
+// Sets the policy of `out` (its four fields) from their text (common/units.h:
+// SI suffixes, empty = 0). Returns the index (into kRatePlanFields) of the
+// first that is not a number, `out` then unchanged; nullopt when all are.
+std::optional<size_t> parse_policy(const RatePlanText& text, xbng::v1::Subscriber* out);
 
 // Parses one CSV data line (header kCsvHeader) into a Subscriber; returns
 // an error text or empty.

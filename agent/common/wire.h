@@ -1,4 +1,4 @@
-// Big-endian reads and an appending writer with option nesting, shared by
+// Big-endian reads (common/bytes.h) and an appending writer with option nesting, shared by
 // the DHCPv6 and RA code.
 #pragma once
 
@@ -8,12 +8,12 @@
 #include <span>
 #include <vector>
 
+#include "common/bytes.h"
+
 namespace xbng::agent::wire {
 
-inline uint16_t get16(const uint8_t* p) { return static_cast<uint16_t>(p[0] << 8 | p[1]); }
-inline uint32_t get32(const uint8_t* p) {
-  return uint32_t{p[0]} << 24 | uint32_t{p[1]} << 16 | uint32_t{p[2]} << 8 | p[3];
-}
+using be::get16;
+using be::get32;
 
 class Writer {
  public:

@@ -12,6 +12,7 @@
 #include <set>
 #include <stdexcept>
 #include <tuple>
+#include <utility>
 #include <toml++/toml.h>
 
 #include "dataplane/host_services.h"
@@ -230,6 +231,88 @@ std::optional<uint8_t> mask_len(const std::string& m) {
   return static_cast<uint8_t>(__builtin_popcount(h));
 }
 
+// Reads one TOML value into a Config field with its getter.
+template <auto Field, auto Get>
+void set(const std::string& path, const std::string& key, const toml::node& v, Config* cfg) {
+  cfg->*Field = Get(path, key, v);
+}
+void set_access(const std::string& path, const std::string&, const toml::node& v, Config* cfg) {
+  get_access(path, v, cfg);
+}
+void set_uplink(const std::string& path, const std::string&, const toml::node& v, Config* cfg) {
+  get_uplink(path, v, cfg);
+}
+
+// Every key of the file ("section.name") and what reads it.
+struct FileKey {
+  const char* key;
+  void (*set)(const std::string& path, const std::string& key, const toml::node& v, Config* cfg);
+};
+const FileKey kFileKeys[] = {
+    {"ports.access", &set_access},
+    {"ports.uplink", &set_uplink},
+    {"icmp.rate_per_sec", &set<&Config::icmp_rate_per_sec, get_uint>},
+    {"icmp.burst", &set<&Config::icmp_burst, get_uint>},
+    {"ports.outer_tpid", &set<&Config::outer_tpid, get_tpid>},
+    {"ports.xdp_generic", &set<&Config::xdp_generic, get_bool>},
+    {"gateway.ipv4", &set<&Config::gateway_ipv4, get_string>},
+    {"gateway.ipv6", &set<&Config::gateway_ipv6, get_string>},
+    {"grpc.listen", &set<&Config::grpc, get_string>},
+    {"grpc.tls_cert", &set<&Config::tls_cert, get_string>},
+    {"grpc.tls_key", &set<&Config::tls_key, get_string>},
+    {"grpc.tls_client_ca", &set<&Config::tls_client_ca, get_string>},
+    {"grpc.insecure_tcp", &set<&Config::insecure_tcp, get_bool>},
+    {"metrics.listen", &set<&Config::metrics_listen, get_string>},
+    {"bpf.bpffs", &set<&Config::bpffs, get_string>},
+    {"limits.max_subscribers", &set<&Config::max_subscribers, get_uint>},
+    {"limits.events_per_sec", &set<&Config::events_per_sec, get_uint>},
+    {"limits.unknown_event_interval_ms", &set<&Config::unknown_interval_ms, get_uint>},
+    {"log.level", &set<&Config::log_level, get_string>},
+    {"etcd.endpoints", &set<&Config::etcd_endpoints, get_strings>},
+    {"etcd.node", &set<&Config::etcd_node, get_string>},
+    {"etcd.ca", &set<&Config::etcd_ca, get_string>},
+    {"etcd.cert", &set<&Config::etcd_cert, get_string>},
+    {"etcd.key", &set<&Config::etcd_key, get_string>},
+    {"etcd.username", &set<&Config::etcd_username, get_string>},
+    {"etcd.password", &set<&Config::etcd_password, get_string>},
+    {"etcd.password_file", &set<&Config::etcd_password_file, get_string>},
+    {"etcd.status_ttl", &set<&Config::etcd_status_ttl, get_uint>},
+    {"grpc.tls_no_client_auth", &set<&Config::tls_no_client_auth, get_bool>},
+    {"api.max_connections", &set<&Config::api_max_connections, get_uint>},
+    {"api.max_request_bytes", &set<&Config::api_max_request_bytes, get_uint>},
+    {"api.max_watchers", &set<&Config::api_max_watchers, get_uint>},
+    {"api.watcher_queue", &set<&Config::api_watcher_queue, get_uint>},
+    {"security.mac_policy", &set<&Config::mac_policy, get_string>},
+    {"security.allow_to_host", &set<&Config::allow_to_host, get_strings>},
+    {"security.reserved", &set<&Config::reserved, get_strings>},
+    {"punt.enabled", &set<&Config::punt_enabled, get_bool>},
+    {"punt.subscriber_rate", &set<&Config::punt_subscriber_rate, get_uint>},
+    {"punt.subscriber_burst", &set<&Config::punt_subscriber_burst, get_uint>},
+    {"punt.port_rate", &set<&Config::punt_port_rate, get_uint>},
+    {"dhcp.enabled", &set<&Config::dhcp_enabled, get_bool>},
+    {"dhcp.lease_time", &set<&Config::dhcp_lease_time, get_uint>},
+    {"dhcp.dns", &set<&Config::dhcp_dns, get_strings>},
+    {"dhcp.subnet_mask", &set<&Config::dhcp_subnet_mask, get_string>},
+    {"dhcp.lease_file", &set<&Config::lease_file, get_string>},
+    {"dhcpv6.enabled", &set<&Config::dhcpv6_enabled, get_bool>},
+    {"dhcpv6.preferred_lifetime", &set<&Config::dhcpv6_preferred, get_uint>},
+    {"dhcpv6.valid_lifetime", &set<&Config::dhcpv6_valid, get_uint>},
+    {"dhcpv6.t1", &set<&Config::dhcpv6_t1, get_uint>},
+    {"dhcpv6.t2", &set<&Config::dhcpv6_t2, get_uint>},
+    {"dhcpv6.dns", &set<&Config::dhcpv6_dns, get_strings>},
+    {"dhcpv6.rapid_commit", &set<&Config::dhcpv6_rapid_commit, get_bool>},
+    {"dhcpv6.duid_file", &set<&Config::duid_file, get_string>},
+    {"ra.enabled", &set<&Config::ra_enabled, get_bool>},
+    {"ra.managed", &set<&Config::ra_managed, get_bool>},
+    {"ra.other", &set<&Config::ra_other, get_bool>},
+    {"ra.router_lifetime", &set<&Config::ra_router_lifetime, get_uint>},
+    {"ra.mtu", &set<&Config::ra_mtu, get_uint>},
+    {"ra.dns", &set<&Config::ra_dns, get_strings>},
+    {"ra.dns_lifetime", &set<&Config::ra_dns_lifetime, get_uint>},
+    {"ra.slaac", &set<&Config::ra_slaac, get_bool>},
+    {"ra.unsolicited_interval", &set<&Config::ra_unsolicited_interval, get_uint>},
+};
+
 }  // namespace
 
 void load_config_file(const std::string& path, Config* cfg) {
@@ -254,131 +337,10 @@ void load_config_file(const std::string& path, Config* cfg) {
     }
     for (const auto& [k, v] : *tab) {
       const std::string key = s + "." + std::string(k.str());
-      if (key == "ports.access")
-        get_access(path, v, cfg);
-      else if (key == "ports.uplink")
-        get_uplink(path, v, cfg);
-      else if (key == "icmp.rate_per_sec")
-        cfg->icmp_rate_per_sec = get_uint(path, key, v);
-      else if (key == "icmp.burst")
-        cfg->icmp_burst = get_uint(path, key, v);
-      else if (key == "ports.outer_tpid")
-        cfg->outer_tpid = get_tpid(path, key, v);
-      else if (key == "ports.xdp_generic")
-        cfg->xdp_generic = get_bool(path, key, v);
-      else if (key == "gateway.ipv4")
-        cfg->gateway_ipv4 = get_string(path, key, v);
-      else if (key == "gateway.ipv6")
-        cfg->gateway_ipv6 = get_string(path, key, v);
-      else if (key == "grpc.listen")
-        cfg->grpc = get_string(path, key, v);
-      else if (key == "grpc.tls_cert")
-        cfg->tls_cert = get_string(path, key, v);
-      else if (key == "grpc.tls_key")
-        cfg->tls_key = get_string(path, key, v);
-      else if (key == "grpc.tls_client_ca")
-        cfg->tls_client_ca = get_string(path, key, v);
-      else if (key == "grpc.insecure_tcp")
-        cfg->insecure_tcp = get_bool(path, key, v);
-      else if (key == "metrics.listen")
-        cfg->metrics_listen = get_string(path, key, v);
-      else if (key == "bpf.bpffs")
-        cfg->bpffs = get_string(path, key, v);
-      else if (key == "limits.max_subscribers")
-        cfg->max_subscribers = get_uint(path, key, v);
-      else if (key == "limits.events_per_sec")
-        cfg->events_per_sec = get_uint(path, key, v);
-      else if (key == "limits.unknown_event_interval_ms")
-        cfg->unknown_interval_ms = get_uint(path, key, v);
-      else if (key == "log.level")
-        cfg->log_level = get_string(path, key, v);
-      else if (key == "etcd.endpoints")
-        cfg->etcd_endpoints = get_strings(path, key, v);
-      else if (key == "etcd.node")
-        cfg->etcd_node = get_string(path, key, v);
-      else if (key == "etcd.ca")
-        cfg->etcd_ca = get_string(path, key, v);
-      else if (key == "etcd.cert")
-        cfg->etcd_cert = get_string(path, key, v);
-      else if (key == "etcd.key")
-        cfg->etcd_key = get_string(path, key, v);
-      else if (key == "etcd.username")
-        cfg->etcd_username = get_string(path, key, v);
-      else if (key == "etcd.password")
-        cfg->etcd_password = get_string(path, key, v);
-      else if (key == "etcd.password_file")
-        cfg->etcd_password_file = get_string(path, key, v);
-      else if (key == "etcd.status_ttl")
-        cfg->etcd_status_ttl = get_uint(path, key, v);
-      // hardening: MAC policy of the port
-      else if (key == "grpc.tls_no_client_auth")
-        cfg->tls_no_client_auth = get_bool(path, key, v);
-      else if (key == "api.max_connections")
-        cfg->api_max_connections = get_uint(path, key, v);
-      else if (key == "api.max_request_bytes")
-        cfg->api_max_request_bytes = get_uint(path, key, v);
-      else if (key == "api.max_watchers")
-        cfg->api_max_watchers = get_uint(path, key, v);
-      else if (key == "api.watcher_queue")
-        cfg->api_watcher_queue = get_uint(path, key, v);
-      else if (key == "security.mac_policy")
-        cfg->mac_policy = get_string(path, key, v);
-      else if (key == "security.allow_to_host")
-        cfg->allow_to_host = get_strings(path, key, v);
-      else if (key == "security.reserved")
-        cfg->reserved = get_strings(path, key, v);
-      else if (key == "punt.enabled")
-        cfg->punt_enabled = get_bool(path, key, v);
-      else if (key == "punt.subscriber_rate")
-        cfg->punt_subscriber_rate = get_uint(path, key, v);
-      else if (key == "punt.subscriber_burst")
-        cfg->punt_subscriber_burst = get_uint(path, key, v);
-      else if (key == "punt.port_rate")
-        cfg->punt_port_rate = get_uint(path, key, v);
-      else if (key == "dhcp.enabled")
-        cfg->dhcp_enabled = get_bool(path, key, v);
-      else if (key == "dhcp.lease_time")
-        cfg->dhcp_lease_time = get_uint(path, key, v);
-      else if (key == "dhcp.dns")
-        cfg->dhcp_dns = get_strings(path, key, v);
-      else if (key == "dhcp.subnet_mask")
-        cfg->dhcp_subnet_mask = get_string(path, key, v);
-      else if (key == "dhcp.lease_file")
-        cfg->lease_file = get_string(path, key, v);
-      else if (key == "dhcpv6.enabled")
-        cfg->dhcpv6_enabled = get_bool(path, key, v);
-      else if (key == "dhcpv6.preferred_lifetime")
-        cfg->dhcpv6_preferred = get_uint(path, key, v);
-      else if (key == "dhcpv6.valid_lifetime")
-        cfg->dhcpv6_valid = get_uint(path, key, v);
-      else if (key == "dhcpv6.t1")
-        cfg->dhcpv6_t1 = get_uint(path, key, v);
-      else if (key == "dhcpv6.t2")
-        cfg->dhcpv6_t2 = get_uint(path, key, v);
-      else if (key == "dhcpv6.dns")
-        cfg->dhcpv6_dns = get_strings(path, key, v);
-      else if (key == "dhcpv6.rapid_commit")
-        cfg->dhcpv6_rapid_commit = get_bool(path, key, v);
-      else if (key == "dhcpv6.duid_file")
-        cfg->duid_file = get_string(path, key, v);
-      else if (key == "ra.enabled")
-        cfg->ra_enabled = get_bool(path, key, v);
-      else if (key == "ra.managed")
-        cfg->ra_managed = get_bool(path, key, v);
-      else if (key == "ra.other")
-        cfg->ra_other = get_bool(path, key, v);
-      else if (key == "ra.router_lifetime")
-        cfg->ra_router_lifetime = get_uint(path, key, v);
-      else if (key == "ra.mtu")
-        cfg->ra_mtu = get_uint(path, key, v);
-      else if (key == "ra.dns")
-        cfg->ra_dns = get_strings(path, key, v);
-      else if (key == "ra.dns_lifetime")
-        cfg->ra_dns_lifetime = get_uint(path, key, v);
-      else if (key == "ra.slaac")
-        cfg->ra_slaac = get_bool(path, key, v);
-      else if (key == "ra.unsolicited_interval")
-        cfg->ra_unsolicited_interval = get_uint(path, key, v);
+      auto it = std::find_if(std::begin(kFileKeys), std::end(kFileKeys),
+                             [&](const FileKey& f) { return key == f.key; });
+      if (it != std::end(kFileKeys))
+        it->set(path, key, v, cfg);
       else if (const char* m = moved_to(key))
         fail(path, key, fmt::format("unknown key (now {})", m));
       else
@@ -419,237 +381,283 @@ std::optional<std::string> parse_listen(std::string_view s, std::string* host, u
   return std::nullopt;
 }
 
-ConfigCheck check_config(const Config& c) {
-  ConfigCheck r;
-  auto err = [&](fmt::string_view f, const auto&... a) {
-    r.errors.push_back(fmt::vformat(f, fmt::make_format_args(a...)));
-  };
-  auto warn = [&](fmt::string_view f, const auto&... a) {
-    r.warnings.push_back(fmt::vformat(f, fmt::make_format_args(a...)));
-  };
+namespace {
 
-  // Ports.
-  if (c.access.empty()) err("ports.access (--access): no access port");
-  if (c.uplink.empty()) err("ports.uplink (--uplink): no uplink port");
-  std::set<std::string> seen;
-  for (const auto* list : {&c.access, &c.uplink})
-    for (const auto& n : *list) {
-      if (!valid_ifname(n))
-        err("port \"{}\": not a valid interface name (1-15 characters, no '/', ':' or spaces)", n);
-      else if (!seen.insert(n).second)
-        err("port {}: configured twice", n);
-    }
-  if (c.access.size() + c.uplink.size() > XBNG_MAX_PORTS)
-    err("{} ports configured, at most {}", c.access.size() + c.uplink.size(), XBNG_MAX_PORTS);
-  for (const auto& [name, o] : c.access_options)
-    if (std::find(c.access.begin(), c.access.end(), name) == c.access.end())
-      warn("ports.access: settings for {}, which is not an access port, are ignored", name);
-
-  auto check_tpid = [&](const std::string& what, const std::string& v) {
+// Collects the problems of one check_config run; the checks of a section
+// each take one.
+class Checker {
+ public:
+  explicit Checker(ConfigCheck* r) : r_(r) {}
+  template <typename... A>
+  void err(fmt::format_string<A...> f, A&&... a) {
+    r_->errors.push_back(fmt::format(f, std::forward<A>(a)...));
+  }
+  template <typename... A>
+  void warn(fmt::format_string<A...> f, A&&... a) {
+    r_->warnings.push_back(fmt::format(f, std::forward<A>(a)...));
+  }
+  void tpid(const std::string& what, const std::string& v) {
     auto t = parse_u16(v);
     if (!t || (*t != XBNG_ETH_P_8021AD && *t != XBNG_ETH_P_8021Q && *t != XBNG_ETH_P_QINQ_9100))
       err("{} {}: expected 0x88a8, 0x8100 or 0x9100", what, v);
-  };
-  auto check_gw4 = [&](const std::string& what, const std::string& v) {
+  }
+  void ipv4_host(const std::string& what, const std::string& v) {
     auto a = parse_ipv4(v);
     if (!a)
       err("{} {}: not an IPv4 address", what, v);
     else if (auto e = check_ipv4_host(*a))
       err("{} {}: {}", what, v, *e);
-  };
-  auto check_gw6 = [&](const std::string& what, const std::string& v) {
+  }
+  void ipv6_host(const std::string& what, const std::string& v) {
     auto a = parse_ipv6(v);
     if (!a)
       err("{} {}: not an IPv6 address", what, v);
     else if (auto e = check_ipv6_host(*a))
       err("{} {}: {}", what, v, *e);
-  };
-  check_tpid("ports.outer_tpid (--outer-tpid)", c.outer_tpid);
-  if (!c.gateway_ipv4.empty()) check_gw4("gateway.ipv4 (--gateway-ipv4)", c.gateway_ipv4);
-  if (!c.gateway_ipv6.empty()) check_gw6("gateway.ipv6 (--gateway-ipv6)", c.gateway_ipv6);
+  }
+
+ private:
+  ConfigCheck* r_;
+};
+
+// The ports: given, valid names, not twice, not too many.
+void check_ports(const Config& c, Checker& k) {
+  if (c.access.empty()) k.err("ports.access (--access): no access port");
+  if (c.uplink.empty()) k.err("ports.uplink (--uplink): no uplink port");
+  std::set<std::string> seen;
+  for (const auto* list : {&c.access, &c.uplink})
+    for (const auto& n : *list) {
+      if (!valid_ifname(n))
+        k.err("port \"{}\": not a valid interface name (1-15 characters, no '/', ':' or spaces)",
+              n);
+      else if (!seen.insert(n).second)
+        k.err("port {}: configured twice", n);
+    }
+  if (c.access.size() + c.uplink.size() > XBNG_MAX_PORTS)
+    k.err("{} ports configured, at most {}", c.access.size() + c.uplink.size(), XBNG_MAX_PORTS);
+  for (const auto& [name, o] : c.access_options)
+    if (std::find(c.access.begin(), c.access.end(), name) == c.access.end())
+      k.warn("ports.access: settings for {}, which is not an access port, are ignored", name);
+}
+
+// Each access port: TPID, gateways, MTUs, pools, policy (the global TPID and gateways first).
+void check_access_ports(const Config& c, Checker& k) {
+  k.tpid("ports.outer_tpid (--outer-tpid)", c.outer_tpid);
+  if (!c.gateway_ipv4.empty()) k.ipv4_host("gateway.ipv4 (--gateway-ipv4)", c.gateway_ipv4);
+  if (!c.gateway_ipv6.empty()) k.ipv6_host("gateway.ipv6 (--gateway-ipv6)", c.gateway_ipv6);
   for (const auto& name : c.access) {
     auto it = c.access_options.find(name);
     const AccessPortConfig o = it == c.access_options.end() ? AccessPortConfig{} : it->second;
     const std::string w = "ports.access " + name;
-    if (!o.outer_tpid.empty()) check_tpid(w + " outer_tpid", o.outer_tpid);
-    if (!o.gateway_ipv4.empty()) check_gw4(w + " gateway_ipv4", o.gateway_ipv4);
-    if (!o.gateway_ipv6.empty()) check_gw6(w + " gateway_ipv6", o.gateway_ipv6);
+    if (!o.outer_tpid.empty()) k.tpid(w + " outer_tpid", o.outer_tpid);
+    if (!o.gateway_ipv4.empty()) k.ipv4_host(w + " gateway_ipv4", o.gateway_ipv4);
+    if (!o.gateway_ipv6.empty()) k.ipv6_host(w + " gateway_ipv6", o.gateway_ipv6);
     if (o.mtu && o.subscriber_mtu)
-      err("{}: both mtu {} and subscriber_mtu {}: give subscriber_mtu only (mtu is the older "
+      k.err(
+          "{}: both mtu {} and subscriber_mtu {}: give subscriber_mtu only (mtu is the older "
           "form of subscriber_mtu + 8)",
           w, o.mtu, o.subscriber_mtu);
     else if (o.mtu && (o.mtu < 76 || o.mtu > 65535))
-      err("{} mtu {}: expected 76..65535 (an IPv4 minimum of 68 plus 8 bytes of tags)", w, o.mtu);
+      k.err("{} mtu {}: expected 76..65535 (an IPv4 minimum of 68 plus 8 bytes of tags)", w, o.mtu);
     else if (o.mtu && o.mtu < 1288)
-      warn("{} mtu {}: below 1288, IPv6 (1280 minimum) cannot reach subscribers", w, o.mtu);
+      k.warn("{} mtu {}: below 1288, IPv6 (1280 minimum) cannot reach subscribers", w, o.mtu);
     if (o.subscriber_mtu && (o.subscriber_mtu < 68 || o.subscriber_mtu > 65527))
-      err("{} subscriber_mtu {}: expected 68..65527 (IPv4 minimum; plus 8 bytes of tags, at most "
+      k.err(
+          "{} subscriber_mtu {}: expected 68..65527 (IPv4 minimum; plus 8 bytes of tags, at most "
           "65535)",
           w, o.subscriber_mtu);
     else if (o.subscriber_mtu && o.subscriber_mtu < 1280)
-      warn("{} subscriber_mtu {}: below 1280, IPv6 cannot reach subscribers", w, o.subscriber_mtu);
+      k.warn("{} subscriber_mtu {}: below 1280, IPv6 cannot reach subscribers", w,
+             o.subscriber_mtu);
     for (const auto& pool : o.pools) {
       auto pf = parse_prefix(pool);
       if (!pf)
-        err("{} pools: \"{}\" is not a prefix (A.B.C.D/N or X::/N)", w, pool);
+        k.err("{} pools: \"{}\" is not a prefix (A.B.C.D/N or X::/N)", w, pool);
       else if (!host_bits_zero(pf->addr.data(), pf->family == 4 ? 4 : 16, pf->len))
-        err("{} pools: {} has host bits set", w, pool);
+        k.err("{} pools: {} has host bits set", w, pool);
       else if (pf->len < (pf->family == 4 ? 8 : 16))
-        err("{} pools: {} is shorter than /{}: not a subscriber pool", w, pool,
-            pf->family == 4 ? 8 : 16);
+        k.err("{} pools: {} is shorter than /{}: not a subscriber pool", w, pool,
+              pf->family == 4 ? 8 : 16);
     }
     if (auto e = check_policy(o.policy, o.mtu ? static_cast<uint32_t>(o.mtu) : kDefaultMaxPacket))
-      err("{} policy: {}", w, *e);
+      k.err("{} policy: {}", w, *e);
     if (c.gateway_ipv4.empty() && c.gateway_ipv6.empty() && o.gateway_ipv4.empty() &&
         o.gateway_ipv6.empty())
-      err("access port {} has no gateway: set gateway.ipv4 and/or gateway.ipv6 "
+      k.err(
+          "access port {} has no gateway: set gateway.ipv4 and/or gateway.ipv6 "
           "(--gateway-ipv4/--gateway-ipv6) or per port",
           name);
   }
+}
 
-  // Pools of different ports must not overlap (one owner per address).
-  {
-    std::vector<std::pair<std::string, Prefix>> all;
-    for (const auto& name : c.access) {
-      auto it = c.access_options.find(name);
-      if (it == c.access_options.end()) continue;
-      for (const auto& pool : it->second.pools)
-        if (auto pf = parse_prefix(pool)) all.emplace_back(name, *pf);
-    }
-    for (size_t i = 0; i < all.size(); ++i)
-      for (size_t j = i + 1; j < all.size(); ++j)
-        if (prefixes_overlap(all[i].second, all[j].second))
-          err("pools {} (port {}) and {} (port {}) overlap", format_prefix(all[i].second),
-              all[i].first, format_prefix(all[j].second), all[j].first);
+// Pools of different ports must not overlap (one owner per address).
+void check_pool_overlap(const Config& c, Checker& k) {
+  std::vector<std::pair<std::string, Prefix>> all;
+  for (const auto& name : c.access) {
+    auto it = c.access_options.find(name);
+    if (it == c.access_options.end()) continue;
+    for (const auto& pool : it->second.pools)
+      if (auto pf = parse_prefix(pool)) all.emplace_back(name, *pf);
   }
+  for (size_t i = 0; i < all.size(); ++i)
+    for (size_t j = i + 1; j < all.size(); ++j)
+      if (prefixes_overlap(all[i].second, all[j].second))
+        k.err("pools {} (port {}) and {} (port {}) overlap", format_prefix(all[i].second),
+              all[i].first, format_prefix(all[j].second), all[j].first);
+}
+
+// Each uplink: its ICMP source addresses.
+void check_uplink_ports(const Config& c, Checker& k) {
   for (const auto& [name, o] : c.uplink_options) {
     const std::string w = "ports.uplink " + name;
-    if (!o.icmp_source_ipv4.empty()) check_gw4(w + " icmp_source_ipv4", o.icmp_source_ipv4);
-    if (!o.icmp_source_ipv6.empty()) check_gw6(w + " icmp_source_ipv6", o.icmp_source_ipv6);
+    if (!o.icmp_source_ipv4.empty()) k.ipv4_host(w + " icmp_source_ipv4", o.icmp_source_ipv4);
+    if (!o.icmp_source_ipv6.empty()) k.ipv6_host(w + " icmp_source_ipv6", o.icmp_source_ipv6);
   }
-  if (c.icmp_rate_per_sec > 1'000'000)
-    err("icmp.rate_per_sec {}: expected 0..1000000 (0: no ICMP errors from XDP)",
-        c.icmp_rate_per_sec);
-  if (c.icmp_burst < 1 || c.icmp_burst > 100'000)
-    err("icmp.burst {}: expected 1..100000", c.icmp_burst);
-  // Bring-up.
-  auto check_dhcp = [&](const std::string& w, uint64_t lease, const std::vector<std::string>& dns,
-                        const std::string& mask) {
-    if (lease < 10 || lease > 31'536'000)
-      err("{}lease_time {}: expected 10..31536000 seconds", w, lease);
-    for (const auto& d : dns)
-      if (!parse_ipv4(d)) err("{}dns {}: not an IPv4 address", w, d);
-    if (dns.size() > 8) err("{}dns: at most 8 servers", w);
-    if (!mask.empty() && !mask_len(mask))
-      err("{}subnet_mask {}: not a contiguous IPv4 netmask", w, mask);
-  };
-  check_dhcp("dhcp.", c.dhcp_lease_time, c.dhcp_dns, c.dhcp_subnet_mask);
-  for (const auto& [name, o] : c.access_options)
-    check_dhcp("ports.access " + name + " dhcp_", o.dhcp_lease_time.value_or(c.dhcp_lease_time),
-               o.dhcp_dns.value_or(c.dhcp_dns), o.dhcp_subnet_mask.value_or(c.dhcp_subnet_mask));
-  {
-    std::vector<std::string> dummy;
-    for (const auto& d : c.dhcpv6_dns)
-      if (!parse_ipv6(d)) err("dhcpv6.dns {}: not an IPv6 address", d);
-    for (const auto& d : c.ra_dns.value_or(dummy))
-      if (!parse_ipv6(d)) err("ra.dns {}: not an IPv6 address", d);
-    if (c.dhcpv6_valid > 0xffffffffull || c.dhcpv6_preferred > 0xffffffffull ||
-        c.dhcpv6_t1 > 0xffffffffull || c.dhcpv6_t2 > 0xffffffffull)
-      err("dhcpv6 lifetimes: at most 4294967295 seconds");
-    if (c.ra_router_lifetime > 0xffff)
-      err("ra.router_lifetime {}: at most 9000", c.ra_router_lifetime);
-    if (c.ra_unsolicited_interval < 4 || c.ra_unsolicited_interval > 86400)
-      err("ra.unsolicited_interval {}: expected 4..86400 seconds", c.ra_unsolicited_interval);
-    punt::BringupOptions b = to_bringup_options_unchecked(c);
-    const std::vector<uint8_t> placeholder{0, 4, 1, 2, 3, 4};  // the real DUID is loaded at start
-    b.dhcpv6_settings.server_duid.assign(placeholder);
-    for (const auto& e : dhcpv6::check_settings(b.dhcpv6_settings)) err("dhcpv6: {}", e);
-    for (const auto& e : ra::check_settings(b.ra_settings)) err("ra: {}", e);
-    if (c.ra_enabled)
-      if (auto e =
-              ra::check_interval(b.ra_settings, static_cast<uint32_t>(c.ra_unsolicited_interval));
-          !e.empty())
-        err("ra.unsolicited_interval: {}", e);
-  }
-  if (c.punt_subscriber_rate < 1 || c.punt_subscriber_rate > 100000)
-    err("punt.subscriber_rate {}: expected 1..100000 frames/s", c.punt_subscriber_rate);
-  if (c.punt_subscriber_burst < 1 || c.punt_subscriber_burst > 100000)
-    err("punt.subscriber_burst {}: expected 1..100000 frames", c.punt_subscriber_burst);
-  if (c.punt_port_rate > 10'000'000)
-    err("punt.port_rate {}: expected 0..10000000 frames/s per CPU", c.punt_port_rate);
+}
 
-  // Security: MAC policy, reserved ranges, services allowed to the host.
+// [icmp]: the rate of ICMP errors from XDP.
+void check_icmp(const Config& c, Checker& k) {
+  if (c.icmp_rate_per_sec > 1'000'000)
+    k.err("icmp.rate_per_sec {}: expected 0..1000000 (0: no ICMP errors from XDP)",
+          c.icmp_rate_per_sec);
+  if (c.icmp_burst < 1 || c.icmp_burst > 100'000)
+    k.err("icmp.burst {}: expected 1..100000", c.icmp_burst);
+}
+
+// [dhcp], and the per-port DHCP settings.
+void check_dhcp(const Config& c, Checker& k) {
+  auto check_one = [&](const std::string& w, uint64_t lease, const std::vector<std::string>& dns,
+                       const std::string& mask) {
+    if (lease < 10 || lease > 31'536'000)
+      k.err("{}lease_time {}: expected 10..31536000 seconds", w, lease);
+    for (const auto& d : dns)
+      if (!parse_ipv4(d)) k.err("{}dns {}: not an IPv4 address", w, d);
+    if (dns.size() > 8) k.err("{}dns: at most 8 servers", w);
+    if (!mask.empty() && !mask_len(mask))
+      k.err("{}subnet_mask {}: not a contiguous IPv4 netmask", w, mask);
+  };
+  check_one("dhcp.", c.dhcp_lease_time, c.dhcp_dns, c.dhcp_subnet_mask);
+  for (const auto& [name, o] : c.access_options)
+    check_one("ports.access " + name + " dhcp_", o.dhcp_lease_time.value_or(c.dhcp_lease_time),
+              o.dhcp_dns.value_or(c.dhcp_dns), o.dhcp_subnet_mask.value_or(c.dhcp_subnet_mask));
+}
+
+// [dhcpv6] and [ra].
+void check_dhcpv6_ra(const Config& c, Checker& k) {
+  std::vector<std::string> dummy;
+  for (const auto& d : c.dhcpv6_dns)
+    if (!parse_ipv6(d)) k.err("dhcpv6.dns {}: not an IPv6 address", d);
+  for (const auto& d : c.ra_dns.value_or(dummy))
+    if (!parse_ipv6(d)) k.err("ra.dns {}: not an IPv6 address", d);
+  if (c.dhcpv6_valid > 0xffffffffull || c.dhcpv6_preferred > 0xffffffffull ||
+      c.dhcpv6_t1 > 0xffffffffull || c.dhcpv6_t2 > 0xffffffffull)
+    k.err("dhcpv6 lifetimes: at most 4294967295 seconds");
+  if (c.ra_router_lifetime > 0xffff)
+    k.err("ra.router_lifetime {}: at most 9000", c.ra_router_lifetime);
+  if (c.ra_unsolicited_interval < 4 || c.ra_unsolicited_interval > 86400)
+    k.err("ra.unsolicited_interval {}: expected 4..86400 seconds", c.ra_unsolicited_interval);
+  punt::BringupOptions b = to_bringup_options_unchecked(c);
+  const std::vector<uint8_t> placeholder{0, 4, 1, 2, 3, 4};  // the real DUID is loaded at start
+  b.dhcpv6_settings.server_duid.assign(placeholder);
+  for (const auto& e : dhcpv6::check_settings(b.dhcpv6_settings)) k.err("dhcpv6: {}", e);
+  for (const auto& e : ra::check_settings(b.ra_settings)) k.err("ra: {}", e);
+  if (c.ra_enabled)
+    if (auto e =
+            ra::check_interval(b.ra_settings, static_cast<uint32_t>(c.ra_unsolicited_interval));
+        !e.empty())
+      k.err("ra.unsolicited_interval: {}", e);
+}
+
+// [punt]: the rate limits of control frames.
+void check_punt(const Config& c, Checker& k) {
+  if (c.punt_subscriber_rate < 1 || c.punt_subscriber_rate > 100000)
+    k.err("punt.subscriber_rate {}: expected 1..100000 frames/s", c.punt_subscriber_rate);
+  if (c.punt_subscriber_burst < 1 || c.punt_subscriber_burst > 100000)
+    k.err("punt.subscriber_burst {}: expected 1..100000 frames", c.punt_subscriber_burst);
+  if (c.punt_port_rate > 10'000'000)
+    k.err("punt.port_rate {}: expected 0..10000000 frames/s per CPU", c.punt_port_rate);
+}
+
+// [security]: MAC policy, reserved ranges, services allowed to the host.
+void check_security(const Config& c, Checker& k) {
   if (!parse_mac_policy(c.mac_policy) || c.mac_policy.empty())
-    err("security.mac_policy {}: expected learn-once, follow or enforce", c.mac_policy);
+    k.err("security.mac_policy {}: expected learn-once, follow or enforce", c.mac_policy);
   for (const auto& name : c.access)
     if (auto it = c.access_options.find(name);
         it != c.access_options.end() && !parse_mac_policy(it->second.mac_policy))
-      err("ports.access {} mac_policy {}: expected learn-once, follow or enforce", name,
-          it->second.mac_policy);
+      k.err("ports.access {} mac_policy {}: expected learn-once, follow or enforce", name,
+            it->second.mac_policy);
   for (const auto& name : c.access) {
     auto it = c.access_options.find(name);
     if (it == c.access_options.end()) continue;
     const std::string& auth = it->second.auth;
     if (!auth.empty() && auth != "none" && auth != "radius")
-      err("ports.access {} auth {}: expected \"none\" or \"radius\"", name, quote_value(auth));
+      k.err("ports.access {} auth {}: expected \"none\" or \"radius\"", name, quote_value(auth));
     if (auth == "radius" && !c.punt_enabled)
-      err("ports.access {} auth radius: needs the punt path (punt.enabled = true)", name);
+      k.err("ports.access {} auth radius: needs the punt path (punt.enabled = true)", name);
   }
   for (const auto& a : c.allow_to_host) {
     LocalService ls;
-    if (auto e = parse_local_service(a, &ls)) err("security.allow_to_host {}", *e);
+    if (auto e = parse_local_service(a, &ls)) k.err("security.allow_to_host {}", *e);
   }
   if (c.allow_to_host.size() > XBNG_LOCAL_ALLOW_ENTRIES)
-    err("security.allow_to_host: {} entries, at most {}", c.allow_to_host.size(),
-        XBNG_LOCAL_ALLOW_ENTRIES);
+    k.err("security.allow_to_host: {} entries, at most {}", c.allow_to_host.size(),
+          XBNG_LOCAL_ALLOW_ENTRIES);
   for (const auto& r : c.reserved)
     if (!parse_prefix(r) && !parse_ipv4(r) && !parse_ipv6(r))
-      err("security.reserved \"{}\": expected an IPv4 or IPv6 address or prefix (A.B.C.D/N, X::/N)",
+      k.err(
+          "security.reserved \"{}\": expected an IPv4 or IPv6 address or prefix (A.B.C.D/N, X::/N)",
           r.substr(0, 64));
+}
 
-  // Limits.
+// [limits] and [bpf].
+void check_limits(const Config& c, Checker& k) {
   if (c.max_subscribers < 1 || c.max_subscribers > 16'000'000)
-    err("limits.max_subscribers (--max-subscribers) {}: expected 1..16000000", c.max_subscribers);
+    k.err("limits.max_subscribers (--max-subscribers) {}: expected 1..16000000", c.max_subscribers);
   if (c.events_per_sec > 1'000'000)
-    err("limits.events_per_sec {}: expected 0..1000000 (0 disables unknown-subscriber events)",
-        c.events_per_sec);
+    k.err("limits.events_per_sec {}: expected 0..1000000 (0 disables unknown-subscriber events)",
+          c.events_per_sec);
   if (c.unknown_interval_ms < 1 || c.unknown_interval_ms > 3'600'000)
-    err("limits.unknown_event_interval_ms {}: expected 1..3600000", c.unknown_interval_ms);
+    k.err("limits.unknown_event_interval_ms {}: expected 1..3600000", c.unknown_interval_ms);
   if (c.bpffs.empty() || c.bpffs[0] != '/')
-    err("bpf.bpffs (--bpffs) {}: expected an absolute path", c.bpffs);
+    k.err("bpf.bpffs (--bpffs) {}: expected an absolute path", c.bpffs);
   else if (c.bpffs.rfind("/sys/fs/bpf/", 0) != 0)
-    warn("bpf.bpffs {}: not under /sys/fs/bpf; it must be on a bpf filesystem", c.bpffs);
+    k.warn("bpf.bpffs {}: not under /sys/fs/bpf; it must be on a bpf filesystem", c.bpffs);
+}
 
-  // gRPC.
+// [grpc]: the listen address and its TLS.
+void check_grpc(const Config& c, Checker& k) {
   if (c.grpc.rfind("unix:", 0) == 0) {
     const std::string p = c.grpc.substr(c.grpc.rfind("unix://", 0) == 0 ? 7 : 5);
     if (p.empty() || p[0] != '/')
-      err("grpc.listen (--grpc) {}: expected unix:///absolute/path", c.grpc);
+      k.err("grpc.listen (--grpc) {}: expected unix:///absolute/path", c.grpc);
     if (!c.tls_cert.empty() || !c.tls_key.empty())
-      warn("grpc.tls_cert/tls_key are ignored on a unix socket ({})", c.grpc);
+      k.warn("grpc.tls_cert/tls_key are ignored on a unix socket ({})", c.grpc);
   } else {
     std::string host;
     uint16_t port = 0;
     if (auto e = parse_listen(c.grpc, &host, &port))
-      err("grpc.listen (--grpc) {}: {} (or unix:///path)", c.grpc, *e);
+      k.err("grpc.listen (--grpc) {}: {} (or unix:///path)", c.grpc, *e);
     if (c.tls_cert.empty() != c.tls_key.empty())
-      err("grpc: TLS needs both tls_cert and tls_key (--tls-cert, --tls-key)");
+      k.err("grpc: TLS needs both tls_cert and tls_key (--tls-cert, --tls-key)");
     else if (c.tls_cert.empty() && !c.insecure_tcp)
-      err("grpc.listen {}: TCP needs TLS (tls_cert and tls_key), or insecure_tcp = true "
+      k.err(
+          "grpc.listen {}: TCP needs TLS (tls_cert and tls_key), or insecure_tcp = true "
           "(--insecure-tcp) to accept plaintext explicitly",
           c.grpc);
     else if (c.tls_cert.empty())
-      warn(
+      k.warn(
           "grpc.listen {}: plaintext TCP (insecure_tcp): anyone who reaches it can provision "
           "subscribers",
           c.grpc);
     if (!c.tls_cert.empty() && c.tls_client_ca.empty() && !c.tls_no_client_auth)
-      err("grpc.listen {}: TLS without tls_client_ca accepts clients without certificates: give "
+      k.err(
+          "grpc.listen {}: TLS without tls_client_ca accepts clients without certificates: give "
           "grpc.tls_client_ca (--tls-client-ca), or tls_no_client_auth = true "
           "(--tls-no-client-auth) to allow that explicitly",
           c.grpc);
     else if (!c.tls_cert.empty() && c.tls_client_ca.empty())
-      warn(
+      k.warn(
           "grpc.listen {}: TLS without client certificates (tls_no_client_auth): anyone who "
           "reaches it can provision subscribers",
           c.grpc);
@@ -657,41 +665,48 @@ ConfigCheck check_config(const Config& c) {
          {std::pair{"grpc.tls_cert", &c.tls_cert}, std::pair{"grpc.tls_key", &c.tls_key},
           std::pair{"grpc.tls_client_ca", &c.tls_client_ca}})
       if (!path->empty())
-        if (auto e = unreadable(*path)) err("{} {}: cannot read: {}", what, *path, *e);
+        if (auto e = unreadable(*path)) k.err("{} {}: cannot read: {}", what, *path, *e);
   }
+}
 
-  // API limits: bounded API resources.
+// [api]: bounded API resources.
+void check_api_limits(const Config& c, Checker& k) {
   if (c.api_max_connections < 1 || c.api_max_connections > 1'000'000)
-    err("api.max_connections {}: expected 1..1000000", c.api_max_connections);
+    k.err("api.max_connections {}: expected 1..1000000", c.api_max_connections);
   if (c.api_max_request_bytes < 65536 || c.api_max_request_bytes > (256u << 20))
-    err("api.max_request_bytes {}: expected 65536..268435456", c.api_max_request_bytes);
+    k.err("api.max_request_bytes {}: expected 65536..268435456", c.api_max_request_bytes);
   if (c.api_max_watchers < 1 || c.api_max_watchers > 10'000)
-    err("api.max_watchers {}: expected 1..10000", c.api_max_watchers);
+    k.err("api.max_watchers {}: expected 1..10000", c.api_max_watchers);
   if (c.api_watcher_queue < 16 || c.api_watcher_queue > 16'000'000)
-    err("api.watcher_queue {}: expected 16..16000000", c.api_watcher_queue);
+    k.err("api.watcher_queue {}: expected 16..16000000", c.api_watcher_queue);
+}
 
-  // Metrics.
+// [metrics].
+void check_metrics(const Config& c, Checker& k) {
   if (!c.metrics_listen.empty()) {
     std::string host;
     uint16_t port = 0;
     if (auto e = parse_listen(c.metrics_listen, &host, &port))
-      err("metrics.listen (--metrics-listen) {}: {} (\"\" disables metrics)", c.metrics_listen, *e);
+      k.err("metrics.listen (--metrics-listen) {}: {} (\"\" disables metrics)", c.metrics_listen,
+            *e);
     else if (!is_loopback_host(host))
-      warn(
+      k.warn(
           "metrics.listen {}: not a loopback address; the metrics endpoint has no "
           "authentication",
           c.metrics_listen);
   }
+}
 
-  // Fleet mode (etcd).
+// [etcd]: fleet mode.
+void check_fleet(const Config& c, Checker& k) {
   if (c.etcd_endpoints.empty()) {
     if (!c.etcd_node.empty())
-      err("etcd.node (--node) {}: needs etcd.endpoints (--etcd)", c.etcd_node);
+      k.err("etcd.node (--node) {}: needs etcd.endpoints (--etcd)", c.etcd_node);
   } else {
     if (c.etcd_node.empty())
-      err("etcd.endpoints (--etcd) given without etcd.node (--node)");
+      k.err("etcd.endpoints (--etcd) given without etcd.node (--node)");
     else if (auto e = check_node_name(c.etcd_node))
-      err("etcd.node (--node): {}", *e);
+      k.err("etcd.node (--node): {}", *e);
     for (const auto& ep : c.etcd_endpoints) {
       std::string e = ep, host;
       uint16_t port = 0;
@@ -699,30 +714,55 @@ ConfigCheck check_config(const Config& c) {
         e = e.substr(8);
       else if (e.rfind("http://", 0) == 0)
         e = e.substr(7);
-      if (auto why = parse_listen(e, &host, &port)) err("etcd.endpoints (--etcd) {}: {}", ep, *why);
+      if (auto why = parse_listen(e, &host, &port))
+        k.err("etcd.endpoints (--etcd) {}: {}", ep, *why);
     }
     if (c.etcd_cert.empty() != c.etcd_key.empty())
-      err("etcd: a client certificate needs its key (etcd.cert and etcd.key, --etcd-cert and "
+      k.err(
+          "etcd: a client certificate needs its key (etcd.cert and etcd.key, --etcd-cert and "
           "--etcd-key)");
     for (auto [what, path] :
          {std::pair{"etcd.ca", &c.etcd_ca}, std::pair{"etcd.cert", &c.etcd_cert},
           std::pair{"etcd.key", &c.etcd_key},
           std::pair{"etcd.password_file", &c.etcd_password_file}})
       if (!path->empty())
-        if (auto e = unreadable(*path)) err("{} {}: cannot read: {}", what, *path, *e);
+        if (auto e = unreadable(*path)) k.err("{} {}: cannot read: {}", what, *path, *e);
     if (!c.etcd_password.empty() && !c.etcd_password_file.empty())
-      err("etcd: give password or password_file, not both");
+      k.err("etcd: give password or password_file, not both");
     if ((!c.etcd_password.empty() || !c.etcd_password_file.empty()) && c.etcd_username.empty())
-      err("etcd: a password needs etcd.username (--etcd-username)");
+      k.err("etcd: a password needs etcd.username (--etcd-username)");
     if (c.etcd_status_ttl < 2 || c.etcd_status_ttl > 3600)
-      err("etcd.status_ttl {}: expected 2..3600 seconds", c.etcd_status_ttl);
+      k.err("etcd.status_ttl {}: expected 2..3600 seconds", c.etcd_status_ttl);
   }
+}
 
-  // Log.
+// [log].
+void check_log(const Config& c, Checker& k) {
   if (spdlog::level::from_str(c.log_level) == spdlog::level::off && c.log_level != "off")
-    err("log.level (--log-level) {}: expected trace, debug, info, warn, error, critical or off",
-        c.log_level);
+    k.err("log.level (--log-level) {}: expected trace, debug, info, warn, error, critical or off",
+          c.log_level);
+}
 
+}  // namespace
+
+ConfigCheck check_config(const Config& c) {
+  ConfigCheck r;
+  Checker k(&r);
+  check_ports(c, k);
+  check_access_ports(c, k);
+  check_pool_overlap(c, k);
+  check_uplink_ports(c, k);
+  check_icmp(c, k);
+  check_dhcp(c, k);
+  check_dhcpv6_ra(c, k);
+  check_punt(c, k);
+  check_security(c, k);
+  check_limits(c, k);
+  check_grpc(c, k);
+  check_api_limits(c, k);
+  check_metrics(c, k);
+  check_fleet(c, k);
+  check_log(c, k);
   // RADIUS and rate plans.
   check_radius_config(c.radius, c.plans, &r.errors, &r.warnings);
   return r;
@@ -894,8 +934,49 @@ std::optional<FleetOptions> to_fleet_options(const Config& c) {
   return f;
 }
 
-ReloadPlan plan_reload(const Config& a, const Config& b) {
-  ReloadPlan p;
+namespace {
+
+// The per-port settings of a config as one text, to compare two configs.
+std::string port_settings_text(const Config& c) {
+  std::vector<std::string> v;
+  for (const auto& [n, o] : c.access_options)
+    v.push_back(fmt::format(
+        "{}{{tpid={},mtu={},gw4={},gw6={},subscriber_mtu={},mss_clamp={},"
+        "pools={},policy={}/{}/{}/{},mac_policy={},auth={}}}",
+        n, o.outer_tpid, o.mtu, o.gateway_ipv4, o.gateway_ipv6, o.subscriber_mtu,
+        o.mss_clamp ? (*o.mss_clamp ? "on" : "off") : "-", join(o.pools), o.policy.up_rate,
+        o.policy.up_burst, o.policy.down_rate, o.policy.down_burst, o.mac_policy, o.auth));
+  for (const auto& [n, o] : c.uplink_options)
+    v.push_back(fmt::format("{}{{icmp_source={},{}}}", n, o.icmp_source_ipv4, o.icmp_source_ipv6));
+  return join(v);
+}
+
+// The bring-up settings ([punt], [dhcp], [dhcpv6], [ra], per port) as one text.
+std::string bringup_text(const Config& c) {
+  std::vector<std::string> v{
+      fmt::format("punt={},{}/{}/{}", c.punt_enabled, c.punt_subscriber_rate,
+                  c.punt_subscriber_burst, c.punt_port_rate),
+      fmt::format("dhcp={},{},{},{},{}", c.dhcp_enabled, c.dhcp_lease_time, join(c.dhcp_dns),
+                  c.dhcp_subnet_mask, c.lease_file),
+      fmt::format("dhcpv6={},{}/{}/{}/{},{},{},{}", c.dhcpv6_enabled, c.dhcpv6_preferred,
+                  c.dhcpv6_valid, c.dhcpv6_t1, c.dhcpv6_t2, join(c.dhcpv6_dns),
+                  c.dhcpv6_rapid_commit, c.duid_file),
+      fmt::format("ra={},{}{},{},{},{},{},{},{}", c.ra_enabled, c.ra_managed, c.ra_other,
+                  c.ra_router_lifetime, c.ra_mtu,
+                  join(c.ra_dns.value_or(std::vector<std::string>{})), c.ra_dns_lifetime,
+                  c.ra_slaac, c.ra_unsolicited_interval)};
+  for (const auto& [n, o] : c.access_options)
+    if (o.dhcp_lease_time || o.dhcp_dns || o.dhcp_subnet_mask)
+      v.push_back(fmt::format("{}{{lease={},dns={},mask={}}}", n, o.dhcp_lease_time.value_or(0),
+                              join(o.dhcp_dns.value_or(std::vector<std::string>{})),
+                              o.dhcp_subnet_mask.value_or("")));
+  return join(v);
+}
+
+// The changes a reload applies live: log level, metrics endpoint, services
+// allowed to the host, reserved ranges.
+void plan_live_changes(const Config& a, const Config& b, ReloadPlan* plan) {
+  ReloadPlan& p = *plan;
   if (a.log_level != b.log_level) {
     p.log_level = true;
     p.applied.push_back(fmt::format("log.level: {} -> {}", a.log_level, b.log_level));
@@ -915,6 +996,13 @@ ReloadPlan plan_reload(const Config& a, const Config& b) {
     p.applied.push_back(
         fmt::format("security.reserved: {} -> {}", join(a.reserved), join(b.reserved)));
   }
+}
+
+}  // namespace
+
+ReloadPlan plan_reload(const Config& a, const Config& b) {
+  ReloadPlan p;
+  plan_live_changes(a, b, &p);
   // Everything else is fixed while xbngd runs. Two ways to apply it:
   constexpr const char* kRestart =
       "restart xbngd to apply it (`systemctl restart xbngd`: the new programs and port settings "
@@ -928,20 +1016,6 @@ ReloadPlan plan_reload(const Config& a, const Config& b) {
       p.refused.push_back(
           fmt::format("{}: {} -> {}: cannot change live ({}); {}", key, from, to, why, how));
   };
-  auto opts = [](const Config& c) {
-    std::vector<std::string> v;
-    for (const auto& [n, o] : c.access_options)
-      v.push_back(fmt::format(
-          "{}{{tpid={},mtu={},gw4={},gw6={},subscriber_mtu={},mss_clamp={},"
-          "pools={},policy={}/{}/{}/{},mac_policy={},auth={}}}",
-          n, o.outer_tpid, o.mtu, o.gateway_ipv4, o.gateway_ipv6, o.subscriber_mtu,
-          o.mss_clamp ? (*o.mss_clamp ? "on" : "off") : "-", join(o.pools), o.policy.up_rate,
-          o.policy.up_burst, o.policy.down_rate, o.policy.down_burst, o.mac_policy, o.auth));
-    for (const auto& [n, o] : c.uplink_options)
-      v.push_back(
-          fmt::format("{}{{icmp_source={},{}}}", n, o.icmp_source_ipv4, o.icmp_source_ipv6));
-    return join(v);
-  };
   constexpr const char* kPorts = "the XDP links and the ports map are set at start";
   refuse("ports.access", join(a.access), join(b.access), kPorts, kRestart);
   // RADIUS: the client and its sockets are set up at start. Secrets are
@@ -954,7 +1028,8 @@ ReloadPlan plan_reload(const Config& a, const Config& b) {
   if (a.plans != b.plans)
     p.refused.push_back(
         fmt::format("plans: changed: cannot change live (plans are read at start); {}", kRestart));
-  refuse("ports.access (per-port settings)", opts(a), opts(b), kPorts, kRestart);
+  refuse("ports.access (per-port settings)", port_settings_text(a), port_settings_text(b), kPorts,
+         kRestart);
   refuse("ports.uplink", join(a.uplink), join(b.uplink), kPorts, kRestart);
   refuse("ports.outer_tpid", a.outer_tpid, b.outer_tpid, kPorts, kRestart);
   refuse("ports.xdp_generic", fmt::format("{}", a.xdp_generic), fmt::format("{}", b.xdp_generic),
@@ -977,27 +1052,7 @@ ReloadPlan plan_reload(const Config& a, const Config& b) {
          fmt::format("{}", b.unknown_interval_ms),
          "a `const volatile` of the XDP program, frozen when it is loaded", kRestart);
   refuse("bpf.bpffs", a.bpffs, b.bpffs, "the pins live there", kTeardown);
-  auto bringup = [](const Config& c) {
-    std::vector<std::string> v{
-        fmt::format("punt={},{}/{}/{}", c.punt_enabled, c.punt_subscriber_rate,
-                    c.punt_subscriber_burst, c.punt_port_rate),
-        fmt::format("dhcp={},{},{},{},{}", c.dhcp_enabled, c.dhcp_lease_time, join(c.dhcp_dns),
-                    c.dhcp_subnet_mask, c.lease_file),
-        fmt::format("dhcpv6={},{}/{}/{}/{},{},{},{}", c.dhcpv6_enabled, c.dhcpv6_preferred,
-                    c.dhcpv6_valid, c.dhcpv6_t1, c.dhcpv6_t2, join(c.dhcpv6_dns),
-                    c.dhcpv6_rapid_commit, c.duid_file),
-        fmt::format("ra={},{}{},{},{},{},{},{},{}", c.ra_enabled, c.ra_managed, c.ra_other,
-                    c.ra_router_lifetime, c.ra_mtu,
-                    join(c.ra_dns.value_or(std::vector<std::string>{})), c.ra_dns_lifetime,
-                    c.ra_slaac, c.ra_unsolicited_interval)};
-    for (const auto& [n, o] : c.access_options)
-      if (o.dhcp_lease_time || o.dhcp_dns || o.dhcp_subnet_mask)
-        v.push_back(fmt::format("{}{{lease={},dns={},mask={}}}", n, o.dhcp_lease_time.value_or(0),
-                                join(o.dhcp_dns.value_or(std::vector<std::string>{})),
-                                o.dhcp_subnet_mask.value_or("")));
-    return join(v);
-  };
-  refuse("punt/dhcp/dhcpv6/ra", bringup(a), bringup(b),
+  refuse("punt/dhcp/dhcpv6/ra", bringup_text(a), bringup_text(b),
          "punt limits are `const volatile`s of the XDP program; the servers are built at start",
          kRestart);
   constexpr const char* kGrpc = "the gRPC server binds and loads its credentials at start";

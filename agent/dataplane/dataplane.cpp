@@ -437,8 +437,38 @@ void Dataplane::open_and_load() {
                npinned ? "adopted/pinned" : "pinned", pin_root(opts_.bpffs), npinned, kMapCount);
 }
 
-void Dataplane::configure_ports() {
-  // Keep stats slots stable across restarts: port_stats is pinned.
+namespace {
+
+// One line per port at start: its role and the settings XDP uses.
+void log_port(const PortInfo& p) {
+  const struct xbng_port& c = p.cfg;
+  if (p.role == XBNG_ROLE_ACCESS)
+    spdlog::info(
+        "port {} (ifindex {}): access, mac {}, mtu {}, outer tpid {:#06x}, "
+        "subscriber mtu {}, mss clamp {}, mac policy {}, unknown keys {}, gateway {} {}, slot {}",
+        p.name, p.ifindex, format_mac(c.mac), c.mtu, c.outer_tpid, c.sub_mtu,
+        c.flags & XBNG_PORT_F_MSS_CLAMP ? "on" : "off", mac_policy_name(c.mac_policy),
+        c.flags & XBNG_PORT_F_PUNT_UNKNOWN ? "punted" : "dropped",
+        c.gw_ipv4 ? format_ipv4(c.gw_ipv4) : "-",
+        (c.gw_ipv6[0] | c.gw_ipv6[1] | c.gw_ipv6[2] | c.gw_ipv6[3]) == 0
+            ? std::string("-")
+            : format_ipv6(reinterpret_cast<const uint8_t*>(c.gw_ipv6)),
+        c.slot);
+  else
+    spdlog::info("port {} (ifindex {}): uplink, mac {}, mtu {}, icmp source {} {}, slot {}", p.name,
+                 p.ifindex, format_mac(c.mac), c.mtu, c.icmp_src4 ? format_ipv4(c.icmp_src4) : "-",
+                 (c.icmp_src6[0] | c.icmp_src6[1] | c.icmp_src6[2] | c.icmp_src6[3]) == 0
+                     ? std::string("-")
+                     : format_ipv6(reinterpret_cast<const uint8_t*>(c.icmp_src6)),
+                 c.slot);
+}
+
+}  // namespace
+
+// Gives each port its stats slot: the one it had (port_stats is pinned, so
+// slots stay stable across restarts), else the lowest free one. Ports no
+// longer configured leave the ports and tx_ports maps.
+void Dataplane::assign_port_slots() {
   std::map<uint32_t, uint32_t> old_slot;
   std::vector<uint32_t> stale;
   map_for_each(fd(MapId::kPorts), sizeof(uint32_t), sizeof(struct xbng_port),
@@ -473,39 +503,49 @@ void Dataplane::configure_ports() {
     spdlog::warn("ifindex {} ({}) is no longer configured: removed from ports/tx_ports", ifx,
                  ifname_of(ifx));
   }
+}
 
+// The ports-map entry of one port: its netdev, the global settings and the
+// port's own (access ports), or its ICMP source (uplinks).
+void Dataplane::fill_port_config(PortInfo& p) {
+  auto& c = p.cfg;
+  c.ifindex = p.ifindex;
+  c.role = static_cast<uint16_t>(p.role);
+  c.outer_tpid = p.role == XBNG_ROLE_ACCESS ? opts_.outer_tpid : 0;
+  netdev_info(p.name, c.mac, &c.mtu);
+  if (p.role == XBNG_ROLE_ACCESS) {
+    c.sub_mtu = XBNG_DEFAULT_SUBSCRIBER_MTU;
+    c.flags = XBNG_PORT_F_MSS_CLAMP;
+  }
+  c.gw_ipv4 = opts_.gateway_ipv4;
+  std::memcpy(c.gw_ipv6, opts_.gateway_ipv6.data(), 16);
+  c.mac_policy = p.role == XBNG_ROLE_ACCESS ? opts_.mac_policy : 0;
+  if (auto it = opts_.access_overrides.find(p.name);
+      p.role == XBNG_ROLE_ACCESS && it != opts_.access_overrides.end()) {
+    const AccessPortOverride& o = it->second;
+    if (o.outer_tpid) c.outer_tpid = *o.outer_tpid;
+    if (o.gateway_ipv4) c.gw_ipv4 = *o.gateway_ipv4;
+    if (o.gateway_ipv6) std::memcpy(c.gw_ipv6, o.gateway_ipv6->data(), 16);
+    if (o.sub_mtu) c.sub_mtu = o.sub_mtu;
+    if (o.mac_policy) c.mac_policy = *o.mac_policy;
+    if (!o.mss_clamp) c.flags &= static_cast<uint16_t>(~XBNG_PORT_F_MSS_CLAMP);
+    if (o.punt_unknown) c.flags |= XBNG_PORT_F_PUNT_UNKNOWN;
+  }
+  if (p.role == XBNG_ROLE_ACCESS) {
+    // The netdev must carry subscriber_mtu plus both tags: drivers drop
+    // larger frames on redirect, silently.
+    // (raised to that before loading, see ensure_access_mtu_or_throw)
+    c.mtu = static_cast<uint16_t>(c.sub_mtu + XBNG_QINQ_TAGS_BYTES);
+  } else {
+    configure_uplink_icmp_source(p.name, &c);
+  }
+}
+
+void Dataplane::configure_ports() {
+  assign_port_slots();
   for (auto& p : ports_) {
-    auto& c = p.cfg;
-    c.ifindex = p.ifindex;
-    c.role = static_cast<uint16_t>(p.role);
-    c.outer_tpid = p.role == XBNG_ROLE_ACCESS ? opts_.outer_tpid : 0;
-    netdev_info(p.name, c.mac, &c.mtu);
-    if (p.role == XBNG_ROLE_ACCESS) {
-      c.sub_mtu = XBNG_DEFAULT_SUBSCRIBER_MTU;
-      c.flags = XBNG_PORT_F_MSS_CLAMP;
-    }
-    c.gw_ipv4 = opts_.gateway_ipv4;
-    std::memcpy(c.gw_ipv6, opts_.gateway_ipv6.data(), 16);
-    c.mac_policy = p.role == XBNG_ROLE_ACCESS ? opts_.mac_policy : 0;
-    if (auto it = opts_.access_overrides.find(p.name);
-        p.role == XBNG_ROLE_ACCESS && it != opts_.access_overrides.end()) {
-      const AccessPortOverride& o = it->second;
-      if (o.outer_tpid) c.outer_tpid = *o.outer_tpid;
-      if (o.gateway_ipv4) c.gw_ipv4 = *o.gateway_ipv4;
-      if (o.gateway_ipv6) std::memcpy(c.gw_ipv6, o.gateway_ipv6->data(), 16);
-      if (o.sub_mtu) c.sub_mtu = o.sub_mtu;
-      if (o.mac_policy) c.mac_policy = *o.mac_policy;
-      if (!o.mss_clamp) c.flags &= static_cast<uint16_t>(~XBNG_PORT_F_MSS_CLAMP);
-      if (o.punt_unknown) c.flags |= XBNG_PORT_F_PUNT_UNKNOWN;
-    }
-    if (p.role == XBNG_ROLE_ACCESS) {
-      // The netdev must carry subscriber_mtu plus both tags: drivers drop
-      // larger frames on redirect, silently.
-      // (raised to that before loading, see ensure_access_mtu_or_throw)
-      c.mtu = static_cast<uint16_t>(c.sub_mtu + XBNG_QINQ_TAGS_BYTES);
-    } else {
-      configure_uplink_icmp_source(p.name, &c);
-    }
+    fill_port_config(p);
+    const auto& c = p.cfg;
     if (bpf_map_update_elem(fd(MapId::kPorts), &p.ifindex, &c, BPF_ANY) != 0)
       throw DataplaneError(fmt::format("{}: writing map ports: {}", p.name, errstr(errno)));
     if (bpf_map_update_elem(fd(MapId::kTxPorts), &p.ifindex, &p.ifindex, BPF_ANY) != 0)
@@ -521,26 +561,7 @@ void Dataplane::configure_ports() {
           warnings_.push_back(*w);
         }
     }
-    if (p.role == XBNG_ROLE_ACCESS)
-      spdlog::info(
-          "port {} (ifindex {}): access, mac {}, mtu {}, outer tpid {:#06x}, "
-          "subscriber mtu {}, mss clamp {}, mac policy {}, unknown keys {}, gateway {} {}, slot {}",
-          p.name, p.ifindex, format_mac(c.mac), c.mtu, c.outer_tpid, c.sub_mtu,
-          c.flags & XBNG_PORT_F_MSS_CLAMP ? "on" : "off", mac_policy_name(c.mac_policy),
-          c.flags & XBNG_PORT_F_PUNT_UNKNOWN ? "punted" : "dropped",
-          c.gw_ipv4 ? format_ipv4(c.gw_ipv4) : "-",
-          (c.gw_ipv6[0] | c.gw_ipv6[1] | c.gw_ipv6[2] | c.gw_ipv6[3]) == 0
-              ? std::string("-")
-              : format_ipv6(reinterpret_cast<const uint8_t*>(c.gw_ipv6)),
-          c.slot);
-    else
-      spdlog::info("port {} (ifindex {}): uplink, mac {}, mtu {}, icmp source {} {}, slot {}",
-                   p.name, p.ifindex, format_mac(c.mac), c.mtu,
-                   c.icmp_src4 ? format_ipv4(c.icmp_src4) : "-",
-                   (c.icmp_src6[0] | c.icmp_src6[1] | c.icmp_src6[2] | c.icmp_src6[3]) == 0
-                       ? std::string("-")
-                       : format_ipv6(reinterpret_cast<const uint8_t*>(c.icmp_src6)),
-                   c.slot);
+    log_port(p);
   }
 }
 

@@ -141,6 +141,8 @@ class Dataplane {
   void open_and_load();
   void attach_ports();
   void configure_ports();
+  void assign_port_slots();
+  void fill_port_config(PortInfo& p);
   void configure_pools();
   void check_pools() const;
   void ensure_access_mtu_or_throw();

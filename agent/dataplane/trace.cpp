@@ -9,6 +9,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/bytes.h"
+#include "common/checksum.h"
 #include "dataplane/trace_skeleton.h"
 #include "xbng/abi.h"
 #include "dataplane/dataplane.h"
@@ -41,21 +43,7 @@ constexpr const char* kCheckNames[] = {
 #undef XBNG_TRACE_NAME_
 };
 
-uint16_t rd16(const uint8_t* p) { return static_cast<uint16_t>(p[0] << 8 | p[1]); }
-void wr16(uint8_t* p, uint16_t v) {
-  p[0] = static_cast<uint8_t>(v >> 8);
-  p[1] = static_cast<uint8_t>(v);
-}
-
-// Internet checksum (RFC 1071) of `n` bytes, folded, not complemented,
-// continuing from `sum`.
-uint32_t csum_add(uint32_t sum, const uint8_t* p, size_t n) {
-  for (size_t i = 0; i + 1 < n; i += 2) sum += rd16(p + i);
-  if (n & 1) sum += static_cast<uint32_t>(p[n - 1] << 8);
-  while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
-  return sum;
-}
-uint16_t csum_fold(uint32_t sum) { return static_cast<uint16_t>(~csum_add(sum, nullptr, 0)); }
+using be::get16;
 
 const char* xdp_action_name(int a) {
   switch (a) {
@@ -269,23 +257,23 @@ Status Tracer::build_frame(const TraceRequest& req, int role, std::vector<uint8_
   std::vector<uint8_t> l4;
   if (l4proto == 6) {
     l4.assign(20, 0);
-    wr16(&l4[0], sport);
-    wr16(&l4[2], dport);
+    be::put16(&l4[0], sport);
+    be::put16(&l4[2], dport);
     l4[12] = 5 << 4;
     l4[13] = 0x02;  // SYN
-    wr16(&l4[14], 64240);
+    be::put16(&l4[14], 64240);
   } else if (l4proto == 17) {
     l4.assign(8, 0);
-    wr16(&l4[0], sport);
-    wr16(&l4[2], dport);
+    be::put16(&l4[0], sport);
+    be::put16(&l4[2], dport);
   } else {
     l4.assign(8, 0);
     l4[0] = v4 ? 8 : 128;  // echo request
-    wr16(&l4[4], 1);
-    wr16(&l4[6], 1);
+    be::put16(&l4[4], 1);
+    be::put16(&l4[6], 1);
   }
   l4.resize(l4.size() + req.payload_len, 0);
-  if (l4proto == 17) wr16(&l4[4], static_cast<uint16_t>(l4.size()));
+  if (l4proto == 17) be::put16(&l4[4], static_cast<uint16_t>(l4.size()));
   // Checksum: pseudo-header for TCP, UDP and ICMPv6; none for ICMPv4.
   uint32_t sum = 0;
   if (!(v4 && l4proto == 1)) {
@@ -295,35 +283,35 @@ Status Tracer::build_frame(const TraceRequest& req, int role, std::vector<uint8_
       std::memcpy(ph, src, 4);
       std::memcpy(ph + 4, dst, 4);
       ph[9] = l4proto;
-      wr16(ph + 10, static_cast<uint16_t>(l4.size()));
+      be::put16(ph + 10, static_cast<uint16_t>(l4.size()));
       n = 12;
     } else {
       std::memcpy(ph, src, 16);
       std::memcpy(ph + 16, dst, 16);
-      wr16(ph + 34, static_cast<uint16_t>(l4.size()));
+      be::put16(ph + 34, static_cast<uint16_t>(l4.size()));
       ph[39] = l4proto;
       n = 40;
     }
-    sum = csum_add(0, ph, n);
+    sum = csum_partial({ph, n}, 0);
   }
-  uint16_t c = csum_fold(csum_add(sum, l4.data(), l4.size()));
+  uint16_t c = csum_fold(csum_partial(l4, sum));
   if (l4proto == 17 && c == 0) c = 0xffff;
   const size_t coff = l4proto == 6 ? 16 : l4proto == 17 ? 6 : 2;
-  wr16(&l4[coff], c);
+  be::put16(&l4[coff], c);
 
   if (v4) {
     uint8_t ip[20] = {0x45, 0};
-    wr16(ip + 2, static_cast<uint16_t>(20 + l4.size()));
-    wr16(ip + 6, 0x4000);  // DF
+    be::put16(ip + 2, static_cast<uint16_t>(20 + l4.size()));
+    be::put16(ip + 6, 0x4000);  // DF
     ip[8] = ttl;
     ip[9] = l4proto;
     std::memcpy(ip + 12, src, 4);
     std::memcpy(ip + 16, dst, 4);
-    wr16(ip + 10, csum_fold(csum_add(0, ip, 20)));
+    be::put16(ip + 10, csum_fold(csum_partial({ip, 20}, 0)));
     f.insert(f.end(), ip, ip + 20);
   } else {
     uint8_t ip[40] = {0x60, 0};
-    wr16(ip + 4, static_cast<uint16_t>(l4.size()));
+    be::put16(ip + 4, static_cast<uint16_t>(l4.size()));
     ip[6] = l4proto;
     ip[7] = ttl;
     std::memcpy(ip + 8, src, 16);
@@ -505,8 +493,8 @@ std::string l4_summary(const uint8_t* p, size_t len, uint8_t proto, bool v4, Dec
                        bool quoted) {
   if ((proto == 6 || proto == 17) && len >= 4) {
     d->proto = proto == 6 ? "tcp" : "udp";
-    d->sport = rd16(p);
-    d->dport = rd16(p + 2);
+    d->sport = get16(p);
+    d->dport = get16(p + 2);
     std::string t = fmt::format("{} {} > {}", d->proto, d->sport, d->dport);
     if (proto == 6 && len >= 14) t += fmt::format(" flags {:#04x}", p[13]);
     return t;
@@ -518,9 +506,9 @@ std::string l4_summary(const uint8_t* p, size_t len, uint8_t proto, bool v4, Dec
     std::string t = fmt::format("{} type {} code {}", d->proto, p[0], p[1]);
     const bool error =
         proto == 1 ? (p[0] == 3 || p[0] == 11 || p[0] == 12) : (p[0] >= 1 && p[0] <= 4);
-    if (proto == 1 && p[0] == 3 && p[1] == 4 && len >= 8) t += fmt::format(" mtu {}", rd16(p + 6));
+    if (proto == 1 && p[0] == 3 && p[1] == 4 && len >= 8) t += fmt::format(" mtu {}", get16(p + 6));
     if (proto == 58 && p[0] == 2 && len >= 8)
-      t += fmt::format(" mtu {}", (uint32_t(rd16(p + 4)) << 16) | rd16(p + 6));
+      t += fmt::format(" mtu {}", (uint32_t(get16(p + 4)) << 16) | get16(p + 6));
     if (error && !quoted && len > 8) {
       DecodedFrame inner;
       d->inner = l3_summary(p + 8, len - 8, v4 ? 0x0800 : 0x86dd, &inner, true);
@@ -542,8 +530,8 @@ std::string l3_summary(const uint8_t* p, size_t len, uint16_t ethertype, Decoded
     d->src = format_ipv4(s);
     d->dst = format_ipv4(t);
     d->ttl = p[8];
-    std::string r = fmt::format("ipv4 {} > {} ttl {} len {}", d->src, d->dst, p[8], rd16(p + 2));
-    if (ihl >= 20 && len >= ihl && !(rd16(p + 6) & 0x1fff))
+    std::string r = fmt::format("ipv4 {} > {} ttl {} len {}", d->src, d->dst, p[8], get16(p + 2));
+    if (ihl >= 20 && len >= ihl && !(get16(p + 6) & 0x1fff))
       r += ", " + l4_summary(p + ihl, len - ihl, p[9], true, d, quoted);
     return r;
   }
@@ -551,7 +539,7 @@ std::string l3_summary(const uint8_t* p, size_t len, uint16_t ethertype, Decoded
     d->src = format_ipv6(p + 8);
     d->dst = format_ipv6(p + 24);
     d->ttl = p[7];
-    return fmt::format("ipv6 {} > {} hlim {} plen {}, ", d->src, d->dst, p[7], rd16(p + 4)) +
+    return fmt::format("ipv6 {} > {} hlim {} plen {}, ", d->src, d->dst, p[7], get16(p + 4)) +
            l4_summary(p + 40, len - 40, p[6], false, d, quoted);
   }
   if (ethertype == 0x0806) return "arp";
@@ -569,17 +557,17 @@ void decode_frame(const uint8_t* f, size_t len, DecodedFrame* d) {
   d->dst_mac = format_mac(f);
   d->src_mac = format_mac(f + 6);
   size_t off = 12;
-  uint16_t type = rd16(f + off);
+  uint16_t type = get16(f + off);
   std::string text = fmt::format("{} > {}", d->src_mac, d->dst_mac);
   while ((type == XBNG_ETH_P_8021AD || type == XBNG_ETH_P_8021Q || type == XBNG_ETH_P_QINQ_9100) &&
          off + 6 <= len && d->tags.size() < 4) {
     VlanTag& t = d->tags.emplace_back();
     t.tpid = type;
-    t.vid = rd16(f + off + 2) & 0x0fff;
+    t.vid = get16(f + off + 2) & 0x0fff;
     t.pcp = static_cast<uint32_t>(f[off + 2] >> 5);
     text += fmt::format(" vlan {:#06x} {}", type, t.vid);
     off += 4;
-    type = rd16(f + off);
+    type = get16(f + off);
   }
   off += 2;
   d->ethertype = (type == 0x0800   ? "ipv4"

@@ -16,14 +16,6 @@ std::string where_of(bool atomic, size_t input) {
   return atomic ? fmt::format("subscribers[{}]", input) : fmt::format("entry {}", input);
 }
 
-SubKey key_of_rank(uint64_t rank) {
-  SubKey k{};
-  k.ifindex = static_cast<uint32_t>(rank >> 32);
-  k.outer_vid = static_cast<uint16_t>(rank >> 16);
-  k.inner_vid = static_cast<uint16_t>(rank);
-  return k;
-}
-
 }  // namespace
 
 Status SubscriberStore::overlap(const RouteKey& c, uint64_t rank, const SubKey& key,

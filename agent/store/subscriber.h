@@ -12,17 +12,12 @@
 
 #include "xbng/abi.h"
 #include "common/net.h"
+#include "common/sub_key.h"
 
 namespace xbng::agent {
 
-using SubKey = struct xbng_sub_key;
-
 inline bool operator==(const SubKey& a, const SubKey& b) {
   return a.ifindex == b.ifindex && a.outer_vid == b.outer_vid && a.inner_vid == b.inner_vid;
-}
-// Total order used by listings: (ifindex, outer, inner).
-inline uint64_t key_rank(const SubKey& k) {
-  return (uint64_t{k.ifindex} << 32) | (uint64_t{k.outer_vid} << 16) | k.inner_vid;
 }
 struct SubKeyLess {
   bool operator()(const SubKey& a, const SubKey& b) const { return key_rank(a) < key_rank(b); }

@@ -1,7 +1,6 @@
 #include "telemetry/events.h"
 
 #include <absl/container/inlined_vector.h>
-#include <bpf/libbpf.h>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -116,32 +115,16 @@ RingbufReader::RingbufReader(int ringbuf_fd, EventHub* hub,
   clock_gettime(CLOCK_REALTIME, &real);
   mono_to_unix_ns_ = (int64_t(real.tv_sec) - int64_t(mono.tv_sec)) * 1000000000ll +
                      (int64_t(real.tv_nsec) - int64_t(mono.tv_nsec));
-  rb_ = ring_buffer__new(ringbuf_fd, &RingbufReader::on_sample, this, nullptr);
-  if (!rb_)
-    throw std::runtime_error(
-        fmt::format("opening the events ring buffer: {}", std::strerror(errno)));
-  thread_ = std::thread([this] {
-    while (!stop_.load()) {
-      int rc = ring_buffer__poll(rb_, 200);
-      if (rc < 0 && rc != -EINTR) {
-        spdlog::error("events ring buffer poll failed: {}", std::strerror(-rc));
-        break;
-      }
-    }
-  });
+  poller_.emplace(ringbuf_fd, "events ring buffer",
+                  [this](std::span<const uint8_t> r) { on_record(r); });
 }
 
-RingbufReader::~RingbufReader() {
-  stop_ = true;
-  if (thread_.joinable()) thread_.join();
-  if (rb_) ring_buffer__free(rb_);
-}
+RingbufReader::~RingbufReader() = default;
 
-int RingbufReader::on_sample(void* ctx, void* data, size_t size) {
-  auto* self = static_cast<RingbufReader*>(ctx);
-  if (size < sizeof(struct xbng_event)) return 0;
+void RingbufReader::on_record(std::span<const uint8_t> record) {
+  if (record.size() < sizeof(struct xbng_event)) return;
   struct xbng_event ev;
-  std::memcpy(&ev, data, sizeof ev);
+  std::memcpy(&ev, record.data(), sizeof ev);
   AgentEvent e;
   switch (ev.type) {
     case XBNG_EVENT_UNKNOWN_SUBSCRIBER:
@@ -157,18 +140,17 @@ int RingbufReader::on_sample(void* ctx, void* data, size_t size) {
       e.type = EventType::kMacConflict;
       break;
     default:
-      return 0;
+      return;
   }
   e.key.ifindex = ev.ifindex;
   e.key.outer_vid = ev.outer_vid;
   e.key.inner_vid = ev.inner_vid;
   e.has_mac = true;
   std::memcpy(e.mac.data(), ev.mac, 6);
-  e.timestamp_unix_ns = ev.timestamp_ns ? ev.timestamp_ns + self->mono_to_unix_ns_ : unix_now_ns();
-  self->received_++;
-  if (self->on_event_) self->on_event_(e);
-  self->hub_->publish(e);
-  return 0;
+  e.timestamp_unix_ns = ev.timestamp_ns ? ev.timestamp_ns + mono_to_unix_ns_ : unix_now_ns();
+  received_++;
+  if (on_event_) on_event_(e);
+  hub_->publish(e);
 }
 
 }  // namespace xbng::agent

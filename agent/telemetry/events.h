@@ -10,13 +10,14 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "dataplane/ringbuf_poller.h"
 #include "store/subscriber.h"
-
-struct ring_buffer;
 
 namespace xbng::agent {
 
@@ -119,14 +120,12 @@ class RingbufReader {
   uint64_t received() const { return received_.load(); }
 
  private:
-  static int on_sample(void* ctx, void* data, size_t size);
+  void on_record(std::span<const uint8_t> record);
   EventHub* hub_;
   std::function<void(const AgentEvent&)> on_event_;
-  struct ring_buffer* rb_ = nullptr;
-  std::atomic<bool> stop_{false};
   std::atomic<uint64_t> received_{0};
   int64_t mono_to_unix_ns_ = 0;
-  std::thread thread_;
+  std::optional<RingbufPoller> poller_;  // last: stopped before the rest goes
 };
 
 }  // namespace xbng::agent

@@ -4,6 +4,8 @@
 
 #include <cstring>
 
+#include "common/bytes.h"
+#include "common/checksum.h"
 #include "pktcost.h"
 
 namespace bringup {
@@ -22,24 +24,18 @@ void put(Bytes& v, const void* p, size_t n) {
   auto* b = static_cast<const uint8_t*>(p);
   v.insert(v.end(), b, b + n);
 }
-uint16_t get16(const uint8_t* p) { return static_cast<uint16_t>(p[0] << 8 | p[1]); }
-uint32_t get32(const uint8_t* p) {
-  return uint32_t{p[0]} << 24 | uint32_t{p[1]} << 16 | uint32_t{p[2]} << 8 | p[3];
-}
+using xbng::agent::be::get16;
+using xbng::agent::be::get32;
 void set16(Bytes& v, size_t at, uint16_t x) {
   v[at] = static_cast<uint8_t>(x >> 8);
   v[at + 1] = static_cast<uint8_t>(x);
 }
 
+// The Internet checksum of the agent (common/checksum.h).
 uint32_t csum_add(uint32_t s, const uint8_t* p, size_t n) {
-  for (size_t k = 0; k + 1 < n; k += 2) s += (uint32_t(p[k]) << 8) | p[k + 1];
-  if (n & 1) s += uint32_t(p[n - 1]) << 8;
-  return s;
+  return xbng::agent::csum_partial({p, n}, s);
 }
-uint16_t csum_fold(uint32_t s) {
-  while (s >> 16) s = (s & 0xffff) + (s >> 16);
-  return static_cast<uint16_t>(~s);
-}
+using xbng::agent::csum_fold;
 
 constexpr Mac kBroadcast{0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
 constexpr Mac kAllDhcp6{0x33, 0x33, 0x00, 0x01, 0x00, 0x02};

@@ -318,35 +318,36 @@ struct xbng_punt_window {
 #define XBNG_DEFAULT_PUNT_SUB_BURST 20 /* ... and in a burst */
 #define XBNG_DEFAULT_PUNT_PORT_RATE 20000 /* control frames/s per access port per CPU */
 
+/* Every struct above, sized once: the BPF programs (C) and the agent (C++)
+ * must agree on each layout byte for byte. XBNG_ABI_SIZE(type, n) states that
+ * `struct type` is n bytes, in either language. */
 #ifdef __cplusplus
-static_assert(sizeof(struct xbng_sub_key) == 8, "ABI");
-static_assert(sizeof(struct xbng_subscriber) == 64, "ABI");
-static_assert(sizeof(struct xbng_route) == 40, "ABI");
-static_assert(sizeof(struct xbng_bucket) == 16, "ABI");
-static_assert(sizeof(struct xbng_police) == 64, "ABI");
-static_assert(sizeof(struct xbng_v6_key) == 16, "ABI");
-static_assert(sizeof(struct xbng_v6_64_key) == 8, "ABI");
-static_assert(sizeof(struct xbng_lpm_v4_key) == 8, "ABI");
-static_assert(sizeof(struct xbng_lpm_v6_key) == 20, "ABI");
-static_assert(sizeof(struct xbng_port) == 68, "ABI");
-static_assert(sizeof(struct xbng_icmp_budget) == 16, "ABI");
-static_assert(sizeof(struct xbng_pool) == 4, "ABI");
-static_assert(sizeof(struct xbng_local_svc) == 4, "ABI");
-static_assert(sizeof(struct xbng_port_stats) == 32, "ABI");
-static_assert(sizeof(struct xbng_counter) == 16, "ABI");
-static_assert(sizeof(struct xbng_event) == 32, "ABI");
-static_assert(sizeof(struct xbng_punt_record) == 24 + XBNG_PUNT_MAX_FRAME, "ABI");
-static_assert(sizeof(struct xbng_punt_gcra) == 24, "ABI");
+#define XBNG_ABI_SIZE(type, n) static_assert(sizeof(struct type) == (n), "ABI: size of " #type)
 #else
-_Static_assert(sizeof(struct xbng_sub_key) == 8, "ABI");
-_Static_assert(sizeof(struct xbng_subscriber) == 64, "ABI");
-_Static_assert(sizeof(struct xbng_route) == 40, "ABI");
-_Static_assert(sizeof(struct xbng_police) == 64, "ABI");
-_Static_assert(sizeof(struct xbng_port) == 68, "ABI");
-_Static_assert(sizeof(struct xbng_local_svc) == 4, "ABI");
-_Static_assert(sizeof(struct xbng_event) == 32, "ABI");
-_Static_assert(sizeof(struct xbng_punt_record) == 24 + XBNG_PUNT_MAX_FRAME, "ABI");
-_Static_assert(sizeof(struct xbng_punt_gcra) == 24, "ABI");
+#define XBNG_ABI_SIZE(type, n) _Static_assert(sizeof(struct type) == (n), "ABI: size of " #type)
 #endif
+
+XBNG_ABI_SIZE(xbng_sub_key, 8);
+XBNG_ABI_SIZE(xbng_bucket, 16);
+XBNG_ABI_SIZE(xbng_subscriber, 64);
+XBNG_ABI_SIZE(xbng_route, 40);
+XBNG_ABI_SIZE(xbng_v6_key, 16);
+XBNG_ABI_SIZE(xbng_v6_64_key, 8);
+XBNG_ABI_SIZE(xbng_lpm_v4_key, 8);
+XBNG_ABI_SIZE(xbng_lpm_v6_key, 20);
+XBNG_ABI_SIZE(xbng_port, 68);
+XBNG_ABI_SIZE(xbng_port_stats, 32);
+XBNG_ABI_SIZE(xbng_counter, 16);
+XBNG_ABI_SIZE(xbng_event, 32);
+XBNG_ABI_SIZE(xbng_unknown_seen, 8);
+XBNG_ABI_SIZE(xbng_event_budget, 16);
+XBNG_ABI_SIZE(xbng_police, 64);
+XBNG_ABI_SIZE(xbng_local_svc, 4);
+XBNG_ABI_SIZE(xbng_icmp_budget, 16);
+XBNG_ABI_SIZE(xbng_pool, 4);
+XBNG_ABI_SIZE(xbng_icmp_scratch, XBNG_ICMP_SCRATCH_LEN);
+XBNG_ABI_SIZE(xbng_punt_record, 24 + XBNG_PUNT_MAX_FRAME);
+XBNG_ABI_SIZE(xbng_punt_gcra, 24);
+XBNG_ABI_SIZE(xbng_punt_window, 16);
 
 #endif /* XBNG_ABI_H */

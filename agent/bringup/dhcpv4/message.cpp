@@ -3,13 +3,14 @@
 #include <algorithm>
 #include <cstring>
 
+#include "common/bytes.h"
+
 namespace xbng::agent::dhcpv4 {
 
 namespace {
 
-uint32_t rd32(const uint8_t* p) {
-  return uint32_t{p[0]} << 24 | uint32_t{p[1]} << 16 | uint32_t{p[2]} << 8 | p[3];
-}
+using be::get16;
+using be::get32;
 uint32_t rd_be(const uint8_t* p) {  // kept in network order
   uint32_t v;
   std::memcpy(&v, p, 4);
@@ -77,6 +78,51 @@ bool Message::requested(uint8_t opt) const {
   return std::find(param_list.begin(), param_list.end(), opt) != param_list.end();
 }
 
+namespace {
+
+// One option of a client message (code, its `len` bytes at v) into `m`.
+ParseError parse_option(uint8_t code, const uint8_t* v, size_t len, Message* m) {
+  switch (code) {
+    case kOptMessageType:
+      if (len != 1) return ParseError::kBadOptionLength;
+      m->type = v[0];
+      return ParseError::kNone;
+    case kOptRequestedIp:
+      if (len != 4) return ParseError::kBadOptionLength;
+      m->requested_ip = rd_be(v);
+      return ParseError::kNone;
+    case kOptServerId:
+      if (len != 4) return ParseError::kBadOptionLength;
+      m->server_id = rd_be(v);
+      return ParseError::kNone;
+    case kOptMaxSize:
+      if (len != 2) return ParseError::kBadOptionLength;
+      m->max_size = get16(&v[0]);
+      return ParseError::kNone;
+    case kOptOverload:
+      return ParseError::kOverload;
+    case kOptClientId:
+      if (len < 2) return ParseError::kBadOptionLength;
+      m->client_id.assign(v, v + len);
+      return ParseError::kNone;
+    case kOptParamList:
+      m->param_list.insert(m->param_list.end(), v, v + len);  // RFC 3396: concatenated
+      return ParseError::kNone;
+    case kOptRelayAgentInfo:
+      m->relay_agent_info.insert(m->relay_agent_info.end(), v, v + len);
+      m->has_relay_agent_info = true;
+      if (m->relay_agent_info.size() > 255) return ParseError::kBadOptionLength;
+      return ParseError::kNone;
+    case kOptHostName:
+      m->host_name.assign(reinterpret_cast<const char*>(v), len);
+      return ParseError::kNone;
+    default:
+      return ParseError::kNone;
+  }
+}
+
+}  // namespace
+
 std::optional<Message> parse(std::span<const uint8_t> b, ParseError* err) {
   auto fail = [&](ParseError e) {
     if (err) *err = e;
@@ -85,7 +131,7 @@ std::optional<Message> parse(std::span<const uint8_t> b, ParseError* err) {
   if (err) *err = ParseError::kNone;
   if (b.size() > kMaxLen) return fail(ParseError::kOversized);
   if (b.size() < kMinLen) return fail(ParseError::kTruncated);
-  if (rd32(&b[kFixedLen]) != kMagicCookie) return fail(ParseError::kBadCookie);
+  if (get32(&b[kFixedLen]) != kMagicCookie) return fail(ParseError::kBadCookie);
   Message m;
   m.op = b[0];
   m.htype = b[1];
@@ -93,9 +139,9 @@ std::optional<Message> parse(std::span<const uint8_t> b, ParseError* err) {
   m.hops = b[3];
   if (m.op != 1) return fail(ParseError::kNotRequest);
   if (m.htype != 1 || m.hlen != 6) return fail(ParseError::kBadHardware);
-  m.xid = rd32(&b[4]);
-  m.secs = static_cast<uint16_t>(b[8] << 8 | b[9]);
-  m.flags = static_cast<uint16_t>(b[10] << 8 | b[11]);
+  m.xid = get32(&b[4]);
+  m.secs = get16(&b[8]);
+  m.flags = get16(&b[10]);
   m.ciaddr = rd_be(&b[12]);
   m.yiaddr = rd_be(&b[16]);
   m.siaddr = rd_be(&b[20]);
@@ -119,43 +165,7 @@ std::optional<Message> parse(std::span<const uint8_t> b, ParseError* err) {
     const size_t len = b[i + 1];
     if (i + 2 + len > b.size()) return fail(ParseError::kOptionTruncated);
     const uint8_t* v = &b[i + 2];
-    switch (code) {
-      case kOptMessageType:
-        if (len != 1) return fail(ParseError::kBadOptionLength);
-        m.type = v[0];
-        break;
-      case kOptRequestedIp:
-        if (len != 4) return fail(ParseError::kBadOptionLength);
-        m.requested_ip = rd_be(v);
-        break;
-      case kOptServerId:
-        if (len != 4) return fail(ParseError::kBadOptionLength);
-        m.server_id = rd_be(v);
-        break;
-      case kOptMaxSize:
-        if (len != 2) return fail(ParseError::kBadOptionLength);
-        m.max_size = static_cast<uint16_t>(v[0] << 8 | v[1]);
-        break;
-      case kOptOverload:
-        return fail(ParseError::kOverload);
-      case kOptClientId:
-        if (len < 2) return fail(ParseError::kBadOptionLength);
-        m.client_id.assign(v, v + len);
-        break;
-      case kOptParamList:
-        m.param_list.insert(m.param_list.end(), v, v + len);  // RFC 3396: concatenated
-        break;
-      case kOptRelayAgentInfo:
-        m.relay_agent_info.insert(m.relay_agent_info.end(), v, v + len);
-        m.has_relay_agent_info = true;
-        if (m.relay_agent_info.size() > 255) return fail(ParseError::kBadOptionLength);
-        break;
-      case kOptHostName:
-        m.host_name.assign(reinterpret_cast<const char*>(v), len);
-        break;
-      default:
-        break;
-    }
+    if (ParseError e = parse_option(code, v, len, &m); e != ParseError::kNone) return fail(e);
     i += 2 + len;
   }
   if (!end) return fail(ParseError::kNoEnd);

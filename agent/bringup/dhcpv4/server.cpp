@@ -73,6 +73,58 @@ const char* outcome_name(Outcome o) {
   return "?";
 }
 
+namespace {
+
+// Where a reply goes: unicast to ciaddr when the client has one; else
+// broadcast when asked, else unicast to the offered address (chaddr as MAC).
+void address_reply(const Message& req, uint32_t yiaddr, Result* res) {
+  if (req.ciaddr != 0) {
+    res->dst_ip = req.ciaddr;
+  } else if (req.broadcast()) {
+    res->broadcast = true;
+  } else {
+    res->dst_ip = yiaddr;
+  }
+}
+
+// A REQUEST (RFC 2131 4.3.2): ACK of the subscriber's address, NAK of any
+// other, nothing when it selects another server.
+void answer_request(const Message& req, const Binding& b, const Settings& s, Result* out) {
+  Result& res = *out;
+  uint32_t wanted;
+  if (req.server_id) {  // SELECTING
+    if (*req.server_id != s.gateway) {
+      res.outcome = Outcome::kOtherServer;
+      return;
+    }
+    wanted = req.requested_ip.value_or(req.ciaddr);
+  } else if (req.requested_ip) {  // INIT-REBOOT
+    wanted = *req.requested_ip;
+  } else {  // RENEWING / REBINDING
+    wanted = req.ciaddr;
+  }
+  if (wanted != b.ipv4) {
+    Reply r = reply_to(req, kNak, s);
+    r.message = "requested address is not this subscriber's";
+    res.reply = std::move(r);
+    res.outcome = Outcome::kNaked;
+    res.broadcast = true;  // RFC 2131 4.3.2: NAKs are broadcast
+    return;
+  }
+  Reply r = reply_to(req, kAck, s);
+  r.m.ciaddr = req.ciaddr;
+  r.m.yiaddr = b.ipv4;
+  add_config(req, s, &r, true);
+  res.reply = std::move(r);
+  res.outcome = Outcome::kAcked;
+  res.lease = LeaseChange::kBound;
+  res.lease_time = s.lease_time;
+  res.learn_mac = !b.mac;
+  address_reply(req, b.ipv4, &res);
+}
+
+}  // namespace
+
 Result serve(const Message& req, const Binding& b, const Settings& s, const Mac& frame_src) {
   Result res;
   Mac chaddr;
@@ -89,18 +141,6 @@ Result serve(const Message& req, const Binding& b, const Settings& s, const Mac&
     res.outcome = Outcome::kNoGateway;
     return res;
   }
-  // Unicast to ciaddr when the client has one; else broadcast when asked,
-  // else unicast to the offered address (chaddr as MAC).
-  auto address = [&](uint32_t yiaddr) {
-    if (req.ciaddr != 0) {
-      res.dst_ip = req.ciaddr;
-    } else if (req.broadcast()) {
-      res.broadcast = true;
-    } else {
-      res.dst_ip = yiaddr;
-    }
-  };
-
   switch (req.type) {
     case kDiscover: {
       Reply r = reply_to(req, kOffer, s);
@@ -108,42 +148,12 @@ Result serve(const Message& req, const Binding& b, const Settings& s, const Mac&
       add_config(req, s, &r, true);
       res.reply = std::move(r);
       res.outcome = Outcome::kOffered;
-      address(b.ipv4);
+      address_reply(req, b.ipv4, &res);
       return res;
     }
-    case kRequest: {
-      uint32_t wanted;
-      if (req.server_id) {  // SELECTING
-        if (*req.server_id != s.gateway) {
-          res.outcome = Outcome::kOtherServer;
-          return res;
-        }
-        wanted = req.requested_ip.value_or(req.ciaddr);
-      } else if (req.requested_ip) {  // INIT-REBOOT
-        wanted = *req.requested_ip;
-      } else {  // RENEWING / REBINDING
-        wanted = req.ciaddr;
-      }
-      if (wanted != b.ipv4) {
-        Reply r = reply_to(req, kNak, s);
-        r.message = "requested address is not this subscriber's";
-        res.reply = std::move(r);
-        res.outcome = Outcome::kNaked;
-        res.broadcast = true;  // RFC 2131 4.3.2: NAKs are broadcast
-        return res;
-      }
-      Reply r = reply_to(req, kAck, s);
-      r.m.ciaddr = req.ciaddr;
-      r.m.yiaddr = b.ipv4;
-      add_config(req, s, &r, true);
-      res.reply = std::move(r);
-      res.outcome = Outcome::kAcked;
-      res.lease = LeaseChange::kBound;
-      res.lease_time = s.lease_time;
-      res.learn_mac = !b.mac;
-      address(b.ipv4);
+    case kRequest:
+      answer_request(req, b, s, &res);
       return res;
-    }
     case kRelease:
       if (req.ciaddr != b.ipv4 || (req.server_id && *req.server_id != s.gateway)) {
         res.outcome = Outcome::kIgnored;

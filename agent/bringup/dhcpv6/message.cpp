@@ -153,12 +153,8 @@ ParseError parse_ia(uint16_t type, std::span<const uint8_t> b, Ia* ia) {
               });
 }
 
-}  // namespace
-
-ParseError parse(std::span<const uint8_t> payload, Message* m) {
-  if (payload.size() < 4) return ParseError::kTooShort;
-  if (payload.size() > kMaxMessage) return ParseError::kOversized;
-  uint8_t t = payload[0];
+// Client messages are parsed; the others are refused by kind.
+ParseError check_type(uint8_t t) {
   switch (static_cast<MsgType>(t)) {
     case MsgType::kSolicit:
     case MsgType::kRequest:
@@ -168,7 +164,7 @@ ParseError parse(std::span<const uint8_t> payload, Message* m) {
     case MsgType::kRelease:
     case MsgType::kDecline:
     case MsgType::kInformationRequest:
-      break;
+      return ParseError::kOk;
     case MsgType::kAdvertise:
     case MsgType::kReply:
     case MsgType::kReconfigure:
@@ -179,6 +175,92 @@ ParseError parse(std::span<const uint8_t> payload, Message* m) {
     default:
       return ParseError::kUnknownType;
   }
+}
+
+// One top-level option of a client message into `m`. `oro_seen`: an Option
+// Request came before.
+ParseError parse_option(uint16_t code, std::span<const uint8_t> o, Message* m, bool* oro_seen) {
+  switch (code) {
+    case kOptClientId:
+      if (m->has_client_id) return ParseError::kDuplicateOption;
+      m->has_client_id = true;
+      return parse_duid(o, &m->client_id);
+    case kOptServerId:
+      if (m->has_server_id) return ParseError::kDuplicateOption;
+      m->has_server_id = true;
+      return parse_duid(o, &m->server_id);
+    case kOptIaNa:
+    case kOptIaTa:
+    case kOptIaPd: {
+      if (m->num_ias == kMaxIas) return ParseError::kTooManyIas;
+      Ia& ia = m->ias[m->num_ias];
+      if (ParseError pe = parse_ia(code, o, &ia); pe != ParseError::kOk) return pe;
+      for (uint8_t i = 0; i < m->num_ias; ++i)
+        if (m->ias[i].type == code && m->ias[i].iaid == ia.iaid) return ParseError::kDuplicateIaid;
+      ++m->num_ias;
+      return ParseError::kOk;
+    }
+    case kOptOro:
+      if (*oro_seen) return ParseError::kDuplicateOption;
+      *oro_seen = true;
+      if (o.size() % 2) return ParseError::kBadOptionLength;
+      for (size_t i = 0; i + 1 < o.size() && m->num_oro < kMaxOro; i += 2)
+        m->oro[m->num_oro++] = get16(o.data() + i);
+      return ParseError::kOk;
+    case kOptElapsedTime:
+      if (o.size() != 2) return ParseError::kBadOptionLength;
+      if (m->has_elapsed_time) return ParseError::kDuplicateOption;
+      m->has_elapsed_time = true;
+      m->elapsed_time = get16(o.data());
+      return ParseError::kOk;
+    case kOptRapidCommit:
+      if (!o.empty()) return ParseError::kBadOptionLength;
+      m->rapid_commit = true;
+      return ParseError::kOk;
+    case kOptReconfAccept:
+      if (!o.empty()) return ParseError::kBadOptionLength;
+      m->reconfigure_accept = true;
+      return ParseError::kOk;
+    case kOptRelayMsg:
+      return ParseError::kRelayMessage;
+    default:
+      return ParseError::kOk;  // unknown or not for us: skipped (§16)
+  }
+}
+
+// Per-type rules (RFC 8415 §16.2–§16.12). A wrong Server Identifier
+// VALUE is the server's business (it knows its DUID), not the parser's.
+ParseError check_identifiers(const Message& m) {
+  switch (m.type) {
+    case MsgType::kSolicit:
+    case MsgType::kConfirm:
+    case MsgType::kRebind:
+      if (!m.has_client_id) return ParseError::kMissingClientId;
+      if (m.has_server_id) return ParseError::kUnexpectedServerId;
+      break;
+    case MsgType::kRequest:
+    case MsgType::kRenew:
+    case MsgType::kRelease:
+    case MsgType::kDecline:
+      if (!m.has_client_id) return ParseError::kMissingClientId;
+      if (!m.has_server_id) return ParseError::kMissingServerId;
+      break;
+    case MsgType::kInformationRequest:
+      if (m.num_ias) return ParseError::kUnexpectedIa;
+      break;
+    default:
+      break;
+  }
+  return ParseError::kOk;
+}
+
+}  // namespace
+
+ParseError parse(std::span<const uint8_t> payload, Message* m) {
+  if (payload.size() < 4) return ParseError::kTooShort;
+  if (payload.size() > kMaxMessage) return ParseError::kOversized;
+  uint8_t t = payload[0];
+  if (ParseError e = check_type(t); e != ParseError::kOk) return e;
   m->type = static_cast<MsgType>(t);
   m->xid = (uint32_t{payload[1]} << 16) | (uint32_t{payload[2]} << 8) | payload[3];
   m->has_client_id = m->has_server_id = false;
@@ -190,80 +272,10 @@ ParseError parse(std::span<const uint8_t> payload, Message* m) {
 
   ParseError e = walk(payload.data() + 4, payload.data() + payload.size(),
                       [&](uint16_t code, std::span<const uint8_t> o) {
-                        switch (code) {
-                          case kOptClientId:
-                            if (m->has_client_id) return ParseError::kDuplicateOption;
-                            m->has_client_id = true;
-                            return parse_duid(o, &m->client_id);
-                          case kOptServerId:
-                            if (m->has_server_id) return ParseError::kDuplicateOption;
-                            m->has_server_id = true;
-                            return parse_duid(o, &m->server_id);
-                          case kOptIaNa:
-                          case kOptIaTa:
-                          case kOptIaPd: {
-                            if (m->num_ias == kMaxIas) return ParseError::kTooManyIas;
-                            Ia& ia = m->ias[m->num_ias];
-                            if (ParseError pe = parse_ia(code, o, &ia); pe != ParseError::kOk)
-                              return pe;
-                            for (uint8_t i = 0; i < m->num_ias; ++i)
-                              if (m->ias[i].type == code && m->ias[i].iaid == ia.iaid)
-                                return ParseError::kDuplicateIaid;
-                            ++m->num_ias;
-                            return ParseError::kOk;
-                          }
-                          case kOptOro:
-                            if (oro_seen) return ParseError::kDuplicateOption;
-                            oro_seen = true;
-                            if (o.size() % 2) return ParseError::kBadOptionLength;
-                            for (size_t i = 0; i + 1 < o.size() && m->num_oro < kMaxOro; i += 2)
-                              m->oro[m->num_oro++] = get16(o.data() + i);
-                            return ParseError::kOk;
-                          case kOptElapsedTime:
-                            if (o.size() != 2) return ParseError::kBadOptionLength;
-                            if (m->has_elapsed_time) return ParseError::kDuplicateOption;
-                            m->has_elapsed_time = true;
-                            m->elapsed_time = get16(o.data());
-                            return ParseError::kOk;
-                          case kOptRapidCommit:
-                            if (!o.empty()) return ParseError::kBadOptionLength;
-                            m->rapid_commit = true;
-                            return ParseError::kOk;
-                          case kOptReconfAccept:
-                            if (!o.empty()) return ParseError::kBadOptionLength;
-                            m->reconfigure_accept = true;
-                            return ParseError::kOk;
-                          case kOptRelayMsg:
-                            return ParseError::kRelayMessage;
-                          default:
-                            return ParseError::kOk;  // unknown or not for us: skipped (§16)
-                        }
+                        return parse_option(code, o, m, &oro_seen);
                       });
   if (e != ParseError::kOk) return e;
-
-  // Per-type rules (RFC 8415 §16.2–§16.12). A wrong Server Identifier
-  // VALUE is the server's business (it knows its DUID), not the parser's.
-  switch (m->type) {
-    case MsgType::kSolicit:
-    case MsgType::kConfirm:
-    case MsgType::kRebind:
-      if (!m->has_client_id) return ParseError::kMissingClientId;
-      if (m->has_server_id) return ParseError::kUnexpectedServerId;
-      break;
-    case MsgType::kRequest:
-    case MsgType::kRenew:
-    case MsgType::kRelease:
-    case MsgType::kDecline:
-      if (!m->has_client_id) return ParseError::kMissingClientId;
-      if (!m->has_server_id) return ParseError::kMissingServerId;
-      break;
-    case MsgType::kInformationRequest:
-      if (m->num_ias) return ParseError::kUnexpectedIa;
-      break;
-    default:
-      break;
-  }
-  return ParseError::kOk;
+  return check_identifiers(*m);
 }
 
 }  // namespace xbng::agent::dhcpv6

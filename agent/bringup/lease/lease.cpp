@@ -18,14 +18,6 @@ namespace xbng::agent {
 
 namespace {
 
-SubKey key_of(uint64_t rank) {
-  SubKey k{};
-  k.ifindex = static_cast<uint32_t>(rank >> 32);
-  k.outer_vid = static_cast<uint16_t>(rank >> 16);
-  k.inner_vid = static_cast<uint16_t>(rank);
-  return k;
-}
-
 uint64_t now_seconds() {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::seconds>(
                                    std::chrono::system_clock::now().time_since_epoch())
@@ -136,7 +128,7 @@ void LeaseTable::end_locked(uint64_t rank, Slot& slot, int f) {
   l.bound = false;
   dirty_ = true;
   count(AgentReason::kLEASE_ENDED_DEPROVISIONED);
-  publish(EventType::kLeaseReleased, key_of(rank), static_cast<LeaseFamily>(f), l, 0);
+  publish(EventType::kLeaseReleased, key_of_rank(rank), static_cast<LeaseFamily>(f), l, 0);
   l = Lease{};  // its address is no longer this subscriber's to show
 }
 
@@ -173,7 +165,7 @@ size_t LeaseTable::retain_owned(const std::function<bool(const SubKey&, Subscrib
   std::lock_guard g(mu_);
   size_t dropped = 0;
   for (auto it = leases_.begin(); it != leases_.end();) {
-    const SubKey k = key_of(it->first);
+    const SubKey k = key_of_rank(it->first);
     SubscriberSpec s;
     const bool found = lookup(k, &s);
     for (int f = 0; f < 2; ++f) {
@@ -224,7 +216,8 @@ size_t LeaseTable::expire(uint64_t now_unix) {
     dirty_ = true;
     ++n;
     count(AgentReason::kLEASE_EXPIRED);
-    publish(EventType::kLeaseExpired, key_of(rank), static_cast<LeaseFamily>(fam), l, now_unix);
+    publish(EventType::kLeaseExpired, key_of_rank(rank), static_cast<LeaseFamily>(fam), l,
+            now_unix);
   }
   return n;
 }
@@ -254,7 +247,7 @@ bool LeaseTable::flush() {
     doc["version"] = 1;
     json arr = json::array();
     for (const auto& [rank, slot] : leases_) {
-      const SubKey k = key_of(rank);
+      const SubKey k = key_of_rank(rank);
       const std::string port = ports_.name ? ports_.name(k.ifindex) : std::string();
       if (port.empty()) continue;
       for (int f = 0; f < 2; ++f) {

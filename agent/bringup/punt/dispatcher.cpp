@@ -32,14 +32,6 @@ uint64_t monotonic_ns() {
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-SubKey key_of(uint64_t rank) {
-  SubKey k{};
-  k.ifindex = static_cast<uint32_t>(rank >> 32);
-  k.outer_vid = static_cast<uint16_t>(rank >> 16);
-  k.inner_vid = static_cast<uint16_t>(rank);
-  return k;
-}
-
 bool has_v6(const SubscriberSpec& s) {
   if (s.has_ipv6) return true;
   for (const auto& p : s.prefixes)
@@ -337,7 +329,7 @@ size_t Dispatcher::ra_tick(uint64_t now_ns) {
   }
   size_t sent = 0;
   for (uint64_t rank : due) {
-    const SubKey key = key_of(rank);
+    const SubKey key = key_of_rank(rank);
     SubscriberSpec spec;
     std::optional<Mac> learned;
     const PortBringup* port = this->port(key.ifindex);

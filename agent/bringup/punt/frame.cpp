@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "common/bytes.h"
+
 namespace xbng::agent::punt {
 
 namespace {
@@ -10,22 +12,19 @@ constexpr size_t kEth = 14, kTags = 8, kL2 = kEth + kTags;
 constexpr uint16_t kIpv4 = 0x0800, kIpv6 = 0x86dd;
 constexpr uint8_t kUdp = 17, kIcmpv6 = 58;
 
-uint16_t rd16(const uint8_t* p) { return static_cast<uint16_t>(p[0] << 8 | p[1]); }
-void wr16(uint8_t* p, uint16_t v) {
-  p[0] = static_cast<uint8_t>(v >> 8);
-  p[1] = static_cast<uint8_t>(v);
-}
+using be::get16;
+using be::put16;
 bool is_tpid(uint16_t t) { return t == 0x88a8 || t == 0x8100 || t == 0x9100; }
 
 void put_l2(std::vector<uint8_t>& f, const L2& l2, uint16_t ethertype) {
   f.resize(kL2);
   std::memcpy(f.data(), l2.dst.data(), 6);
   std::memcpy(f.data() + 6, l2.src.data(), 6);
-  wr16(&f[12], l2.outer_tpid);
-  wr16(&f[14], l2.outer_vid & 0x0fff);
-  wr16(&f[16], 0x8100);
-  wr16(&f[18], l2.inner_vid & 0x0fff);
-  wr16(&f[20], ethertype);
+  put16(&f[12], l2.outer_tpid);
+  put16(&f[14], l2.outer_vid & 0x0fff);
+  put16(&f[16], 0x8100);
+  put16(&f[18], l2.inner_vid & 0x0fff);
+  put16(&f[20], ethertype);
 }
 
 uint32_t pseudo6(const Ipv6& s, const Ipv6& d, uint32_t len, uint8_t proto) {
@@ -42,7 +41,7 @@ void put_ipv6(std::vector<uint8_t>& f, const Ipv6& src, const Ipv6& dst, uint8_t
   f.resize(o + 40);
   uint8_t* h = &f[o];
   h[0] = 0x60;
-  wr16(h + 4, static_cast<uint16_t>(payload_len));
+  put16(h + 4, static_cast<uint16_t>(payload_len));
   h[6] = next;
   h[7] = hop;
   std::memcpy(h + 8, src.data(), 16);
@@ -67,18 +66,6 @@ const char* frame_error_name(FrameError e) {
   return "?";
 }
 
-uint32_t csum_partial(std::span<const uint8_t> d, uint32_t sum) {
-  size_t i = 0;
-  for (; i + 1 < d.size(); i += 2) sum += rd16(&d[i]);
-  if (i < d.size()) sum += static_cast<uint32_t>(d[i]) << 8;
-  return sum;
-}
-
-uint16_t csum_fold(uint32_t sum) {
-  while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
-  return static_cast<uint16_t>(~sum & 0xffff);
-}
-
 Mac ipv6_multicast_mac(const Ipv6& g) { return Mac{0x33, 0x33, g[12], g[13], g[14], g[15]}; }
 
 std::optional<FrameView> parse_frame(std::span<const uint8_t> f, FrameError* err) {
@@ -91,23 +78,23 @@ std::optional<FrameView> parse_frame(std::span<const uint8_t> f, FrameError* err
   FrameView v;
   std::memcpy(v.l2.dst.data(), &f[0], 6);
   std::memcpy(v.l2.src.data(), &f[6], 6);
-  v.l2.outer_tpid = rd16(&f[12]);
-  if (!is_tpid(v.l2.outer_tpid) || rd16(&f[16]) != 0x8100 || is_tpid(rd16(&f[20])))
+  v.l2.outer_tpid = get16(&f[12]);
+  if (!is_tpid(v.l2.outer_tpid) || get16(&f[16]) != 0x8100 || is_tpid(get16(&f[20])))
     return fail(FrameError::kNotQinq);
-  v.l2.outer_vid = rd16(&f[14]) & 0x0fff;
-  v.l2.inner_vid = rd16(&f[18]) & 0x0fff;
-  const uint16_t et = rd16(&f[20]);
+  v.l2.outer_vid = get16(&f[14]) & 0x0fff;
+  v.l2.inner_vid = get16(&f[18]) & 0x0fff;
+  const uint16_t et = get16(&f[20]);
   std::span<const uint8_t> l3 = f.subspan(kL2);
   std::span<const uint8_t> l4;
   if (et == kIpv4) {
     if (l3.size() < 20) return fail(FrameError::kTruncated);
     const size_t ihl = (l3[0] & 0xf) * 4u;
     if ((l3[0] >> 4) != 4 || ihl < 20) return fail(FrameError::kBadIpHeader);
-    const size_t tot = rd16(&l3[2]);
+    const size_t tot = get16(&l3[2]);
     if (l3.size() < ihl || tot > l3.size()) return fail(FrameError::kTruncated);
     if (tot < ihl) return fail(FrameError::kBadIpHeader);
     if (csum_fold(csum_partial(l3.first(ihl), 0)) != 0) return fail(FrameError::kBadIpHeader);
-    if (rd16(&l3[6]) & 0x3fff) return fail(FrameError::kBadIpHeader);  // MF or offset: fragment
+    if (get16(&l3[6]) & 0x3fff) return fail(FrameError::kBadIpHeader);  // MF or offset: fragment
     v.ip_version = 4;
     v.ttl = l3[8];
     v.proto = l3[9];
@@ -117,7 +104,7 @@ std::optional<FrameView> parse_frame(std::span<const uint8_t> f, FrameError* err
   } else if (et == kIpv6) {
     if (l3.size() < 40) return fail(FrameError::kTruncated);
     if ((l3[0] >> 4) != 6) return fail(FrameError::kBadIpHeader);
-    const size_t plen = rd16(&l3[4]);
+    const size_t plen = get16(&l3[4]);
     if (40 + plen > l3.size()) return fail(FrameError::kTruncated);
     v.ip_version = 6;
     v.proto = l3[6];
@@ -130,10 +117,10 @@ std::optional<FrameView> parse_frame(std::span<const uint8_t> f, FrameError* err
   }
   if (v.proto == kUdp) {
     if (l4.size() < 8) return fail(FrameError::kTruncated);
-    const size_t ulen = rd16(&l4[4]);
+    const size_t ulen = get16(&l4[4]);
     if (ulen < 8 || ulen > l4.size()) return fail(FrameError::kTruncated);
-    v.sport = rd16(&l4[0]);
-    v.dport = rd16(&l4[2]);
+    v.sport = get16(&l4[0]);
+    v.dport = get16(&l4[2]);
     v.payload = l4.subspan(8, ulen - 8);
   } else if (v.proto == kIcmpv6 && v.ip_version == 6) {
     if (l4.size() < 4) return fail(FrameError::kTruncated);
@@ -153,20 +140,20 @@ std::vector<uint8_t> build_udp4(const L2& l2, uint32_t src, uint32_t dst, uint16
   f.resize(kL2 + 20 + ulen);
   uint8_t* ip = &f[kL2];
   ip[0] = 0x45;
-  wr16(ip + 2, static_cast<uint16_t>(20 + ulen));
+  put16(ip + 2, static_cast<uint16_t>(20 + ulen));
   ip[8] = 64;
   ip[9] = kUdp;
   std::memcpy(ip + 12, &src, 4);
   std::memcpy(ip + 16, &dst, 4);
-  wr16(ip + 10, csum_fold(csum_partial({ip, 20}, 0)));
+  put16(ip + 10, csum_fold(csum_partial({ip, 20}, 0)));
   uint8_t* u = ip + 20;
-  wr16(u, sport);
-  wr16(u + 2, dport);
-  wr16(u + 4, static_cast<uint16_t>(ulen));
+  put16(u, sport);
+  put16(u + 2, dport);
+  put16(u + 4, static_cast<uint16_t>(ulen));
   if (!payload.empty()) std::memcpy(u + 8, payload.data(), payload.size());
   uint32_t sum = csum_partial({ip + 12, 8}, 0) + kUdp + static_cast<uint32_t>(ulen);
   uint16_t c = csum_fold(csum_partial({u, ulen}, sum));
-  wr16(u + 6, c == 0 ? 0xffff : c);
+  put16(u + 6, c == 0 ? 0xffff : c);
   return f;
 }
 
@@ -181,12 +168,12 @@ std::vector<uint8_t> build_udp6(const L2& l2, const Ipv6& src, const Ipv6& dst, 
   const size_t o = f.size();
   f.resize(o + ulen);
   uint8_t* u = &f[o];
-  wr16(u, sport);
-  wr16(u + 2, dport);
-  wr16(u + 4, static_cast<uint16_t>(ulen));
+  put16(u, sport);
+  put16(u + 2, dport);
+  put16(u + 4, static_cast<uint16_t>(ulen));
   if (!payload.empty()) std::memcpy(u + 8, payload.data(), payload.size());
   uint16_t c = csum_fold(csum_partial({u, ulen}, pseudo6(src, dst, ulen, kUdp)));
-  wr16(u + 6, c == 0 ? 0xffff : c);
+  put16(u + 6, c == 0 ? 0xffff : c);
   return f;
 }
 
@@ -200,8 +187,9 @@ std::vector<uint8_t> build_icmp6(const L2& l2, const Ipv6& src, const Ipv6& dst,
   f.insert(f.end(), body.begin(), body.end());
   if (body.size() >= 4) {
     uint8_t* m = &f[o];
-    wr16(m + 2, 0);
-    wr16(m + 2, csum_fold(csum_partial({m, body.size()}, pseudo6(src, dst, body.size(), kIcmpv6))));
+    put16(m + 2, 0);
+    put16(m + 2,
+          csum_fold(csum_partial({m, body.size()}, pseudo6(src, dst, body.size(), kIcmpv6))));
   }
   return f;
 }

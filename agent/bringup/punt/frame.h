@@ -9,6 +9,7 @@
 #include <span>
 #include <vector>
 
+#include "common/checksum.h"
 #include "common/net.h"
 
 namespace xbng::agent::punt {
@@ -57,9 +58,9 @@ std::vector<uint8_t> build_udp6(const L2& l2, const Ipv6& src, const Ipv6& dst, 
 std::vector<uint8_t> build_icmp6(const L2& l2, const Ipv6& src, const Ipv6& dst,
                                  std::span<const uint8_t> body, uint8_t hop_limit = 255);
 
-// Internet checksum helpers (RFC 1071), exposed for tests.
-uint32_t csum_partial(std::span<const uint8_t> data, uint32_t sum);
-uint16_t csum_fold(uint32_t sum);
+// The Internet checksum (common/checksum.h), by its punt-path name.
+using agent::csum_fold;
+using agent::csum_partial;
 
 // Multicast MAC of an IPv6 group (33:33 + low 32 bits).
 Mac ipv6_multicast_mac(const Ipv6& group);

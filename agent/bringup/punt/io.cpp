@@ -1,7 +1,6 @@
 #include "bringup/punt/io.h"
 
 #include <arpa/inet.h>
-#include <bpf/libbpf.h>
 #include <fmt/format.h>
 #include <linux/if_packet.h>
 #include <net/if.h>
@@ -59,36 +58,19 @@ bool PuntTx::send(uint32_t ifindex, std::span<const uint8_t> frame) {
   return true;
 }
 
-PuntRx::PuntRx(int fd, Handler handler) : handler_(std::move(handler)) {
-  rb_ = ring_buffer__new(fd, &PuntRx::on_sample, this, nullptr);
-  if (!rb_)
-    throw std::runtime_error(
-        fmt::format("punt ring buffer: cannot open: {}", std::strerror(errno)));
-  thread_ = std::thread([this] {
-    while (!stop_) {
-      int n = ring_buffer__poll(rb_, 200);
-      if (n < 0 && n != -EINTR) {
-        spdlog::error("punt ring buffer: poll failed: {}", std::strerror(-n));
-        break;
-      }
-    }
-  });
-}
+PuntRx::PuntRx(int fd, Handler handler)
+    : handler_(std::move(handler)),
+      poller_(fd, "punt ring buffer", [this](std::span<const uint8_t> r) { on_record(r); }) {}
 
-PuntRx::~PuntRx() {
-  stop_ = true;
-  if (thread_.joinable()) thread_.join();
-  ring_buffer__free(rb_);
-}
+PuntRx::~PuntRx() = default;
 
-int PuntRx::on_sample(void* ctx, void* data, size_t size) {
-  auto* self = static_cast<PuntRx*>(ctx);
-  self->received_.fetch_add(1, std::memory_order_relaxed);
+void PuntRx::on_record(std::span<const uint8_t> record) {
+  received_.fetch_add(1, std::memory_order_relaxed);
   count(AgentReason::kPUNT_RECEIVED);
-  const auto* r = static_cast<const struct xbng_punt_record*>(data);
-  if (size < sizeof(*r) || r->len == 0 || r->len > XBNG_PUNT_MAX_FRAME) {
+  const auto* r = reinterpret_cast<const struct xbng_punt_record*>(record.data());
+  if (record.size() < sizeof(*r) || r->len == 0 || r->len > XBNG_PUNT_MAX_FRAME) {
     count(AgentReason::kPUNT_BAD_RECORD);
-    return 0;
+    return;
   }
   PuntedFrame f;
   f.kind = r->kind;
@@ -98,11 +80,10 @@ int PuntRx::on_sample(void* ctx, void* data, size_t size) {
   f.timestamp_ns = r->timestamp_ns;
   f.frame = std::span<const uint8_t>(r->frame, r->len);
   try {
-    self->handler_(f);
+    handler_(f);
   } catch (const std::exception& e) {
     spdlog::error("punt handler: {}", e.what());
   }
-  return 0;
 }
 
 }  // namespace xbng::agent::punt

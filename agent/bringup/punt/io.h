@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-struct ring_buffer;
+#include "dataplane/ringbuf_poller.h"
 
 namespace xbng::agent::punt {
 
@@ -53,12 +53,10 @@ class PuntRx {
   uint64_t received() const { return received_.load(); }
 
  private:
-  static int on_sample(void* ctx, void* data, size_t size);
+  void on_record(std::span<const uint8_t> record);
   Handler handler_;
-  struct ring_buffer* rb_ = nullptr;
-  std::atomic<bool> stop_{false};
   std::atomic<uint64_t> received_{0};
-  std::thread thread_;
+  RingbufPoller poller_;  // last: its thread stops before the rest goes
 };
 
 }  // namespace xbng::agent::punt

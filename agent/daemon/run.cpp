@@ -1,0 +1,251 @@
+#include "daemon/run.h"
+
+#include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
+#include <systemd/sd-daemon.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+
+#include "xbng/abi.h"
+
+namespace xbng::agent {
+
+int check_config_file(const std::string& path, const Config& cfg) {
+  ConfigCheck chk = check_config(cfg);
+  for (const auto& w : chk.warnings)
+    std::printf("config %s: warning: %s\n", path.c_str(), w.c_str());
+  if (!chk.ok()) {
+    std::fprintf(stderr, "config %s: %zu problem(s):\n", path.c_str(), chk.errors.size());
+    for (const auto& e : chk.errors) std::fprintf(stderr, "  - %s\n", e.c_str());
+    return 1;
+  }
+  std::printf(
+      "config %s: OK: access [%s], uplink [%s], grpc %s, metrics %s, bpffs %s, "
+      "max_subscribers %llu\n",
+      path.c_str(), fmt::format("{}", fmt::join(cfg.access, ",")).c_str(),
+      fmt::format("{}", fmt::join(cfg.uplink, ",")).c_str(), cfg.grpc.c_str(),
+      cfg.metrics_listen.empty() ? "off" : cfg.metrics_listen.c_str(), cfg.bpffs.c_str(),
+      static_cast<unsigned long long>(cfg.max_subscribers));
+  return 0;
+}
+
+int teardown(const std::string& bpffs) {
+  // Exit 0 only when everything is gone (or nothing was there); 1 on any
+  // failure, with each one named.
+  const auto r = Dataplane::teardown(bpffs);
+  for (const auto& l : r.removed) spdlog::info("teardown: {}", l);
+  for (const auto& e : r.errors) spdlog::error("teardown: {}", e);
+  if (!r.ok()) {
+    spdlog::error("teardown of {} FAILED: {} problem(s), {} object(s) removed", bpffs,
+                  r.errors.size(), r.removed.size());
+    return 1;
+  }
+  if (r.nothing_to_remove)
+    spdlog::info("teardown of {}: nothing to remove", bpffs);
+  else
+    spdlog::info("teardown of {} done: XDP detached, {} pin(s) removed", bpffs, r.removed.size());
+  return 0;
+}
+
+AgentOptions agent_options(const Config& cfg) {
+  AgentOptions o;
+  ConfigCheck chk = check_config(cfg);
+  for (const auto& w : chk.warnings) spdlog::warn("config: {}", w);
+  o.dataplane = to_dataplane_options(cfg);
+  o.server = to_server_options(cfg);
+  o.metrics_listen = cfg.metrics_listen;
+  o.fleet = to_fleet_options(cfg);
+  o.reserved = cfg.reserved;
+  o.bringup = to_bringup_options(cfg);
+  o.journal_file = store_journal_path(cfg);
+  return o;
+}
+
+StartSignals::StartSignals() {
+  // SIGHUP stays blocked (pending) until the main loop takes it.
+  thread_ = std::thread([this] {
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGTERM);
+    sigaddset(&stop, SIGINT);
+    const timespec tick{0, 100 * 1000 * 1000};
+    while (!started_) {
+      const int s = sigtimedwait(&stop, nullptr, &tick);
+      if (s <= 0) continue;
+      if (started_) {  // the start completed meanwhile: the main loop takes it
+        handed_over_ = s;
+        return;
+      }
+      spdlog::warn(
+          "{} during the start: exiting now, as a kill would (changes are journaled, "
+          "state files replaced atomically; the pins stay)",
+          s == SIGTERM ? "SIGTERM" : "SIGINT");
+      spdlog::shutdown();
+      std::_Exit(128 + s);
+    }
+  });
+}
+
+int StartSignals::finish() {
+  started_ = true;
+  if (thread_.joinable()) thread_.join();
+  return handed_over_;
+}
+
+Watchdog::Watchdog(Agent* agent) {
+  uint64_t wd_usec = 0;
+  if (sd_watchdog_enabled(0, &wd_usec) <= 0 || wd_usec == 0) return;
+  thread_ = std::thread([this, agent, period = std::chrono::microseconds(wd_usec / 3)] {
+    while (!done_) {
+      const std::string why = agent->health(false);
+      if (why.empty())
+        sd_notify(0, "WATCHDOG=1");
+      else
+        spdlog::error("health: {} (watchdog not pinged)", why);
+      for (auto t = std::chrono::steady_clock::now() + period;
+           !done_ && std::chrono::steady_clock::now() < t;)
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  });
+}
+
+Watchdog::~Watchdog() {
+  done_ = true;
+  if (thread_.joinable()) thread_.join();
+}
+
+namespace {
+
+// A reload that changes nothing: says so to the agent and to systemd.
+void reload_failed(Agent* agent) {
+  agent->set_last_reload_ok(false);
+  sd_notify(0, "READY=1");
+}
+
+// Drops from `applied` the lines about `setting` (it failed to apply).
+void unapplied(ReloadPlan* plan, const char* setting) {
+  std::erase_if(plan->applied, [&](const std::string& s) { return s.rfind(setting, 0) == 0; });
+}
+
+}  // namespace
+
+void reload(Agent* agent, Config* running, const std::string& config_file,
+            const ConfigReader& read_config) {
+  Config& cfg = *running;
+  if (config_file.empty()) {
+    spdlog::warn("SIGHUP: xbngd was started without --config: nothing to reload");
+    return;
+  }
+  sd_notify(0, "RELOADING=1");
+  Config next;
+  try {
+    next = read_config(config_file);
+  } catch (const std::exception& e) {
+    spdlog::error("reload: {}; nothing changed", e.what());
+    return reload_failed(agent);
+  }
+  ConfigCheck chk = check_config(next);
+  if (!chk.ok()) {
+    spdlog::error("reload: config {} rejected, nothing changed: {}", config_file,
+                  fmt::join(chk.errors, "; "));
+    return reload_failed(agent);
+  }
+  for (const auto& w : chk.warnings) spdlog::warn("reload: config: {}", w);
+  ReloadPlan plan = plan_reload(cfg, next);
+  bool ok = plan.refused.empty();
+  // The access netdevs must still carry subscriber_mtu + tags (someone
+  // may have lowered an MTU by hand).
+  if (auto err = agent->dataplane().ensure_access_mtu()) {
+    spdlog::error("reload: {}", *err);
+    ok = false;
+  }
+  if (plan.log_level) {
+    spdlog::set_level(spdlog::level::from_str(next.log_level));
+    cfg.log_level = next.log_level;
+  }
+  if (plan.metrics_listen) {
+    try {
+      agent->set_metrics_listen(next.metrics_listen);
+      cfg.metrics_listen = next.metrics_listen;
+    } catch (const std::exception& e) {
+      spdlog::error("reload: {}; metrics stay on \"{}\"", e.what(), cfg.metrics_listen);
+      ok = false;
+      unapplied(&plan, "metrics.listen");
+    }
+  }
+  if (plan.allow_to_host) {
+    try {
+      agent->dataplane().set_allow_to_host(allow_to_host_of(next));
+      cfg.allow_to_host = next.allow_to_host;
+    } catch (const std::exception& e) {
+      spdlog::error("reload: {}; security.allow_to_host unchanged", e.what());
+      ok = false;
+      unapplied(&plan, "security.allow_to_host");
+    }
+  }
+  if (plan.reserved) {
+    agent->set_reserved_ranges(next.reserved);
+    cfg.reserved = next.reserved;
+  }
+  for (const auto& a : plan.applied) spdlog::info("reload: applied {}", a);
+  for (const auto& r : plan.refused) spdlog::warn("reload: refused {}", r);
+  if (plan.applied.empty() && plan.refused.empty())
+    spdlog::info("reload: config {} re-read: no change", config_file);
+  agent->set_last_reload_ok(ok);
+  sd_notify(0, "READY=1");
+}
+
+bool set_up_logging(const Config& cfg) {
+  auto lvl = spdlog::level::from_str(cfg.log_level);
+  if (lvl == spdlog::level::off && cfg.log_level != "off") {
+    std::fprintf(stderr, "xbngd: --log-level %s: expected trace|debug|info|warn|error\n",
+                 cfg.log_level.c_str());
+    return false;
+  }
+  spdlog::set_level(lvl);
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ xbngd: %v");
+  return true;
+}
+
+std::unique_ptr<Agent> start_agent(const AgentOptions& o, const Config& cfg, int* pending) {
+  StartSignals start_signals;
+  std::unique_ptr<Agent> agent;
+  try {
+    spdlog::info("xbngd {} starting (ABI {}): access [{}], uplink [{}], bpffs {}", XBNG_VERSION,
+                 XBNG_ABI_VERSION, fmt::join(cfg.access, ","), fmt::join(cfg.uplink, ","),
+                 cfg.bpffs);
+    agent = std::make_unique<Agent>(o);
+  } catch (const std::exception& e) {
+    start_signals.finish();
+    spdlog::error("{}", e.what());
+    return nullptr;
+  }
+  *pending = start_signals.finish();
+  return agent;
+}
+
+sigset_t block_signals() {
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGTERM);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+  return sigs;
+}
+
+int wait_for_stop(const sigset_t& sigs, int pending, const std::function<void()>& on_hup) {
+  int sig = pending;
+  while (!sig) {
+    sigwait(&sigs, &sig);
+    if (sig == SIGHUP) {
+      on_hup();
+      sig = 0;
+    }
+  }
+  return sig;
+}
+
+}  // namespace xbng::agent

@@ -1,0 +1,45 @@
+#include "dataplane/ringbuf_poller.h"
+
+#include <bpf/libbpf.h>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+
+namespace xbng::agent {
+
+namespace {
+constexpr int kPollMs = 200;  // how long a stop request may wait
+}  // namespace
+
+RingbufPoller::RingbufPoller(int fd, std::string what, OnRecord on_record)
+    : what_(std::move(what)), on_record_(std::move(on_record)) {
+  rb_ = ring_buffer__new(fd, &RingbufPoller::on_sample, this, nullptr);
+  if (!rb_)
+    throw std::runtime_error(fmt::format("{}: cannot open: {}", what_, std::strerror(errno)));
+  thread_ = std::thread([this] {
+    while (!stop_.load()) {
+      int rc = ring_buffer__poll(rb_, kPollMs);
+      if (rc < 0 && rc != -EINTR) {
+        spdlog::error("{}: poll failed: {}", what_, std::strerror(-rc));
+        break;
+      }
+    }
+  });
+}
+
+RingbufPoller::~RingbufPoller() {
+  stop_ = true;
+  if (thread_.joinable()) thread_.join();
+  ring_buffer__free(rb_);
+}
+
+int RingbufPoller::on_sample(void* ctx, void* data, size_t size) {
+  auto* self = static_cast<RingbufPoller*>(ctx);
+  self->on_record_(std::span<const uint8_t>(static_cast<const uint8_t*>(data), size));
+  return 0;
+}
+
+}  // namespace xbng::agent
