@@ -7,6 +7,8 @@
 
 #include "api/subscriber_file.h"
 #include "ctl/ctl.h"
+#include "etcd/etcd_kv.h"
+#include "etcd/value_codec.h"
 #include "fleet/fleet.h"
 #include "api/convert.h"
 #include "store/subscriber.h"
@@ -25,7 +27,7 @@ int ctl_etcd_import(const EtcdOptions& eo, const std::string& node, const std::s
     return 1;
   };
   any.name = [](uint32_t) { return std::string(); };
-  EtcdWriter w(eo, node, txn_ops, inflight);
+  EtcdWriter w(fleet::connect_etcd(eo), node, txn_ops, inflight);
   std::vector<std::string> errors;
   uint64_t invalid = 0, queued = 0;
   const bool tty = isatty(2);
@@ -39,7 +41,7 @@ int ctl_etcd_import(const EtcdOptions& eo, const std::string& node, const std::s
           if (++invalid <= 20) errors.push_back(std::string(status_message(st)));
           return true;
         }
-        w.put(s);
+        w.put(s.port(), s.outer_vlan(), s.inner_vlan(), encode_subscriber_value(s));
         if (++queued % 100000 == 0 && tty) std::fprintf(stderr, "\r%lu queued", queued);
         return true;
       },

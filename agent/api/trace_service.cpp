@@ -1,6 +1,7 @@
 // SubscribersService::Trace: `xbngctl trace` (dataplane/trace.h does the
 // work; this translates the request, the result and the status).
 #include "api/service.h"
+#include "api/status.h"
 #include "dataplane/trace.h"
 
 namespace xbng::agent {

@@ -13,6 +13,8 @@
 #include "xbng/v1/xbng.pb.h"
 #include "bringup/dhcpv6/duid.h"
 #include "api/radius_store.h"
+#include "etcd/etcd_kv.h"
+#include "etcd/value_codec.h"
 
 namespace xbng::agent {
 
@@ -62,7 +64,8 @@ Agent::Agent(const AgentOptions& o)
     FleetOptions fo = *o.fleet;
     for (const auto& p : dp_->ports())
       if (p.role == XBNG_ROLE_ACCESS) fo.access_ports.push_back(p.name);
-    fleet_ = std::make_unique<Fleet>(fo, store_.get(), boot_id_);
+    fleet_ = std::make_unique<Fleet>(fo, store_.get(), boot_id_, fleet::connect_etcd(fo.etcd),
+                                     subscriber_value_codec());
   }
   set_metrics_listen(o.metrics_listen);
 }

@@ -6,8 +6,6 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "api/grpc_code.h"
-
 namespace xbng::agent::fleet {
 
 namespace {
@@ -30,11 +28,6 @@ std::string strip_scheme(const std::string& e, bool* tls) {
 }
 
 }  // namespace
-
-std::string status_text(const grpc::Status& st) {
-  return fmt::format("{}: {}", grpc_code_name(static_cast<int>(st.error_code())),
-                     st.error_message());
-}
 
 EtcdClient::EtcdClient(const EtcdOptions& o) : o_(o) {
   if (o_.endpoints.empty()) throw std::runtime_error("etcd: no endpoint given");

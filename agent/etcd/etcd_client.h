@@ -1,5 +1,6 @@
 // A small etcd v3 client over the generated gRPC stubs: endpoint rotation on
-// connection failures, TLS, username/password (token in the metadata).
+// connection failures, TLS, username/password (token in the metadata). The
+// fleet reaches it through fleet/kv.h (etcd/etcd_kv.h).
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -50,7 +51,5 @@ class EtcdClient {
   size_t index_ = 0;
   std::string token_;
 };
-
-std::string status_text(const grpc::Status& st);  // "UNAVAILABLE: ..."
 
 }  // namespace xbng::agent::fleet

@@ -1,10 +1,10 @@
 // The fleet reconciler: full read → store, then watch → store; the status
 // key under a lease. Two threads: `sync` (range reads, the watch, applying
-// to the store) and `status` (lease, keepalive, status puts).
-#include <absl/container/flat_hash_map.h>
+// to the store) and `status` (lease, keepalive, status puts). etcd is
+// reached through fleet/kv.h and its values decoded by a ValueCodec: this
+// file sees neither gRPC nor protobuf.
 #include <absl/container/flat_hash_set.h>
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
 #include <malloc.h>
@@ -16,19 +16,23 @@
 #include <random>
 #include <thread>
 
-#include "api/convert.h"
-#include "etcd/etcd_client.h"
+#include "common/status.h"
 #include "fleet/fleet.h"
+#include "fleet/kv.h"
 #include "store/store.h"
-#include "xbng/v1/xbng.pb.h"
 
 namespace xbng::agent {
 
-using fleet::EtcdClient;
-using fleet::EtcdConn;
+using fleet::DecodedKv;
+using fleet::KeyValue;
+using fleet::KvConn;
+using fleet::KvHeader;
+using fleet::RangeResponse;
 using fleet::status_text;
+using fleet::WatchEvent;
+using fleet::WatchResponse;
+using fleet::WatchStream;
 using Clock = std::chrono::steady_clock;
-namespace pb = etcdserverpb;
 
 namespace {
 constexpr size_t kDeleteChunk = 50000;
@@ -37,6 +41,11 @@ constexpr auto kProgressIdle = std::chrono::milliseconds(300);
 // the status revision, and so rewrites the status key (itself a revision).
 constexpr auto kProgressQuiet = std::chrono::seconds(2);
 constexpr auto kStatusInterval = std::chrono::milliseconds(200);
+
+bool is_compacted(const absl::Status& s) {
+  return s.code() == absl::StatusCode::kOutOfRange &&
+         status_message(s).find("compacted") != std::string_view::npos;
+}
 }  // namespace
 
 struct Fleet::Impl {
@@ -44,7 +53,8 @@ struct Fleet::Impl {
   SubscriberStore* store;
   std::string boot_id;
   std::string prefix, prefix_end, status_key;
-  EtcdClient client;
+  std::unique_ptr<fleet::Kv> etcd;
+  const fleet::ValueCodec& codec;
 
   std::atomic<bool> stopping{false};
   std::mutex mu;  // everything below
@@ -67,40 +77,42 @@ struct Fleet::Impl {
   Clock::time_point last_down_log{};
   double last_outage_seconds = 0;
   std::string last_outage_error;
-  grpc::ClientContext* watch_ctx = nullptr;  // cancelled by stop()
+  WatchStream* watch_stream = nullptr;  // cancelled by stop()
   int64_t lease_id = 0;
 
   std::thread sync_thread, status_thread;
 
-  Impl(const FleetOptions& opts, SubscriberStore* s, std::string boot)
+  Impl(const FleetOptions& opts, SubscriberStore* s, std::string boot,
+       std::unique_ptr<fleet::Kv> kv, const fleet::ValueCodec& c)
       : o(opts),
         store(s),
         boot_id(std::move(boot)),
         prefix(node_subscribers_prefix(opts.node)),
         prefix_end(prefix_range_end(prefix)),
         status_key(status_etcd_key(opts.node)),
-        client(opts.etcd) {}
+        etcd(std::move(kv)),
+        codec(c) {}
 
   // ---- outage accounting ----------------------------------------------------
-  void up(const std::shared_ptr<EtcdConn>& c) {
+  void up(const std::shared_ptr<KvConn>& c) {
     std::lock_guard l(mu);
-    st.endpoint = c->endpoint;
+    st.endpoint = c->endpoint();
     if (st.etcd_up) return;
     if (was_up || st.outages) {
       const double secs = std::chrono::duration<double>(Clock::now() - down_since).count();
       last_outage_seconds = secs;
-      spdlog::info("fleet: etcd reachable again via {} after {:.1f} s", c->endpoint, secs);
+      spdlog::info("fleet: etcd reachable again via {} after {:.1f} s", c->endpoint(), secs);
     } else {
-      spdlog::info("fleet: etcd reachable via {}", c->endpoint);
+      spdlog::info("fleet: etcd reachable via {}", c->endpoint());
     }
     st.etcd_up = true;
     was_up = true;
     st.outage_seconds = 0;
   }
-  void down(const std::shared_ptr<EtcdConn>& c, const std::string& what, const grpc::Status& s) {
-    client.failed(c, s);
+  void down(const std::shared_ptr<KvConn>& c, const std::string& what, const absl::Status& s) {
+    etcd->failed(c, s);
     std::lock_guard l(mu);
-    const std::string err = fmt::format("{} via {}: {}", what, c->endpoint, status_text(s));
+    const std::string err = fmt::format("{} via {}: {}", what, c->endpoint(), status_text(s));
     st.last_error = err;
     last_outage_error = err;
     const auto now = Clock::now();
@@ -133,34 +145,44 @@ struct Fleet::Impl {
   }
 
   // ---- decoding -------------------------------------------------------------
-  // Decodes a kv of this node's prefix. Returns false (and records the
-  // refusal) when the key or value is refused. `rank` gets the store rank of
-  // the key when its port is an access port of this node.
-  bool decode(const std::string& key, const std::string& value, xbng::v1::Subscriber* m,
+  // Decodes a kv of this node's prefix as stream entry `index`. Returns false
+  // (and records the refusal) when the key or value is refused: it is no
+  // entry of the stream. An entry that fails validation is one (the store
+  // refuses it). `rank` gets the store rank of the key when its port is an
+  // access port of this node.
+  bool decode(const std::string& key, const std::string& value, size_t index, DecodedKv* d,
               std::optional<uint64_t>* rank, std::map<std::string, std::string>* refusals) {
-    std::string port;
-    uint32_t outer = 0, inner = 0;
-    bool key_ok = false;
-    std::optional<std::string> e;
     try {
-      e = decode_subscriber_kv(prefix, key, value, &port, &outer, &inner, &key_ok, m);
+      codec.decode(prefix, key, value, store->ports(), index, d);
     } catch (const std::exception& ex) {  // a bug, not the input's fault: refuse, count, go on
       note_internal_error("decoding a key", ex);
-      e = fmt::format("internal error while decoding: {}", ex.what());
+      d->refused = fmt::format("internal error while decoding: {}", ex.what());
     }
-    if (key_ok)
-      if (auto ifx = store->ports().access_ifindex(port)) {
+    if (d->key_ok)
+      if (auto ifx = store->ports().access_ifindex(d->port)) {
         SubKey k{};
         k.ifindex = *ifx;
-        k.outer_vid = static_cast<uint16_t>(outer);
-        k.inner_vid = static_cast<uint16_t>(inner);
+        k.outer_vid = static_cast<uint16_t>(d->outer);
+        k.inner_vid = static_cast<uint16_t>(d->inner);
         *rank = key_rank(k);
       }
-    if (e) {
-      (*refusals)[key] = std::move(*e);
+    if (d->refused) {
+      (*refusals)[key] = std::move(*d->refused);
       return false;
     }
     return true;
+  }
+
+  // Appends a decoded entry to a stream batch: valid, or refused as invalid.
+  static void add_entry(DecodedKv&& d, StreamBatch* b) {
+    const size_t i = b->base + b->got++;
+    b->keys.push_back({std::move(d.port), d.outer, d.inner});
+    if (!d.invalid.ok()) {
+      b->invalid.emplace_back(i, std::move(d.invalid));
+      return;
+    }
+    b->specs.push_back(std::move(d.spec));
+    b->idx.push_back(i);
   }
 
   // Store refusals (validation, overlaps) of a stream call, by etcd key:
@@ -179,235 +201,277 @@ struct Fleet::Impl {
     ++st.internal_errors;
   }
 
-  void set_witness(const mvccpb::KeyValue& kv) {
-    witness.key = kv.key();
-    witness.value = kv.value();
-    witness.mod_revision = kv.mod_revision();
-    witness.create_revision = kv.create_revision();
-    witness.version = kv.version();
+  void set_witness(const KeyValue& kv) {
+    witness.key = kv.key;
+    witness.value = kv.value;
+    witness.mod_revision = kv.mod_revision;
+    witness.create_revision = kv.create_revision;
+    witness.version = kv.version;
   }
 
   // Compares an answer's header with what the node saw last: a reason when
   // etcd is another cluster or its revision is below what was applied.
-  std::optional<std::string> header_changed(const pb::ResponseHeader& h) {
+  std::optional<std::string> header_changed(const KvHeader& h) {
     std::optional<std::string> why;
     std::lock_guard l(mu);
-    if (cluster_id && h.cluster_id() && h.cluster_id() != cluster_id)
+    if (cluster_id && h.cluster_id && h.cluster_id != cluster_id)
       why = fmt::format("etcd cluster id changed from {:x} to {:x} (member {:x})", cluster_id,
-                        h.cluster_id(), h.member_id());
-    else if (event_rev && h.revision() && h.revision() < event_rev)
+                        h.cluster_id, h.member_id);
+    else if (event_rev && h.revision && h.revision < event_rev)
       why = fmt::format(
           "etcd's revision went backwards: member {:x} is at revision {}, the node "
           "applied {} (etcd wiped or restored)",
-          h.member_id(), h.revision(), event_rev);
-    if (h.cluster_id()) cluster_id = h.cluster_id();
+          h.member_id, h.revision, event_rev);
+    if (h.cluster_id) cluster_id = h.cluster_id;
     return why;
   }
 
   // ---- full read ------------------------------------------------------------
+  // The pages of a full read: one consistent read at a single revision (that
+  // of the first page), over the key ranges of full_read_ranges(). After
+  // start(), pages are fetched by a thread of their own, one or two ahead of
+  // decoding.
+  struct PageReader {
+    Impl* self;
+    std::shared_ptr<KvConn> c;
+    std::vector<std::pair<std::string, std::string>> ranges;
+    size_t range_i = 0;
+    std::string next_key;
+    // Written by the fetcher, read once it is joined.
+    int64_t rev = 0;
+    bool failed = false;
+    absl::Status err;
+    uint64_t kvs = 0;
+    double range_s = 0;
+
+    std::mutex mu;
+    std::condition_variable cv;
+    std::deque<std::unique_ptr<RangeResponse>> pages;
+    bool fetch_done = false, abort = false;
+    std::thread fetcher;
+    std::unique_ptr<RangeResponse> page;  // being decoded
+    size_t pos = 0;
+
+    PageReader(Impl* s, std::shared_ptr<KvConn> conn)
+        : self(s),
+          c(std::move(conn)),
+          ranges(full_read_ranges(s->prefix, s->o.access_ports)),
+          next_key(ranges[0].first) {}
+    ~PageReader() { stop(); }
+
+    // The next page: of the current range, or the first of the next one.
+    // `more` is set when anything is left to fetch. False when etcd failed.
+    bool fetch(RangeResponse* out) {
+      const auto f0 = Clock::now();
+      fleet::RangeRequest rq;
+      rq.key = next_key;
+      rq.range_end = ranges[range_i].second;
+      rq.limit = self->o.page_size;
+      rq.revision = rev;
+      if (absl::Status s = c->range(rq, std::chrono::milliseconds(60000), out); !s.ok()) {
+        err = std::move(s);
+        failed = true;
+        return false;
+      }
+      if (!rev) rev = out->header.revision;
+      if (out->more && !out->kvs.empty()) {
+        next_key = out->kvs.back().key + '\0';
+      } else if (++range_i < ranges.size()) {  // the next range
+        next_key = ranges[range_i].first;
+        out->more = true;
+      }
+      kvs += out->kvs.size();
+      range_s += std::chrono::duration<double>(Clock::now() - f0).count();
+      return true;
+    }
+
+    // Starts fetching what follows `first` (fetched already).
+    void start(std::unique_ptr<RangeResponse> first) {
+      fetch_done = !first->more;
+      pages.push_back(std::move(first));
+      fetcher = std::thread([this] {
+        bool more = !fetch_done;
+        while (more) {
+          auto pg = std::make_unique<RangeResponse>();
+          if (!fetch(pg.get())) break;
+          more = pg->more;
+          if (pg->kvs.empty()) continue;
+          std::unique_lock l(mu);
+          cv.wait(l, [&] { return pages.empty() || abort; });
+          if (abort) break;
+          pages.push_back(std::move(pg));
+          cv.notify_all();
+        }
+        std::lock_guard l(mu);
+        fetch_done = true;
+        cv.notify_all();
+      });
+    }
+
+    // The next kv; null at the end, when etcd failed or the fleet stops.
+    KeyValue* next() {
+      for (;;) {
+        if (self->stopping) return nullptr;
+        if (!page || pos == page->kvs.size()) {
+          std::unique_lock l(mu);
+          cv.wait(l, [&] { return !pages.empty() || fetch_done; });
+          if (pages.empty()) return nullptr;
+          page = std::move(pages.front());
+          pages.pop_front();
+          pos = 0;
+          cv.notify_all();
+          continue;
+        }
+        return &page->kvs[pos++];
+      }
+    }
+
+    void stop() {
+      {
+        std::lock_guard l(mu);
+        abort = true;
+        cv.notify_all();
+      }
+      if (fetcher.joinable()) fetcher.join();
+    }
+  };
+
+  // What a full read gathered besides the entries it streamed.
+  struct FullRead {
+    std::vector<uint64_t> present;  // ranks of the keys etcd has (8 bytes a key)
+    std::map<std::string, std::string> refusals, store_refusals;
+    int64_t count = 0;  // keys under the prefix
+    Witness last;       // the key of the highest mod_revision
+    double decode_s = 0;
+  };
+
+  // The full read's kvs as the store's stream input.
+  StreamSource full_read_source(PageReader* pr, FullRead* fr) {
+    return [this, pr, fr](StreamBatch* b, size_t max) {
+      while (b->got < max) {
+        KeyValue* kv = pr->next();
+        if (!kv) return false;
+        ++fr->count;
+        if (kv->mod_revision > fr->last.mod_revision)
+          fr->last = {kv->key, kv->value, kv->mod_revision, kv->create_revision, kv->version};
+        std::optional<uint64_t> rank;
+        DecodedKv d;
+        const auto d0 = Clock::now();
+        const bool entry = decode(kv->key, kv->value, b->base + b->got, &d, &rank, &fr->refusals);
+        fr->decode_s += std::chrono::duration<double>(Clock::now() - d0).count();
+        if (rank) fr->present.push_back(*rank);
+        if (entry) add_entry(std::move(d), b);
+      }
+      return true;
+    };
+  }
+
   // One consistent range read at a single revision, paged, streamed into the
   // store as pages arrive; then deletes what the store has and etcd has not.
   // Returns kFailed when etcd failed (what was applied stays; retried
   // later), kCompacted when the read revision was compacted meanwhile.
   enum class FullEnd { kDone, kFailed, kCompacted };
-  static bool is_compacted(const grpc::Status& s) {
-    return s.error_code() == grpc::StatusCode::OUT_OF_RANGE &&
-           s.error_message().find("compacted") != std::string::npos;
-  }
   FullEnd full_sync() {
-    auto c = client.conn();
+    auto c = etcd->conn();
     const auto t0 = Clock::now();
-    int64_t rev = 0;
-    bool failed = false;
-    grpc::Status err;
-    const auto ranges = full_read_ranges(prefix, o.access_ports);
-    size_t range_i = 0;
-    std::string next_key = ranges[0].first;
-    uint64_t kvs = 0;
-    double range_s = 0, decode_s = 0;
-    // Pages are fetched by their own thread, one or two ahead of decoding.
-    auto fetch = [&](pb::RangeResponse* page) -> bool {
-      const auto f0 = Clock::now();
-      pb::RangeRequest rq;
-      rq.set_key(next_key);
-      rq.set_range_end(ranges[range_i].second);
-      rq.set_limit(o.page_size);
-      if (rev) rq.set_revision(rev);
-      grpc::ClientContext ctx;
-      grpc::Status s = client.prepare(c, &ctx, std::chrono::milliseconds(60000));
-      if (s.ok()) s = c->kv->Range(&ctx, rq, page);
-      if (!s.ok()) {
-        err = s;
-        failed = true;
-        return false;
-      }
-      if (!rev) rev = page->header().revision();
-      if (page->more() && page->kvs_size()) {
-        next_key = page->kvs(page->kvs_size() - 1).key() + '\0';
-      } else if (++range_i < ranges.size()) {  // the next range
-        next_key = ranges[range_i].first;
-        page->set_more(true);
-      }
-      kvs += page->kvs_size();
-      range_s += std::chrono::duration<double>(Clock::now() - f0).count();
-      return true;
-    };
-    auto first = std::make_unique<pb::RangeResponse>();
-    if (!fetch(first.get())) {
-      down(c, "range read", err);
+    PageReader pr(this, c);
+    auto first = std::make_unique<RangeResponse>();
+    if (!pr.fetch(first.get())) {
+      down(c, "range read", pr.err);
       return FullEnd::kFailed;
     }
     up(c);
-    if (auto why = header_changed(first->header())) {
+    if (auto why = header_changed(first->header)) {
       spdlog::warn("fleet: {}: reading everything again (subscribers no longer in etcd go)", *why);
       std::lock_guard l(mu);
       ++st.history_resets;
     }
-    std::mutex pmu;
-    std::condition_variable pcv;
-    std::deque<std::unique_ptr<pb::RangeResponse>> pages;
-    bool fetch_done = !first->more(), abort_fetch = false;
-    pages.push_back(std::move(first));
-    std::thread fetcher([&] {
-      bool more = !fetch_done;
-      while (more) {
-        auto pg = std::make_unique<pb::RangeResponse>();
-        if (!fetch(pg.get())) break;
-        more = pg->more();
-        if (pg->kvs_size() == 0) continue;
-        std::unique_lock l(pmu);
-        pcv.wait(l, [&] { return pages.empty() || abort_fetch; });
-        if (abort_fetch) break;
-        pages.push_back(std::move(pg));
-        pcv.notify_all();
-      }
-      std::lock_guard l(pmu);
-      fetch_done = true;
-      pcv.notify_all();
-    });
-    std::unique_ptr<pb::RangeResponse> page;
-    int page_pos = 0;
-    // Ranks of the keys etcd has (sorted at the end: 8 bytes a key).
-    std::vector<uint64_t> present;
-    std::map<std::string, std::string> refusals, store_refusals;
-    int64_t count = 0;
-    Witness last;
-    auto next = [&](xbng::v1::Subscriber* m) -> bool {
-      for (;;) {
-        if (stopping) return false;
-        if (!page || page_pos == page->kvs_size()) {
-          std::unique_lock l(pmu);
-          pcv.wait(l, [&] { return !pages.empty() || fetch_done; });
-          if (pages.empty()) return false;
-          page = std::move(pages.front());
-          pages.pop_front();
-          page_pos = 0;
-          pcv.notify_all();
-          continue;
-        }
-        const auto& kv = page->kvs(page_pos++);
-        ++count;
-        if (kv.mod_revision() > last.mod_revision)
-          last = {kv.key(), kv.value(), kv.mod_revision(), kv.create_revision(), kv.version()};
-        std::optional<uint64_t> rank;
-        const auto d0 = Clock::now();
-        const bool ok = decode(kv.key(), kv.value(), m, &rank, &refusals);
-        decode_s += std::chrono::duration<double>(Clock::now() - d0).count();
-        if (rank) present.push_back(*rank);
-        if (ok) return true;
-      }
-    };
+    pr.start(std::move(first));
+    FullRead fr;
     StreamResult r;
-    collect_failures(&r, &store_refusals);
+    collect_failures(&r, &fr.store_refusals);
     // A full read restates etcd: a learned MAC (mac policy "follow") stays.
-    store->stream(stream_source(next, store->ports(), kOriginEtcd), &r, /*resync=*/true);
-    {
-      std::lock_guard l(pmu);
-      abort_fetch = true;
-      pcv.notify_all();
-    }
-    fetcher.join();
-    if (failed && is_compacted(err)) {
+    store->stream(full_read_source(&pr, &fr), &r, /*resync=*/true);
+    pr.stop();
+    if (pr.failed && is_compacted(pr.err)) {
       // Not an outage: etcd answers, the read revision is gone. Read again
       // at a new one.
       spdlog::warn(
           "fleet: full read at revision {} fell behind compaction after {} keys ({} "
           "applied): reading everything again",
-          rev, kvs, r.applied);
+          pr.rev, pr.kvs, r.applied);
       std::lock_guard l(mu);
       ++st.compactions;
       return FullEnd::kCompacted;
     }
-    if (failed || stopping) {
-      if (failed) down(c, "range read", err);
+    if (pr.failed || stopping) {
+      if (pr.failed) down(c, "range read", pr.err);
       spdlog::warn(
           "fleet: full read at revision {} interrupted after {} keys ({} applied); "
           "will read again",
-          rev, kvs, r.applied);
+          pr.rev, pr.kvs, r.applied);
       return FullEnd::kFailed;
     }
-    refusals.merge(store_refusals);
+    fr.refusals.merge(fr.store_refusals);
     const auto t1 = Clock::now();
-    // Delete what etcd does not have. Every applied key is in the store and
-    // distinct: when the store holds exactly those, nothing is stale.
     uint64_t deleted = 0;
-    if (store->size() != r.applied) {
-      std::sort(present.begin(), present.end());
-      std::vector<xbng::v1::SubscriberKey> stale;
-      ListQuery q;
-      q.page_size = 10000;
-      for (;;) {
-        std::vector<SubscriberView> subs;
-        std::string tok;
-        uint64_t total = 0;
-        if (!store->list(q, &subs, &tok, &total).ok()) break;
-        for (const auto& v : subs) {
-          const SubKey& k = v.spec.key;
-          if (std::binary_search(present.begin(), present.end(), key_rank(k))) continue;
-          auto& sk = stale.emplace_back();
-          sk.set_port(store->ports().name(k.ifindex));
-          sk.set_outer_vlan(k.outer_vid);
-          sk.set_inner_vlan(k.inner_vid);
-        }
-        if (tok.empty()) break;
-        q.page_token = tok;
-      }
-      if (!remove_keys(stale, &deleted)) return FullEnd::kFailed;
-    }
+    if (!delete_stale(r.applied, &fr.present, &deleted)) return FullEnd::kFailed;
     {
       std::lock_guard l(mu);
-      refused.swap(refusals);
-      event_rev = rev;
-      key_count = count;
-      witness = std::move(last);
-      st.applied_revision = rev;
+      refused.swap(fr.refusals);
+      event_rev = pr.rev;
+      key_count = fr.count;
+      witness = std::move(fr.last);
+      st.applied_revision = pr.rev;
       st.refused = refused.size();
       ++st.full_syncs;
     }
     cv.notify_all();
-    present = {};
+    fr.present = {};
     malloc_trim(0);  // the pages and the stream's buffers go back to the system
     spdlog::info(
         "fleet: full read of {} at revision {}: {} keys in {:.2f} s (range reads {:.2f} s, "
         "decoding {:.2f} s), {} applied ({} refused), {} stale deleted in {:.2f} s; {} "
         "subscribers",
-        prefix, rev, kvs, std::chrono::duration<double>(t1 - t0).count(), range_s, decode_s,
-        r.applied, st.refused, deleted, std::chrono::duration<double>(Clock::now() - t1).count(),
-        store->size());
+        prefix, pr.rev, pr.kvs, std::chrono::duration<double>(t1 - t0).count(), pr.range_s,
+        fr.decode_s, r.applied, st.refused, deleted,
+        std::chrono::duration<double>(Clock::now() - t1).count(), store->size());
     return FullEnd::kDone;
   }
 
-  bool remove_keys(const std::vector<xbng::v1::SubscriberKey>& keys, uint64_t* deleted) {
+  // Deletes what etcd does not have (`present`: the ranks of its keys).
+  // Every applied key is in the store and distinct: when the store holds
+  // exactly those, nothing is stale.
+  bool delete_stale(uint64_t applied, std::vector<uint64_t>* present, uint64_t* deleted) {
+    if (store->size() == applied) return true;
+    std::sort(present->begin(), present->end());
+    std::vector<SubKey> stale;
+    ListQuery q;
+    q.page_size = 10000;
+    for (;;) {
+      std::vector<SubscriberView> subs;
+      std::string tok;
+      uint64_t total = 0;
+      if (!store->list(q, &subs, &tok, &total).ok()) break;
+      for (const auto& v : subs)
+        if (!std::binary_search(present->begin(), present->end(), key_rank(v.spec.key)))
+          stale.push_back(v.spec.key);
+      if (tok.empty()) break;
+      q.page_token = tok;
+    }
+    return remove_keys(stale, deleted);
+  }
+
+  bool remove_keys(const std::vector<SubKey>& keys, uint64_t* deleted) {
     for (size_t i = 0; i < keys.size(); i += kDeleteChunk) {
-      std::vector<const xbng::v1::SubscriberKey*> ptrs;
-      for (size_t j = i; j < std::min(keys.size(), i + kDeleteChunk); ++j) ptrs.push_back(&keys[j]);
+      const std::vector<SubKey> chunk(
+          keys.begin() + static_cast<std::ptrdiff_t>(i),
+          keys.begin() + static_cast<std::ptrdiff_t>(std::min(keys.size(), i + kDeleteChunk)));
       uint64_t d = 0, nf = 0;
-      std::vector<SubKey> ks;
-      absl::Status s = validate_keys(ptrs, store->ports(), &ks);
-      if (s.ok()) s = store->remove(ks, &d, &nf);
+      absl::Status s = store->remove(chunk, &d, &nf);
       if (!s.ok()) {
         spdlog::error("fleet: deleting {} subscribers failed: {}; will read everything again",
-                      ptrs.size(), status_message(s));
+                      chunk.size(), status_message(s));
         return false;
       }
       *deleted += d;
@@ -426,8 +490,7 @@ struct Fleet::Impl {
   // revision below event_rev) the node checks, at event_rev, the number of
   // keys under its prefix and the last key it applied. Returns the reason
   // when it changed; *err is set when etcd did not answer.
-  std::optional<std::string> history_changed(const std::shared_ptr<EtcdConn>& c,
-                                             grpc::Status* err) {
+  std::optional<std::string> history_changed(const std::shared_ptr<KvConn>& c, absl::Status* err) {
     int64_t at, count;
     Witness w;
     {
@@ -436,59 +499,64 @@ struct Fleet::Impl {
       count = key_count;
       w = witness;
     }
-    auto range = [&](const std::string& key, const std::string& end, int64_t rev,
-                     pb::RangeResponse* rs) {
-      pb::RangeRequest rq;
-      rq.set_key(key);
-      rq.set_range_end(end);
-      rq.set_revision(rev);
-      if (!end.empty()) rq.set_count_only(true);
-      grpc::ClientContext ctx;
-      grpc::Status s = client.prepare(c, &ctx, o.etcd.timeout);
-      if (s.ok()) s = c->kv->Range(&ctx, rq, rs);
-      return s;
-    };
-    pb::RangeResponse now;  // the current revision (a linearizable read)
-    if (*err = range(prefix, prefix_end, 0, &now); !err->ok()) return std::nullopt;
-    if (auto why = header_changed(now.header())) return why;
+    RangeResponse now;  // the current revision (a linearizable read)
+    if (*err = range(c, prefix, prefix_end, 0, &now); !err->ok()) return std::nullopt;
+    if (auto why = header_changed(now.header)) return why;
     if (!at) return std::nullopt;
-    pb::RangeResponse then;
-    *err = range(prefix, prefix_end, at, &then);
-    if (err->error_code() == grpc::StatusCode::OUT_OF_RANGE &&
-        err->error_message().find("future revision") != std::string::npos) {
+    RangeResponse then;
+    *err = range(c, prefix, prefix_end, at, &then);
+    if (err->code() == absl::StatusCode::kOutOfRange &&
+        status_message(*err).find("future revision") != std::string_view::npos) {
       const std::string why = fmt::format(
           "etcd's revision went backwards: revision {} the node applied is in etcd's future "
           "(etcd wiped or restored)",
           at);
-      *err = grpc::Status::OK;
+      *err = absl::OkStatus();
       return why;
     }
     if (is_compacted(*err)) {  // cannot tell here; the watch will be cancelled as compacted
-      *err = grpc::Status::OK;
+      *err = absl::OkStatus();
       return std::nullopt;
     }
     if (!err->ok()) return std::nullopt;
-    if (then.count() != count)
+    if (then.count != count)
       return fmt::format(
           "etcd's history changed: {} keys under the prefix at revision {}, the node "
           "applied {} (etcd wiped or restored)",
-          then.count(), at, count);
-    if (w.mod_revision) {
-      pb::RangeResponse kv;
-      *err = range(w.key, "", w.mod_revision, &kv);
-      if (is_compacted(*err)) {
-        *err = grpc::Status::OK;
-        return std::nullopt;
-      }
-      if (!err->ok()) return std::nullopt;
-      if (kv.kvs_size() != 1 || kv.kvs(0).mod_revision() != w.mod_revision ||
-          kv.kvs(0).create_revision() != w.create_revision || kv.kvs(0).version() != w.version ||
-          kv.kvs(0).value() != w.value)
-        return fmt::format(
-            "etcd's history changed: key {} at revision {} is not the one the node "
-            "applied (etcd wiped or restored)",
-            escape_bytes(w.key), w.mod_revision);
+          then.count, at, count);
+    return witness_changed(c, w, err);
+  }
+
+  // [key, end) at revision `rev` (0: the current one); a count only when
+  // `end` is set.
+  absl::Status range(const std::shared_ptr<KvConn>& c, const std::string& key,
+                     const std::string& end, int64_t rev, RangeResponse* rs) {
+    fleet::RangeRequest rq;
+    rq.key = key;
+    rq.range_end = end;
+    rq.revision = rev;
+    rq.count_only = !end.empty();
+    return c->range(rq, o.etcd.timeout, rs);
+  }
+
+  // history_changed(): the last key applied, as etcd has it at its mod_revision.
+  std::optional<std::string> witness_changed(const std::shared_ptr<KvConn>& c, const Witness& w,
+                                             absl::Status* err) {
+    if (!w.mod_revision) return std::nullopt;
+    RangeResponse rs;
+    *err = range(c, w.key, "", w.mod_revision, &rs);
+    if (is_compacted(*err)) {
+      *err = absl::OkStatus();
+      return std::nullopt;
     }
+    if (!err->ok()) return std::nullopt;
+    if (rs.kvs.size() != 1 || rs.kvs[0].mod_revision != w.mod_revision ||
+        rs.kvs[0].create_revision != w.create_revision || rs.kvs[0].version != w.version ||
+        rs.kvs[0].value != w.value)
+      return fmt::format(
+          "etcd's history changed: key {} at revision {} is not the one the node "
+          "applied (etcd wiped or restored)",
+          escape_bytes(w.key), w.mod_revision);
     return std::nullopt;
   }
 
@@ -504,95 +572,246 @@ struct Fleet::Impl {
     witness = {};
   }
 
-  // Applies events in order: runs of puts go through store->stream, runs of
-  // deletes through store->remove.
-  bool apply_events(const std::vector<mvccpb::Event>& evs) {
-    std::vector<xbng::v1::Subscriber> puts;
-    std::vector<xbng::v1::SubscriberKey> dels;
+  // One apply_events() call: runs of puts go to the store through
+  // store->stream, runs of deletes through store->remove, in event order.
+  struct EventRun {
+    explicit EventRun(Impl* s) : self(s) {}
+    Impl* self;
+    std::vector<DecodedKv> puts;  // the next stream call's entries (valid or not)
+    std::vector<SubKey> dels;
     std::map<std::string, std::string> refusals;  // new refusals
     std::vector<std::string> cleared;             // keys no longer refused
     int64_t count_delta = 0;
-    const mvccpb::KeyValue* last_put = nullptr;
+    const KeyValue* last_put = nullptr;
     // Keys of the puts not yet given to the store: a later event of the same
     // key flushes them first, so that its last event decides its refusal.
     absl::flat_hash_set<std::string_view> pending;
     bool ok = true;
-    auto flush_puts = [&] {
+
+    void flush_puts() {
       if (puts.empty()) return;
       size_t i = 0;
       StreamResult r;
-      collect_failures(&r, &refusals);
-      store->stream(stream_source(
-                        [&](xbng::v1::Subscriber* m) {
-                          if (i == puts.size()) return false;
-                          m->Swap(&puts[i++]);
-                          return true;
-                        },
-                        store->ports(), kOriginEtcd),
-                    &r);
+      self->collect_failures(&r, &refusals);
+      self->store->stream(
+          [&](StreamBatch* b, size_t max) {
+            while (b->got < max) {
+              if (i == puts.size()) return false;
+              add_entry(std::move(puts[i++]), b);
+            }
+            return true;
+          },
+          &r);
       puts.clear();
       pending.clear();
-    };
-    auto flush_dels = [&] {
+    }
+    void flush_dels() {
       if (dels.empty()) return;
       uint64_t d = 0;
-      ok = remove_keys(dels, &d) && ok;
+      ok = self->remove_keys(dels, &d) && ok;
       dels.clear();
-    };
-    for (const auto& ev : evs) {
-      const std::string& key = ev.kv().key();
-      if (key.compare(0, prefix.size(), prefix) != 0) continue;
-      std::optional<uint64_t> rank;
-      if (pending.contains(key)) flush_puts();
-      if (ev.type() == mvccpb::Event::PUT) {
-        if (ev.kv().version() == 1) ++count_delta;  // created (not an update)
-        last_put = &ev.kv();
-        xbng::v1::Subscriber m;
-        std::map<std::string, std::string> bad;
-        if (!decode(key, ev.kv().value(), &m, &rank, &bad)) {
-          // Refused: the key keeps what was applied before (as a refused
-          // gRPC upsert would).
-          for (auto& [k, v] : bad) refusals[k] = std::move(v);
-          continue;
-        }
-        refusals.erase(key);
-        cleared.push_back(key);
-        flush_dels();
-        puts.push_back(std::move(m));
-        pending.insert(key);
-      } else {
-        --count_delta;
-        refusals.erase(key);
-        cleared.push_back(key);
-        std::string port;
-        uint32_t outer = 0, inner = 0;
-        if (parse_subscriber_key_suffix(std::string_view(key).substr(prefix.size()), &port, &outer,
-                                        &inner) ||
-            !store->ports().access_ifindex(port))
-          continue;  // never applied
-        flush_puts();
-        auto& k = dels.emplace_back();
-        k.set_port(port);
-        k.set_outer_vlan(outer);
-        k.set_inner_vlan(inner);
-      }
     }
-    flush_puts();
-    flush_dels();
+    void put(const WatchEvent& ev) {
+      const std::string& key = ev.kv.key;
+      if (ev.kv.version == 1) ++count_delta;  // created (not an update)
+      last_put = &ev.kv;
+      DecodedKv d;
+      std::optional<uint64_t> rank;
+      std::map<std::string, std::string> bad;
+      if (!self->decode(key, ev.kv.value, puts.size(), &d, &rank, &bad)) {
+        // Refused: the key keeps what was applied before (as a refused
+        // gRPC upsert would).
+        for (auto& [k, v] : bad) refusals[k] = std::move(v);
+        return;
+      }
+      refusals.erase(key);
+      cleared.push_back(key);
+      flush_dels();
+      puts.push_back(std::move(d));
+      pending.insert(key);
+    }
+    void del(const WatchEvent& ev) {
+      const std::string& key = ev.kv.key;
+      --count_delta;
+      refusals.erase(key);
+      cleared.push_back(key);
+      std::string port;
+      uint32_t outer = 0, inner = 0;
+      if (parse_subscriber_key_suffix(std::string_view(key).substr(self->prefix.size()), &port,
+                                      &outer, &inner))
+        return;  // never applied
+      const auto ifx = self->store->ports().access_ifindex(port);
+      if (!ifx) return;
+      flush_puts();
+      SubKey k{};
+      k.ifindex = *ifx;
+      k.outer_vid = static_cast<uint16_t>(outer);
+      k.inner_vid = static_cast<uint16_t>(inner);
+      dels.push_back(k);
+    }
+  };
+
+  // Applies events in order. False when a delete failed in the store.
+  bool apply_events(const std::vector<WatchEvent>& evs) {
+    EventRun run(this);
+    for (const auto& ev : evs) {
+      const std::string& key = ev.kv.key;
+      if (key.compare(0, prefix.size(), prefix) != 0) continue;
+      if (run.pending.contains(key)) run.flush_puts();
+      if (ev.type == WatchEvent::Type::kPut)
+        run.put(ev);
+      else
+        run.del(ev);
+    }
+    run.flush_puts();
+    run.flush_dels();
     std::lock_guard l(mu);
-    for (const auto& k : cleared) refused.erase(k);
-    for (auto& [k, v] : refusals) refused[k] = std::move(v);
+    for (const auto& k : run.cleared) refused.erase(k);
+    for (auto& [k, v] : run.refusals) refused[k] = std::move(v);
     st.refused = refused.size();
     st.events += evs.size();
-    key_count += count_delta;
-    if (last_put) set_witness(*last_put);
-    return ok;
+    key_count += run.count_delta;
+    if (run.last_put) set_witness(*run.last_put);
+    return run.ok;
+  }
+
+  // One watch stream's progress, kept by watch() across the responses.
+  struct WatchRun {
+    std::shared_ptr<KvConn> c;
+    WatchStream* stream = nullptr;
+    int64_t start = 0;  // the revision watched from
+    WatchEnd end = WatchEnd::kError;
+    bool created = false, progress_pending = false, events_since_progress = true;
+    Clock::time_point last_progress = Clock::now();
+    int64_t watch_id = -1;
+  };
+
+  // Applies what the stream sent since the last call (`got`, maybe nothing):
+  // events, progress, cancellation, a changed history. Returns true when
+  // the watch is to end (run->end says why).
+  bool on_responses(std::deque<WatchResponse>& got, WatchRun* run) {
+    std::vector<WatchEvent> evs;
+    int64_t last_rev = 0, progress_rev = 0;
+    bool stop_now = false;
+    for (auto& r : got) {
+      if (auto why = header_changed(r.header)) {
+        forget_history(*why);
+        run->end = WatchEnd::kReset;
+        stop_now = true;
+        break;
+      }
+      if (r.created) {
+        run->created = true;
+        run->watch_id = r.watch_id;
+        up(run->c);
+        spdlog::info("fleet: watching {} from revision {} via {}", prefix, run->start,
+                     run->c->endpoint());
+      }
+      if (r.canceled) {
+        if (r.compact_revision > 0) {
+          spdlog::warn(
+              "fleet: watch fell behind compaction (compacted up to {}, needed {}): "
+              "reading everything again",
+              r.compact_revision, run->start);
+          run->end = WatchEnd::kCompacted;
+        } else {
+          down(run->c, "watch", absl::UnavailableError("watch canceled: " + r.cancel_reason));
+          run->end = WatchEnd::kError;
+        }
+        stop_now = true;
+        break;
+      }
+      if (r.events.empty() && !r.created && (r.watch_id == run->watch_id || r.watch_id == -1)) {
+        progress_rev = std::max(progress_rev, r.header.revision);
+        run->progress_pending = false;
+      }
+      for (auto& e : r.events) {
+        last_rev = std::max(last_rev, e.kv.mod_revision);
+        evs.push_back(std::move(e));
+      }
+    }
+    if (!evs.empty() && run->end != WatchEnd::kReset) {
+      run->events_since_progress = true;
+      if (!apply_events(evs)) {
+        run->end = WatchEnd::kApplyFailed;
+        stop_now = true;
+      }
+    }
+    {
+      std::lock_guard l(mu);
+      if (!stop_now || (run->end != WatchEnd::kApplyFailed && run->end != WatchEnd::kReset)) {
+        event_rev = std::max(event_rev, last_rev);
+        st.applied_revision = std::max({st.applied_revision, event_rev, progress_rev});
+      }
+      st.synced = run->created && !stop_now;
+    }
+    if (!evs.empty() || progress_rev) cv.notify_all();
+    return stop_now;
+  }
+
+  // Reads the stream until it ends or the watch is to end: a reader thread
+  // queues responses; this thread applies everything queued at once (runs
+  // of changes become one store call) and, when idle, asks for progress.
+  void watch_responses(WatchRun* run) {
+    std::mutex qmu;
+    std::condition_variable qcv;
+    std::deque<WatchResponse> q;
+    bool ended = false;
+    std::thread reader([&] {
+      WatchResponse r;
+      while (run->stream->read(&r)) {
+        std::lock_guard l(qmu);
+        q.push_back(std::move(r));
+        qcv.notify_one();
+        r = {};
+      }
+      std::lock_guard l(qmu);
+      ended = true;
+      qcv.notify_one();
+    });
+    // On any way out (an exception included): cancel the stream, join the reader.
+    struct Joiner {
+      Impl* self;
+      WatchStream* stream;
+      std::thread& t;
+      ~Joiner() {
+        {
+          std::lock_guard l(self->mu);
+          self->watch_stream = nullptr;
+          self->st.synced = false;
+        }
+        stream->cancel();
+        t.join();
+      }
+    } joiner{this, run->stream, reader};
+    for (;;) {
+      std::deque<WatchResponse> got;
+      bool is_end;
+      {
+        std::unique_lock l(qmu);
+        const bool woke = qcv.wait_for(l, kProgressIdle, [&] { return !q.empty() || ended; });
+        got.swap(q);
+        is_end = ended && got.empty();
+        if (!woke && run->created && !run->progress_pending &&
+            (run->events_since_progress || Clock::now() - run->last_progress >= kProgressQuiet)) {
+          // Idle: ask where the stream stands, so that the status revision
+          // follows the store's even when other nodes' keys change.
+          l.unlock();
+          run->progress_pending = run->stream->request_progress();
+          run->events_since_progress = false;
+          run->last_progress = Clock::now();
+        }
+      }
+      if (is_end || on_responses(got, run)) break;
+    }
   }
 
   WatchEnd watch(bool resume) {
-    auto c = client.conn();
+    WatchRun run;
+    run.c = etcd->conn();
+    const auto& c = run.c;
     if (resume) {
-      grpc::Status s;
+      absl::Status s;
       if (auto why = history_changed(c, &s)) {
         up(c);
         forget_history(*why);
@@ -603,166 +822,29 @@ struct Fleet::Impl {
         return WatchEnd::kError;
       }
     }
-    grpc::ClientContext ctx;
-    if (grpc::Status s = client.prepare(c, &ctx, std::chrono::milliseconds(0), true); !s.ok()) {
+    std::unique_ptr<WatchStream> stream;
+    if (absl::Status s = c->watch(&stream); !s.ok()) {
       down(c, "watch", s);
       return WatchEnd::kError;
     }
     {
       std::lock_guard l(mu);
       if (stopping) return WatchEnd::kStopped;
-      watch_ctx = &ctx;
+      watch_stream = stream.get();
+      run.start = event_rev + 1;
     }
-    auto stream = c->watch->Watch(&ctx);
-    int64_t start;
-    {
-      std::lock_guard l(mu);
-      start = event_rev + 1;
-    }
-    pb::WatchRequest rq;
-    auto* cr = rq.mutable_create_request();
-    cr->set_key(prefix);
-    cr->set_range_end(prefix_end);
-    cr->set_start_revision(start);
-    stream->Write(rq);
-
-    // A reader thread queues responses; this thread applies everything
-    // queued at once (runs of changes become one store call).
-    std::mutex qmu;
-    std::condition_variable qcv;
-    std::deque<pb::WatchResponse> q;
-    bool ended = false;
-    std::thread reader([&] {
-      pb::WatchResponse r;
-      while (stream->Read(&r)) {
-        std::lock_guard l(qmu);
-        q.push_back(std::move(r));
-        qcv.notify_one();
-        r.Clear();
-      }
-      std::lock_guard l(qmu);
-      ended = true;
-      qcv.notify_one();
-    });
-    // On any way out (an exception included): cancel the stream, join the reader.
-    struct Joiner {
-      Impl* self;
-      grpc::ClientContext& ctx;
-      std::thread& t;
-      ~Joiner() {
-        if (!t.joinable()) return;
-        {
-          std::lock_guard l(self->mu);
-          self->watch_ctx = nullptr;
-          self->st.synced = false;
-        }
-        ctx.TryCancel();
-        t.join();
-      }
-    } joiner{this, ctx, reader};
-    WatchEnd end = WatchEnd::kError;
-    bool created = false, progress_pending = false, events_since_progress = true;
-    auto last_progress = Clock::now();
-    int64_t watch_id = -1;
-    std::vector<mvccpb::Event> evs;
-    for (;;) {
-      std::deque<pb::WatchResponse> got;
-      bool is_end;
-      {
-        std::unique_lock l(qmu);
-        const bool woke = qcv.wait_for(l, kProgressIdle, [&] { return !q.empty() || ended; });
-        got.swap(q);
-        is_end = ended && got.empty();
-        if (!woke && created && !progress_pending &&
-            (events_since_progress || Clock::now() - last_progress >= kProgressQuiet)) {
-          // Idle: ask where the stream stands, so that the status revision
-          // follows the store's even when other nodes' keys change.
-          pb::WatchRequest pr;
-          pr.mutable_progress_request();
-          l.unlock();
-          progress_pending = stream->Write(pr);
-          events_since_progress = false;
-          last_progress = Clock::now();
-        }
-      }
-      if (is_end) break;
-      evs.clear();
-      int64_t last_rev = 0, progress_rev = 0;
-      bool stop_now = false;
-      for (auto& r : got) {
-        if (auto why = header_changed(r.header())) {
-          forget_history(*why);
-          end = WatchEnd::kReset;
-          stop_now = true;
-          break;
-        }
-        if (r.created()) {
-          created = true;
-          watch_id = r.watch_id();
-          up(c);
-          spdlog::info("fleet: watching {} from revision {} via {}", prefix, start, c->endpoint);
-        }
-        if (r.canceled()) {
-          if (r.compact_revision() > 0) {
-            spdlog::warn(
-                "fleet: watch fell behind compaction (compacted up to {}, needed {}): "
-                "reading everything again",
-                r.compact_revision(), start);
-            end = WatchEnd::kCompacted;
-          } else {
-            down(c, "watch",
-                 grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                              "watch canceled: " + r.cancel_reason()));
-            end = WatchEnd::kError;
-          }
-          stop_now = true;
-          break;
-        }
-        if (r.events_size() == 0 && !r.created() &&
-            (r.watch_id() == watch_id || r.watch_id() == -1)) {
-          progress_rev = std::max(progress_rev, r.header().revision());
-          progress_pending = false;
-        }
-        for (auto& e : *r.mutable_events()) {
-          last_rev = std::max(last_rev, e.kv().mod_revision());
-          evs.push_back(std::move(e));
-        }
-      }
-      if (!evs.empty() && end != WatchEnd::kReset) {
-        events_since_progress = true;
-        if (!apply_events(evs)) {
-          end = WatchEnd::kApplyFailed;
-          stop_now = true;
-        }
-      }
-      {
-        std::lock_guard l(mu);
-        if (!stop_now || (end != WatchEnd::kApplyFailed && end != WatchEnd::kReset)) {
-          event_rev = std::max(event_rev, last_rev);
-          st.applied_revision = std::max({st.applied_revision, event_rev, progress_rev});
-        }
-        st.synced = created && !stop_now;
-      }
-      if (!evs.empty() || progress_rev) cv.notify_all();
-      if (stop_now) break;
-    }
-    {
-      std::lock_guard l(mu);
-      watch_ctx = nullptr;
-      st.synced = false;
-    }
-    ctx.TryCancel();
-    reader.join();
-    grpc::Status fs = stream->Finish();
+    run.stream = stream.get();
+    stream->create(prefix, prefix_end, run.start);
+    watch_responses(&run);
+    const absl::Status fs = stream->finish();
     if (stopping) return WatchEnd::kStopped;
-    if (end == WatchEnd::kError && !fs.ok() && fs.error_code() != grpc::StatusCode::CANCELLED)
+    if (run.end == WatchEnd::kError && !fs.ok() && fs.code() != absl::StatusCode::kCancelled)
       down(c, "watch", fs);
-    else if (end == WatchEnd::kError && !created)
-      down(c, "watch", grpc::Status(grpc::StatusCode::UNAVAILABLE, "watch stream closed"));
-    else if (end == WatchEnd::kError)
-      down(c, "watch",
-           fs.ok() ? grpc::Status(grpc::StatusCode::UNAVAILABLE, "watch stream closed") : fs);
-    return end;
+    else if (run.end == WatchEnd::kError && !run.created)
+      down(c, "watch", absl::UnavailableError("watch stream closed"));
+    else if (run.end == WatchEnd::kError)
+      down(c, "watch", fs.ok() ? absl::UnavailableError("watch stream closed") : fs);
+    return run.end;
   }
 
   void sync_loop() {
@@ -851,100 +933,89 @@ struct Fleet::Impl {
     }
   }
 
+  // What one step of the status loop asks of the loop.
+  enum class Step { kOk, kBackoff, kAgain };
+
+  Step grant_lease(const std::shared_ptr<KvConn>& c) {
+    int64_t id = 0;
+    if (absl::Status s = c->lease_grant(o.status_ttl_seconds, o.etcd.timeout, &id); !s.ok()) {
+      down(c, "lease grant", s);
+      return Step::kBackoff;
+    }
+    lease_id = id;
+    spdlog::info("fleet: status {} under lease {:x} (ttl {} s)", status_key, lease_id,
+                 o.status_ttl_seconds);
+    return Step::kOk;
+  }
+
+  Step keep_lease(const std::shared_ptr<KvConn>& c) {
+    int64_t ttl = 0;
+    if (absl::Status s = c->lease_keepalive(lease_id, o.etcd.timeout, &ttl); !s.ok()) {
+      down(c, "lease keepalive", s);
+      return Step::kBackoff;
+    }
+    if (ttl <= 0) {
+      spdlog::warn("fleet: status lease {:x} expired; granting a new one", lease_id);
+      lease_id = 0;
+      return Step::kAgain;
+    }
+    return Step::kOk;
+  }
+
+  // Puts the status when it changed since *last_put.
+  Step put_status(const std::shared_ptr<KvConn>& c, std::string* last_put) {
+    const std::string js = status_json();
+    if (js == *last_put) return Step::kOk;
+    if (absl::Status s = c->put(status_key, js, lease_id, o.etcd.timeout); !s.ok()) {
+      if (status_message(s).find("lease not found") != std::string_view::npos) {
+        lease_id = 0;
+        return Step::kAgain;
+      }
+      down(c, "status put", s);
+      return Step::kBackoff;
+    }
+    *last_put = js;
+    return Step::kOk;
+  }
+
   void status_loop_once() {
     std::string last_put;
     auto last_keepalive = Clock::now();
     int attempt = 0;
     while (!stopping) {
-      auto c = client.conn();
+      auto c = etcd->conn();
       const auto ttl = std::chrono::seconds(o.status_ttl_seconds);
+      Step step = Step::kOk;
       if (!lease_id) {
-        pb::LeaseGrantRequest rq;
-        rq.set_ttl(o.status_ttl_seconds);
-        pb::LeaseGrantResponse rs;
-        grpc::ClientContext ctx;
-        grpc::Status s = client.prepare(c, &ctx, o.etcd.timeout);
-        if (s.ok()) s = c->lease->LeaseGrant(&ctx, rq, &rs);
-        if (!s.ok() || !rs.error().empty()) {
-          down(c, "lease grant",
-               s.ok() ? grpc::Status(grpc::StatusCode::UNAVAILABLE, rs.error()) : s);
-          if (!sleep_for(backoff(attempt++))) break;
-          continue;
-        }
-        lease_id = rs.id();
-        last_keepalive = Clock::now();
-        last_put.clear();
-        spdlog::info("fleet: status {} under lease {:x} (ttl {} s)", status_key, lease_id,
-                     o.status_ttl_seconds);
-      }
-      if (Clock::now() - last_keepalive >= ttl / 3) {
-        grpc::ClientContext ctx;
-        grpc::Status s = client.prepare(c, &ctx, o.etcd.timeout);
-        pb::LeaseKeepAliveResponse rs;
-        bool got = false;
-        if (s.ok()) {
-          auto ka = c->lease->LeaseKeepAlive(&ctx);
-          pb::LeaseKeepAliveRequest rq;
-          rq.set_id(lease_id);
-          got = ka->Write(rq) && ka->Read(&rs);
-          ka->WritesDone();
-          ctx.TryCancel();
-          s = ka->Finish();
-          if (got) s = grpc::Status::OK;
-        }
-        if (!got) {
-          down(c, "lease keepalive",
-               s.ok() ? grpc::Status(grpc::StatusCode::UNAVAILABLE, "keepalive stream closed") : s);
-          if (!sleep_for(backoff(attempt++))) break;
-          continue;
-        }
-        last_keepalive = Clock::now();
-        if (rs.ttl() <= 0) {
-          spdlog::warn("fleet: status lease {:x} expired; granting a new one", lease_id);
-          lease_id = 0;
-          continue;
+        step = grant_lease(c);
+        if (step == Step::kOk) {
+          last_keepalive = Clock::now();
+          last_put.clear();
         }
       }
-      const std::string js = status_json();
-      if (js != last_put) {
-        pb::PutRequest rq;
-        rq.set_key(status_key);
-        rq.set_value(js);
-        rq.set_lease(lease_id);
-        pb::PutResponse rs;
-        grpc::ClientContext ctx;
-        grpc::Status s = client.prepare(c, &ctx, o.etcd.timeout);
-        if (s.ok()) s = c->kv->Put(&ctx, rq, &rs);
-        if (!s.ok()) {
-          if (s.error_message().find("lease not found") != std::string::npos) {
-            lease_id = 0;
-            continue;
-          }
-          down(c, "status put", s);
-          if (!sleep_for(backoff(attempt++))) break;
-          continue;
-        }
-        last_put = js;
+      if (step == Step::kOk && Clock::now() - last_keepalive >= ttl / 3) {
+        step = keep_lease(c);
+        if (step != Step::kBackoff) last_keepalive = Clock::now();
+      }
+      if (step == Step::kOk) step = put_status(c, &last_put);
+      if (step == Step::kAgain) continue;
+      if (step == Step::kBackoff) {
+        if (!sleep_for(backoff(attempt++))) break;
+        continue;
       }
       attempt = 0;
       if (!sleep_for(kStatusInterval)) break;
     }
-    if (lease_id) {  // a clean stop: the status goes now, not at the lease's expiry
-      auto c = client.conn();
-      pb::LeaseRevokeRequest rq;
-      rq.set_id(lease_id);
-      pb::LeaseRevokeResponse rs;
-      grpc::ClientContext ctx;
-      if (client.prepare(c, &ctx, std::chrono::milliseconds(2000)).ok())
-        (void)c->lease->LeaseRevoke(&ctx, rq, &rs);
-    }
+    if (lease_id)  // a clean stop: the status goes now, not at the lease's expiry
+      (void)etcd->conn()->lease_revoke(lease_id, std::chrono::milliseconds(2000));
   }
 };
 
-Fleet::Fleet(const FleetOptions& o, SubscriberStore* store, std::string boot_id) {
+Fleet::Fleet(const FleetOptions& o, SubscriberStore* store, std::string boot_id,
+             std::unique_ptr<fleet::Kv> kv, const fleet::ValueCodec& codec) {
   if (auto e = check_node_name(o.node)) throw std::runtime_error("fleet: " + *e);
   if (o.status_ttl_seconds < 2) throw std::runtime_error("fleet: status ttl must be >= 2 s");
-  impl_ = std::make_unique<Impl>(o, store, std::move(boot_id));
+  impl_ = std::make_unique<Impl>(o, store, std::move(boot_id), std::move(kv), codec);
   spdlog::info("fleet: node {}: desired state {} in etcd [{}]; gRPC writes are refused", o.node,
                impl_->prefix, fmt::join(o.etcd.endpoints, ","));
   impl_->sync_thread = std::thread([this] { impl_->sync_loop(); });
@@ -957,7 +1028,7 @@ void Fleet::stop() {
   if (!impl_ || impl_->stopping.exchange(true)) return;
   {
     std::lock_guard l(impl_->mu);
-    if (impl_->watch_ctx) impl_->watch_ctx->TryCancel();
+    if (impl_->watch_stream) impl_->watch_stream->cancel();
   }
   impl_->cv.notify_all();
   if (impl_->sync_thread.joinable()) impl_->sync_thread.join();

@@ -27,13 +27,13 @@
 #include <string_view>
 #include <vector>
 
-namespace xbng::v1 {
-class Subscriber;
-}
-
 namespace xbng::agent {
 
 class SubscriberStore;
+namespace fleet {
+class Kv;
+class ValueCodec;
+}  // namespace fleet
 
 // How to reach etcd (shared by xbngd and `xbngctl sub import --etcd`).
 struct EtcdOptions {
@@ -75,14 +75,6 @@ std::string prefix_range_end(std::string_view prefix);
 // without leading zeros. Returns the error or nullopt.
 std::optional<std::string> parse_subscriber_key_suffix(std::string_view suffix, std::string* port,
                                                        uint32_t* outer, uint32_t* inner);
-// The value: canonical proto3 JSON (JsonStringToMessage), and its key fields
-// must equal the key's. Returns the error or nullopt. Address validation is
-// the store's (the same path as gRPC).
-std::optional<std::string> decode_subscriber_value(std::string_view json, std::string_view port,
-                                                   uint32_t outer, uint32_t inner,
-                                                   xbng::v1::Subscriber* out);
-std::string encode_subscriber_value(const xbng::v1::Subscriber& s);  // MessageToJsonString
-
 // etcd keys and values are bytes. The offset of the first byte that is not
 // part of well-formed UTF-8 (no overlong forms, no surrogates, at most
 // U+10FFFF), or nullopt when all of `s` is UTF-8.
@@ -90,15 +82,6 @@ std::optional<size_t> invalid_utf8_at(std::string_view s);
 // `s` for a log line or a JSON string: well-formed UTF-8 as is, every other
 // byte as \xNN (lowercase hex). Deterministic; never throws.
 std::string escape_bytes(std::string_view s);
-// One kv of a node's prefix: the key must be UTF-8 and parse after `prefix`,
-// the value must be UTF-8 and a Subscriber of that key. On a parsed key,
-// *port/*outer/*inner are set and *key_ok is true (even when the value is
-// refused). Returns the refusal reason (UTF-8: raw bytes escaped) or nullopt.
-std::optional<std::string> decode_subscriber_kv(std::string_view prefix, std::string_view key,
-                                                std::string_view value, std::string* port,
-                                                uint32_t* outer, uint32_t* inner, bool* key_ok,
-                                                xbng::v1::Subscriber* out);
-
 // The status value (/xbng/v1/status/<node>, docs/fleet.md). Every string is
 // escaped (escape_bytes) before it goes into the JSON, so rendering cannot
 // fail on bytes from etcd.
@@ -137,9 +120,11 @@ struct FleetState {
 
 class Fleet {
  public:
-  // Starts the reconciler's threads. Throws std::runtime_error on a bad
-  // option (node name, endpoints, unreadable TLS file).
-  Fleet(const FleetOptions& o, SubscriberStore* store, std::string boot_id);
+  // Starts the reconciler's threads on etcd `kv` (fleet/kv.h), its values
+  // decoded by `codec` (which must outlive the Fleet). Throws
+  // std::runtime_error on a bad option (node name, status ttl).
+  Fleet(const FleetOptions& o, SubscriberStore* store, std::string boot_id,
+        std::unique_ptr<fleet::Kv> kv, const fleet::ValueCodec& codec);
   ~Fleet();
   void stop();  // idempotent: stops the threads, revokes the status lease
   FleetState state() const;
@@ -162,11 +147,14 @@ struct EtcdImportResult {
 };
 class EtcdWriter {
  public:
-  EtcdWriter(const EtcdOptions& o, std::string node, uint32_t txn_ops = 128, uint32_t inflight = 8);
+  // Throws std::runtime_error on a bad node name.
+  EtcdWriter(std::unique_ptr<fleet::Kv> kv, std::string node, uint32_t txn_ops = 128,
+             uint32_t inflight = 8);
   ~EtcdWriter();
-  // Queues a put (the key comes from the value's port/outer_vlan/inner_vlan).
-  // Throws std::runtime_error when etcd refuses a transaction.
-  void put(const xbng::v1::Subscriber& s);
+  // Queues a put of the subscriber value `value` (etcd/value_codec.h) under
+  // the key of port/outer/inner. Throws std::runtime_error when etcd refuses
+  // a transaction.
+  void put(std::string_view port, uint32_t outer, uint32_t inner, std::string value);
   void del(std::string_view port, uint32_t outer, uint32_t inner);
   EtcdImportResult finish();  // waits for every transaction
   struct Impl;

@@ -1,6 +1,6 @@
-// The fleet key schema (docs/fleet.md): names, parsing, value codec.
+// The fleet key schema (docs/fleet.md): names, parsing, UTF-8, the status
+// value. The subscriber values' codec is etcd/value_codec.cpp.
 #include <fmt/format.h>
-#include <google/protobuf/util/json_util.h>
 
 #include <nlohmann/json.hpp>
 
@@ -8,8 +8,7 @@
 #include <charconv>
 
 #include "fleet/fleet.h"
-#include "api/subscriber_json.h"
-#include "xbng/v1/xbng.pb.h"
+#include "fleet/kv.h"
 
 namespace xbng::agent {
 
@@ -78,17 +77,6 @@ std::optional<std::string> parse_subscriber_key_suffix(std::string_view suffix, 
   return std::nullopt;
 }
 
-std::optional<std::string> decode_subscriber_value(std::string_view json, std::string_view port,
-                                                   uint32_t outer, uint32_t inner,
-                                                   xbng::v1::Subscriber* out) {
-  if (auto e = subscriber_from_json(json, out))
-    return fmt::format("value is not an xbng.v1.Subscriber in JSON: {}", *e);
-  if (out->port() != port || out->outer_vlan() != outer || out->inner_vlan() != inner)
-    return fmt::format("value says {}/{}/{} but the key says {}/{}/{}", out->port(),
-                       out->outer_vlan(), out->inner_vlan(), port, outer, inner);
-  return std::nullopt;
-}
-
 namespace {
 // Length of the well-formed UTF-8 sequence at s[i], or 0 (RFC 3629, table 3-7
 // of the Unicode standard: the second byte's range depends on the first).
@@ -146,35 +134,6 @@ std::string escape_bytes(std::string_view s) {
   return out;
 }
 
-std::optional<std::string> decode_subscriber_kv(std::string_view prefix, std::string_view key,
-                                                std::string_view value, std::string* port,
-                                                uint32_t* outer, uint32_t* inner, bool* key_ok,
-                                                xbng::v1::Subscriber* out) {
-  *key_ok = false;
-  if (key.substr(0, prefix.size()) != prefix)
-    return fmt::format("key is not under {}", escape_bytes(prefix));
-  if (auto at = invalid_utf8_at(key))
-    return fmt::format("key is not valid UTF-8 (byte 0x{:02x} at offset {})",
-                       static_cast<unsigned char>(key[*at]), *at);
-  if (auto e = parse_subscriber_key_suffix(key.substr(prefix.size()), port, outer, inner))
-    return escape_bytes(*e);
-  *key_ok = true;
-  if (auto at = invalid_utf8_at(value)) {
-    const size_t from = *at < 16 ? 0 : *at - 16;
-    return fmt::format("value is not valid UTF-8 (byte 0x{:02x} at offset {}: \"{}\")",
-                       static_cast<unsigned char>(value[*at]), *at,
-                       escape_bytes(value.substr(from, 32)));
-  }
-  // JSON escapes can still spell what is not UTF-8 (a lone surrogate).
-  if (auto e = decode_subscriber_value(value, *port, *outer, *inner, out)) return escape_bytes(*e);
-  auto bad = [](std::string_view f) { return invalid_utf8_at(f).has_value(); };
-  bool any = bad(out->port()) || bad(out->mac()) || bad(out->ipv4()) || bad(out->ipv6());
-  for (const auto& p : out->ipv6_prefixes()) any = any || bad(p);
-  for (const auto& p : out->ipv4_prefixes()) any = any || bad(p);
-  if (any) return std::string("value is not valid UTF-8 once its JSON escapes are decoded");
-  return std::nullopt;
-}
-
 std::string render_fleet_status(const FleetStatus& s) {
   nlohmann::json j;
   j["node"] = escape_bytes(s.node);
@@ -201,12 +160,6 @@ std::string render_fleet_status(const FleetStatus& s) {
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-std::string encode_subscriber_value(const xbng::v1::Subscriber& s) {
-  std::string out;
-  (void)google::protobuf::util::MessageToJsonString(s, &out);
-  return out;
-}
-
 std::vector<std::pair<std::string, std::string>> full_read_ranges(const std::string& prefix,
                                                                   std::vector<std::string> ports) {
   std::vector<std::string> cut;
@@ -229,6 +182,11 @@ std::vector<std::pair<std::string, std::string>> full_read_ranges(const std::str
   }
   out.emplace_back(from, prefix_range_end(prefix));
   return out;
+}
+
+std::string fleet::status_text(const absl::Status& st) {
+  return fmt::format("{}: {}", absl::StatusCodeToString(st.code()),
+                     std::string_view(st.message().data(), st.message().size()));
 }
 
 std::vector<std::string> split_endpoints(std::string_view s) {

@@ -5,42 +5,47 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
 #include <thread>
+#include <vector>
 
-#include "etcd/etcd_client.h"
 #include "fleet/fleet.h"
-#include "xbng/v1/xbng.pb.h"
+#include "fleet/kv.h"
 
 namespace xbng::agent {
 
 using Clock = std::chrono::steady_clock;
-namespace pb = etcdserverpb;
+using fleet::TxnOp;
 
 struct EtcdWriter::Impl {
-  fleet::EtcdClient client;
+  std::unique_ptr<fleet::Kv> kv;
   std::string node;
   uint32_t txn_ops, inflight;
   std::mutex mu;
   std::condition_variable cv;
-  std::deque<pb::TxnRequest> q;
-  pb::TxnRequest cur;
+  std::deque<std::vector<TxnOp>> q;
+  std::vector<TxnOp> cur;
   bool done = false;
   std::string error;
   uint64_t written = 0, txns = 0;
   std::vector<std::thread> workers;
   Clock::time_point t0 = Clock::now();
 
-  Impl(const EtcdOptions& o, std::string n, uint32_t ops, uint32_t in)
-      : client(o), node(std::move(n)), txn_ops(ops), inflight(in) {
+  Impl(std::unique_ptr<fleet::Kv> k, std::string n, uint32_t ops, uint32_t in)
+      : kv(std::move(k)), node(std::move(n)), txn_ops(ops), inflight(in) {
     if (auto e = check_node_name(node)) throw std::runtime_error(*e);
     for (uint32_t i = 0; i < inflight; ++i) workers.emplace_back([this] { work(); });
   }
 
   void work() {
     for (;;) {
-      pb::TxnRequest rq;
+      std::vector<TxnOp> rq;
       {
         std::unique_lock l(mu);
         cv.wait(l, [&] { return !q.empty() || done || !error.empty(); });
@@ -49,19 +54,16 @@ struct EtcdWriter::Impl {
         q.pop_front();
         cv.notify_all();
       }
-      const uint64_t n = rq.success_size();
-      grpc::Status s;
+      const uint64_t n = rq.size();
+      absl::Status s;
       for (int attempt = 0; attempt < 8; ++attempt) {
-        auto c = client.conn();
-        grpc::ClientContext ctx;
-        s = client.prepare(c, &ctx, std::chrono::milliseconds(30000));
-        pb::TxnResponse rs;
-        if (s.ok()) s = c->kv->Txn(&ctx, rq, &rs);
+        auto c = kv->conn();
+        s = c->txn(rq, std::chrono::milliseconds(30000));
         if (s.ok()) break;
-        client.failed(c, s);
-        const auto code = s.error_code();
-        if (code != grpc::StatusCode::UNAVAILABLE && code != grpc::StatusCode::DEADLINE_EXCEEDED &&
-            code != grpc::StatusCode::UNAUTHENTICATED)
+        kv->failed(c, s);
+        const auto code = s.code();
+        if (code != absl::StatusCode::kUnavailable && code != absl::StatusCode::kDeadlineExceeded &&
+            code != absl::StatusCode::kUnauthenticated)
           break;
         std::this_thread::sleep_for(std::chrono::milliseconds(100 << std::min(attempt, 5)));
       }
@@ -78,18 +80,19 @@ struct EtcdWriter::Impl {
   }
 
   void push() {
-    if (cur.success_size() == 0) return;
+    if (cur.empty()) return;
     std::unique_lock l(mu);
     cv.wait(l, [&] { return q.size() < 2 * inflight || !error.empty(); });
     if (!error.empty()) throw std::runtime_error(error);
     q.push_back(std::move(cur));
-    cur.Clear();
+    cur.clear();
     cv.notify_all();
   }
 };
 
-EtcdWriter::EtcdWriter(const EtcdOptions& o, std::string node, uint32_t txn_ops, uint32_t inflight)
-    : impl_(std::make_unique<Impl>(o, std::move(node), std::max(1u, txn_ops),
+EtcdWriter::EtcdWriter(std::unique_ptr<fleet::Kv> kv, std::string node, uint32_t txn_ops,
+                       uint32_t inflight)
+    : impl_(std::make_unique<Impl>(std::move(kv), std::move(node), std::max(1u, txn_ops),
                                    std::max(1u, inflight))) {}
 
 EtcdWriter::~EtcdWriter() {
@@ -103,17 +106,16 @@ EtcdWriter::~EtcdWriter() {
     if (t.joinable()) t.join();
 }
 
-void EtcdWriter::put(const xbng::v1::Subscriber& s) {
-  auto* op = impl_->cur.add_success()->mutable_request_put();
-  op->set_key(subscriber_etcd_key(impl_->node, s.port(), s.outer_vlan(), s.inner_vlan()));
-  op->set_value(encode_subscriber_value(s));
-  if (static_cast<uint32_t>(impl_->cur.success_size()) >= impl_->txn_ops) impl_->push();
+void EtcdWriter::put(std::string_view port, uint32_t outer, uint32_t inner, std::string value) {
+  impl_->cur.push_back(
+      {TxnOp::Type::kPut, subscriber_etcd_key(impl_->node, port, outer, inner), std::move(value)});
+  if (impl_->cur.size() >= impl_->txn_ops) impl_->push();
 }
 
 void EtcdWriter::del(std::string_view port, uint32_t outer, uint32_t inner) {
-  auto* op = impl_->cur.add_success()->mutable_request_delete_range();
-  op->set_key(subscriber_etcd_key(impl_->node, port, outer, inner));
-  if (static_cast<uint32_t>(impl_->cur.success_size()) >= impl_->txn_ops) impl_->push();
+  impl_->cur.push_back(
+      {TxnOp::Type::kDelete, subscriber_etcd_key(impl_->node, port, outer, inner), {}});
+  if (impl_->cur.size() >= impl_->txn_ops) impl_->push();
 }
 
 EtcdImportResult EtcdWriter::finish() {

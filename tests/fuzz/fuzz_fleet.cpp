@@ -15,6 +15,7 @@
 #include <string>
 
 #include "fuzz.h"
+#include "etcd/value_codec.h"
 #include "fleet/fleet.h"
 #include "xbng/v1/xbng.pb.h"
 

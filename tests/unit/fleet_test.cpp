@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "config/config.h"
+#include "etcd/value_codec.h"
 #include "fleet/fleet.h"
 #include "xbng/v1/xbng.pb.h"
 

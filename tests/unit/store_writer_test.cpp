@@ -150,3 +150,22 @@ TEST(StoreWriterParallel, RefusedWriteRollsBackBothThreads) {
 }
 
 }  // namespace
+
+namespace {
+
+// A stream batch the kernel refuses is rolled back whole, then retried
+// entry by entry: each entry is applied or reported on its own.
+TEST_F(StoreWriter, RefusedStreamBatchIsRetriedEntryByEntry) {
+  maps_->fault[static_cast<int>(MapId::kRoutesV4)].batch_after = 1;  // refuses once
+  StreamOutcome r = stream(*store_, {sub(1, "100.64.0.11", "2001:db8::11", {"2001:db8:1:9::/64"}),
+                                     sub(3, "100.64.0.3")});
+  EXPECT_EQ(r.applied, 2u);
+  EXPECT_EQ(r.failed, 0u);
+  EXPECT_EQ(store_->size(), 3u);
+  EXPECT_EQ(store_->rollback_failures(), 0u);
+  SubscriberSpec s;
+  ASSERT_TRUE(store_->binding(key(3), &s, &learned_));
+  EXPECT_EQ(s.ipv4, *parse_ipv4("100.64.0.3"));
+}
+
+}  // namespace

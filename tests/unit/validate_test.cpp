@@ -318,7 +318,12 @@ TEST(ApiConvert, ViewToProto) {
 }
 
 TEST(ApiConvert, FailureToProto) {
-  StreamFailure f{12, {"nowhere", 5, 6}, invalid_argument("entry 12: field port: {}", "x")};
+  StreamFailure f;
+  f.index = 12;
+  f.key.port = "nowhere";
+  f.key.outer_vlan = 5;
+  f.key.inner_vlan = 6;
+  f.status = invalid_argument("entry 12: field port: {}", "x");
   xbng::v1::Failure p;
   failure_to_proto(f, &p);
   EXPECT_EQ(p.index(), 12u);

@@ -9,7 +9,6 @@
 
 #include "xbng/abi.h"
 #include "bringup/punt/counters.h"
-#include "xbng/v1/xbng.pb.h"
 
 namespace xbng::agent::punt {
 
@@ -360,13 +359,10 @@ void Dispatcher::start_ra() {
     uint64_t total = 0;
     if (!store_->list(q, &page, &next, &total).ok()) break;
     for (const auto& v : page) {
-      const SubscriberSpec& s = v.spec;
-      const bool v6_prefix = std::any_of(s.prefixes.begin(), s.prefixes.end(),
-                                         [](const Prefix& p) { return p.family == 6; });
-      if (!s.has_ipv6 && !v6_prefix) continue;
+      if (!has_v6(v.spec)) continue;
       // Only subscribers of a port still configured for access.
-      if (!store_->ports().access_ifindex(store_->ports().name(s.key.ifindex))) continue;
-      schedule_ra(s.key);
+      if (!store_->ports().access_ifindex(store_->ports().name(v.spec.key.ifindex))) continue;
+      schedule_ra(v.spec.key);
       ++n;
     }
     if (next.empty()) break;
