@@ -1,6 +1,11 @@
 // RADIUS client (RFC 2865 authentication, RFC 2866 accounting): non-blocking,
 // one I/O thread for every outstanding request. Requests are queued from any
-// thread; the completion callbacks run on the I/O thread and must not block.
+// thread; the completion callbacks run on the I/O thread and must not block
+// (except a request refused because max_outstanding are already queued: its
+// callback runs at once on the caller's thread). Destroying the client
+// answers whatever is still outstanding as timeout / not delivered.
+// Acct-Delay-Time is sent as given and not raised on retransmission (the
+// packet, identifier and authenticator stay the same for one server).
 //
 // Servers are tried in priority order. A request is retransmitted after
 // timeout_ms, `retries` times, then moves to the next server; a server that
