@@ -124,7 +124,7 @@ Status SubscribersService::StreamSubscribers(ServerContext* ctx,
   XBNG_WRITABLE();
   StreamResult r;
   store_->stream(stream_source([&](v1::Subscriber* m) { return reader->Read(m); }, store_->ports(),
-                              kOriginApi),
+                               kOriginApi),
                  &r);
   if (r.applied + r.failed > kLargeRequest) large_request();
   resp->set_applied(r.applied);

@@ -594,6 +594,8 @@ ConfigCheck check_config(const Config& c) {
       err("ports.access {} auth {}: expected \"none\" or \"radius\"", name, quote_value(auth));
     if (auth == "radius" && !c.punt_enabled)
       err("ports.access {} auth radius: needs the punt path (punt.enabled = true)", name);
+    if (auth == "radius" && !c.radius.present)
+      err("ports.access {} auth radius: needs a [radius] section (its servers)", name);
   }
   for (const auto& a : c.allow_to_host) {
     LocalService ls;

@@ -209,6 +209,17 @@ int main(int argc, char** argv) {
     o.reserved = cfg.reserved;
     o.bringup = to_bringup_options(cfg);
     o.journal_file = store_journal_path(cfg);
+    if (cfg.radius.present) {
+      auto client = to_radius_client_config(cfg.radius);
+      if (!client.ok()) throw std::runtime_error(std::string(client.status().message()));
+      AgentOptions::Radius r;
+      r.client = *client;
+      r.access.username = cfg.radius.username;
+      r.access.password = cfg.radius.password;
+      r.access.reject_hold_s = static_cast<uint32_t>(cfg.radius.reject_hold_s);
+      r.access.plans = cfg.plans;
+      o.radius = std::move(r);
+    }
   } catch (const std::exception& e) {
     spdlog::error("{}", e.what());
     return 2;

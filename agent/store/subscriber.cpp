@@ -11,8 +11,7 @@ bool SubscriberSpec::same_provisioning(const SubscriberSpec& o) const {
   return key == o.key && has_mac == o.has_mac && (!has_mac || mac == o.mac) &&
          has_ipv4 == o.has_ipv4 && (!has_ipv4 || ipv4 == o.ipv4) && has_ipv6 == o.has_ipv6 &&
          (!has_ipv6 || ipv6 == o.ipv6) && prefixes == o.prefixes && has_policy == o.has_policy &&
-         (!has_policy || policy == o.policy) && mac_policy == o.mac_policy &&
-         origin == o.origin;
+         (!has_policy || policy == o.policy) && mac_policy == o.mac_policy && origin == o.origin;
 }
 
 PolicySpec PortResolver::policy_of(const SubscriberSpec& s) const {
