@@ -116,6 +116,7 @@ int Ctl::sub_get(const SubArgs& a) {
   std::printf("ipv6         %s\n", s.ipv6().c_str());
   std::printf("ipv6 prefix  %s\n", join(s.ipv6_prefixes()).c_str());
   std::printf("ipv4 prefix  %s\n", join(s.ipv4_prefixes()).c_str());
+  std::printf("origin       %s\n", v1::Origin_Name(s.origin()).c_str());
   std::printf("up           %lu packets, %lu bytes\n", s.counters().up_packets(),
               s.counters().up_bytes());
   std::printf("down         %lu packets, %lu bytes\n", s.counters().down_packets(),

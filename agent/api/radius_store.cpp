@@ -5,10 +5,8 @@
 
 namespace xbng::radius {
 
-AccessSessions::CreateFn store_creator(
-    agent::SubscriberStore* store,
-    std::function<void(const SubscriberSpec&, const SessionData&)> recorded) {
-  return [store, recorded](const SubscriberSpec& spec, const SessionData& data) -> absl::Status {
+AccessSessions::CreateFn store_creator(agent::SubscriberStore* store, SessionTable* sessions) {
+  return [store, sessions](const SubscriberSpec& spec, const SessionData& data) -> absl::Status {
     SubscriberSpec existing;
     std::optional<Mac> learned;
     if (store->binding(spec.key, &existing, &learned))
@@ -21,9 +19,15 @@ AccessSessions::CreateFn store_creator(
         !st.ok())
       return st;
     specs[0].origin = agent::kOriginRadius;
-    if (recorded) recorded(specs[0], data);
+    if (sessions && !sessions->record(spec.key, data))
+      return absl::UnavailableError("the session state file cannot be written");
     agent::UpsertResult res;
-    return store->upsert(std::move(specs), &res);
+    absl::Status st = store->upsert(std::move(specs), &res);
+    if (!st.ok() && sessions) {
+      sessions->on_subscriber_change(spec.key, nullptr);
+      sessions->flush();
+    }
+    return st;
   };
 }
 

@@ -6,17 +6,16 @@
 #pragma once
 
 #include "radius/session.h"
+#include "radius/session_table.h"
 #include "store/store.h"
 
 namespace xbng::radius {
 
 // ALREADY_EXISTS when the key was provisioned meanwhile (left as it is);
-// the validation's or the store's refusal otherwise. `recorded` (optional)
-// is called before the subscriber is written, to keep its session data: a
-// crash in between leaves a record without subscriber, dropped at the next
-// start, never a RADIUS subscriber without its data.
-AccessSessions::CreateFn store_creator(
-    agent::SubscriberStore* store,
-    std::function<void(const SubscriberSpec&, const SessionData&)> recorded = nullptr);
+// the validation's or the store's refusal otherwise. The session data goes
+// into `sessions` (optional) before the subscriber is written, and out again
+// when the store refuses it (session_table.h).
+AccessSessions::CreateFn store_creator(agent::SubscriberStore* store,
+                                       SessionTable* sessions = nullptr);
 
 }  // namespace xbng::radius

@@ -595,6 +595,8 @@ void check_security(const Config& c, Checker& k) {
       k.err("ports.access {} auth {}: expected \"none\" or \"radius\"", name, quote_value(auth));
     if (auth == "radius" && !c.punt_enabled)
       k.err("ports.access {} auth radius: needs the punt path (punt.enabled = true)", name);
+    if (auth == "radius" && !c.radius.present)
+      k.err("ports.access {} auth radius: needs a [radius] section (its servers)", name);
   }
   for (const auto& a : c.allow_to_host) {
     LocalService ls;

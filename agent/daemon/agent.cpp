@@ -96,10 +96,28 @@ void Agent::start_bringup(const punt::BringupOptions& opts,
     std::optional<Mac> learned;
     return s->binding(k, out, &learned);
   });
-  store_->set_change_hook(
-      [l = leases_.get()](const SubKey& k, const SubscriberSpec* now, bool created) {
-        l->on_subscriber_change(k, now, created);
-      });
+  // RADIUS session data (Acct-Session-Id, User-Name, Class, start) beside
+  // the leases; records whose subscriber is gone, or no longer RADIUS's,
+  // are dropped.
+  {
+    const std::string dir =
+        o.lease_file.empty() ? "" : o.lease_file.substr(0, o.lease_file.find_last_of('/') + 1);
+    radius_sessions_ = std::make_unique<radius::SessionTable>(
+        o.lease_file.empty() ? "" : dir + "radius-sessions.json");
+    if (auto e = radius_sessions_->load()) spdlog::warn("radius: session state: {}", *e);
+    radius_sessions_->retain([s = store_.get()](const SubKey& k) {
+      SubscriberSpec spec;
+      std::optional<Mac> learned;
+      return s->binding(k, &spec, &learned) && spec.origin == kOriginRadius;
+    });
+    if (radius_sessions_->size())
+      spdlog::info("radius: {} session(s) adopted", radius_sessions_->size());
+  }
+  store_->set_change_hook([l = leases_.get(), r = radius_sessions_.get()](
+                              const SubKey& k, const SubscriberSpec* now, bool created) {
+    l->on_subscriber_change(k, now, created);
+    r->on_subscriber_change(k, now);
+  });
   std::vector<punt::PortBringup> ports;
   std::vector<uint32_t> ifindexes;
   for (const auto& p : dp_->ports()) {
@@ -133,7 +151,8 @@ void Agent::start_bringup(const punt::BringupOptions& opts,
     const PortResolver& res = dp_->resolver();
     access_sessions_ = std::make_unique<radius::AccessSessions>(
         radius_client_.get(), radius->access, res.name,
-        [res](uint32_t ifx) { return res.max_packet_of(ifx); }, radius::store_creator(store_.get()),
+        [res](uint32_t ifx) { return res.max_packet_of(ifx); },
+        radius::store_creator(store_.get(), radius_sessions_.get()),
         [d = dispatcher_.get()](const punt::PuntedFrame& f) { d->handle(f); });
     dispatcher_->set_unknown_handler(
         [s = access_sessions_.get()](const punt::PuntedFrame& f) { s->on_unknown(f); });
@@ -242,6 +261,7 @@ void Agent::stop() {
   rb_.reset();
   punt_rx_.reset();        // no frame reaches the servers after this
   radius_client_.reset();  // no completion after this
+  if (radius_sessions_) radius_sessions_->flush();
   if (dispatcher_) dispatcher_->stop_ra();
   if (leases_) leases_->stop();
 }

@@ -24,6 +24,7 @@
 #include "dataplane/trace.h"
 #include "radius/client.h"
 #include "radius/session.h"
+#include "radius/session_table.h"
 
 namespace xbng::agent {
 
@@ -91,6 +92,7 @@ class Agent {
   std::unique_ptr<punt::Dispatcher> dispatcher_;
   // Its completions reach the dispatcher: declared after it, before the RX
   // thread (gone first, then the client's thread, then the sessions).
+  std::unique_ptr<radius::SessionTable> radius_sessions_;
   std::unique_ptr<radius::AccessSessions> access_sessions_;
   std::unique_ptr<radius::Client> radius_client_;
   std::unique_ptr<punt::PuntRx> punt_rx_;

@@ -7,8 +7,10 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <stdexcept>
 
 #include "xbng/abi.h"
+#include "config/radius_config.h"
 
 namespace xbng::agent {
 
@@ -60,6 +62,17 @@ AgentOptions agent_options(const Config& cfg) {
   o.reserved = cfg.reserved;
   o.bringup = to_bringup_options(cfg);
   o.journal_file = store_journal_path(cfg);
+  if (cfg.radius.present) {
+    auto client = to_radius_client_config(cfg.radius);
+    if (!client.ok()) throw std::runtime_error(std::string(client.status().message()));
+    AgentOptions::Radius r;
+    r.client = *client;
+    r.access.username = cfg.radius.username;
+    r.access.password = cfg.radius.password;
+    r.access.reject_hold_s = static_cast<uint32_t>(cfg.radius.reject_hold_s);
+    r.access.plans = cfg.plans;
+    o.radius = std::move(r);
+  }
   return o;
 }
 

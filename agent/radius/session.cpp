@@ -18,9 +18,6 @@ using agent::count;
 
 namespace {
 
-constexpr std::string_view kPlaceholders[] = {"port", "svlan",      "cvlan",
-                                              "mac",  "circuit_id", "remote_id"};
-
 uint64_t monotonic_ns() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -57,24 +54,6 @@ uint64_t burst_for(uint64_t rate_bps, uint32_t max_packet) {
 }
 
 }  // namespace
-
-std::optional<std::string> check_template(std::string_view t) {
-  for (size_t i = 0; i < t.size(); i++) {
-    if (t[i] == '}') return fmt::format("'}}' at {} without '{{'", i);
-    if (t[i] != '{') continue;
-    const size_t close = t.find('}', i);
-    if (close == std::string_view::npos) return fmt::format("'{{' at {} is not closed", i);
-    const std::string_view name = t.substr(i + 1, close - i - 1);
-    if (std::find(std::begin(kPlaceholders), std::end(kPlaceholders), name) ==
-        std::end(kPlaceholders))
-      return fmt::format(
-          "unknown placeholder {{{}}} (known: {{port}}, {{svlan}}, {{cvlan}}, {{mac}}, "
-          "{{circuit_id}}, {{remote_id}})",
-          agent::quote_value(name, 32));
-    i = close;
-  }
-  return std::nullopt;
-}
 
 std::string expand_template(std::string_view t, const TemplateVars& v) {
   std::string out;

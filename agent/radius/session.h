@@ -53,10 +53,8 @@ struct TemplateVars {
   std::string circuit_id, remote_id;  // DHCPv4 option 82 sub-options 1 and 2 (raw)
 };
 inline constexpr const char* kDefaultUserNameTemplate = "{port}:{svlan}:{cvlan}";
-// Error text for an unknown or unclosed placeholder, nullopt when valid.
-std::optional<std::string> check_template(std::string_view tmpl);
 // {port} {svlan} {cvlan} {mac} (aa:bb:cc:dd:ee:ff) {circuit_id} {remote_id};
-// the template must have passed check_template.
+// the template must have passed check_username_template (config/radius_config.h).
 std::string expand_template(std::string_view tmpl, const TemplateVars& v);
 // NAS-Port-Id: "{port}:{svlan}.{cvlan}".
 std::string nas_port_id(const TemplateVars& v);

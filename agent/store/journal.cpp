@@ -103,6 +103,7 @@ int write_all(int fd, const void* buf, size_t n, off_t off) {
 }
 
 enum SpecFlags : uint8_t { kMac = 1, kV4 = 2, kV6 = 4, kPolicy = 8 };
+constexpr int kOriginShift = 4;  // bits 4..6: SubscriberSpec.origin (0 in older journals)
 
 template <typename T>
 void put(std::string* out, const T& v) {
@@ -139,7 +140,8 @@ void Journal::encode(const JournalIntent& in, std::string* out) {
   for (const SubscriberSpec& s : in.before) {
     put(out, s.key);
     const uint8_t fl = (s.has_mac ? kMac : 0) | (s.has_ipv4 ? kV4 : 0) | (s.has_ipv6 ? kV6 : 0) |
-                       (s.has_policy ? kPolicy : 0);
+                       (s.has_policy ? kPolicy : 0) |
+                       static_cast<uint8_t>((s.origin & 7) << kOriginShift);
     put(out, fl);
     put(out, s.mac_policy);
     put(out, static_cast<uint32_t>(s.prefixes.size()));
@@ -175,6 +177,7 @@ bool Journal::decode(const uint8_t* p, size_t n, size_t created, size_t before,
     const auto np = r.get<uint32_t>();
     s.has_mac = fl & kMac, s.has_ipv4 = fl & kV4, s.has_ipv6 = fl & kV6,
     s.has_policy = fl & kPolicy;
+    s.origin = static_cast<uint8_t>((fl >> kOriginShift) & 7);
     if (s.has_mac) r.take(s.mac.data(), 6);
     if (s.has_ipv4) s.ipv4 = r.get<uint32_t>();
     if (s.has_ipv6) r.take(s.ipv6.data(), 16);

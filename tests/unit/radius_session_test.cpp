@@ -2,12 +2,17 @@
 // client whose answers the test gives, on a store over maps in memory.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <memory>
 #include <vector>
 
+#include <unistd.h>
+
 #include "bringup/punt/counters.h"
 #include "bringup/punt/frame.h"
+#include "config/radius_config.h"
 #include "radius/session.h"
+#include "radius/session_table.h"
 #include "api/radius_store.h"
 #include "store_test_maps.h"
 
@@ -134,13 +139,13 @@ TEST(UserNameTemplate, ExpandsEveryPlaceholder) {
 }
 
 TEST(UserNameTemplate, RefusesUnknownOrUnclosedPlaceholders) {
-  EXPECT_FALSE(radius::check_template("{port}:{svlan}:{cvlan}"));
-  EXPECT_FALSE(radius::check_template("{mac}{circuit_id}{remote_id}"));
-  auto e = radius::check_template("{port}:{vlan}");
+  EXPECT_FALSE(agent::check_username_template("{port}:{svlan}:{cvlan}"));
+  EXPECT_FALSE(agent::check_username_template("{mac}{circuit_id}{remote_id}"));
+  auto e = agent::check_username_template("{port}:{vlan}");
   ASSERT_TRUE(e);
-  EXPECT_NE(e->find("{\"vlan\"}"), std::string::npos) << *e;
-  EXPECT_TRUE(radius::check_template("{port"));
-  EXPECT_TRUE(radius::check_template("port}"));
+  EXPECT_NE(e->find("{vlan}"), std::string::npos) << *e;
+  EXPECT_TRUE(agent::check_username_template("{port"));
+  EXPECT_TRUE(agent::check_username_template("port}"));
 }
 
 TEST(RelayIds, FromOption82) {
@@ -294,6 +299,64 @@ TEST_F(SessionTest, AcceptAfterDestructionIsIgnored) {
   sessions_.reset();
   done(accept_ipv4("100.64.0.9"));
   EXPECT_FALSE(provisioned(200));
+}
+
+TEST_F(SessionTest, OriginAndSessionDataSurviveARestart) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("xbng-sessions-" + std::to_string(getpid())))
+          .string();
+  std::filesystem::remove(path);
+  radius::SessionTable table(path);
+  store_->set_change_hook([&](const agent::SubKey& k, const agent::SubscriberSpec* now, bool) {
+    table.on_subscriber_change(k, now);
+  });
+  sessions_ = std::make_unique<AccessSessions>(
+      &client_, radius::AccessOptions{}, [](uint32_t) { return std::string("a0"); },
+      [](uint32_t) { return 1500u; }, radius::store_creator(store_.get(), &table),
+      [](const agent::punt::PuntedFrame&) {}, [this] { return now_ns_; },
+      [] { return uint64_t{1700000000}; });
+  sessions_->on_unknown(punted(discover(200, 7), 200));
+  AccessResult r = accept_ipv4("100.64.0.9");
+  r.auth.classes = {std::string("c\x00\xff", 3)};
+  client_.calls[0].done(r);
+  agent::SubscriberSpec s;
+  ASSERT_TRUE(provisioned(200, &s));
+  EXPECT_EQ(s.origin, agent::kOriginRadius);
+  // An API subscriber beside it.
+  ASSERT_TRUE(upsert(*store_, {sub(300, "100.64.0.30")}).ok());
+  ASSERT_TRUE(provisioned(300, &s));
+  EXPECT_EQ(s.origin, agent::kOriginApi);
+
+  // A new agent on the same maps and state file: the origins come back with
+  // the entries, the session data from the file.
+  auto store2 = make_store(st_);
+  std::string summary;
+  store2->rebuild(&summary);
+  agent::SubscriberView v;
+  ASSERT_TRUE(store2->get(key(200), &v).ok());
+  EXPECT_EQ(v.spec.origin, agent::kOriginRadius);
+  ASSERT_TRUE(store2->get(key(300), &v).ok());
+  EXPECT_EQ(v.spec.origin, agent::kOriginApi);
+  radius::SessionTable table2(path);
+  ASSERT_FALSE(table2.load());
+  table2.retain([&](const agent::SubKey& k) {
+    agent::SubscriberView w;
+    return store2->get(k, &w).ok() && w.spec.origin == agent::kOriginRadius;
+  });
+  auto d = table2.get(key(200));
+  ASSERT_TRUE(d);
+  EXPECT_EQ(*d, *table.get(key(200)));
+  EXPECT_EQ(d->user_name, "a0:100:200");
+  EXPECT_EQ(d->classes, r.auth.classes);
+  EXPECT_EQ(d->start_unix, 1700000000u);
+  EXPECT_FALSE(d->session_id.empty());
+  EXPECT_EQ(table2.size(), 1u);
+
+  // Re-provisioned over the API: no longer RADIUS's, its record goes.
+  ASSERT_TRUE(upsert(*store_, {sub(200, "100.64.0.9")}).ok());
+  EXPECT_FALSE(table.get(key(200)));
+  store_->set_change_hook(nullptr);
+  std::filesystem::remove(path);
 }
 
 TEST(SpecFromAccept, AddressesPrefixesAndPlans) {

@@ -169,7 +169,7 @@ TEST_F(StorePlanner, StreamListsTheFirstFailuresAndCountsAll) {
                        ++next;
                        return true;
                      },
-                     store_->ports(), agent::kOriginApi),
+                     store_->ports(), kOriginApi),
                  &r);
   EXPECT_EQ(r.applied, 0u);
   EXPECT_EQ(r.failed, n);

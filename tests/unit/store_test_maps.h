@@ -221,7 +221,7 @@ inline StreamOutcome stream(agent::SubscriberStore& st, const std::vector<v1::Su
                   *m = in[next++];
                   return true;
                 },
-                st.ports()),
+                st.ports(), agent::kOriginApi),
             &r, resync);
   StreamOutcome out{r.applied, r.failed, {}};
   for (const auto& f : r.failures) agent::failure_to_proto(f, &out.failures.emplace_back());

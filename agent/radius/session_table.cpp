@@ -1,0 +1,156 @@
+#include "radius/session_table.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <nlohmann/json.hpp>
+
+#include "common/statefile.h"
+
+namespace xbng::radius {
+
+namespace {
+
+using json = nlohmann::json;
+constexpr size_t kMaxFileBytes = size_t{1} << 30;
+
+SubKey key_of(uint64_t rank) {
+  SubKey k{};
+  k.ifindex = static_cast<uint32_t>(rank >> 32);
+  k.outer_vid = static_cast<uint16_t>(rank >> 16);
+  k.inner_vid = static_cast<uint16_t>(rank);
+  return k;
+}
+
+json to_json(const SubKey& k, const SessionData& d) {
+  json j = {{"ifindex", k.ifindex},       {"outer_vlan", k.outer_vid}, {"inner_vlan", k.inner_vid},
+            {"session_id", d.session_id}, {"user_name", d.user_name},  {"classes", json::array()},
+            {"start_unix", d.start_unix}};
+  // Class is binary: kept as hex.
+  for (const auto& c : d.classes) {
+    std::string hex;
+    for (unsigned char ch : c) hex += fmt::format("{:02x}", ch);
+    j["classes"].push_back(hex);
+  }
+  if (d.session_timeout) j["session_timeout"] = *d.session_timeout;
+  if (d.idle_timeout) j["idle_timeout"] = *d.idle_timeout;
+  if (d.interim_interval) j["interim_interval"] = *d.interim_interval;
+  if (d.filter_id) j["filter_id"] = *d.filter_id;
+  return j;
+}
+
+bool from_json(const json& j, SubKey* k, SessionData* d) {
+  *k = SubKey{};
+  k->ifindex = j.at("ifindex").get<uint32_t>();
+  k->outer_vid = j.at("outer_vlan").get<uint16_t>();
+  k->inner_vid = j.at("inner_vlan").get<uint16_t>();
+  d->session_id = j.at("session_id").get<std::string>();
+  d->user_name = j.at("user_name").get<std::string>();
+  d->start_unix = j.at("start_unix").get<uint64_t>();
+  for (const auto& h : j.at("classes")) {
+    const std::string hex = h.get<std::string>();
+    if (hex.size() % 2) return false;
+    std::string c;
+    for (size_t i = 0; i < hex.size(); i += 2)
+      c += static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16));
+    d->classes.push_back(std::move(c));
+  }
+  if (j.contains("session_timeout")) d->session_timeout = j["session_timeout"].get<uint32_t>();
+  if (j.contains("idle_timeout")) d->idle_timeout = j["idle_timeout"].get<uint32_t>();
+  if (j.contains("interim_interval")) d->interim_interval = j["interim_interval"].get<uint32_t>();
+  if (j.contains("filter_id")) d->filter_id = j["filter_id"].get<std::string>();
+  return true;
+}
+
+}  // namespace
+
+SessionTable::SessionTable(std::string path) : path_(std::move(path)) {}
+
+std::optional<std::string> SessionTable::load() {
+  std::lock_guard g(mu_);
+  recs_.clear();
+  if (path_.empty()) return std::nullopt;
+  std::string text, error;
+  switch (agent::statefile::read(path_, kMaxFileBytes, &text, &error)) {
+    case agent::statefile::ReadStatus::kAbsent:
+      return std::nullopt;
+    case agent::statefile::ReadStatus::kError:
+      return error;
+    case agent::statefile::ReadStatus::kOk:
+      break;
+  }
+  try {
+    const json j = json::parse(text);
+    for (const auto& e : j.at("sessions")) {
+      SubKey k;
+      SessionData d;
+      if (!from_json(e, &k, &d)) return fmt::format("{}: a malformed Class", path_);
+      recs_[agent::key_rank(k)] = std::move(d);
+    }
+  } catch (const std::exception& e) {
+    recs_.clear();
+    return fmt::format("{}: {}", path_, e.what());
+  }
+  return std::nullopt;
+}
+
+void SessionTable::retain(const std::function<bool(const SubKey&)>& live) {
+  std::lock_guard g(mu_);
+  size_t dropped = 0;
+  for (auto it = recs_.begin(); it != recs_.end();)
+    if (live(key_of(it->first))) {
+      ++it;
+    } else {
+      it = recs_.erase(it);
+      ++dropped;
+    }
+  if (dropped) {
+    spdlog::info("radius: {} session record(s) without their subscriber dropped", dropped);
+    write_locked();
+  }
+}
+
+bool SessionTable::write_locked() {
+  dirty_ = false;
+  if (path_.empty()) return true;
+  json j = {{"sessions", json::array()}};
+  for (const auto& [rank, d] : recs_) j["sessions"].push_back(to_json(key_of(rank), d));
+  std::string error;
+  if (!agent::statefile::write_atomic(path_, j.dump(), 0600, /*durable=*/true, &error)) {
+    spdlog::error("radius: session state: {}", error);
+    dirty_ = true;
+    return false;
+  }
+  return true;
+}
+
+bool SessionTable::record(const SubKey& k, const SessionData& d) {
+  std::lock_guard g(mu_);
+  recs_[agent::key_rank(k)] = d;
+  return write_locked();
+}
+
+void SessionTable::on_subscriber_change(const SubKey& k, const SubscriberSpec* now) {
+  if (now && now->origin == agent::kOriginRadius) return;
+  std::lock_guard g(mu_);
+  if (recs_.erase(agent::key_rank(k))) dirty_ = true;
+}
+
+std::optional<SessionData> SessionTable::get(const SubKey& k) const {
+  std::lock_guard g(mu_);
+  auto it = recs_.find(agent::key_rank(k));
+  if (it == recs_.end()) return std::nullopt;
+  return it->second;
+}
+
+size_t SessionTable::size() const {
+  std::lock_guard g(mu_);
+  return recs_.size();
+}
+
+void SessionTable::flush() {
+  std::lock_guard g(mu_);
+  if (dirty_) write_locked();
+}
+
+}  // namespace xbng::radius

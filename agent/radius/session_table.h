@@ -1,0 +1,51 @@
+// The session data of RADIUS-created subscribers (Acct-Session-Id,
+// User-Name, Class, start time, timers), kept in a state file beside the
+// lease file so that it survives restarts of xbngd like the subscribers
+// themselves (whose origin is in their map entry, XBNG_SUB_F_ORIGIN_*).
+//
+// A record is written (durably) before its subscriber: a crash in between
+// leaves a record without a subscriber, which the next start drops
+// (retain), never a RADIUS subscriber without its data. Records of
+// subscribers deleted or re-provisioned by another source leave the table
+// at once and the file at the next write.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "radius/session.h"
+
+namespace xbng::radius {
+
+class SessionTable {
+ public:
+  explicit SessionTable(std::string path);  // "" = in memory only
+
+  // Reads the file (absent: empty). Error text when it cannot be read or
+  // parsed (the table is then empty and the file left for inspection).
+  std::optional<std::string> load();
+  // Keeps the records whose key `live` says is a RADIUS subscriber.
+  void retain(const std::function<bool(const SubKey&)>& live);
+  // Records (and writes) a session; false when the file cannot be written.
+  bool record(const SubKey& k, const SessionData& d);
+  // The store changed subscriber k (store.h ChangeHook): its record goes
+  // unless it is still a RADIUS subscriber.
+  void on_subscriber_change(const SubKey& k, const SubscriberSpec* now);
+  std::optional<SessionData> get(const SubKey& k) const;
+  size_t size() const;
+  // Writes the table if records left it since the last write.
+  void flush();
+
+ private:
+  bool write_locked();
+  std::string path_;
+  mutable std::mutex mu_;
+  std::map<uint64_t, SessionData> recs_;  // by agent::key_rank
+  bool dirty_ = false;
+};
+
+}  // namespace xbng::radius
