@@ -7,6 +7,18 @@
 
 namespace xbng::agent {
 
+namespace {
+
+// Whether `b` provisions what `a` does, whoever provisioned each.
+bool same_but_origin(const SubscriberSpec& a, const SubscriberSpec& b) {
+  if (a.origin == b.origin) return false;  // same_provisioning said no already
+  SubscriberSpec c = b;
+  c.origin = a.origin;
+  return a.same_provisioning(c);
+}
+
+}  // namespace
+
 using absl::Status;
 using absl::StatusCode;
 
@@ -191,8 +203,12 @@ size_t SubscriberStore::plan(const std::vector<SubscriberSpec>& specs,
     auto it = index_.find(rank);
     const int64_t old = it == index_.end() ? int64_t{-1} : int64_t{it->second};
     // Under "follow", an upsert without MAC is a request to learn again.
+    // A resync restates what a source of truth holds: an entry that differs
+    // only in its origin (say, adopted from maps older than the origin
+    // field) is left alone, and so is a MAC it learned.
     const bool unchanged =
-        !p->force && old >= 0 && recs_[old].same_provisioning(s) &&
+        !p->force && old >= 0 &&
+        (recs_[old].same_provisioning(s) || (p->resync && same_but_origin(recs_[old], s))) &&
         (s.has_mac || p->resync || effective_mac_policy(s) != XBNG_MAC_POLICY_FOLLOW);
     cl.clear();
     claims_of(s, &cl);

@@ -21,7 +21,7 @@ import urllib.error
 import urllib.request
 
 from xbnglab import prom
-from xbnglab.lab import sh, wait_for
+from xbnglab.lab import PIN_VERSION_DIR, sh, wait_for
 from xbnglab.xbngd import XbngLab, plan
 
 
@@ -101,7 +101,7 @@ class Hardening(unittest.TestCase):
     def link_prog_ids(self):
         out = {}
         for port in ("acc0", "upl0"):
-            path = f"{self.x.lab.bpffs}/v3/links/{port}"
+            path = f"{self.x.lab.bpffs}/{PIN_VERSION_DIR}/links/{port}"
             info = json.loads(sh(["bpftool", "-j", "link", "show", "pinned", path]).stdout)
             out[port] = (os.stat(path).st_ino, info["prog_id"])
         return out
@@ -175,7 +175,7 @@ class Hardening(unittest.TestCase):
         self.assertNotEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertIn("FAILED", r.stdout + r.stderr)
         self.assertNotIn("done", r.stdout + r.stderr)
-        self.assertTrue(os.path.exists(f"{self.x.lab.bpffs}/v3/links/acc0"))
+        self.assertTrue(os.path.exists(f"{self.x.lab.bpffs}/{PIN_VERSION_DIR}/links/acc0"))
         r = sh(self.x.dut.nsenter_argv([xbngd, "--teardown", "--bpffs", self.x.lab.bpffs]),
                check=False)
         self.assertEqual(r.returncode, 0, r.stderr)

@@ -13,6 +13,7 @@ import unittest
 
 from xbnglab.cpe import add_cpe, cpe_sub, make_bridge, tcp_transfer, warm
 from xbnglab.fixture import LabSuite
+from xbnglab.lab import PIN_VERSION_DIR
 from xbnglab.xbngd import GW4, GW6, UPLINK_DUT4, UPLINK_DUT6, UPLINK_NET4, UPLINK_NET6
 
 POOLS = '["100.64.0.0/16", "2001:db8:1000::/36", "2001:db8:2000::/36"]'
@@ -140,7 +141,7 @@ class RefusedStartTest(LabSuite):
         r = subprocess.run(self.x.xbngd_argv(extra=["--config", path]), capture_output=True,
                            text=True, timeout=60)
         self.assertNotEqual(r.returncode, 0, r.stdout + r.stderr)
-        self.assertFalse(os.path.exists(f"{self.x.lab.bpffs}/v3/maps/subscribers"),
+        self.assertFalse(os.path.exists(f"{self.x.lab.bpffs}/{PIN_VERSION_DIR}/maps/subscribers"),
                          "something was loaded and pinned")
         return r.stdout + r.stderr
 

@@ -28,6 +28,18 @@ CLONE_NEWNET = 0x40000000
 BPFFS = "/sys/fs/bpf"
 NETNS_DIR = "/run/netns"
 
+
+def _abi_version() -> int:
+    """XBNG_ABI_VERSION of include/xbng/abi.h: pins live under <bpffs>/v<it>/."""
+    abi = os.path.join(os.path.dirname(__file__), "..", "..", "include", "xbng", "abi.h")
+    with open(abi) as f:
+        m = re.search(r"^#define XBNG_ABI_VERSION (\d+)", f.read(), re.M)
+    return int(m.group(1))
+
+
+ABI_VERSION = _abi_version()
+PIN_VERSION_DIR = f"v{ABI_VERSION}"  # the pin directory's version component
+
 _libc = ctypes.CDLL(None, use_errno=True)
 _NAME_RE = re.compile(r"^(xbngt|xbngdemo|xbngbench)-(\d+)-")
 _live_labs: list["Lab"] = []
