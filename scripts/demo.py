@@ -117,6 +117,7 @@ def main():
         show(f"ip -n {x.dut.name} -br link", x.dut.ip("-br", "link").stdout)
         step("cleanup: namespaces, veths and pins removed")
     bringup()
+    radius()
     print("demo done")
 
 
@@ -161,6 +162,53 @@ def bringup():
         print("  " + ", ".join(f"{k}={v}" for k, v in st.items()
                                if k != "_raw" and v and k.startswith(("punt_", "dhcpv4_", "dhcpv6_", "ra_"))))
     finally:
+        b.close()
+
+
+def radius():
+    """A port with auth = "radius": nobody provisioned the CPE's QinQ pair; its
+    first DISCOVER is punted, xbngd asks Debian's FreeRADIUS (in the upstream
+    namespace) and the Access-Accept's Framed-IP-Address becomes the
+    subscriber, which the DHCP server then answers like any other."""
+    from xbnglab.bringup import BringupLab
+    from xbnglab.cpe import cpe_sub
+    from xbnglab.radius import FreeRadius
+    from xbnglab.xbngd import UPLINK_DUT4
+    step("RADIUS: an unprovisioned CPE asks; FreeRADIUS authorizes it and gives its address")
+    secret = "xbng-demo-secret"
+    b = BringupLab(f"[dhcp]\nlease_time = 600\n[radius]\n"
+                   f'servers = [{{ address = "{UPLINK_NET4}", secret = "{secret}" }}]\n'
+                   f'nas_identifier = "xbng-demo"\ncoa_listen = ""\n',
+                   '{ name = "acc0", subscriber_mtu = 1492, auth = "radius" }')
+    rad = None
+    try:
+        x = b.x
+        s = cpe_sub(0, base=60)
+        user = f"acc0:{s['outer_vlan']}:{s['inner_vlan']}"
+        framed = "100.64.77.7"
+        rad = FreeRadius(x.lab, x.net, [(UPLINK_DUT4, secret)],
+                         f'"{user}" Auth-Type := Accept\n\tFramed-IP-Address = {framed}\n')
+        rad.start()
+        print(f"  FreeRADIUS users file: {user} -> Framed-IP-Address {framed}; "
+              f"no subscriber provisioned on {s['outer_vlan']}/{s['inner_vlan']}")
+        ns = b.cpe(s)
+        b.dhclient(ns)
+        b.wait_addr(ns, f"{framed}/32", timeout=40)
+        wait_for(lambda: b.default_via(ns) == GW4, 10, 0.2, "the CPE's default route")
+        print(f"  dhclient CPE on {s['outer_vlan']}/{s['inner_vlan']}: {' '.join(b.addrs(ns))}")
+        show(f"xbngctl sub get --port acc0 --outer {s['outer_vlan']} --inner {s['inner_vlan']}",
+             "\n".join(l for l in x.ctl_raw("sub", "get", "--port", "acc0", "--outer",
+                                             str(s["outer_vlan"]), "--inner",
+                                             str(s["inner_vlan"])).stdout.splitlines()
+                       if l.startswith(("subscriber", "origin", "ipv4  ", "lease v4"))))
+        r = ns.exec(["ping", "-c1", "-W2", UPLINK_NET4], check=False)
+        print(f"  the CPE pings {UPLINK_NET4}: {'ok' if r.returncode == 0 else 'FAILED'}")
+        st = x.stats()
+        print("  " + ", ".join(f"{k}={v}" for k, v in st.items()
+                               if k != "_raw" and v and k.startswith(("auth_", "punt_unknown"))))
+    finally:
+        if rad:
+            rad.stop()
         b.close()
 
 
