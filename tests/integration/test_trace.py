@@ -108,16 +108,21 @@ class TraceTest(LabSuite):
             snap[os.path.basename(p)] = sorted(json.dumps(e, sort_keys=True) for e in entries)
         return snap
 
-    def quiet_snapshot(self) -> dict:
-        """A snapshot equal to the one taken half a second before it: nothing
-        live (the lab's own kernels) is moving the counters."""
-        prev = self.snapshot()
-        for _ in range(20):
+    def quiet_snapshot(self, quiet_s: float = 3.0, timeout_s: float = 40.0) -> dict:
+        """A snapshot that has not changed for quiet_s: nothing live (the
+        lab's own kernels) is moving the counters. The net side's kernel
+        sends MLDv2 reports when it joins groups, repeated within the
+        unsolicited-report interval (1 s), so a single half-second pause
+        is not proof of silence: the window covers several intervals."""
+        deadline = time.monotonic() + timeout_s
+        prev, since = self.snapshot(), time.monotonic()
+        while time.monotonic() < deadline:
             time.sleep(0.5)
             cur = self.snapshot()
-            if cur == prev:
+            if cur != prev:
+                prev, since = cur, time.monotonic()
+            elif time.monotonic() - since >= quiet_s:
                 return cur
-            prev = cur
         self.fail("the lab never went quiet: live traffic keeps changing the maps")
 
     def assert_same(self, before: dict, after: dict) -> None:
