@@ -148,6 +148,20 @@ size_t SessionTable::size() const {
   return recs_.size();
 }
 
+void SessionTable::set_end_cause(const SubKey& k, uint32_t acct_terminate_cause) {
+  std::lock_guard g(mu_);
+  end_causes_[agent::key_rank(k)] = acct_terminate_cause;
+}
+
+std::optional<uint32_t> SessionTable::take_end_cause(const SubKey& k) {
+  std::lock_guard g(mu_);
+  auto it = end_causes_.find(agent::key_rank(k));
+  if (it == end_causes_.end()) return std::nullopt;
+  uint32_t c = it->second;
+  end_causes_.erase(it);
+  return c;
+}
+
 void SessionTable::flush() {
   std::lock_guard g(mu_);
   if (dirty_) write_locked();

@@ -37,6 +37,13 @@ class SessionTable {
   void on_subscriber_change(const SubKey& k, const SubscriberSpec* now);
   std::optional<SessionData> get(const SubKey& k) const;
   size_t size() const;
+  // Why the session of k is about to end (an Acct-Terminate-Cause value,
+  // RFC 2866 5.10), noted by whoever ends it (a Disconnect-Request, a
+  // timer) before it deletes the subscriber, and taken by accounting when
+  // the deletion is seen. Not persisted: it lives from the note to the
+  // deletion.
+  void set_end_cause(const SubKey& k, uint32_t acct_terminate_cause);
+  std::optional<uint32_t> take_end_cause(const SubKey& k);
   // Writes the table if records left it since the last write.
   void flush();
 
@@ -44,7 +51,8 @@ class SessionTable {
   bool write_locked();
   std::string path_;
   mutable std::mutex mu_;
-  std::map<uint64_t, SessionData> recs_;  // by agent::key_rank
+  std::map<uint64_t, SessionData> recs_;     // by agent::key_rank
+  std::map<uint64_t, uint32_t> end_causes_;  // by agent::key_rank
   bool dirty_ = false;
 };
 
