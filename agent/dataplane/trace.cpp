@@ -433,6 +433,13 @@ Status Tracer::trace(const TraceRequest& req, TraceResult* out) {
       case XBNG_TS_POLICE_BUCKET:
         add(name, bucket_text(s.a, s.b));
         break;
+      case XBNG_TS_POLICE_CREDIT:
+        add(name, s.a >= s.b ? fmt::format("{} prepaid bytes on the route cover the {}-byte packet",
+                                           s.a, s.b)
+                             : fmt::format("{} prepaid bytes on the route, {} needed: to the "
+                                           "subscriber's bucket",
+                                           s.a, s.b));
+        break;
       case XBNG_TS_POLICE_UP:
       case XBNG_TS_POLICE_DOWN:
         add(name, police_text(s.a, s.b));

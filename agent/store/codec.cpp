@@ -38,7 +38,8 @@ struct xbng_police encode_police(const PolicySpec& pol, const struct xbng_police
   return pv;
 }
 
-struct xbng_route encode_route(const SubKey& k, uint32_t slot, const Mac* mac, bool policed) {
+struct xbng_route encode_route(const SubKey& k, uint32_t slot, const Mac* mac, bool policed,
+                               bool credit) {
   struct xbng_route r {};
   r.sub = k;
   r.slot = slot;
@@ -47,6 +48,7 @@ struct xbng_route encode_route(const SubKey& k, uint32_t slot, const Mac* mac, b
     r.flags = XBNG_ROUTE_F_MAC_VALID;
   }
   if (policed) r.flags |= XBNG_ROUTE_F_POLICED;
+  if (policed && credit) r.flags |= XBNG_ROUTE_F_CREDIT;
   return r;
 }
 

@@ -23,7 +23,10 @@ struct xbng_subscriber encode_subscriber(const SubscriberSpec& s, uint32_t slot,
 struct xbng_police encode_police(const PolicySpec& pol, const struct xbng_police* old);
 
 // A route of subscriber `k` (slot `slot`) towards `mac` (null: not known yet).
-struct xbng_route encode_route(const SubKey& k, uint32_t slot, const Mac* mac, bool policed);
+// `credit`: the route may hold prepaid downstream credit (with `policed`; at
+// most XBNG_CREDIT_ROUTES routes of a subscriber). The credit starts at 0.
+struct xbng_route encode_route(const SubKey& k, uint32_t slot, const Mac* mac, bool policed,
+                               bool credit = false);
 
 // The provisioning an entry holds, prefixes excepted (they are the routes
 // of the prefix maps). `police`: the entry at v.slot (null: none; the

@@ -198,6 +198,7 @@ void SubscriberStore::follow_mac(const SubKey& k, const Mac& mac) {
     if ((r.flags & XBNG_ROUTE_F_MAC_VALID) && std::memcmp(r.mac, mac.data(), 6) == 0) continue;
     std::memcpy(r.mac, mac.data(), 6);
     r.flags |= XBNG_ROUTE_F_MAC_VALID;
+    r.credit = 0;  // what the fast path spends meanwhile must not be spent twice
     if (int rc = maps_->update(c.map, c.b.data(), &r, BPF_EXIST))
       rollback_failed(c.map, 1, rc, "mac follow: moving a route to the new MAC");
     else

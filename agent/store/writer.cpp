@@ -108,10 +108,19 @@ void SubscriberStore::stage_routes(const Plan& p, Staged* w) const {
   }
   for (size_t i = 0; i < w->n; ++i) {
     const auto& e = p.entries[i];
+    // A new downstream bucket (new plan): the routes are rewritten too, so
+    // that no credit drawn under the old plan is spent under the new one.
+    const bool new_bucket =
+        w->down_policed[i] &&
+        !(w->pold[i] && w->pold[i]->down.byte_ns_fp == w->pvals[i].down.byte_ns_fp &&
+          w->pold[i]->down.burst_bytes == w->pvals[i].down.burst_bytes);
     for (size_t ci = 0; ci < e.claims.size(); ++ci) {
       const RouteKey& c = e.claims[ci];
-      struct xbng_route r = encode_route(
-          e.spec.key, w->slots[i], w->mac_valid[i] ? &w->mac[i] : nullptr, w->down_policed[i]);
+      // The first XBNG_CREDIT_ROUTES routes (host /32, /128, then prefixes)
+      // hold prepaid credit; the shared bucket's depth leaves room for them.
+      struct xbng_route r =
+          encode_route(e.spec.key, w->slots[i], w->mac_valid[i] ? &w->mac[i] : nullptr,
+                       w->down_policed[i], ci < XBNG_CREDIT_ROUTES);
       std::optional<struct xbng_route> old;
       if (ci < 64 ? (e.owned >> ci) & 1 : claims_.owner_of(c) >= 0) {
         struct xbng_route orv;
@@ -120,7 +129,8 @@ void SubscriberStore::stage_routes(const Plan& p, Staged* w) const {
           if (orv.sub == r.sub) {  // our own route, kept: keep its counters
             r.down_packets = orv.down_packets;
             r.down_bytes = orv.down_bytes;
-            if (std::memcmp(orv.mac, r.mac, 6) == 0 && orv.flags == r.flags && orv.slot == r.slot)
+            if (std::memcmp(orv.mac, r.mac, 6) == 0 && orv.flags == r.flags && orv.slot == r.slot &&
+                !new_bucket)
               continue;
           }
         }

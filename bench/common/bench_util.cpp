@@ -539,7 +539,9 @@ double xbng_fill_subscribers(::xbng* s, uint32_t access_ifindex, uint32_t n, boo
       v.up = bench_bucket();
       pv[i].down = bench_bucket();
       pv[i].up_rate_bps = pv[i].down_rate_bps = 100000000000ull;
-      rv[i].flags |= XBNG_ROUTE_F_POLICED;
+      // As xbngd writes them: the /32, /128 and /64 are the subscriber's
+      // first three routes, each with prepaid credit.
+      rv[i].flags |= XBNG_ROUTE_F_POLICED | XBNG_ROUTE_F_CREDIT;
     }
   }
   double t0 = now_s();

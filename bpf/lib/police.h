@@ -3,7 +3,9 @@
  * GCRA form (include/xbng/abi.h, struct xbng_bucket). Upstream the bucket
  * sits in the subscriber entry the lookup already fetched; downstream every
  * route of a subscriber carries its slot in `police`, whose 64-byte entry
- * holds the one bucket they share (docs/policing.md).
+ * holds the one bucket they share; the first routes of a subscriber also hold
+ * prepaid credit drawn from it in chunks (lib/credit.h), so most packets
+ * never touch that line (docs/policing.md).
  * Unlimited subscribers cost one flag test per packet, no clock read. */
 #ifndef XBNG_BPF_POLICE_H
 #define XBNG_BPF_POLICE_H
@@ -11,6 +13,7 @@
 #include "lib/common.h"
 #include "lib/counters.h"
 #include "lib/bucket.h"
+#include "lib/credit.h"
 
 /* Tests only (tests/bpf): set before load, the clock is police_test_now_ns
  * instead of bpf_ktime_get_ns(). Load-time constant: the verifier removes
@@ -41,6 +44,17 @@ XBNG_INLINE __u64 police_traced_take(const struct xbng_bucket *b, __u32 l3_len)
 		return 2;
 	return bucket_take(&copy, police_now(), l3_len);
 }
+
+/* The same for the downstream bucket, whose depth leaves room for the
+ * routes' credit: whether the packet alone would be admitted. */
+XBNG_INLINE __u64 police_traced_draw(const struct xbng_bucket *b, __u32 l3_len)
+{
+	struct xbng_bucket copy = *b;
+
+	if (!copy.byte_ns_fp)
+		return 2;
+	return credit_draw(&copy, 0, police_now(), l3_len);
+}
 #endif
 
 /* Upstream step: `l3_len` (IP header + payload) is what the plan counts. */
@@ -59,21 +73,28 @@ XBNG_INLINE int police_up(const struct xbng_pkt *p, struct xbng_subscriber *sub,
 	return drop(p, XBNG_DROP_POLICED_UP);
 }
 
-/* Downstream step, shared by every route of the subscriber. */
-XBNG_INLINE int police_down(const struct xbng_pkt *p, const struct xbng_route *route, __u32 l3_len)
+/* Downstream step, shared by every route of the subscriber: the route's
+ * prepaid credit first (its line is already here), the shared bucket only
+ * when that does not cover the packet. */
+XBNG_INLINE int police_down(const struct xbng_pkt *p, struct xbng_route *route, __u32 l3_len)
 {
 	struct xbng_police *pr;
+	int credit = route->flags & XBNG_ROUTE_F_CREDIT;
 
 	if (!(route->flags & XBNG_ROUTE_F_POLICED))
+		return XBNG_CONTINUE;
+	XBNG_TRACE_STEP(XBNG_TS_POLICE_CREDIT, credit ? route->credit : 0, l3_len);
+	if (credit && credit_spend(&route->credit, l3_len))
 		return XBNG_CONTINUE;
 	pr = bpf_map_lookup_elem(&police, &route->slot);
 	XBNG_SHADOW(struct xbng_police, pr);
 	if (pr) {
 		XBNG_TRACE_STEP(XBNG_TS_POLICE_BUCKET, pr->down.byte_ns_fp, pr->down.burst_bytes);
-		XBNG_TRACE_STEP(XBNG_TS_POLICE_DOWN, police_traced_take(&pr->down, l3_len),
+		XBNG_TRACE_STEP(XBNG_TS_POLICE_DOWN, police_traced_draw(&pr->down, l3_len),
 				(__s64)(pr->down.tat_ns - police_now()));
 	}
-	if (!pr || !pr->down.byte_ns_fp || bucket_take(&pr->down, police_now(), l3_len))
+	if (!pr || !pr->down.byte_ns_fp ||
+	    credit_draw(&pr->down, credit ? &route->credit : 0, police_now(), l3_len))
 		return XBNG_CONTINUE;
 	police_count(&pr->down_policed_packets, &pr->down_policed_bytes,
 		     p->len + XBNG_QINQ_TAGS_LEN);

@@ -14,7 +14,7 @@
 
 /* Bumped on any change of a map's key/value layout, type or semantics. The
  * pin directory is <bpffs>/v<XBNG_ABI_VERSION>/. */
-#define XBNG_ABI_VERSION 4
+#define XBNG_ABI_VERSION 5
 
 #define XBNG_MAX_PORTS 64 /* access + uplink ports */
 #define XBNG_DEFAULT_MAX_SUBSCRIBERS 1000000
@@ -80,14 +80,23 @@ struct xbng_subscriber {
 struct xbng_route {
 	struct xbng_sub_key sub;
 	__u8 mac[6];
-	__u16 flags; /* XBNG_ROUTE_F_* */
-	__u32 slot;  /* the owner's entry in `police` (with F_POLICED) */
-	__u32 pad;
+	__u16 flags;  /* XBNG_ROUTE_F_* */
+	__u32 slot;   /* the owner's entry in `police` (with F_POLICED) */
+	__u32 credit; /* prepaid downstream bytes (with F_CREDIT): bpf/lib/credit.h */
 	__u64 down_packets;
 	__u64 down_bytes;
 };
 #define XBNG_ROUTE_F_MAC_VALID (1u << 0)
 #define XBNG_ROUTE_F_POLICED (1u << 1) /* owner has a downstream rate */
+/* The route may hold prepaid credit drawn in chunks from the owner's shared
+ * downstream bucket. At most XBNG_CREDIT_ROUTES routes of a subscriber carry
+ * it (the agent sets it on the first ones it writes); the shared bucket is
+ * shallower by what they can hold at most. A route the agent writes starts
+ * with credit 0. See bpf/lib/credit.h and docs/policing.md. */
+#define XBNG_ROUTE_F_CREDIT (1u << 2)
+#define XBNG_CREDIT_ROUTES 3	   /* routes of a subscriber with F_CREDIT, at most */
+#define XBNG_CREDIT_CHUNK_SHIFT 6  /* a chunk is burst / 64 */
+#define XBNG_CREDIT_CHUNK_MIN 2048 /* smaller chunks: no credit, every packet at the bucket */
 
 /* Keys of the downstream maps. */
 struct xbng_v6_key {   /* routes_v6: IPv6 /128 */

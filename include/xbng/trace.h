@@ -25,6 +25,7 @@
 	X(POLICE_UP, "police_up")		/* a admitted, b tat - now (ns, signed) */ \
 	X(POLICE_DOWN, "police_down")		/* a admitted, b tat - now (ns, signed) */ \
 	X(POLICE_BUCKET, "police_bucket")	/* a byte_ns_fp, b burst bytes */          \
+	X(POLICE_CREDIT, "police_credit")	/* a route's prepaid bytes, b packet's */  \
 	X(FIB, "fib")				/* a bpf_fib_lookup rc, b ifindex */       \
 	X(ROUTE, "route")			/* a found, b access ifindex */            \
 	X(REDIRECT, "redirect")			/* a devmap key, b accepted */             \

@@ -519,6 +519,12 @@ struct xbng_route Harness::route(const std::string& name) {
   return v;
 }
 
+void Harness::set_route(const std::string& name, const struct xbng_route& v) {
+  auto [map, key] = route_key(route_def(name));
+  if (bpf_map_update_elem(map_fd(map), key.data(), &v, BPF_EXIST))
+    throw std::runtime_error("route update " + name);
+}
+
 bool Harness::remove_port_entry(const char* map, const std::string& ifname) {
   uint32_t idx = (uint32_t)ifindex(ifname);
   return bpf_map_delete_elem(map_fd(map), &idx) == 0;

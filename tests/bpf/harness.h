@@ -203,6 +203,7 @@ class Harness {
   // State access for before/after hooks.
   struct xbng_subscriber subscriber(const SubDef& s);
   struct xbng_route route(const std::string& name);
+  void set_route(const std::string& name, const struct xbng_route& v);
   // Deletes `ports` / `tx_ports` entry of interface `ifname`.
   bool remove_port_entry(const char* map, const std::string& ifname);
   void set_unknown_seen(const struct xbng_sub_key& k, uint64_t last_ns);

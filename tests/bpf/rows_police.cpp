@@ -90,6 +90,35 @@ std::function<void(Harness&)> down_tat_is(const SubDef& s, uint64_t want) {
 
 const Ip6 kS1In64 = ip6("2001:db8:6401:1::99");  // inside r64-s1
 
+// Prepaid credit: a burst of 131072 bytes draws chunks of 2048 bytes, a
+// route holds at most 4096, and the shared bucket is 3 x 4096 shallower.
+constexpr uint32_t kCreditBurst = 131072;
+constexpr uint32_t kChunk = 2048;
+constexpr uint32_t kDepth = kCreditBurst - 3 * 2 * kChunk;  // 118784
+
+// s1's plan with credit on its /32, /128 and /64 (as xbngd flags its first
+// three routes), each route's credit set to `credit`.
+void credit_plan(Harness& h, uint64_t tat, uint32_t credit) {
+  h.set_down_bucket(kS1, bucket(tat, kCreditBurst));
+  for (const char* name : {"r4-s1", "r6-s1", "r64-s1"}) {
+    struct xbng_route r = h.route(name);
+    r.flags |= XBNG_ROUTE_F_CREDIT;
+    r.credit = credit;
+    h.set_route(name, r);
+  }
+}
+
+std::function<void(Harness&)> credit_is(const std::string& route, uint32_t want) {
+  return [route, want](Harness& h) { EXPECT_EQ(h.route(route).credit, want) << route; };
+}
+
+// The shared bucket is exhausted (at its depth): only credit admits.
+void exhaust(Harness& h, uint64_t now) {
+  struct xbng_police p = h.police(kS1);
+  p.down.tat_ns = now + uint64_t{kDepth} * 1000;
+  h.set_police(kS1, p);
+}
+
 }  // namespace
 
 std::vector<Row> police_rows() {
@@ -258,6 +287,81 @@ std::vector<Row> police_rows() {
       h.set_police(kS1, p);
     };
     add(row("downstream idle refill, zero rate, no route flag", {a, b, c}));
+  }
+
+  // ---- downstream: prepaid credit on the routes -------------------------------
+  {
+    // The first packet draws itself and a chunk from the full bucket; the
+    // next ones spend the route's credit without the bucket (exhausted
+    // here, so it would refuse them); another route has its own credit
+    // (none yet) and meets the exhausted bucket.
+    Step a = down_fwd4(kS1, "r4-s1", kS1.v4, kT0);
+    a.before = [](Harness& h) {
+      h.set_clock(kT0);
+      credit_plan(h, 0, 0);
+    };
+    a.post(down_tat_is(kS1, kT0 + (60 + kChunk) * 1000));
+    a.post(credit_is("r4-s1", kChunk));
+    Step b = down_fwd4(kS1, "r4-s1", kS1.v4, kT0);
+    b.before = [](Harness& h) {
+      h.set_clock(kT0);
+      exhaust(h, kT0);
+    };
+    b.post(credit_is("r4-s1", kChunk - 60));
+    b.post(down_tat_is(kS1, kT0 + uint64_t{kDepth} * 1000));
+    Step c = down_drop6(kS1, kS1In64, kT0);
+    c.post(credit_is("r64-s1", 0));
+    add(row("downstream credit: one draw, then the route's own", {a, b, c}));
+  }
+  {
+    // Credit short of the packet, bucket exhausted: dropped, nothing
+    // charged, the credit kept. When the bucket has refilled the packet
+    // but not a chunk too, the packet alone is charged (a plain bucket).
+    Step a = down_fwd4(kS1, "r4-s1", kS1.v4, kT0);
+    a.before = [](Harness& h) {
+      h.set_clock(kT0);
+      credit_plan(h, 0, 100);
+      exhaust(h, kT0);
+    };
+    a.post(credit_is("r4-s1", 40));
+    Step b = uplink(udp4(plain(kUp0.mac, kRouterMac), kRemote4, kS1.v4), XDP_DROP,
+                    XBNG_DROP_POLICED_DOWN)
+                 .policed(kS1.name, false)
+                 .pre([](Harness& h) { h.set_clock(kT0 + kV4Cost - 1); });
+    b.post(credit_is("r4-s1", 40));
+    b.post(down_tat_is(kS1, kT0 + uint64_t{kDepth} * 1000));
+    Step c = down_fwd4(kS1, "r4-s1", kS1.v4, kT0 + kV4Cost);
+    c.post(credit_is("r4-s1", 40));
+    c.post(down_tat_is(kS1, kT0 + uint64_t{kDepth} * 1000 + kV4Cost));
+    add(row("downstream credit short: the bucket alone decides", {a, b, c}));
+  }
+  {
+    // The shared bucket is the burst less what the credit routes may hold:
+    // a route without credit (the framed prefix) fits exactly one more
+    // 60-byte packet below the depth, not below the burst.
+    Step a = down_fwd4(kS1, "p4-s1", ip4("198.51.100.9"), kT0);
+    a.before = [](Harness& h) {
+      h.set_clock(kT0);
+      credit_plan(h, kT0 + (uint64_t{kDepth} - 60) * 1000, 0);
+    };
+    a.post(down_tat_is(kS1, kT0 + uint64_t{kDepth} * 1000));
+    Step b = uplink(udp4(plain(kUp0.mac, kRouterMac), kRemote4, ip4("198.51.100.9")), XDP_DROP,
+                    XBNG_DROP_POLICED_DOWN)
+                 .policed(kS1.name, false)
+                 .pre([](Harness& h) { h.set_clock(kT0); });
+    add(row("downstream bucket depth leaves room for the credit", {a, b}));
+  }
+  {
+    // Credit short of the packet with a full bucket: the leftover stays
+    // and a chunk joins it (the /128's 80-byte packet, 79 bytes left).
+    Step a = down_fwd6(kS1, "r6-s1", kS1.v6, kT0);
+    a.before = [](Harness& h) {
+      h.set_clock(kT0);
+      credit_plan(h, 0, 79);
+    };
+    a.post(credit_is("r6-s1", 79 + kChunk));
+    a.post(down_tat_is(kS1, kT0 + (80 + kChunk) * 1000));
+    add(row("downstream credit: leftover kept, chunk added", {a}));
   }
   return rows;
 }

@@ -169,3 +169,67 @@ TEST_F(StoreWriter, RefusedStreamBatchIsRetriedEntryByEntry) {
 }
 
 }  // namespace
+
+// Prepaid downstream credit: the first three routes of a policed subscriber
+// carry XBNG_ROUTE_F_CREDIT; an unchanged plan leaves the routes (and the
+// credit the fast path holds on them) alone; a new plan rewrites them with
+// no credit, so none drawn under the old plan is spent under the new one.
+TEST(StoreWriterCredit, FirstThreeRoutesAndNewPlanClearsCredit) {
+  auto st = std::make_shared<MapState>();
+  auto store = make_store(st);
+  auto policed = [](uint64_t rate) {
+    xbng::v1::Subscriber s =
+        sub(5, "100.64.0.5", "2001:db8::5", {"2001:db8:1:5::/64", "198.51.100.16/28"});
+    s.mutable_policy()->set_down_rate_bps(rate);
+    s.mutable_policy()->set_down_burst_bytes(1000000);
+    return s;
+  };
+  auto routes = [&] {
+    std::vector<std::pair<int, struct xbng_route>> out;
+    auto snap = st->snapshot();
+    for (MapId m : {MapId::kRoutesV4, MapId::kRoutesV6, MapId::kRoutesV6_64, MapId::kPrefixesV4,
+                    MapId::kPrefixesV6})
+      for (const auto& [k, v] : snap[static_cast<int>(m)]) {
+        struct xbng_route r;
+        EXPECT_EQ(v.size(), sizeof r);
+        std::memcpy(&r, v.data(), sizeof r);
+        out.emplace_back(static_cast<int>(m), r);
+      }
+    return out;
+  };
+  ASSERT_TRUE(upsert(*store, {policed(10000000)}).ok());
+  auto r = routes();
+  ASSERT_EQ(r.size(), 4u);
+  int with_credit = 0;
+  for (const auto& [m, v] : r) {
+    EXPECT_TRUE(v.flags & XBNG_ROUTE_F_POLICED);
+    if (v.flags & XBNG_ROUTE_F_CREDIT) ++with_credit;
+    EXPECT_EQ(v.credit, 0u);
+  }
+  EXPECT_EQ(with_credit, XBNG_CREDIT_ROUTES);
+  // The host /32 holds credit (as the fast path leaves it).
+  {
+    auto& v4 = st->m[static_cast<int>(MapId::kRoutesV4)];
+    ASSERT_EQ(v4.size(), 1u);
+    struct xbng_route rv;
+    std::memcpy(&rv, v4.begin()->second.data(), sizeof rv);
+    EXPECT_TRUE(rv.flags & XBNG_ROUTE_F_CREDIT);
+    rv.credit = 777;
+    v4.begin()->second.assign(reinterpret_cast<const char*>(&rv), sizeof rv);
+  }
+  auto credit_v4 = [&] {
+    struct xbng_route rv;
+    std::memcpy(&rv, st->m[static_cast<int>(MapId::kRoutesV4)].begin()->second.data(), sizeof rv);
+    return rv.credit;
+  };
+  ASSERT_TRUE(upsert(*store, {policed(10000000)}).ok());
+  EXPECT_EQ(credit_v4(), 777u) << "same plan: the route is not rewritten";
+  ASSERT_TRUE(upsert(*store, {policed(20000000)}).ok());
+  EXPECT_EQ(credit_v4(), 0u) << "new plan: the route starts without credit";
+  // Unpoliced: no flag at all.
+  xbng::v1::Subscriber plain =
+      sub(5, "100.64.0.5", "2001:db8::5", {"2001:db8:1:5::/64", "198.51.100.16/28"});
+  ASSERT_TRUE(upsert(*store, {plain}).ok());
+  for (const auto& [m, v] : routes())
+    EXPECT_FALSE(v.flags & (XBNG_ROUTE_F_CREDIT | XBNG_ROUTE_F_POLICED));
+}
