@@ -7,15 +7,17 @@ Acct-Interim-Interval of the users file (2 s: radius.interim_min_s = 1);
 a restart of xbngd in the middle sends no second Start (nor
 Accounting-On), the interims go on and no counter goes backwards; the
 release gives a Stop (User-Request) whose octets match what the CPE sent;
-Session-Timeout and Idle-Timeout end their sessions on time.
+Session-Timeout and Idle-Timeout end their sessions on time;
+`xbngd --teardown` sends Accounting-Off.
 """
 import glob
 import os
+import signal
 import time
 
 from xbnglab.cpe import cpe_sub
 from xbnglab.fixture import BringupSuite
-from xbnglab.lab import read_text, wait_for
+from xbnglab.lab import read_text, sh, wait_for
 from xbnglab.radius import FreeRadius
 from xbnglab.xbngd import GW4, UPLINK_DUT4, UPLINK_NET4, CtlError
 
@@ -184,6 +186,18 @@ class RadiusAcctTest(BringupSuite):
         # Never before 5 s of silence (seconds granular: 1 s slack).
         self.assertGreaterEqual(ended, int(last_traffic) + 5 - 1, stop)
         wait_for(lambda: self.get(s) is None, 5, 0.2, "the subscriber gone")
+
+    def test_4_teardown_sends_accounting_off(self):
+        x = self.b.x
+        self.assertEqual(self.recs(status="Accounting-Off"), [])
+        self.assertEqual(x.stop(signal.SIGTERM), 0, x.read_log())
+        r = sh(x.dut.nsenter_argv([x.xbngd, "--teardown", "--config", self.b.config,
+                                   "--bpffs", x.lab.bpffs]), check=False)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("Accounting-Off acknowledged", r.stdout + r.stderr)
+        offs = self.recs(status="Accounting-Off")
+        self.assertEqual(len(offs), 1)
+        self.assertEqual(offs[0]["NAS-Identifier"], "xbng-acct")
 
 
 if __name__ == "__main__":
