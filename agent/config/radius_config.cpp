@@ -130,6 +130,8 @@ void load_radius_section(const std::string& path, const toml::table& t, RadiusCo
       r->dead_time_s = uint(path, key, v);
     else if (k == "interim_interval_s")
       r->interim_interval_s = uint(path, key, v);
+    else if (k == "interim_min_s")
+      r->interim_min_s = uint(path, key, v);
     else if (k == "reject_hold_s")
       r->reject_hold_s = uint(path, key, v);
     else if (k == "require_message_authenticator")
@@ -141,7 +143,7 @@ void load_radius_section(const std::string& path, const toml::table& t, RadiusCo
     else
       fail(path, key,
            "unknown key (radius has servers, nas_identifier, username, password, timeout_ms, "
-           "retries, dead_time_s, interim_interval_s, reject_hold_s, "
+           "retries, dead_time_s, interim_interval_s, interim_min_s, reject_hold_s, "
            "require_message_authenticator, coa_listen, coa_clients)");
   }
 }
@@ -239,6 +241,13 @@ void check_radius_config(const RadiusConfig& r, const PlanTable& plans,
         "radius.interim_interval_s {}: expected 60..604800 (RFC 2869: no interims more often "
         "than every 60 s)",
         r.interim_interval_s));
+  if (r.interim_min_s < 1 || r.interim_min_s > 604800)
+    err(fmt::format("radius.interim_min_s {}: expected 1..604800", r.interim_min_s));
+  else if (r.interim_min_s < 60)
+    warnings->push_back(fmt::format(
+        "radius.interim_min_s {}: an Access-Accept may ask for interims more often than every "
+        "60 s (RFC 2869 advises against it)",
+        r.interim_min_s));
   if (r.reject_hold_s > 3600)
     err(fmt::format("radius.reject_hold_s {}: expected 0..3600", r.reject_hold_s));
   if (!r.require_message_authenticator)

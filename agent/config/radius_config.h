@@ -6,7 +6,7 @@
 //   username = "{port}:{svlan}:{cvlan}"  # also {mac}, {circuit_id}, {remote_id}
 //   password = ""
 //   timeout_ms = 1000, retries = 3, dead_time_s = 30
-//   interim_interval_s = 300, reject_hold_s = 10
+//   interim_interval_s = 300, interim_min_s = 60, reject_hold_s = 10
 //   require_message_authenticator = true
 //   coa_listen = "[::]:3799"            # or "HOST:PORT"; "" = no CoA listener
 //   coa_clients = [{ address = "192.0.2.10", secret_file = "/etc/xbng/coa.secret" }]
@@ -50,6 +50,7 @@ struct RadiusConfig {
   uint64_t retries = 3;
   uint64_t dead_time_s = 30;
   uint64_t interim_interval_s = 300;
+  uint64_t interim_min_s = 60;  // floor of an Access-Accept's Acct-Interim-Interval
   uint64_t reject_hold_s = 10;
   bool require_message_authenticator = true;
   std::string coa_listen = "[::]:3799";

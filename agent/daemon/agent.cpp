@@ -113,11 +113,20 @@ void Agent::start_bringup(const punt::BringupOptions& opts,
     if (radius_sessions_->size())
       spdlog::info("radius: {} session(s) adopted", radius_sessions_->size());
   }
-  store_->set_change_hook([l = leases_.get(), r = radius_sessions_.get()](
-                              const SubKey& k, const SubscriberSpec* now, bool created) {
-    l->on_subscriber_change(k, now, created);
-    r->on_subscriber_change(k, now);
-  });
+  if (!o.auth_ports.empty()) {
+    if (!radius) throw std::runtime_error("access ports with auth = \"radius\" need [radius]");
+    auto client = radius::Client::create(radius->client);
+    if (!client.ok()) throw std::runtime_error("radius: " + std::string(client.status().message()));
+    radius_client_ = std::move(*client);
+    start_accounting(*radius, o.lease_file);
+  }
+  store_->set_change_hook(
+      [l = leases_.get(), r = radius_sessions_.get(), a = radius_accounting_.get()](
+          const SubKey& k, const SubscriberSpec* now, bool created) {
+        l->on_subscriber_change(k, now, created);
+        if (a) a->on_subscriber_change(k, now);  // reads the record: before the table drops it
+        r->on_subscriber_change(k, now);
+      });
   std::vector<punt::PortBringup> ports;
   std::vector<uint32_t> ifindexes;
   for (const auto& p : dp_->ports()) {
@@ -143,11 +152,7 @@ void Agent::start_bringup(const punt::BringupOptions& opts,
   dispatcher_ = std::make_unique<punt::Dispatcher>(
       store_.get(), leases_.get(), std::move(ports), o,
       [tx = punt_tx_.get()](uint32_t ifx, std::span<const uint8_t> f) { return tx->send(ifx, f); });
-  if (!o.auth_ports.empty()) {
-    if (!radius) throw std::runtime_error("access ports with auth = \"radius\" need [radius]");
-    auto client = radius::Client::create(radius->client);
-    if (!client.ok()) throw std::runtime_error("radius: " + std::string(client.status().message()));
-    radius_client_ = std::move(*client);
+  if (radius_client_) {
     const PortResolver& res = dp_->resolver();
     access_sessions_ = std::make_unique<radius::AccessSessions>(
         radius_client_.get(), radius->access, res.name,
@@ -163,11 +168,57 @@ void Agent::start_bringup(const punt::BringupOptions& opts,
   punt_rx_ = std::make_unique<punt::PuntRx>(
       dp_->fd(MapId::kPunt), [d = dispatcher_.get()](const punt::PuntedFrame& f) { d->handle(f); });
   leases_->start();
+  if (radius_accounting_) radius_accounting_->start();
   dispatcher_->start_ra();
   service_->set_leases(leases_.get());
   spdlog::info("bring-up on: DHCPv4 {}, DHCPv6 {}, RA {}, leases {}, {} lease(s) restored",
                o.dhcpv4 ? "on" : "off", o.dhcpv6 ? "on" : "off", o.ra ? "on" : "off",
                o.lease_file.empty() ? "not persisted" : o.lease_file, leases_->size());
+}
+
+void Agent::start_accounting(const AgentOptions::Radius& radius, const std::string& lease_file) {
+  radius::AcctOptions ao = radius.acct;
+  ao.state_file = lease_file.empty() ? ""
+                                     : lease_file.substr(0, lease_file.find_last_of('/') + 1) +
+                                           "radius-accounting.json";
+  radius::Accounting::Hooks h;
+  h.send = [c = radius_client_.get()](const radius::AccountingRequest& r,
+                                      std::function<void(bool)> done) {
+    c->account(r, std::move(done));
+  };
+  const PortResolver& res = dp_->resolver();
+  h.view = [s = store_.get(), res](const SubKey& k, radius::AcctView* out) {
+    SubscriberView v;
+    if (!s->get(k, &v).ok()) return false;
+    *out = radius::acct_view_of(v, res.name(k.ifindex));
+    return true;
+  };
+  h.remove = [s = store_.get()](const SubKey& k) -> absl::Status {
+    uint64_t deleted = 0, not_found = 0;
+    absl::Status st = s->remove({k}, &deleted, &not_found);
+    if (st.ok() && !deleted) return absl::NotFoundError("not provisioned");
+    return st;
+  };
+  h.lease_bound = [l = leases_.get()](const SubKey& k) {
+    for (auto f : {LeaseFamily::kV4, LeaseFamily::kV6})
+      if (auto lease = l->get(k, f); lease && lease->bound) return true;
+    return false;
+  };
+  radius_accounting_ =
+      std::make_unique<radius::Accounting>(radius_sessions_.get(), ao, std::move(h));
+  radius::Accounting* a = radius_accounting_.get();
+  store_->set_removal_hook(kOriginRadius, [a, res](const SubscriberView& v) {
+    a->on_removing(v.spec.key, radius::acct_view_of(v, res.name(v.spec.key.ifindex)));
+  });
+  leases_->set_observer([a](const SubKey& k, LeaseFamily, EventType t) {
+    a->on_lease(k, t == EventType::kLeaseBound      ? radius::Accounting::LeaseChange::kBound
+                   : t == EventType::kLeaseReleased ? radius::Accounting::LeaseChange::kReleased
+                                                    : radius::Accounting::LeaseChange::kExpired);
+  });
+  if (auto e = a->load_and_adopt()) spdlog::warn("radius: accounting state: {}", *e);
+  // A cold start (fresh maps): no session of this NAS goes on. A hitless
+  // restart (maps adopted) says nothing: its sessions go on.
+  if (!dp_->adopted()) a->accounting_on();
 }
 
 std::string Agent::render_metrics() const {
@@ -190,6 +241,8 @@ std::string Agent::render_metrics() const {
     s.api.accept_errors = c.accept_errors;
   }
   std::string out = xbng::agent::render_metrics(s);
+  if (radius_accounting_ && radius_client_)
+    out += radius::render_acct_metrics(radius_accounting_->counters(), radius_client_->counters());
   if (fleet_) out += fleet_->render_metrics();
   return out;
 }
@@ -259,8 +312,12 @@ void Agent::stop() {
   if (fleet_) fleet_->stop();
   if (server_) server_->shutdown();
   rb_.reset();
-  punt_rx_.reset();        // no frame reaches the servers after this
+  punt_rx_.reset();  // no frame reaches the servers after this
+  // Accounting sends what it has, then the client answers what is still
+  // outstanding as undelivered (queued), then the queue is written.
+  if (radius_accounting_) radius_accounting_->stop();
   radius_client_.reset();  // no completion after this
+  if (radius_accounting_) radius_accounting_->flush();
   if (radius_sessions_) radius_sessions_->flush();
   if (dispatcher_) dispatcher_->stop_ra();
   if (leases_) leases_->stop();

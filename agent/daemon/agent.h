@@ -22,6 +22,7 @@
 #include "api/service.h"
 #include "store/store.h"
 #include "dataplane/trace.h"
+#include "radius/accounting.h"
 #include "radius/client.h"
 #include "radius/session.h"
 #include "radius/session_table.h"
@@ -43,6 +44,7 @@ struct AgentOptions {
   struct Radius {
     radius::Config client;
     radius::AccessOptions access;
+    radius::AcctOptions acct;
   };
   std::optional<Radius> radius;
 };
@@ -87,12 +89,15 @@ class Agent {
   std::unique_ptr<SubscriberStore> store_;
   std::unique_ptr<RingbufReader> rb_;
   void start_bringup(const punt::BringupOptions& o, const std::optional<AgentOptions::Radius>& r);
+  void start_accounting(const AgentOptions::Radius& r, const std::string& lease_file);
   std::unique_ptr<LeaseTable> leases_;
   std::unique_ptr<punt::PuntTx> punt_tx_;
   std::unique_ptr<punt::Dispatcher> dispatcher_;
   // Its completions reach the dispatcher: declared after it, before the RX
   // thread (gone first, then the client's thread, then the sessions).
   std::unique_ptr<radius::SessionTable> radius_sessions_;
+  // The client's completions reach it: outlives the client.
+  std::unique_ptr<radius::Accounting> radius_accounting_;
   std::unique_ptr<radius::AccessSessions> access_sessions_;
   std::unique_ptr<radius::Client> radius_client_;
   std::unique_ptr<punt::PuntRx> punt_rx_;

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <future>
 #include <stdexcept>
 
 #include "xbng/abi.h"
@@ -33,7 +34,40 @@ int check_config_file(const std::string& path, const Config& cfg) {
   return 0;
 }
 
-int teardown(const std::string& bpffs) {
+// RADIUS accounting: the teardown ends every session of this NAS
+// (Accounting-Off, RFC 2866), waiting for an answer as long as the client
+// retries every server.
+void accounting_off(const Config& cfg) {
+  if (!cfg.radius.present) return;
+  auto rc = to_radius_client_config(cfg.radius);
+  if (!rc.ok()) {
+    spdlog::warn("teardown: no Accounting-Off: {}", std::string(rc.status().message()));
+    return;
+  }
+  auto client = radius::Client::create(*rc);
+  if (!client.ok()) {
+    spdlog::warn("teardown: no Accounting-Off: {}", std::string(client.status().message()));
+    return;
+  }
+  radius::AccountingRequest r;
+  r.status = radius::AcctStatus::kAccountingOff;
+  const auto now = std::chrono::system_clock::now().time_since_epoch();
+  r.session_id = fmt::format("{:016x}-off",
+                             std::chrono::duration_cast<std::chrono::milliseconds>(now).count());
+  r.event_timestamp =
+      static_cast<uint32_t>(std::chrono::duration_cast<std::chrono::seconds>(now).count());
+  std::promise<bool> done;
+  auto answered = done.get_future();
+  (*client)->account(r, [&done](bool delivered) { done.set_value(delivered); });
+  if (answered.get())
+    spdlog::info("teardown: Accounting-Off acknowledged");
+  else
+    spdlog::warn("teardown: Accounting-Off not acknowledged by any RADIUS server");
+}
+
+int teardown(const Config& cfg) {
+  const std::string& bpffs = cfg.bpffs;
+  accounting_off(cfg);
   // Exit 0 only when everything is gone (or nothing was there); 1 on any
   // failure, with each one named.
   const auto r = Dataplane::teardown(bpffs);
@@ -71,6 +105,8 @@ AgentOptions agent_options(const Config& cfg) {
     r.access.password = cfg.radius.password;
     r.access.reject_hold_s = static_cast<uint32_t>(cfg.radius.reject_hold_s);
     r.access.plans = cfg.plans;
+    r.acct.interim_interval_s = static_cast<uint32_t>(cfg.radius.interim_interval_s);
+    r.acct.interim_min_s = static_cast<uint32_t>(cfg.radius.interim_min_s);
     o.radius = std::move(r);
   }
   return o;

@@ -27,7 +27,7 @@ int check_config_file(const std::string& path, const Config& cfg);
 
 // --teardown: detaches the XDP links and removes every pin under `bpffs`,
 // logging each; 0 only when everything is gone (or nothing was there).
-int teardown(const std::string& bpffs);
+int teardown(const Config& cfg);  // Accounting-Off when [radius] is set, then the pins
 
 // The agent's options of a checked config (warnings logged). Throws
 // std::runtime_error with the config's problems.

@@ -64,7 +64,7 @@ int main(int argc, char** argv) {
   }
   if (!set_up_logging(cfg)) return 2;
 
-  if (run.teardown) return teardown(cfg.bpffs);
+  if (run.teardown) return teardown(cfg);
 
   AgentOptions o;
   try {

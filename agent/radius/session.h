@@ -72,6 +72,8 @@ struct SessionData {
   uint64_t start_unix = 0;
   std::optional<uint32_t> session_timeout, idle_timeout, interim_interval;
   std::optional<std::string> filter_id;
+  // Accounting: the Start was sent (never a second one, restarts included).
+  bool acct_started = false;
   friend bool operator==(const SessionData&, const SessionData&) = default;
 };
 

@@ -36,6 +36,7 @@ json to_json(const SubKey& k, const SessionData& d) {
   if (d.idle_timeout) j["idle_timeout"] = *d.idle_timeout;
   if (d.interim_interval) j["interim_interval"] = *d.interim_interval;
   if (d.filter_id) j["filter_id"] = *d.filter_id;
+  if (d.acct_started) j["acct_started"] = true;
   return j;
 }
 
@@ -59,6 +60,7 @@ bool from_json(const json& j, SubKey* k, SessionData* d) {
   if (j.contains("idle_timeout")) d->idle_timeout = j["idle_timeout"].get<uint32_t>();
   if (j.contains("interim_interval")) d->interim_interval = j["interim_interval"].get<uint32_t>();
   if (j.contains("filter_id")) d->filter_id = j["filter_id"].get<std::string>();
+  if (j.contains("acct_started")) d->acct_started = j["acct_started"].get<bool>();
   return true;
 }
 
@@ -141,6 +143,22 @@ std::optional<SessionData> SessionTable::get(const SubKey& k) const {
   auto it = recs_.find(agent::key_rank(k));
   if (it == recs_.end()) return std::nullopt;
   return it->second;
+}
+
+void SessionTable::for_each(const std::function<void(const SubKey&, const SessionData&)>& f) const {
+  std::lock_guard g(mu_);
+  for (const auto& [rank, d] : recs_) f(key_of(rank), d);
+}
+
+bool SessionTable::mark_acct_started(const SubKey& k) {
+  std::lock_guard g(mu_);
+  auto it = recs_.find(agent::key_rank(k));
+  if (it == recs_.end()) return false;
+  if (!it->second.acct_started) {
+    it->second.acct_started = true;
+    dirty_ = true;
+  }
+  return true;
 }
 
 size_t SessionTable::size() const {

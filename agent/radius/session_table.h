@@ -37,6 +37,12 @@ class SessionTable {
   void on_subscriber_change(const SubKey& k, const SubscriberSpec* now);
   std::optional<SessionData> get(const SubKey& k) const;
   size_t size() const;
+  // Every record, in key order (the table's lock is held: `f` must not call
+  // back into the table).
+  void for_each(const std::function<void(const SubKey&, const SessionData&)>& f) const;
+  // Notes that the accounting Start of k was sent; written with the next
+  // flush(). False when k has no record.
+  bool mark_acct_started(const SubKey& k);
   // Why the session of k is about to end (an Acct-Terminate-Cause value,
   // RFC 2866 5.10), noted by whoever ends it (a Disconnect-Request, a
   // timer) before it deletes the subscriber, and taken by accounting when

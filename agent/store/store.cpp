@@ -338,6 +338,13 @@ Status SubscriberStore::remove_locked(const std::vector<SubKey>& ks, uint64_t* d
   }
   auto clear_journal = absl::MakeCleanup([this] { journal_clear(); });
   crash_point("delete", "journal");
+  if (removal_hook_)
+    for (uint32_t rec : r.recs)
+      if (recs_[rec].origin == removal_origin_) {
+        SubscriberView v;
+        view_of(rec, /*counters=*/true, &v);
+        removal_hook_(v);
+      }
   if (Status st = delete_removal(r); !st.ok()) {
     // A refused delete leaves the intent pending: the next adoption completes it.
     std::move(clear_journal).Cancel();

@@ -189,6 +189,15 @@ class SubscriberStore {
   // once, before the first change; it must not call back into the store.
   using ChangeHook = std::function<void(const SubKey& k, const SubscriberSpec* now, bool created)>;
   void set_change_hook(ChangeHook h) { change_hook_ = std::move(h); }
+  // Called, under the store's lock, for each subscriber of origin `origin`
+  // about to be deleted, with its counters as they are just before its
+  // entries leave the maps (RADIUS accounting's Stop). The same rules as the
+  // change hook. Set once, before the first change.
+  using RemovalHook = std::function<void(const SubscriberView& last)>;
+  void set_removal_hook(uint8_t origin, RemovalHook h) {
+    removal_origin_ = origin;
+    removal_hook_ = std::move(h);
+  }
 
  private:
   struct Plan;
@@ -279,6 +288,8 @@ class SubscriberStore {
   std::unique_ptr<MapOps> maps_;
   PortResolver ports_;
   ChangeHook change_hook_;
+  uint8_t removal_origin_ = 0;
+  RemovalHook removal_hook_;
   EventHub* hub_;
   std::shared_ptr<const ReservedSet> reserved_;  // under mu_
   std::unique_ptr<Journal> journal_;             // under mu_; null: none

@@ -97,6 +97,7 @@ void LeaseTable::bind(const SubKey& k, LeaseFamily f, std::string address,
   by_expiry_.insert({l.expires_unix, rank, static_cast<int>(f)});
   dirty_ = true;
   publish(renew ? EventType::kLeaseRenewed : EventType::kLeaseBound, k, f, l, now_unix);
+  if (observer_ && !renew) observer_(k, f, EventType::kLeaseBound);
 }
 
 void LeaseTable::release(const SubKey& k, LeaseFamily f, uint64_t now_unix) {
@@ -109,6 +110,7 @@ void LeaseTable::release(const SubKey& k, LeaseFamily f, uint64_t now_unix) {
   l.bound = false;
   dirty_ = true;
   publish(EventType::kLeaseReleased, k, f, l, now_unix);
+  if (observer_) observer_(k, f, EventType::kLeaseReleased);
 }
 
 bool LeaseTable::holds(const SubscriberSpec& s, LeaseFamily f, const Lease& l) {
@@ -218,6 +220,8 @@ size_t LeaseTable::expire(uint64_t now_unix) {
     count(AgentReason::kLEASE_EXPIRED);
     publish(EventType::kLeaseExpired, key_of_rank(rank), static_cast<LeaseFamily>(fam), l,
             now_unix);
+    if (observer_)
+      observer_(key_of_rank(rank), static_cast<LeaseFamily>(fam), EventType::kLeaseExpired);
   }
   return n;
 }

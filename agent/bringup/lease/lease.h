@@ -61,6 +61,13 @@ class LeaseTable {
   LeaseTable(EventHub* hub, PortResolver ports, std::string state_file);
   ~LeaseTable();
 
+  // Told of every bind (LEASE_BOUND, not renewals), every release by the
+  // CPE and every expiry, under the table's lock: it must not block nor call
+  // back into the table (RADIUS accounting queues an event). Not told of
+  // leases ended because their subscriber changed. Set before start().
+  using Observer = std::function<void(const SubKey& k, LeaseFamily f, EventType type)>;
+  void set_observer(Observer o) { observer_ = std::move(o); }
+
   // Starts the expiry/flush thread (period 1 s).
   void start();
   void stop();  // flushes
@@ -109,6 +116,7 @@ class LeaseTable {
   void run();
 
   EventHub* hub_;
+  Observer observer_;
   PortResolver ports_;
   std::string file_;
   mutable std::mutex mu_;

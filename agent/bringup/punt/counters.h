@@ -64,7 +64,14 @@ namespace xbng::agent {
   X(AUTH_TIMEOUT, "auth_timeout", "refused")                                          \
   X(AUTH_ACCEPT_REFUSED, "auth_accept_refused", "refused")                            \
   X(AUTH_HELD_DROPPED, "auth_held_back_dropped", "drop")                              \
-  X(AUTH_NOT_CONFIGURED, "auth_not_configured", "drop")
+  X(AUTH_NOT_CONFIGURED, "auth_not_configured", "drop")                               \
+  /* RADIUS accounting (radius/accounting.h) */                                       \
+  X(ACCT_START, "acct_start", "info")                                                 \
+  X(ACCT_INTERIM, "acct_interim", "info")                                             \
+  X(ACCT_STOP, "acct_stop", "info")                                                   \
+  X(ACCT_ACKED, "acct_acked", "info")                                                 \
+  X(ACCT_UNDELIVERED, "acct_undelivered_queued", "info")                              \
+  X(ACCT_QUEUE_DROPPED, "acct_queue_dropped", "drop")
 
 enum class AgentReason : int {
 #define XBNG_AGENT_REASON_ENUM_(name, str, kind) k##name,
