@@ -165,6 +165,18 @@ void Agent::start_bringup(const punt::BringupOptions& opts,
                  fmt::join(o.auth_ports, ","), radius->client.servers.size(),
                  radius->access.username);
   }
+  if (radius && radius->dynauth) {
+    const auto& d = *radius->dynauth;
+    dynauth_backend_ = std::make_unique<radius::StoreDynAuthBackend>(
+        store_.get(), radius_sessions_.get(), radius->access.plans);
+    auto server = radius::DynAuthServer::start(d.host, d.port, d.options, dynauth_backend_.get());
+    if (!server.ok()) throw std::runtime_error("radius: " + std::string(server.status().message()));
+    dynauth_ = std::move(*server);
+    std::vector<std::string> clients;
+    for (const auto& c : d.options.clients) clients.push_back(c.address);
+    spdlog::info("radius: dynamic authorization (CoA, Disconnect) on {}:{} from {}", d.host,
+                 dynauth_->port(), fmt::join(clients, ","));
+  }
   punt_rx_ = std::make_unique<punt::PuntRx>(
       dp_->fd(MapId::kPunt), [d = dispatcher_.get()](const punt::PuntedFrame& f) { d->handle(f); });
   leases_->start();
@@ -244,6 +256,7 @@ std::string Agent::render_metrics() const {
   if (radius_accounting_ && radius_client_)
     out += radius::render_acct_metrics(radius_accounting_->counters(), radius_client_->counters());
   if (fleet_) out += fleet_->render_metrics();
+  if (dynauth_) out += dynauth_->render_metrics();
   return out;
 }
 
@@ -313,6 +326,7 @@ void Agent::stop() {
   if (server_) server_->shutdown();
   rb_.reset();
   punt_rx_.reset();  // no frame reaches the servers after this
+  dynauth_.reset();  // no CoA or Disconnect after this
   // Accounting sends what it has, then the client answers what is still
   // outstanding as undelivered (queued), then the queue is written.
   if (radius_accounting_) radius_accounting_->stop();

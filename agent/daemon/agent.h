@@ -23,7 +23,9 @@
 #include "store/store.h"
 #include "dataplane/trace.h"
 #include "radius/accounting.h"
+#include "api/radius_store.h"
 #include "radius/client.h"
+#include "radius/dynauth_server.h"
 #include "radius/session.h"
 #include "radius/session_table.h"
 
@@ -45,6 +47,13 @@ struct AgentOptions {
     radius::Config client;
     radius::AccessOptions access;
     radius::AcctOptions acct;
+    // Dynamic authorization (RFC 5176) on coa_listen, when coa_clients are set.
+    struct DynAuth {
+      std::string host;  // an IP literal
+      uint16_t port = 3799;
+      radius::DynAuthOptions options;
+    };
+    std::optional<DynAuth> dynauth;
   };
   std::optional<Radius> radius;
 };
@@ -100,6 +109,9 @@ class Agent {
   std::unique_ptr<radius::Accounting> radius_accounting_;
   std::unique_ptr<radius::AccessSessions> access_sessions_;
   std::unique_ptr<radius::Client> radius_client_;
+  // CoA and Disconnect on the session table and the store (gone before both).
+  std::unique_ptr<radius::StoreDynAuthBackend> dynauth_backend_;
+  std::unique_ptr<radius::DynAuthServer> dynauth_;
   std::unique_ptr<punt::PuntRx> punt_rx_;
   std::unique_ptr<Tracer> tracer_;  // used by service_: declared before it
   std::unique_ptr<SubscribersService> service_;

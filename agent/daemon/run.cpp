@@ -107,6 +107,22 @@ AgentOptions agent_options(const Config& cfg) {
     r.access.plans = cfg.plans;
     r.acct.interim_interval_s = static_cast<uint32_t>(cfg.radius.interim_interval_s);
     r.acct.interim_min_s = static_cast<uint32_t>(cfg.radius.interim_min_s);
+    if (!cfg.radius.coa_listen.empty() && !cfg.radius.coa_clients.empty()) {
+      AgentOptions::Radius::DynAuth d;
+      if (auto e = parse_listen(cfg.radius.coa_listen, &d.host, &d.port))
+        throw std::runtime_error("radius.coa_listen " + cfg.radius.coa_listen + ": " + *e);
+      for (const auto& c : cfg.radius.coa_clients) {
+        auto secret = read_secret(c.secret, c.secret_file);
+        if (!secret.ok())
+          throw std::runtime_error("radius.coa_clients " + c.address + ": " +
+                                   std::string(secret.status().message()));
+        d.options.clients.push_back({c.address, *secret});
+      }
+      d.options.nas_identifier = r.client.nas_identifier;
+      d.options.nas_ipv4 = r.client.nas_ipv4;
+      d.options.nas_ipv6 = r.client.nas_ipv6;
+      r.dynauth = std::move(d);
+    }
     o.radius = std::move(r);
   }
   return o;

@@ -25,11 +25,7 @@ std::string cat(const A&... a) {
 
 constexpr const char* kFaultPayload = "type.xbng/radius.Fault";
 
-absl::Status fault(Fault f, std::string_view detail) {
-  absl::Status s = absl::InvalidArgumentError(cat(fault_name(f), ": ", detail));
-  s.SetPayload(kFaultPayload, absl::Cord(std::to_string(static_cast<int>(f))));
-  return s;
-}
+absl::Status fault(Fault f, std::string_view detail) { return fault_status(f, detail); }
 
 // Data types of the dictionary (RFC 8044 names).
 enum class Type : uint8_t { kString, kText, kInteger, kIpv4, kIpv6, kIpv6Prefix, kIfId, kVsa };
@@ -340,6 +336,12 @@ const char* fault_name(Fault f) {
       return "unexpected_code";
   }
   return "unknown";
+}
+
+absl::Status fault_status(Fault f, std::string_view detail) {
+  absl::Status s = absl::InvalidArgumentError(cat(fault_name(f), ": ", detail));
+  s.SetPayload(kFaultPayload, absl::Cord(std::to_string(static_cast<int>(f))));
+  return s;
 }
 
 Fault fault_of(const absl::Status& s) {

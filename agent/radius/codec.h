@@ -133,6 +133,8 @@ inline constexpr int kFaultCount = static_cast<int>(Fault::kUnexpectedCode) + 1;
 const char* fault_name(Fault f);  // "length_mismatch", ...
 // The Fault carried by a status made here; kNone for OK or a foreign status.
 Fault fault_of(const absl::Status& s);
+// A status carrying `f` (for the modules that refuse packets beyond the codec).
+absl::Status fault_status(Fault f, std::string_view detail);
 
 struct Attribute {
   uint8_t type = 0;

@@ -45,15 +45,13 @@ std::optional<agent::Prefix> route_prefix(const std::string& route, int family) 
   return agent::parse_prefix(first, family);
 }
 
-// A rate without a burst (WISPr): the bytes of 100 ms at that rate, at least
-// ten maximum-size packets.
+}  // namespace
+
 uint64_t burst_for(uint64_t rate_bps, uint32_t max_packet) {
   if (rate_bps == 0) return 0;
   return std::min<uint64_t>(std::max<uint64_t>(rate_bps / 80, uint64_t{max_packet} * 10),
                             agent::kMaxBurstBytes);
 }
-
-}  // namespace
 
 std::string expand_template(std::string_view t, const TemplateVars& v) {
   std::string out;

@@ -86,6 +86,10 @@ std::optional<std::string> spec_from_accept(const SubKey& key, const Authorizati
                                             const std::map<std::string, PolicySpec>& plans,
                                             uint32_t max_packet, SubscriberSpec* out);
 
+// The burst of a rate given without one (WISPr): the bytes of 100 ms at that
+// rate, at least ten maximum-size packets.
+uint64_t burst_for(uint64_t rate_bps, uint32_t max_packet);
+
 struct AccessOptions {
   std::string username = kDefaultUserNameTemplate;
   std::string password;  // User-Password (may be empty)

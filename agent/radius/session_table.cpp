@@ -91,8 +91,10 @@ std::optional<std::string> SessionTable::load() {
     }
   } catch (const std::exception& e) {
     recs_.clear();
+    reindex_locked();
     return fmt::format("{}: {}", path_, e.what());
   }
+  reindex_locked();
   return std::nullopt;
 }
 
@@ -103,6 +105,7 @@ void SessionTable::retain(const std::function<bool(const SubKey&)>& live) {
     if (live(key_of(it->first))) {
       ++it;
     } else {
+      index_remove_locked(it->first, it->second);
       it = recs_.erase(it);
       ++dropped;
     }
@@ -126,16 +129,79 @@ bool SessionTable::write_locked() {
   return true;
 }
 
+void SessionTable::index_add_locked(uint64_t rank, const SessionData& d) {
+  by_session_id_.emplace(d.session_id, rank);
+  by_user_name_.emplace(d.user_name, rank);
+}
+
+void SessionTable::index_remove_locked(uint64_t rank, const SessionData& d) {
+  for (auto* idx : {&by_session_id_, &by_user_name_}) {
+    const std::string& v = idx == &by_session_id_ ? d.session_id : d.user_name;
+    auto [b, e] = idx->equal_range(v);
+    for (auto it = b; it != e; ++it)
+      if (it->second == rank) {
+        idx->erase(it);
+        break;
+      }
+  }
+}
+
+void SessionTable::reindex_locked() {
+  by_session_id_.clear();
+  by_user_name_.clear();
+  for (const auto& [rank, d] : recs_) index_add_locked(rank, d);
+}
+
 bool SessionTable::record(const SubKey& k, const SessionData& d) {
   std::lock_guard g(mu_);
-  recs_[agent::key_rank(k)] = d;
+  const uint64_t rank = agent::key_rank(k);
+  if (auto it = recs_.find(rank); it != recs_.end()) index_remove_locked(rank, it->second);
+  recs_[rank] = d;
+  index_add_locked(rank, d);
   return write_locked();
+}
+
+bool SessionTable::update(const SubKey& k, const std::function<void(SessionData*)>& change) {
+  std::lock_guard g(mu_);
+  const uint64_t rank = agent::key_rank(k);
+  auto it = recs_.find(rank);
+  if (it == recs_.end()) return false;
+  const SessionData before = it->second;
+  change(&it->second);
+  index_remove_locked(rank, before);
+  index_add_locked(rank, it->second);
+  if (write_locked()) return true;
+  index_remove_locked(rank, it->second);
+  it->second = before;
+  index_add_locked(rank, before);
+  return false;
+}
+
+std::vector<SubKey> SessionTable::find_by_session_id(std::string_view id) const {
+  std::lock_guard g(mu_);
+  std::vector<SubKey> out;
+  auto [b, e] = by_session_id_.equal_range(std::string(id));
+  for (auto it = b; it != e; ++it) out.push_back(key_of(it->second));
+  return out;
+}
+
+std::vector<SubKey> SessionTable::find_by_user_name(std::string_view name) const {
+  std::lock_guard g(mu_);
+  std::vector<SubKey> out;
+  auto [b, e] = by_user_name_.equal_range(std::string(name));
+  for (auto it = b; it != e; ++it) out.push_back(key_of(it->second));
+  return out;
 }
 
 void SessionTable::on_subscriber_change(const SubKey& k, const SubscriberSpec* now) {
   if (now && now->origin == agent::kOriginRadius) return;
   std::lock_guard g(mu_);
-  if (recs_.erase(agent::key_rank(k))) dirty_ = true;
+  const uint64_t rank = agent::key_rank(k);
+  auto it = recs_.find(rank);
+  if (it == recs_.end()) return;
+  index_remove_locked(rank, it->second);
+  recs_.erase(it);
+  dirty_ = true;
 }
 
 std::optional<SessionData> SessionTable::get(const SubKey& k) const {

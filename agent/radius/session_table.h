@@ -16,6 +16,9 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
 
 #include "radius/session.h"
 
@@ -36,6 +39,13 @@ class SessionTable {
   // unless it is still a RADIUS subscriber.
   void on_subscriber_change(const SubKey& k, const SubscriberSpec* now);
   std::optional<SessionData> get(const SubKey& k) const;
+  // Changes the record of k in place (and writes the file): false when k has
+  // no record or the file cannot be written (the record is then as before).
+  bool update(const SubKey& k, const std::function<void(SessionData*)>& change);
+  // The sessions of an Acct-Session-Id, of a User-Name (dynamic
+  // authorization): indexed, not a scan.
+  std::vector<SubKey> find_by_session_id(std::string_view id) const;
+  std::vector<SubKey> find_by_user_name(std::string_view name) const;
   size_t size() const;
   // Every record, in key order (the table's lock is held: `f` must not call
   // back into the table).
@@ -55,10 +65,16 @@ class SessionTable {
 
  private:
   bool write_locked();
+  void index_add_locked(uint64_t rank, const SessionData& d);
+  void index_remove_locked(uint64_t rank, const SessionData& d);
+  void reindex_locked();
   std::string path_;
   mutable std::mutex mu_;
   std::map<uint64_t, SessionData> recs_;     // by agent::key_rank
   std::map<uint64_t, uint32_t> end_causes_;  // by agent::key_rank
+  // Acct-Session-Id and User-Name -> key rank (several sessions may share
+  // a User-Name, depending on the template).
+  std::unordered_multimap<std::string, uint64_t> by_session_id_, by_user_name_;
   bool dirty_ = false;
 };
 

@@ -99,6 +99,13 @@ bool SubscriberStore::binding(const SubKey& k, SubscriberSpec* out,
   return true;
 }
 
+std::optional<SubKey> SubscriberStore::owner_of_ipv4(uint32_t be) const {
+  std::shared_lock l(mu_);
+  const int64_t rec = claims_.owner_of(RouteKey::host_v4(be));
+  if (rec < 0 || static_cast<size_t>(rec) >= recs_.size()) return std::nullopt;
+  return recs_[static_cast<size_t>(rec)].key;
+}
+
 Status SubscriberStore::learn_mac(const SubKey& k, const Mac& mac) {
   std::unique_lock l(mu_);
   auto it = index_.find(key_rank(k));

@@ -168,6 +168,9 @@ class SubscriberStore {
   // subscriber provisioned without MAC, the MAC learned so far (from the
   // fast path or a DHCP exchange). False when `k` is not provisioned.
   bool binding(const SubKey& k, SubscriberSpec* out, std::optional<Mac>* learned) const;
+  // The subscriber whose IPv4 address is exactly `be` (network order), from
+  // the ownership index (dynamic authorization's Framed-IP-Address).
+  std::optional<SubKey> owner_of_ipv4(uint32_t be) const;
   // Records the MAC a valid DHCP exchange showed for a subscriber
   // provisioned without one: the subscriber entry gets it (the routes take it
   // from there on first use) and MAC_LEARNED is published. FAILED_PRECONDITION

@@ -1,10 +1,14 @@
 // RADIUS codec: decode every input; what decodes must encode back to the
 // same octets, survive the dictionary (decode_authorization) and, signed
 // again, verify. The reply and request checks run on every input too.
+// Dynamic authorization: every input goes to the CoA handler as it arrived,
+// and what decodes is signed again as a CoA- and a Disconnect-Request, so
+// that the request parser, session matching and the reply builder see it.
 #include <string>
 
 #include "fuzz.h"
 #include "radius/codec.h"
+#include "radius/dynauth.h"
 
 namespace xbng::fuzz {
 namespace {
@@ -57,7 +61,82 @@ std::vector<Bytes> seeds() {
       true));
   s.push_back(
       *build_response(kCoaNak, 7, kAuth, {make_u32(attr::kErrorCause, 503)}, "secret", false));
+  s.push_back(*build_signed_request(
+      kCoaRequest, 8,
+      {make_string(attr::kUserName, "eth1:100:200"), make_string(attr::kNasPortId, "eth1:100.200"),
+       make_ipv4(attr::kFramedIpAddress, 0x0900400a), make_u32(attr::kSessionTimeout, 60),
+       make_u32(attr::kIdleTimeout, 30), make_u32(attr::kEventTimestamp, 1700000000),
+       make_vendor_u32(kVendorWispr, kWisprBandwidthMaxUp, 1000000),
+       make_vendor_u32(kVendorWispr, kWisprBandwidthMaxDown, 2000000),
+       make_string(attr::kProxyState, "ps"), make_string(attr::kNasIdentifier, "xbng")},
+      "secret", true));
+  s.push_back(*build_signed_request(
+      kDisconnectRequest, 9,
+      {make_string(attr::kAcctSessionId, "abc"), make_u32(attr::kAcctTerminateCause, 6),
+       make_u32(attr::kServiceType, 17)},
+      "secret"));
   return s;
+}
+
+// Sessions "abc" / "eth1:100:200" / eth1:100.200 / 10.64.0.9 are one; the
+// changes succeed or fail by their content, deterministically.
+class FakeBackend final : public DynAuthBackend {
+ public:
+  std::vector<SubKey> by_session_id(std::string_view id) override {
+    if (id == "abc") return {kKey};
+    if (id == "two") return {kKey, kOther};
+    return {};
+  }
+  std::vector<SubKey> by_user_name(std::string_view n) override {
+    return n == "eth1:100:200" ? std::vector<SubKey>{kKey} : std::vector<SubKey>{};
+  }
+  std::optional<SubKey> by_nas_port_id(std::string_view id) override {
+    if (id == "eth1:100.200") return kKey;
+    return std::nullopt;
+  }
+  std::optional<SubKey> by_framed_ip(uint32_t be) override {
+    if (be == 0x0900400a) return kKey;
+    return std::nullopt;
+  }
+  uint32_t change(const SubKey& k, const DynAuthChange& c, std::string* why) override {
+    XBNG_FUZZ_CHECK(k.inner_vid == 200 && !c.empty());
+    if (c.filter_id && *c.filter_id != "gold") {
+      *why = "no plan";
+      return error_cause::kInvalidAttributeValue;
+    }
+    return 0;
+  }
+  uint32_t disconnect(const SubKey& k, std::string*) override {
+    XBNG_FUZZ_CHECK(k.inner_vid == 200);
+    return 0;
+  }
+  static constexpr SubKey kKey{7, 100, 200};
+  static constexpr SubKey kOther{7, 100, 201};
+};
+
+FakeBackend g_backend;
+DynAuth& handler() {
+  static DynAuth* h = [] {
+    DynAuthOptions o;
+    o.clients = {{"192.0.2.10", "secret"}};
+    o.cache_entries = 64;  // small: eviction runs often
+    return new DynAuth(o, &g_backend);
+  }();
+  return *h;
+}
+uint64_t g_dynauth_answered, g_dynauth_acks;
+
+// A reply of the handler must verify against its request, as the server's.
+void check_dynauth_reply(const Bytes& req, const std::optional<Bytes>& reply) {
+  if (!reply) return;
+  ++g_dynauth_answered;
+  Authenticator ra;
+  std::copy(req.begin() + 4, req.begin() + 20, ra.begin());
+  auto v = verify_response(*reply, ra, "secret", false);
+  XBNG_FUZZ_CHECK(v.ok());
+  XBNG_FUZZ_CHECK(v->code == req[0] + 1 || v->code == req[0] + 2);
+  XBNG_FUZZ_CHECK((v->find(attr::kErrorCause) != nullptr) == (v->code == req[0] + 2));
+  if (v->code == req[0] + 1) ++g_dynauth_acks;
 }
 
 uint64_t g_faults[kFaultCount];
@@ -72,7 +151,9 @@ void report() {
     if (g_faults[i])
       std::printf(" %s=%llu", fault_name(static_cast<Fault>(i)),
                   static_cast<unsigned long long>(g_faults[i]));
-  std::printf("\n");
+  std::printf("\n  dynauth: answered=%llu acks=%llu cached=%zu\n",
+              static_cast<unsigned long long>(g_dynauth_answered),
+              static_cast<unsigned long long>(g_dynauth_acks), handler().cached());
 }
 
 void run_one(const uint8_t* data, size_t size) {
@@ -83,12 +164,29 @@ void run_one(const uint8_t* data, size_t size) {
   if (v.ok()) ++g_verified;
   auto r = verify_request(copy, "secret");
   if (r.ok()) ++g_verified;
+  // The time moves on so that the replay window and the cache both act.
+  static uint64_t now = 1700000000;
+  now += 7;
+  check_dynauth_reply(copy, handler().handle(copy, "192.0.2.10", now));
   if (!p.ok()) {
     XBNG_FUZZ_CHECK(fault_of(p.status()) != Fault::kNone);
     XBNG_FUZZ_CHECK(!v.ok() && !r.ok());
     return;
   }
   ++g_decoded;
+  // Its attributes as a CoA- and a Disconnect-Request, properly signed.
+  {
+    std::vector<Attribute> as;
+    for (auto& at : p->attrs)
+      if (at.type != attr::kMessageAuthenticator) as.push_back(at);
+    for (uint8_t code : {kCoaRequest, kDisconnectRequest}) {
+      auto pd = parse_dynauth(Packet{code, p->id, {}, as});
+      if (pd.ok() && pd->error_cause == 0)
+        XBNG_FUZZ_CHECK(pd->session_id || pd->user_name || pd->nas_port_id || pd->framed_ip);
+      auto req = build_signed_request(code, p->id, as, "secret", (p->id & 1) != 0);
+      if (req.ok()) check_dynauth_reply(*req, handler().handle(*req, "192.0.2.10", now));
+    }
+  }
   size_t len = size_t{copy[2]} << 8 | copy[3];
   XBNG_FUZZ_CHECK(len >= kHeaderLen && len <= size && len <= kMaxPacketLen);
   auto again = encode(*p);
