@@ -200,12 +200,23 @@ class RadiusCoaTest(BringupSuite):
         after = self.metrics().get('xbng_radius_dynauth_dropped_total{reason="unknown_source"}', 0)
         self.assertEqual(after - before, 1)
 
+    def lease_file_has(self, ip: str) -> bool:
+        try:
+            with open(self.b.lease_file) as f:
+                return f'"{ip}"' in f.read()
+        except FileNotFoundError:
+            return False
+
     def test_4_disconnect_ends_the_session(self):
         self.assertTrue(self.ping_ok(self.ns_b, UPLINK_NET4))
-        self.assertIsNotNone(self.get(self.b_sub))
+        self.assertTrue(self.b.lease(self.b_sub).get("bound"), "no bound lease before")
+        wait_for(lambda: self.lease_file_has(self.ip_b), 10, 0.2, "the lease in the lease file")
         out = self.radclient("disconnect", f"Framed-IP-Address = {self.ip_b}")
         self.assertIn("Disconnect-ACK", out, out)
         self.assertIsNone(self.get(self.b_sub), "the subscriber is still there")
+        # Its lease ended with it (the lease file is written within a second).
+        wait_for(lambda: not self.lease_file_has(self.ip_b), 10, 0.2, "the lease ended")
+        self.assertTrue(self.lease_file_has(self.ip_a), "the other lease went too")
         self.assertFalse(self.ping_ok(self.ns_b, UPLINK_NET4), "the CPE still has service")
         self.assertFalse(self.ping_ok(self.x.net, self.ip_b), "the CPE is still reachable")
         # The other session is untouched.
