@@ -337,11 +337,12 @@ void Accounting::on_subscriber_change(const SubKey& k, const SubscriberSpec* now
   e.kind = Event::kEnded;
   e.key = k;
   e.cause = sessions_->take_end_cause(k).value_or(cause::kAdminReset);
-  e.data = std::move(*d);
+  e.ended = std::make_unique<Event::Ended>();
+  e.ended->data = std::move(*d);
   std::lock_guard g(in_mu_);
   auto it = last_views_.find(agent::key_rank(k));
   if (it != last_views_.end()) {
-    e.last = std::move(it->second);
+    e.ended->last = std::move(it->second);
     last_views_.erase(it);
   }
   inbox_.push_back(std::move(e));
@@ -419,15 +420,15 @@ void Accounting::process(Event& e, uint64_t now) {
     }
     case Event::kEnded: {
       auto it = sess_.find(rank);
-      if (it == sess_.end() && !e.data.acct_started) return;  // no Start, no Stop
+      if (it == sess_.end() && !e.ended->data.acct_started) return;  // no Start, no Stop
       AcctView v;
-      if (e.last) v = *e.last;
+      if (e.ended->last) v = *e.ended->last;
       if (it != sess_.end()) {
         report(it->second, &v);
         unschedule(rank);
         sess_.erase(it);
       }
-      AccountingRequest r = make_request(AcctStatus::kStop, e.data, v, now / 1000);
+      AccountingRequest r = make_request(AcctStatus::kStop, e.ended->data, v, now / 1000);
       r.terminate_cause = e.cause;
       {
         std::lock_guard g(c_mu_);
@@ -435,8 +436,8 @@ void Accounting::process(Event& e, uint64_t now) {
       }
       count(AgentReason::kACCT_STOP);
       spdlog::info("radius: session {} ({}) ended, cause {}: Stop, {} octets in, {} out",
-                   e.data.session_id, agent::quote_value(e.data.user_name), e.cause, r.input_octets,
-                   r.output_octets);
+                   e.ended->data.session_id, agent::quote_value(e.ended->data.user_name), e.cause,
+                   r.input_octets, r.output_octets);
       send(std::move(r), now / 1000, false);
       return;
     }

@@ -413,5 +413,22 @@ TEST(Accounting, OnAndOff) {
   EXPECT_EQ(find(a, attr::kUserName), nullptr);
 }
 
+TEST(Accounting, MetricsNameEveryCounter) {
+  AcctCounters c;
+  c.starts = 3;
+  c.queued = 7;
+  c.dropped = 2;
+  c.ended_idle_timeout = 1;
+  CounterSnapshot cl;
+  cl.retransmits = 9;
+  const std::string m = render_acct_metrics(c, cl);
+  for (const char* want : {"xbng_radius_acct_requests_total{type=\"start\"} 3\n",
+                           "# TYPE xbng_radius_acct_queued gauge\n", "xbng_radius_acct_queued 7\n",
+                           "xbng_radius_acct_queue_dropped_total 2\n",
+                           "xbng_radius_acct_sessions_ended_total{reason=\"idle_timeout\"} 1\n",
+                           "xbng_radius_retransmits_total 9\n"})
+    EXPECT_NE(m.find(want), std::string::npos) << want << "\n" << m;
+}
+
 }  // namespace
 }  // namespace xbng::radius

@@ -70,6 +70,7 @@ timeout_ms = 500
 retries = 2
 dead_time_s = 20
 interim_interval_s = 600
+interim_min_s = 120
 reject_hold_s = 5
 require_message_authenticator = true
 coa_listen = "192.0.2.1:3799"
@@ -95,6 +96,7 @@ silver = { up_rate_bps = 10000000, up_burst_bytes = 125000 }
   EXPECT_EQ(c.radius.retries, 2u);
   EXPECT_EQ(c.radius.dead_time_s, 20u);
   EXPECT_EQ(c.radius.interim_interval_s, 600u);
+  EXPECT_EQ(c.radius.interim_min_s, 120u);
   EXPECT_EQ(c.radius.reject_hold_s, 5u);
   EXPECT_EQ(c.radius.coa_listen, "192.0.2.1:3799");
   ASSERT_EQ(c.radius.coa_clients.size(), 1u);
@@ -164,6 +166,7 @@ TEST(RadiusConfig, ChecksEveryValue) {
   c.radius.retries = 11;
   c.radius.dead_time_s = 3601;
   c.radius.interim_interval_s = 59;
+  c.radius.interim_min_s = 0;
   c.radius.reject_hold_s = 4000;
   c.radius.coa_listen = "3799";
   c.radius.coa_clients = {{"not-an-ip", "", ""}, {"192.0.2.9", "x", ""}, {"192.0.2.9", "x", ""}};
@@ -182,6 +185,7 @@ TEST(RadiusConfig, ChecksEveryValue) {
            "radius.retries 11: expected 0..10",
            "radius.dead_time_s 3601: expected 0..3600",
            "radius.interim_interval_s 59: expected 60..604800",
+           "radius.interim_min_s 0: expected 1..604800",
            "radius.reject_hold_s 4000: expected 0..3600",
            "radius.coa_listen 3799: expected HOST:PORT",
            "radius.coa_clients[0].address not-an-ip: not an IPv4 or IPv6 address",
@@ -192,6 +196,19 @@ TEST(RadiusConfig, ChecksEveryValue) {
     EXPECT_NE(e.find(want), std::string::npos) << "missing: " << want << "\nin:\n" << e;
   // Secrets never appear in the messages.
   EXPECT_EQ(e.find("\"a\""), std::string::npos);
+}
+
+TEST(RadiusConfig, ShortInterimFloorIsAWarning) {
+  Config c = base();
+  c.radius.present = true;
+  c.radius.servers = {{"192.0.2.1", 1812, 1813, "s", ""}};
+  EXPECT_EQ(c.radius.interim_min_s, 60u);
+  EXPECT_TRUE(check_config(c).warnings.empty());
+  c.radius.interim_min_s = 1;
+  auto chk = check_config(c);
+  EXPECT_TRUE(chk.ok());
+  ASSERT_EQ(chk.warnings.size(), 1u);
+  EXPECT_NE(chk.warnings[0].find("radius.interim_min_s 1"), std::string::npos);
 }
 
 TEST(RadiusConfig, SecretFileProblems) {
