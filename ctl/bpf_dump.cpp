@@ -15,16 +15,20 @@ namespace xbng::agent {
 
 // ---- bpf dump -----------------------------------------------------------------
 
-int ctl_bpf_dump(const CtlOptions& o, const std::string& bpffs) {
-  PinnedMaps maps(bpffs);
-  auto ifname = [](uint32_t ifx) {
-    char buf[IF_NAMESIZE] = {};
-    return if_indextoname(ifx, buf) ? std::string(buf) : fmt::format("if{}", ifx);
-  };
-  auto key_str = [&](const struct xbng_sub_key& k) {
-    return fmt::format("{}/{}/{}", ifname(k.ifindex), k.outer_vid, k.inner_vid);
-  };
-  uint64_t nsubs = 0, nroutes = 0;
+namespace {
+
+std::string if_name(uint32_t ifx) {
+  char buf[IF_NAMESIZE] = {};
+  return if_indextoname(ifx, buf) ? std::string(buf) : fmt::format("if{}", ifx);
+}
+
+std::string key_str(const struct xbng_sub_key& k) {
+  return fmt::format("{}/{}/{}", if_name(k.ifindex), k.outer_vid, k.inner_vid);
+}
+
+// Prints the subscribers map, one line each; returns how many.
+uint64_t dump_subscribers(const CtlOptions& o, const std::string& bpffs, const PinnedMaps& maps) {
+  uint64_t nsubs = 0;
   if (!o.json)
     std::printf("# subscribers (%s)\n%-20s %-17s %-6s %-15s %-39s %12s %14s\n",
                 map_pin_path(bpffs, MapId::kSubscribers).c_str(), "KEY", "MAC", "FLAGS", "IPV4",
@@ -55,54 +59,73 @@ int ctl_bpf_dump(const CtlOptions& o, const std::string& bpffs) {
                       (unsigned long long)s.up_packets, (unsigned long long)s.up_bytes);
       });
   if (rc) throw std::runtime_error(fmt::format("reading subscribers: {}", std::strerror(-rc)));
+  return nsubs;
+}
+
+// The destination of a route map's key (`b`, as map `id` lays it out).
+Prefix route_destination(MapId id, const uint8_t* b) {
+  Prefix p;
+  if (id == MapId::kRoutesV4) {
+    p.family = 4, p.len = 32;
+    std::memcpy(p.addr.data(), b, 4);
+  } else if (id == MapId::kRoutesV6) {
+    p.family = 6, p.len = 128;
+    std::memcpy(p.addr.data(), b, 16);
+  } else if (id == MapId::kRoutesV6_64) {
+    p.family = 6, p.len = 64;
+    std::memcpy(p.addr.data(), b, 8);
+  } else {
+    uint32_t len;
+    std::memcpy(&len, b, 4);
+    p.family = id == MapId::kPrefixesV4 ? 4 : 6;
+    p.len = static_cast<uint8_t>(len);
+    std::memcpy(p.addr.data(), b + 4, p.family == 4 ? 4 : 16);
+  }
+  return p;
+}
+
+// Prints one route map (keys of `ks` bytes), one line a route; returns how many.
+uint64_t dump_routes(const CtlOptions& o, const PinnedMaps& maps, MapId id, size_t ks) {
+  uint64_t nroutes = 0;
+  if (!o.json)
+    std::printf("\n# %s\n%-44s %-20s %-17s %12s %14s\n", map_name(id), "DESTINATION", "OWNER",
+                "MAC", "DOWN_PKTS", "DOWN_BYTES");
+  int rc =
+      map_for_each(maps.fd(id), ks, sizeof(struct xbng_route), [&](const void* k, const void* v) {
+        struct xbng_route r;
+        std::memcpy(&r, v, sizeof r);
+        const Prefix p = route_destination(id, static_cast<const uint8_t*>(k));
+        ++nroutes;
+        std::string mac = (r.flags & XBNG_ROUTE_F_MAC_VALID) ? format_mac(r.mac) : "-";
+        if (o.json)
+          std::printf(
+              "{\"map\":\"%s\",\"destination\":\"%s\",\"owner\":\"%s\",\"mac\":\"%s\","
+              "\"down_packets\":%llu,\"down_bytes\":%llu}\n",
+              map_name(id), format_prefix(p).c_str(), key_str(r.sub).c_str(), mac.c_str(),
+              (unsigned long long)r.down_packets, (unsigned long long)r.down_bytes);
+        else
+          std::printf("%-44s %-20s %-17s %12llu %14llu\n", format_prefix(p).c_str(),
+                      key_str(r.sub).c_str(), mac.c_str(), (unsigned long long)r.down_packets,
+                      (unsigned long long)r.down_bytes);
+      });
+  if (rc) throw std::runtime_error(fmt::format("reading {}: {}", map_name(id), std::strerror(-rc)));
+  return nroutes;
+}
+
+}  // namespace
+
+int ctl_bpf_dump(const CtlOptions& o, const std::string& bpffs) {
+  PinnedMaps maps(bpffs);
+  const uint64_t nsubs = dump_subscribers(o, bpffs, maps);
+  uint64_t nroutes = 0;
   struct RouteMap {
     MapId id;
     size_t ks;
   };
   for (auto [id, ks] : {RouteMap{MapId::kRoutesV4, 4}, RouteMap{MapId::kRoutesV6, 16},
                         RouteMap{MapId::kRoutesV6_64, 8}, RouteMap{MapId::kPrefixesV4, 8},
-                        RouteMap{MapId::kPrefixesV6, 20}}) {
-    if (!o.json)
-      std::printf("\n# %s\n%-44s %-20s %-17s %12s %14s\n", map_name(id), "DESTINATION", "OWNER",
-                  "MAC", "DOWN_PKTS", "DOWN_BYTES");
-    rc =
-        map_for_each(maps.fd(id), ks, sizeof(struct xbng_route), [&](const void* k, const void* v) {
-          struct xbng_route r;
-          std::memcpy(&r, v, sizeof r);
-          const auto* b = static_cast<const uint8_t*>(k);
-          Prefix p;
-          if (id == MapId::kRoutesV4) {
-            p.family = 4, p.len = 32;
-            std::memcpy(p.addr.data(), b, 4);
-          } else if (id == MapId::kRoutesV6) {
-            p.family = 6, p.len = 128;
-            std::memcpy(p.addr.data(), b, 16);
-          } else if (id == MapId::kRoutesV6_64) {
-            p.family = 6, p.len = 64;
-            std::memcpy(p.addr.data(), b, 8);
-          } else {
-            uint32_t len;
-            std::memcpy(&len, b, 4);
-            p.family = id == MapId::kPrefixesV4 ? 4 : 6;
-            p.len = static_cast<uint8_t>(len);
-            std::memcpy(p.addr.data(), b + 4, p.family == 4 ? 4 : 16);
-          }
-          ++nroutes;
-          std::string mac = (r.flags & XBNG_ROUTE_F_MAC_VALID) ? format_mac(r.mac) : "-";
-          if (o.json)
-            std::printf(
-                "{\"map\":\"%s\",\"destination\":\"%s\",\"owner\":\"%s\",\"mac\":\"%s\","
-                "\"down_packets\":%llu,\"down_bytes\":%llu}\n",
-                map_name(id), format_prefix(p).c_str(), key_str(r.sub).c_str(), mac.c_str(),
-                (unsigned long long)r.down_packets, (unsigned long long)r.down_bytes);
-          else
-            std::printf("%-44s %-20s %-17s %12llu %14llu\n", format_prefix(p).c_str(),
-                        key_str(r.sub).c_str(), mac.c_str(), (unsigned long long)r.down_packets,
-                        (unsigned long long)r.down_bytes);
-        });
-    if (rc)
-      throw std::runtime_error(fmt::format("reading {}: {}", map_name(id), std::strerror(-rc)));
-  }
+                        RouteMap{MapId::kPrefixesV6, 20}})
+    nroutes += dump_routes(o, maps, id, ks);
   if (!o.json) std::printf("\n-- %lu subscribers, %lu routes\n", nsubs, nroutes);
   return 0;
 }

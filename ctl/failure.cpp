@@ -249,35 +249,45 @@ bool is_ip(const std::string& h) {
   return inet_pton(AF_INET, h.c_str(), &a4) == 1 || inet_pton(AF_INET6, h.c_str(), &a6) == 1;
 }
 
-// A TLS handshake over fd as xbngctl's TLS flags make it, then the HTTP/2
-// preface (with TLS 1.3 the server judges the client's certificate after the
-// client's handshake is done: its refusal is the first thing read).
-std::optional<CtlFailure> probe_tls(const std::string& srv, const CtlOptions& o, const Target& t,
-                                    int fd) {
+// xbngctl's TLS client context, as its TLS flags make it; null when it cannot
+// be made (`*failure` says why when the flags are at fault).
+SSL_CTX* tls_client_context(const CtlOptions& o, TlsSeen* seen,
+                            std::optional<CtlFailure>* failure) {
   SSL_CTX* c = SSL_CTX_new(TLS_client_method());
-  if (!c) return std::nullopt;
-  TlsSeen seen;
+  if (!c) return nullptr;
   const bool plaintext_client = o.insecure;
   if (!plaintext_client) {
     if (!o.tls_ca.empty() ? SSL_CTX_load_verify_locations(c, o.tls_ca.c_str(), nullptr) != 1
                           : SSL_CTX_set_default_verify_paths(c) != 1) {
       SSL_CTX_free(c);
-      return std::nullopt;
+      return nullptr;
     }
     if (!o.tls_cert.empty() && !o.tls_key.empty() &&
         (SSL_CTX_use_certificate_chain_file(c, o.tls_cert.c_str()) != 1 ||
          SSL_CTX_use_PrivateKey_file(c, o.tls_key.c_str(), SSL_FILETYPE_PEM) != 1)) {
       SSL_CTX_free(c);
-      return make("tls",
-                  fmt::format("TLS: xbngctl cannot use its client certificate {} with key {}",
-                              o.tls_cert, o.tls_key),
-                  "certificate and key unusable or not a pair",
-                  "pass --tls-cert and --tls-key of one certificate", kExitRefused);
+      *failure = make("tls",
+                      fmt::format("TLS: xbngctl cannot use its client certificate {} with key {}",
+                                  o.tls_cert, o.tls_key),
+                      "certificate and key unusable or not a pair",
+                      "pass --tls-cert and --tls-key of one certificate", kExitRefused);
+      return nullptr;
     }
   }
   SSL_CTX_set_verify(c, plaintext_client ? SSL_VERIFY_NONE : SSL_VERIFY_PEER, nullptr);
   SSL_CTX_set_msg_callback(c, on_msg);
-  SSL_CTX_set_msg_callback_arg(c, &seen);
+  SSL_CTX_set_msg_callback_arg(c, seen);
+  return c;
+}
+
+// What the handshake and the HTTP/2 preface gave.
+struct TlsOutcome {
+  bool handshake = false;
+  long verify = X509_V_OK;
+  bool answered = false;  // the server answered the preface
+};
+
+TlsOutcome tls_handshake(SSL_CTX* c, const Target& t, int fd) {
   SSL* s = SSL_new(c);
   SSL_set_fd(s, fd);
   static const unsigned char alpn[] = {2, 'h', '2'};
@@ -288,84 +298,108 @@ std::optional<CtlFailure> probe_tls(const std::string& srv, const CtlOptions& o,
     SSL_set_tlsext_host_name(s, t.host.c_str());
     SSL_set1_host(s, t.host.c_str());
   }
-  std::optional<CtlFailure> out;
-  const bool handshake = SSL_connect(s) == 1;
-  const long verify = SSL_get_verify_result(s);
-  bool answered = false;
-  if (handshake) {
+  TlsOutcome r;
+  r.handshake = SSL_connect(s) == 1;
+  r.verify = SSL_get_verify_result(s);
+  if (r.handshake) {
     static const char preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\4\0\0\0\0\0";
     char buf[64];
-    answered = SSL_write(s, preface, sizeof preface - 1) > 0 && SSL_read(s, buf, sizeof buf) > 0;
+    r.answered = SSL_write(s, preface, sizeof preface - 1) > 0 && SSL_read(s, buf, sizeof buf) > 0;
   }
+  SSL_free(s);
+  return r;
+}
+
+// xbngctl refused the server's certificate (verify result `verify`).
+CtlFailure certificate_refused(const std::string& srv, const CtlOptions& o, const Target& t,
+                               long verify) {
   const std::string ca_action =
       o.tls_ca.empty() ? "pass --tls-ca with the CA that signed xbngd's grpc.tls_cert"
                        : fmt::format(
                              "pass --tls-ca with the CA that signed xbngd's grpc.tls_cert "
                              "({} did not)",
                              o.tls_ca);
-  if (plaintext_client) {
+  std::string why = X509_verify_cert_error_string(verify);
+  CtlFailure out;
+  if (verify == X509_V_ERR_HOSTNAME_MISMATCH || verify == X509_V_ERR_IP_ADDRESS_MISMATCH)
+    out = make("tls",
+               fmt::format("TLS: xbngctl refused the certificate of xbngd at {} ({}: it does "
+                           "not name {})",
+                           srv, why, t.host),
+               fmt::format("server certificate refused: {}", why),
+               fmt::format("connect with a name the certificate holds in its subjectAltName, "
+                           "or reissue it for {}",
+                           t.host),
+               kExitUnreachable);
+  else if (verify == X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY ||
+           verify == X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT ||
+           verify == X509_V_ERR_SELF_SIGNED_CERT_IN_CHAIN ||
+           verify == X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT ||
+           verify == X509_V_ERR_UNABLE_TO_VERIFY_LEAF_SIGNATURE)
+    out = make("tls",
+               fmt::format("TLS: xbngctl refused the certificate of xbngd at {} (unknown CA: {})",
+                           srv, why),
+               fmt::format("server certificate refused: unknown CA: {}", why), ca_action,
+               kExitUnreachable);
+  else
+    out = make("tls",
+               fmt::format("TLS: xbngctl refused the certificate of xbngd at {} ({})", srv, why),
+               fmt::format("server certificate refused: {}", why),
+               "check xbngd's grpc.tls_cert (dates, key usage) and --tls-ca", kExitUnreachable);
+  out.extra = {{"refused_by", "xbngctl"}, {"verify_error", why}};
+  return out;
+}
+
+// xbngd asked for a client certificate, then hung up instead of answering
+// HTTP/2. (Its alert is not reliable evidence of why: under TLS 1.3 it is
+// sent after the client's handshake and often arrives undecodable.)
+CtlFailure client_certificate_refused(const std::string& srv, const CtlOptions& o) {
+  const std::string line =
+      o.tls_cert.empty()
+          ? fmt::format("TLS: xbngd at {} requires a client certificate and xbngctl gave none", srv)
+          : fmt::format(
+                "TLS: xbngd at {} refused xbngctl's client certificate {} (not signed "
+                "by the CA of its grpc.tls_client_ca, or expired)",
+                srv, o.tls_cert);
+  CtlFailure out =
+      make("tls", line, o.tls_cert.empty() ? "no client certificate" : "client certificate refused",
+           "pass --tls-cert and --tls-key with a certificate signed by the CA of xbngd's "
+           "grpc.tls_client_ca",
+           kExitUnreachable);
+  out.extra = {{"refused_by", "xbngd"}};
+  return out;
+}
+
+// A TLS handshake over fd as xbngctl's TLS flags make it, then the HTTP/2
+// preface (with TLS 1.3 the server judges the client's certificate after the
+// client's handshake is done: its refusal is the first thing read).
+std::optional<CtlFailure> probe_tls(const std::string& srv, const CtlOptions& o, const Target& t,
+                                    int fd) {
+  TlsSeen seen;
+  std::optional<CtlFailure> out;
+  SSL_CTX* c = tls_client_context(o, &seen, &out);
+  if (!c) return out;
+  const TlsOutcome r = tls_handshake(c, t, fd);
+  SSL_CTX_free(c);
+  if (o.insecure) {
     if (seen.tls_record)
       out = make(
           "tls",
           fmt::format("TLS: xbngd at {} expects TLS and xbngctl spoke plaintext (--insecure)", srv),
           "plaintext client, TLS server",
           "drop --insecure and pass --tls-ca (and --tls-cert, --tls-key)", kExitUnreachable);
-  } else if (!handshake && verify != X509_V_OK) {
-    std::string why = X509_verify_cert_error_string(verify);
-    if (verify == X509_V_ERR_HOSTNAME_MISMATCH || verify == X509_V_ERR_IP_ADDRESS_MISMATCH)
-      out = make("tls",
-                 fmt::format("TLS: xbngctl refused the certificate of xbngd at {} ({}: it does "
-                             "not name {})",
-                             srv, why, t.host),
-                 fmt::format("server certificate refused: {}", why),
-                 fmt::format("connect with a name the certificate holds in its subjectAltName, "
-                             "or reissue it for {}",
-                             t.host),
-                 kExitUnreachable);
-    else if (verify == X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY ||
-             verify == X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT ||
-             verify == X509_V_ERR_SELF_SIGNED_CERT_IN_CHAIN ||
-             verify == X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT ||
-             verify == X509_V_ERR_UNABLE_TO_VERIFY_LEAF_SIGNATURE)
-      out = make("tls",
-                 fmt::format("TLS: xbngctl refused the certificate of xbngd at {} (unknown CA: {})",
-                             srv, why),
-                 fmt::format("server certificate refused: unknown CA: {}", why), ca_action,
-                 kExitUnreachable);
-    else
-      out = make("tls",
-                 fmt::format("TLS: xbngctl refused the certificate of xbngd at {} ({})", srv, why),
-                 fmt::format("server certificate refused: {}", why),
-                 "check xbngd's grpc.tls_cert (dates, key usage) and --tls-ca", kExitUnreachable);
-    out->extra = {{"refused_by", "xbngctl"}, {"verify_error", why}};
-  } else if (!handshake && !seen.tls_record) {
+  } else if (!r.handshake && r.verify != X509_V_OK) {
+    out = certificate_refused(srv, o, t, r.verify);
+  } else if (!r.handshake && !seen.tls_record) {
     out = make("tls",
                fmt::format("TLS: xbngd at {} speaks plaintext (started with --insecure-tcp) and "
                            "xbngctl spoke TLS",
                            srv),
                "TLS client, plaintext server",
                "pass --insecure, or give xbngd grpc.tls_cert and grpc.tls_key", kExitUnreachable);
-  } else if (handshake && !answered && seen.cert_requested) {
-    // It asked for a client certificate, then hung up instead of answering
-    // HTTP/2. (Its alert is not reliable evidence of why: under TLS 1.3 it is
-    // sent after the client's handshake and often arrives undecodable.)
-    const std::string line =
-        o.tls_cert.empty()
-            ? fmt::format("TLS: xbngd at {} requires a client certificate and xbngctl gave none",
-                          srv)
-            : fmt::format(
-                  "TLS: xbngd at {} refused xbngctl's client certificate {} (not signed "
-                  "by the CA of its grpc.tls_client_ca, or expired)",
-                  srv, o.tls_cert);
-    out = make("tls", line,
-               o.tls_cert.empty() ? "no client certificate" : "client certificate refused",
-               "pass --tls-cert and --tls-key with a certificate signed by the CA of xbngd's "
-               "grpc.tls_client_ca",
-               kExitUnreachable);
-    out->extra = {{"refused_by", "xbngd"}};
+  } else if (r.handshake && !r.answered && seen.cert_requested) {
+    out = client_certificate_refused(srv, o);
   }
-  SSL_free(s);
-  SSL_CTX_free(c);
   return out;
 }
 

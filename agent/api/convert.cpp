@@ -23,8 +23,10 @@ absl::Status key_fields(const std::string& port, uint32_t outer, uint32_t inner,
   if (port.empty()) return bad(where, "port", port, "is empty (an access port name is required)");
   auto ifx = ports.access_ifindex(port);
   if (!ifx) return bad(where, "port", port, "is not a configured access port");
-  if (auto e = check_vid(outer)) return bad(where, "outer_vlan", std::to_string(outer), *e);
-  if (auto e = check_vid(inner)) return bad(where, "inner_vlan", std::to_string(inner), *e);
+  if (auto st = check_vid(outer); !st.ok())
+    return bad(where, "outer_vlan", std::to_string(outer), status_message(st));
+  if (auto st = check_vid(inner); !st.ok())
+    return bad(where, "inner_vlan", std::to_string(inner), status_message(st));
   *out = SubKey{};
   out->ifindex = *ifx;
   out->outer_vid = static_cast<uint16_t>(outer);
@@ -39,30 +41,31 @@ absl::Status validate_key(const xbng::v1::SubscriberKey& in, const PortResolver&
   return key_fields(in.port(), in.outer_vlan(), in.inner_vlan(), ports, where, out);
 }
 
-absl::Status validate_subscriber(const xbng::v1::Subscriber& in, const PortResolver& ports,
-                                 std::string_view where, SubscriberSpec* out) {
-  SubscriberSpec s;
-  if (auto st = key_fields(in.port(), in.outer_vlan(), in.inner_vlan(), ports, where, &s.key);
-      !st.ok())
-    return st;
+namespace {
+
+// The MAC and host addresses of a subscriber (at least one address).
+absl::Status subscriber_addresses(const xbng::v1::Subscriber& in, std::string_view where,
+                                  SubscriberSpec& s) {
   if (!in.mac().empty()) {
     auto m = parse_mac(in.mac());
     if (!m) return bad(where, "mac", in.mac(), "is not a MAC address (aa:bb:cc:dd:ee:ff)");
-    if (auto e = check_mac(*m)) return bad(where, "mac", in.mac(), *e);
+    if (auto st = check_mac(*m); !st.ok()) return bad(where, "mac", in.mac(), status_message(st));
     s.has_mac = true;
     s.mac = *m;
   }
   if (!in.ipv4().empty()) {
     auto a = parse_ipv4(in.ipv4());
     if (!a) return bad(where, "ipv4", in.ipv4(), "is not an IPv4 address");
-    if (auto e = check_ipv4_host(*a)) return bad(where, "ipv4", in.ipv4(), *e);
+    if (auto st = check_ipv4_host(*a); !st.ok())
+      return bad(where, "ipv4", in.ipv4(), status_message(st));
     s.has_ipv4 = true;
     s.ipv4 = *a;
   }
   if (!in.ipv6().empty()) {
     auto a = parse_ipv6(in.ipv6());
     if (!a) return bad(where, "ipv6", in.ipv6(), "is not an IPv6 address");
-    if (auto e = check_ipv6_host(*a)) return bad(where, "ipv6", in.ipv6(), *e);
+    if (auto st = check_ipv6_host(*a); !st.ok())
+      return bad(where, "ipv6", in.ipv6(), status_message(st));
     s.has_ipv6 = true;
     s.ipv6 = *a;
   }
@@ -71,6 +74,12 @@ absl::Status validate_subscriber(const xbng::v1::Subscriber& in, const PortResol
                         fmt::format("{}: fields ipv4 and ipv6 are both empty: at least one address "
                                     "is required",
                                     where));
+  return absl::OkStatus();
+}
+
+// The delegated and routed prefixes of a subscriber.
+absl::Status subscriber_prefixes(const xbng::v1::Subscriber& in, std::string_view where,
+                                 SubscriberSpec& s) {
   for (int i = 0; i < in.ipv6_prefixes_size(); ++i) {
     const std::string& t = in.ipv6_prefixes(i);
     // The field name is formatted only on error (hot path of bulk loads).
@@ -85,7 +94,7 @@ absl::Status validate_subscriber(const xbng::v1::Subscriber& in, const PortResol
       return bad(where, field(), t, "has host bits set");
     Ipv6 a;
     std::copy(p->addr.begin(), p->addr.end(), a.begin());
-    if (auto e = check_ipv6_host(a)) return bad(where, field(), t, *e);
+    if (auto st = check_ipv6_host(a); !st.ok()) return bad(where, field(), t, status_message(st));
     s.prefixes.push_back(*p);
   }
   for (int i = 0; i < in.ipv4_prefixes_size(); ++i) {
@@ -102,17 +111,29 @@ absl::Status validate_subscriber(const xbng::v1::Subscriber& in, const PortResol
       return bad(where, field(), t, "has host bits set");
     uint32_t a;
     std::memcpy(&a, p->addr.data(), 4);
-    if (auto e = check_ipv4_host(a)) return bad(where, field(), t, *e);
+    if (auto st = check_ipv4_host(a); !st.ok()) return bad(where, field(), t, status_message(st));
     s.prefixes.push_back(*p);
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status validate_subscriber(const xbng::v1::Subscriber& in, const PortResolver& ports,
+                                 std::string_view where, SubscriberSpec* out) {
+  SubscriberSpec s;
+  if (auto st = key_fields(in.port(), in.outer_vlan(), in.inner_vlan(), ports, where, &s.key);
+      !st.ok())
+    return st;
+  if (auto st = subscriber_addresses(in, where, s); !st.ok()) return st;
+  if (auto st = subscriber_prefixes(in, where, s); !st.ok()) return st;
   if (in.has_policy()) {
     const auto& pp = in.policy();
     s.has_policy = true;
     s.policy = PolicySpec{pp.up_rate_bps(), pp.up_burst_bytes(), pp.down_rate_bps(),
                           pp.down_burst_bytes()};
-    if (auto e = check_policy(s.policy, ports.max_packet_of(s.key.ifindex)))
-      return absl::Status(absl::StatusCode::kInvalidArgument,
-                          fmt::format("{}: field policy: {}", where, *e));
+    if (auto st = check_policy(s.policy, ports.max_packet_of(s.key.ifindex)); !st.ok())
+      return prefixed(st, fmt::format("{}: field policy: ", where));
   }
   if (static_cast<int>(in.mac_policy()) < 0 ||
       static_cast<int>(in.mac_policy()) > XBNG_MAC_POLICY_ENFORCE)

@@ -200,8 +200,7 @@ Status SubscribersService::GetStats(ServerContext* ctx, const v1::GetStatsReques
                                     v1::GetStatsResponse* resp) {
   XBNG_BOOT_ID(ctx);
   StatsSnapshot snap;
-  if (auto err = read_stats(maps_, ports_, *store_, &snap))
-    return Status(StatusCode::INTERNAL, *err);
+  if (auto st = read_stats(maps_, ports_, *store_, &snap); !st.ok()) return to_grpc(st);
   for (const auto& c : snap.reasons) {
     auto* r = resp->add_reasons();
     r->set_reason(c.reason);
@@ -326,6 +325,72 @@ std::string read_file(const std::string& path, const char* what) {
 }
 }  // namespace
 
+namespace {
+
+// The credentials of a TCP listener: TLS ones, or null for plaintext
+// (--insecure-tcp); throws on settings that do not make a safe listener.
+std::shared_ptr<grpc::ServerCredentials> tcp_credentials(const ServerOptions& o) {
+  std::shared_ptr<grpc::ServerCredentials> tls;
+  if (o.listen.find(':') == std::string::npos)
+    throw std::runtime_error(
+        fmt::format("--grpc {}: expected unix:///path or HOST:PORT", o.listen));
+  if (!o.tls_cert.empty() || !o.tls_key.empty()) {
+    if (o.tls_cert.empty() || o.tls_key.empty())
+      throw std::runtime_error("TLS needs both --tls-cert and --tls-key");
+    if (o.tls_client_ca.empty() && !o.tls_no_client_auth)
+      throw std::runtime_error(fmt::format(
+          "--grpc {}: TLS without a client CA lets anyone who reaches the port provision "
+          "subscribers: give grpc.tls_client_ca (--tls-client-ca), or tls_no_client_auth = "
+          "true (--tls-no-client-auth) to accept clients without certificates explicitly",
+          o.listen));
+    if (o.tls_client_ca.empty())
+      spdlog::warn(
+          "gRPC on TCP {} with TLS but WITHOUT client certificates "
+          "(--tls-no-client-auth): anyone who reaches it can provision subscribers",
+          o.listen);
+    grpc::SslServerCredentialsOptions so(
+        o.tls_client_ca.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+                                : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+    so.pem_key_cert_pairs.push_back(
+        {read_file(o.tls_key, "TLS key"), read_file(o.tls_cert, "TLS certificate")});
+    if (!o.tls_client_ca.empty()) so.pem_root_certs = read_file(o.tls_client_ca, "client CA");
+    tls = grpc::SslServerCredentials(so);
+  } else if (o.insecure_tcp) {
+    spdlog::warn(
+        "gRPC on TCP {} WITHOUT TLS (--insecure-tcp): anyone who reaches it can "
+        "provision subscribers",
+        o.listen);
+  } else {
+    throw std::runtime_error(fmt::format(
+        "--grpc {}: TCP needs TLS (--tls-cert and --tls-key), or --insecure-tcp to accept "
+        "plaintext explicitly",
+        o.listen));
+  }
+  return tls;
+}
+
+// Every connection costs a descriptor (three when relayed); the rest of
+// the agent (maps, programs, gRPC's pollers, files) keeps kFdReserve.
+size_t connections_that_fit(size_t wanted, bool relayed) {
+  constexpr size_t kFdReserve = 256;
+  size_t max_connections = wanted;
+  const size_t fit = connections_within_fd_limit(relayed ? 3 : 1, kFdReserve);
+  if (max_connections > fit) {
+    spdlog::warn(
+        "grpc.max_connections {} does not fit in the descriptor limit (RLIMIT_NOFILE, "
+        "systemd LimitNOFILE=): at most {} connections",
+        max_connections, fit);
+    max_connections = fit;
+  }
+  if (max_connections == 0)
+    throw std::runtime_error(
+        "the descriptor limit (RLIMIT_NOFILE) leaves no room for gRPC "
+        "connections: raise it (LimitNOFILE=65536)");
+  return max_connections;
+}
+
+}  // namespace
+
 GrpcServer::GrpcServer(const ServerOptions& o, SubscribersService* service) : service_(service) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -337,59 +402,8 @@ GrpcServer::GrpcServer(const ServerOptions& o, SubscribersService* service) : se
   // takes descriptors of plaintext connections.
   const bool is_unix = o.listen.rfind("unix:", 0) == 0;
   std::shared_ptr<grpc::ServerCredentials> tls;
-  if (!is_unix) {
-    if (o.listen.find(':') == std::string::npos)
-      throw std::runtime_error(
-          fmt::format("--grpc {}: expected unix:///path or HOST:PORT", o.listen));
-    if (!o.tls_cert.empty() || !o.tls_key.empty()) {
-      if (o.tls_cert.empty() || o.tls_key.empty())
-        throw std::runtime_error("TLS needs both --tls-cert and --tls-key");
-      if (o.tls_client_ca.empty() && !o.tls_no_client_auth)
-        throw std::runtime_error(fmt::format(
-            "--grpc {}: TLS without a client CA lets anyone who reaches the port provision "
-            "subscribers: give grpc.tls_client_ca (--tls-client-ca), or tls_no_client_auth = "
-            "true (--tls-no-client-auth) to accept clients without certificates explicitly",
-            o.listen));
-      if (o.tls_client_ca.empty())
-        spdlog::warn(
-            "gRPC on TCP {} with TLS but WITHOUT client certificates "
-            "(--tls-no-client-auth): anyone who reaches it can provision subscribers",
-            o.listen);
-      grpc::SslServerCredentialsOptions so(
-          o.tls_client_ca.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
-                                  : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
-      so.pem_key_cert_pairs.push_back(
-          {read_file(o.tls_key, "TLS key"), read_file(o.tls_cert, "TLS certificate")});
-      if (!o.tls_client_ca.empty()) so.pem_root_certs = read_file(o.tls_client_ca, "client CA");
-      tls = grpc::SslServerCredentials(so);
-    } else if (o.insecure_tcp) {
-      spdlog::warn(
-          "gRPC on TCP {} WITHOUT TLS (--insecure-tcp): anyone who reaches it can "
-          "provision subscribers",
-          o.listen);
-    } else {
-      throw std::runtime_error(fmt::format(
-          "--grpc {}: TCP needs TLS (--tls-cert and --tls-key), or --insecure-tcp to accept "
-          "plaintext explicitly",
-          o.listen));
-    }
-  }
-  // Every connection costs a descriptor (three when relayed); the rest of
-  // the agent (maps, programs, gRPC's pollers, files) keeps kFdReserve.
-  constexpr size_t kFdReserve = 256;
-  max_connections_ = o.max_connections;
-  const size_t fit = connections_within_fd_limit(tls ? 3 : 1, kFdReserve);
-  if (max_connections_ > fit) {
-    spdlog::warn(
-        "grpc.max_connections {} does not fit in the descriptor limit (RLIMIT_NOFILE, "
-        "systemd LimitNOFILE=): at most {} connections",
-        max_connections_, fit);
-    max_connections_ = fit;
-  }
-  if (max_connections_ == 0)
-    throw std::runtime_error(
-        "the descriptor limit (RLIMIT_NOFILE) leaves no room for gRPC "
-        "connections: raise it (LimitNOFILE=65536)");
+  if (!is_unix) tls = tcp_credentials(o);
+  max_connections_ = connections_that_fit(o.max_connections, tls != nullptr);
   listener_ = std::make_unique<Listener>(o.listen, max_connections_);
   address_ = is_unix ? "unix://" + listener_->socket_path() : o.listen;
   if (tls) {

@@ -405,15 +405,15 @@ class Checker {
     auto a = parse_ipv4(v);
     if (!a)
       err("{} {}: not an IPv4 address", what, v);
-    else if (auto e = check_ipv4_host(*a))
-      err("{} {}: {}", what, v, *e);
+    else if (auto st = check_ipv4_host(*a); !st.ok())
+      err("{} {}: {}", what, v, status_message(st));
   }
   void ipv6_host(const std::string& what, const std::string& v) {
     auto a = parse_ipv6(v);
     if (!a)
       err("{} {}: not an IPv6 address", what, v);
-    else if (auto e = check_ipv6_host(*a))
-      err("{} {}: {}", what, v, *e);
+    else if (auto st = check_ipv6_host(*a); !st.ok())
+      err("{} {}: {}", what, v, status_message(st));
   }
 
  private:
@@ -479,8 +479,9 @@ void check_access_ports(const Config& c, Checker& k) {
         k.err("{} pools: {} is shorter than /{}: not a subscriber pool", w, pool,
               pf->family == 4 ? 8 : 16);
     }
-    if (auto e = check_policy(o.policy, o.mtu ? static_cast<uint32_t>(o.mtu) : kDefaultMaxPacket))
-      k.err("{} policy: {}", w, *e);
+    if (auto st = check_policy(o.policy, o.mtu ? static_cast<uint32_t>(o.mtu) : kDefaultMaxPacket);
+        !st.ok())
+      k.err("{} policy: {}", w, status_message(st));
     if (c.gateway_ipv4.empty() && c.gateway_ipv6.empty() && o.gateway_ipv4.empty() &&
         o.gateway_ipv6.empty())
       k.err(
@@ -1002,33 +1003,41 @@ void plan_live_changes(const Config& a, const Config& b, ReloadPlan* plan) {
 
 }  // namespace
 
-ReloadPlan plan_reload(const Config& a, const Config& b) {
-  ReloadPlan p;
-  plan_live_changes(a, b, &p);
-  // Everything else is fixed while xbngd runs. Two ways to apply it:
-  constexpr const char* kRestart =
-      "restart xbngd to apply it (`systemctl restart xbngd`: the new programs and port settings "
-      "are swapped in with no packet lost)";
-  constexpr const char* kTeardown =
-      "needs `xbngd --teardown` (stops forwarding) and a fresh start, since the pinned maps "
-      "keep their size and location";
-  auto refuse = [&](const char* key, const std::string& from, const std::string& to,
-                    const char* why, const char* how) {
+namespace {
+
+// Settings fixed while xbngd runs; two ways to apply them.
+constexpr const char* kRestart =
+    "restart xbngd to apply it (`systemctl restart xbngd`: the new programs and port settings "
+    "are swapped in with no packet lost)";
+constexpr const char* kTeardown =
+    "needs `xbngd --teardown` (stops forwarding) and a fresh start, since the pinned maps "
+    "keep their size and location";
+
+// Records a setting that changed and cannot change live.
+struct Refuser {
+  ReloadPlan* p;
+  void operator()(const char* key, const std::string& from, const std::string& to, const char* why,
+                  const char* how) const {
     if (from != to)
-      p.refused.push_back(
+      p->refused.push_back(
           fmt::format("{}: {} -> {}: cannot change live ({}); {}", key, from, to, why, how));
-  };
+  }
+};
+
+// Ports, RADIUS, plans and what the XDP program freezes when it is loaded.
+void refuse_dataplane_changes(const Config& a, const Config& b, ReloadPlan* p) {
+  const Refuser refuse{p};
   constexpr const char* kPorts = "the XDP links and the ports map are set at start";
   refuse("ports.access", join(a.access), join(b.access), kPorts, kRestart);
   // RADIUS: the client and its sockets are set up at start. Secrets are
   // never shown, only that something changed.
   if (!(a.radius == b.radius))
-    p.refused.push_back(
+    p->refused.push_back(
         fmt::format("radius: changed: cannot change live (the RADIUS client is set "
                     "up at start); {}",
                     kRestart));
   if (a.plans != b.plans)
-    p.refused.push_back(
+    p->refused.push_back(
         fmt::format("plans: changed: cannot change live (plans are read at start); {}", kRestart));
   refuse("ports.access (per-port settings)", port_settings_text(a), port_settings_text(b), kPorts,
          kRestart);
@@ -1057,6 +1066,11 @@ ReloadPlan plan_reload(const Config& a, const Config& b) {
   refuse("punt/dhcp/dhcpv6/ra", bringup_text(a), bringup_text(b),
          "punt limits are `const volatile`s of the XDP program; the servers are built at start",
          kRestart);
+}
+
+// The gRPC server, the fleet's etcd client and the API's bounds.
+void refuse_api_changes(const Config& a, const Config& b, ReloadPlan* p) {
+  const Refuser refuse{p};
   constexpr const char* kGrpc = "the gRPC server binds and loads its credentials at start";
   refuse("grpc.listen", a.grpc, b.grpc, kGrpc, kRestart);
   refuse("grpc.tls_cert", a.tls_cert, b.tls_cert, kGrpc, kRestart);
@@ -1081,6 +1095,16 @@ ReloadPlan plan_reload(const Config& a, const Config& b) {
         std::tuple{"api.max_watchers", a.api_max_watchers, b.api_max_watchers},
         std::tuple{"api.watcher_queue", a.api_watcher_queue, b.api_watcher_queue}})
     refuse(key, fmt::format("{}", x), fmt::format("{}", y), kGrpc, kRestart);
+}
+
+}  // namespace
+
+ReloadPlan plan_reload(const Config& a, const Config& b) {
+  ReloadPlan p;
+  plan_live_changes(a, b, &p);
+  // Everything else is fixed while xbngd runs.
+  refuse_dataplane_changes(a, b, &p);
+  refuse_api_changes(a, b, &p);
   return p;
 }
 

@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "common/net.h"
+#include "common/status.h"
 #include "config/config.h"
 #include "config/radius_config_toml.h"
 
@@ -98,14 +99,15 @@ bool is_ip_literal(const std::string& s) {
   return parse_ipv4(s).has_value() || parse_ipv6(s).has_value();
 }
 
-// Readable, non-empty after the trailing newline: the error, or "".
-std::string secret_problem(const std::string& inline_secret, const std::string& file) {
-  if (!inline_secret.empty() && !file.empty()) return "give secret or secret_file, not both";
-  if (inline_secret.empty() && file.empty()) return "needs secret_file (or secret)";
-  if (file.empty()) return "";
-  auto s = read_secret("", file);
-  if (!s.ok()) return std::string(s.status().message());
-  return "";
+// One secret, inline or in a file that is readable and non-empty after
+// the trailing newline.
+absl::Status secret_problem(const std::string& inline_secret, const std::string& file) {
+  if (!inline_secret.empty() && !file.empty())
+    return absl::InvalidArgumentError("give secret or secret_file, not both");
+  if (inline_secret.empty() && file.empty())
+    return absl::InvalidArgumentError("needs secret_file (or secret)");
+  if (file.empty()) return absl::OkStatus();
+  return read_secret("", file).status();
 }
 
 }  // namespace
@@ -205,7 +207,8 @@ void check_radius_config(const RadiusConfig& r, const PlanTable& plans,
           fmt::format("plans.\"{}\": a plan name has 1..253 characters (it is matched against "
                       "Filter-Id)",
                       name));
-    if (auto e = check_policy(p, kDefaultMaxPacket)) err(fmt::format("plans.{}: {}", name, *e));
+    if (auto st = check_policy(p, kDefaultMaxPacket); !st.ok())
+      err(fmt::format("plans.{}: {}", name, status_message(st)));
   }
   if (!r.present) return;
   if (r.servers.empty()) err("radius.servers: at least one server is needed");
@@ -221,8 +224,8 @@ void check_radius_config(const RadiusConfig& r, const PlanTable& plans,
       if (port < 1 || port > 65535) err(fmt::format("{}.{} {}: expected 1..65535", w, what, port));
     if (!seen.insert({s.address, s.auth_port}).second)
       err(fmt::format("{}: {} port {} is listed twice", w, s.address, s.auth_port));
-    if (auto e = secret_problem(s.secret, s.secret_file); !e.empty())
-      err(fmt::format("{}: {}", w, e));
+    if (auto st = secret_problem(s.secret, s.secret_file); !st.ok())
+      err(fmt::format("{}: {}", w, status_message(st)));
   }
   if (r.nas_identifier.size() > 253)
     err(fmt::format("radius.nas_identifier: {} characters, at most 253", r.nas_identifier.size()));
@@ -272,8 +275,8 @@ void check_radius_config(const RadiusConfig& r, const PlanTable& plans,
       err(fmt::format("{}.address {}: not an IPv4 or IPv6 address", w, c.address));
     else if (!coa_seen.insert(c.address).second)
       err(fmt::format("{}: {} is listed twice", w, c.address));
-    if (auto e = secret_problem(c.secret, c.secret_file); !e.empty())
-      err(fmt::format("{}: {}", w, e));
+    if (auto st = secret_problem(c.secret, c.secret_file); !st.ok())
+      err(fmt::format("{}: {}", w, status_message(st)));
   }
   if (!r.coa_clients.empty() && r.coa_listen.empty())
     warnings->push_back("radius.coa_clients are set but coa_listen is \"\": no CoA listener");

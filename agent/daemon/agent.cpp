@@ -12,6 +12,7 @@
 #include "xbng/abi.h"
 #include "xbng/v1/xbng.pb.h"
 #include "bringup/dhcpv6/duid.h"
+#include "common/status.h"
 #include "api/radius_store.h"
 #include "etcd/etcd_kv.h"
 #include "etcd/value_codec.h"
@@ -70,66 +71,49 @@ Agent::Agent(const AgentOptions& o)
   set_metrics_listen(o.metrics_listen);
 }
 
-void Agent::start_bringup(const punt::BringupOptions& opts,
-                          const std::optional<AgentOptions::Radius>& radius) {
-  punt::BringupOptions o = opts;
-  if (o.dhcpv6) {
-    // The server DUID stays the same across restarts and upgrades
-    // (dhcpv6::load_or_create_server_duid).
-    std::string err;
-    std::optional<dhcpv6::Duid> duid;
-    if (o.duid_file.empty()) {  // embedded use (tests): a DUID for this process only
-      duid = dhcpv6::make_duid_uuid();
-      spdlog::warn("no DHCPv6 DUID file: the server DUID changes at every start");
-    } else {
-      duid = dhcpv6::load_or_create_server_duid(o.duid_file, &err);
-    }
-    if (!duid) throw std::runtime_error("DHCPv6 server DUID: " + err);
-    o.dhcpv6_settings.server_duid = *duid;
-    spdlog::info("DHCPv6 server DUID {} ({})", dhcpv6::format_duid_hex(*duid), o.duid_file);
+namespace {
+
+// The DHCPv6 server DUID stays the same across restarts and upgrades
+// (dhcpv6::load_or_create_server_duid).
+void set_server_duid(punt::BringupOptions& o) {
+  std::string err;
+  std::optional<dhcpv6::Duid> duid;
+  if (o.duid_file.empty()) {  // embedded use (tests): a DUID for this process only
+    duid = dhcpv6::make_duid_uuid();
+    spdlog::warn("no DHCPv6 DUID file: the server DUID changes at every start");
+  } else {
+    duid = dhcpv6::load_or_create_server_duid(o.duid_file, &err);
   }
-  leases_ = std::make_unique<LeaseTable>(&hub_, dp_->resolver(), o.lease_file);
-  // A lease never outlives its subscriber: restored leases of subscribers
-  // gone (or changed) while xbngd was stopped are dropped, and from now on
-  // every change of a subscriber ends the leases it loses.
-  leases_->retain_owned([s = store_.get()](const SubKey& k, SubscriberSpec* out) {
+  if (!duid) throw std::runtime_error("DHCPv6 server DUID: " + err);
+  o.dhcpv6_settings.server_duid = *duid;
+  spdlog::info("DHCPv6 server DUID {} ({})", dhcpv6::format_duid_hex(*duid), o.duid_file);
+}
+
+// RADIUS session data (Acct-Session-Id, User-Name, Class, start) beside
+// the leases; records whose subscriber is gone, or no longer RADIUS's,
+// are dropped.
+std::unique_ptr<radius::SessionTable> load_radius_sessions(const std::string& lease_file,
+                                                           SubscriberStore* store) {
+  const std::string dir =
+      lease_file.empty() ? "" : lease_file.substr(0, lease_file.find_last_of('/') + 1);
+  auto sessions = std::make_unique<radius::SessionTable>(
+      lease_file.empty() ? "" : dir + "radius-sessions.json");
+  if (auto e = sessions->load()) spdlog::warn("radius: session state: {}", *e);
+  sessions->retain([store](const SubKey& k) {
+    SubscriberSpec spec;
     std::optional<Mac> learned;
-    return s->binding(k, out, &learned);
+    return store->binding(k, &spec, &learned) && spec.origin == kOriginRadius;
   });
-  // RADIUS session data (Acct-Session-Id, User-Name, Class, start) beside
-  // the leases; records whose subscriber is gone, or no longer RADIUS's,
-  // are dropped.
-  {
-    const std::string dir =
-        o.lease_file.empty() ? "" : o.lease_file.substr(0, o.lease_file.find_last_of('/') + 1);
-    radius_sessions_ = std::make_unique<radius::SessionTable>(
-        o.lease_file.empty() ? "" : dir + "radius-sessions.json");
-    if (auto e = radius_sessions_->load()) spdlog::warn("radius: session state: {}", *e);
-    radius_sessions_->retain([s = store_.get()](const SubKey& k) {
-      SubscriberSpec spec;
-      std::optional<Mac> learned;
-      return s->binding(k, &spec, &learned) && spec.origin == kOriginRadius;
-    });
-    if (radius_sessions_->size())
-      spdlog::info("radius: {} session(s) adopted", radius_sessions_->size());
-  }
-  if (!o.auth_ports.empty()) {
-    if (!radius) throw std::runtime_error("access ports with auth = \"radius\" need [radius]");
-    auto client = radius::Client::create(radius->client);
-    if (!client.ok()) throw std::runtime_error("radius: " + std::string(client.status().message()));
-    radius_client_ = std::move(*client);
-    start_accounting(*radius, o.lease_file);
-  }
-  store_->set_change_hook(
-      [l = leases_.get(), r = radius_sessions_.get(), a = radius_accounting_.get()](
-          const SubKey& k, const SubscriberSpec* now, bool created) {
-        l->on_subscriber_change(k, now, created);
-        if (a) a->on_subscriber_change(k, now);  // reads the record: before the table drops it
-        r->on_subscriber_change(k, now);
-      });
+  if (sessions->size()) spdlog::info("radius: {} session(s) adopted", sessions->size());
+  return sessions;
+}
+
+// The bring-up settings of each access port (their ifindexes in `ifindexes`).
+std::vector<punt::PortBringup> access_port_bringup(const std::vector<PortInfo>& all,
+                                                   const punt::BringupOptions& o,
+                                                   std::vector<uint32_t>* ifindexes) {
   std::vector<punt::PortBringup> ports;
-  std::vector<uint32_t> ifindexes;
-  for (const auto& p : dp_->ports()) {
+  for (const auto& p : all) {
     if (p.role != XBNG_ROLE_ACCESS) continue;
     punt::PortBringup b;
     b.ifindex = p.ifindex;
@@ -146,37 +130,47 @@ void Agent::start_bringup(const punt::BringupOptions& opts,
     if (b.ra.mtu && cap && b.ra.mtu > cap) b.ra.mtu = cap;
     b.auth = o.auth_ports.count(p.name) > 0;
     ports.push_back(b);
-    ifindexes.push_back(p.ifindex);
+    ifindexes->push_back(p.ifindex);
   }
+  return ports;
+}
+
+}  // namespace
+
+void Agent::start_bringup(const punt::BringupOptions& opts,
+                          const std::optional<AgentOptions::Radius>& radius) {
+  punt::BringupOptions o = opts;
+  if (o.dhcpv6) set_server_duid(o);
+  leases_ = std::make_unique<LeaseTable>(&hub_, dp_->resolver(), o.lease_file);
+  // A lease never outlives its subscriber: restored leases of subscribers
+  // gone (or changed) while xbngd was stopped are dropped, and from now on
+  // every change of a subscriber ends the leases it loses.
+  leases_->retain_owned([s = store_.get()](const SubKey& k, SubscriberSpec* out) {
+    std::optional<Mac> learned;
+    return s->binding(k, out, &learned);
+  });
+  radius_sessions_ = load_radius_sessions(o.lease_file, store_.get());
+  if (!o.auth_ports.empty()) {
+    if (!radius) throw std::runtime_error("access ports with auth = \"radius\" need [radius]");
+    auto client = radius::Client::create(radius->client);
+    if (!client.ok()) throw std::runtime_error("radius: " + std::string(client.status().message()));
+    radius_client_ = std::move(*client);
+    start_accounting(*radius, o.lease_file);
+  }
+  store_->set_change_hook(
+      [l = leases_.get(), r = radius_sessions_.get(), a = radius_accounting_.get()](
+          const SubKey& k, const SubscriberSpec* now, bool created) {
+        l->on_subscriber_change(k, now, created);
+        if (a) a->on_subscriber_change(k, now);  // reads the record: before the table drops it
+        r->on_subscriber_change(k, now);
+      });
+  std::vector<uint32_t> ifindexes;
+  std::vector<punt::PortBringup> ports = access_port_bringup(dp_->ports(), o, &ifindexes);
   punt_tx_ = std::make_unique<punt::PuntTx>(ifindexes);
   dispatcher_ = std::make_unique<punt::Dispatcher>(
       store_.get(), leases_.get(), std::move(ports), o,
       [tx = punt_tx_.get()](uint32_t ifx, std::span<const uint8_t> f) { return tx->send(ifx, f); });
-  if (radius_client_) {
-    const PortResolver& res = dp_->resolver();
-    access_sessions_ = std::make_unique<radius::AccessSessions>(
-        radius_client_.get(), radius->access, res.name,
-        [res](uint32_t ifx) { return res.max_packet_of(ifx); },
-        radius::store_creator(store_.get(), radius_sessions_.get()),
-        [d = dispatcher_.get()](const punt::PuntedFrame& f) { d->handle(f); });
-    dispatcher_->set_unknown_handler(
-        [s = access_sessions_.get()](const punt::PuntedFrame& f) { s->on_unknown(f); });
-    spdlog::info("radius: subscribers created on demand on {} ({} server(s), User-Name {})",
-                 fmt::join(o.auth_ports, ","), radius->client.servers.size(),
-                 radius->access.username);
-  }
-  if (radius && radius->dynauth) {
-    const auto& d = *radius->dynauth;
-    dynauth_backend_ = std::make_unique<radius::StoreDynAuthBackend>(
-        store_.get(), radius_sessions_.get(), radius->access.plans);
-    auto server = radius::DynAuthServer::start(d.host, d.port, d.options, dynauth_backend_.get());
-    if (!server.ok()) throw std::runtime_error("radius: " + std::string(server.status().message()));
-    dynauth_ = std::move(*server);
-    std::vector<std::string> clients;
-    for (const auto& c : d.options.clients) clients.push_back(c.address);
-    spdlog::info("radius: dynamic authorization (CoA, Disconnect) on {}:{} from {}", d.host,
-                 dynauth_->port(), fmt::join(clients, ","));
-  }
+  if (radius) start_radius_access(*radius, o);
   punt_rx_ = std::make_unique<punt::PuntRx>(
       dp_->fd(MapId::kPunt), [d = dispatcher_.get()](const punt::PuntedFrame& f) { d->handle(f); });
   leases_->start();
@@ -186,6 +180,35 @@ void Agent::start_bringup(const punt::BringupOptions& opts,
   spdlog::info("bring-up on: DHCPv4 {}, DHCPv6 {}, RA {}, leases {}, {} lease(s) restored",
                o.dhcpv4 ? "on" : "off", o.dhcpv6 ? "on" : "off", o.ra ? "on" : "off",
                o.lease_file.empty() ? "not persisted" : o.lease_file, leases_->size());
+}
+
+// Sessions from the access side (auth ports) and dynamic authorization.
+void Agent::start_radius_access(const AgentOptions::Radius& radius, const punt::BringupOptions& o) {
+  if (radius_client_) {
+    const PortResolver& res = dp_->resolver();
+    access_sessions_ = std::make_unique<radius::AccessSessions>(
+        radius_client_.get(), radius.access, res.name,
+        [res](uint32_t ifx) { return res.max_packet_of(ifx); },
+        radius::store_creator(store_.get(), radius_sessions_.get()),
+        [d = dispatcher_.get()](const punt::PuntedFrame& f) { d->handle(f); });
+    dispatcher_->set_unknown_handler(
+        [s = access_sessions_.get()](const punt::PuntedFrame& f) { s->on_unknown(f); });
+    spdlog::info("radius: subscribers created on demand on {} ({} server(s), User-Name {})",
+                 fmt::join(o.auth_ports, ","), radius.client.servers.size(),
+                 radius.access.username);
+  }
+  if (radius.dynauth) {
+    const auto& d = *radius.dynauth;
+    dynauth_backend_ = std::make_unique<radius::StoreDynAuthBackend>(
+        store_.get(), radius_sessions_.get(), radius.access.plans);
+    auto server = radius::DynAuthServer::start(d.host, d.port, d.options, dynauth_backend_.get());
+    if (!server.ok()) throw std::runtime_error("radius: " + std::string(server.status().message()));
+    dynauth_ = std::move(*server);
+    std::vector<std::string> clients;
+    for (const auto& c : d.options.clients) clients.push_back(c.address);
+    spdlog::info("radius: dynamic authorization (CoA, Disconnect) on {}:{} from {}", d.host,
+                 dynauth_->port(), fmt::join(clients, ","));
+  }
 }
 
 void Agent::start_accounting(const AgentOptions::Radius& radius, const std::string& lease_file) {
@@ -235,8 +258,8 @@ void Agent::start_accounting(const AgentOptions::Radius& radius, const std::stri
 
 std::string Agent::render_metrics() const {
   MetricsSnapshot s;
-  if (auto err = read_stats(StoreMaps::from(*dp_), dp_->ports(), *store_, &s.stats))
-    throw std::runtime_error(*err);
+  if (auto st = read_stats(StoreMaps::from(*dp_), dp_->ports(), *store_, &s.stats); !st.ok())
+    throw std::runtime_error(std::string(status_message(st)));
   s.grpc = grpc_metrics_.snapshot();
   s.version = XBNG_VERSION;
   s.abi = XBNG_ABI_VERSION;

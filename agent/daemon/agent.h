@@ -99,6 +99,7 @@ class Agent {
   std::unique_ptr<RingbufReader> rb_;
   void start_bringup(const punt::BringupOptions& o, const std::optional<AgentOptions::Radius>& r);
   void start_accounting(const AgentOptions::Radius& r, const std::string& lease_file);
+  void start_radius_access(const AgentOptions::Radius& r, const punt::BringupOptions& o);
   std::unique_ptr<LeaseTable> leases_;
   std::unique_ptr<punt::PuntTx> punt_tx_;
   std::unique_ptr<punt::Dispatcher> dispatcher_;

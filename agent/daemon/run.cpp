@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "xbng/abi.h"
+#include "common/status.h"
 #include "config/radius_config.h"
 
 namespace xbng::agent {
@@ -222,8 +223,8 @@ void reload(Agent* agent, Config* running, const std::string& config_file,
   bool ok = plan.refused.empty();
   // The access netdevs must still carry subscriber_mtu + tags (someone
   // may have lowered an MTU by hand).
-  if (auto err = agent->dataplane().ensure_access_mtu()) {
-    spdlog::error("reload: {}", *err);
+  if (auto st = agent->dataplane().ensure_access_mtu(); !st.ok()) {
+    spdlog::error("reload: {}", status_message(st));
     ok = false;
   }
   if (plan.log_level) {

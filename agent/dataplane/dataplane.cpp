@@ -354,6 +354,58 @@ void Dataplane::apply_load_config(XbngSkelRefs* r) const {
   *r->punt_port_per_sec = opts_.punt_port_rate;
 }
 
+namespace {
+
+// Makes `m` reuse the map pinned for `id`, after checking that it has this
+// build's layout (a map sized by subscribers keeps its pinned size); false
+// when none is pinned. Throws when the pinned one does not fit.
+bool reuse_pinned(const DataplaneOptions& opts, MapId id, struct bpf_map* m,
+                  std::vector<std::string>* warnings) {
+  const std::string path = map_pin_path(opts.bpffs, id);
+  if (access(path.c_str(), F_OK) != 0) return false;
+  Fd pfd(bpf_obj_get(path.c_str()));
+  if (pfd.fd < 0)
+    throw DataplaneError(fmt::format("{}: cannot open the pinned object: {}", path, errstr(errno)));
+  struct bpf_map_info info {};
+  uint32_t len = sizeof info;
+  if (bpf_obj_get_info_by_fd(pfd.fd, &info, &len) != 0)
+    throw DataplaneError(fmt::format("{}: not a BPF map ({})", path, errstr(errno)));
+  const bool flags_ok = (info.map_flags & ~BPF_F_RDONLY_PROG) == bpf_map__map_flags(m);
+  if (info.type != bpf_map__type(m) || info.key_size != bpf_map__key_size(m) ||
+      info.value_size != bpf_map__value_size(m) || !flags_ok)
+    throw DataplaneError(fmt::format(
+        "{}: pinned map does not match this build (pinned: {} key {} value {} flags {:#x}; "
+        "expected: {} key {} value {} flags {:#x}) although both claim ABI version {}. "
+        "Nothing was changed: the attached programs keep forwarding with the pinned maps. "
+        "No migration exists between these layouts: keep running the build that created "
+        "them, or tear down with `xbngd --teardown --bpffs {}` (stops forwarding) and start "
+        "this build afresh",
+        path, map_type_name(info.type), info.key_size, info.value_size, info.map_flags,
+        map_type_name(bpf_map__type(m)), bpf_map__key_size(m), bpf_map__value_size(m),
+        bpf_map__map_flags(m), XBNG_ABI_VERSION, opts.bpffs));
+  if (info.max_entries != bpf_map__max_entries(m)) {
+    if (!map_sized_by_subscribers(id))
+      throw DataplaneError(
+          fmt::format("{}: pinned map has {} entries, this build expects {}: tear down with `xbngd "
+                      "--teardown --bpffs {}`",
+                      path, info.max_entries, bpf_map__max_entries(m), opts.bpffs));
+    if (id == MapId::kSubscribers) {
+      auto w = fmt::format(
+          "pinned maps hold up to {} subscribers; --max-subscribers {} "
+          "ignored (resizing needs a teardown)",
+          info.max_entries, opts.max_subscribers);
+      spdlog::warn("{}", w);
+      warnings->push_back(w);
+    }
+    bpf_map__set_max_entries(m, info.max_entries);
+  }
+  if (int err = bpf_map__reuse_fd(m, pfd.fd); err)
+    throw DataplaneError(fmt::format("{}: reusing the pinned map: {}", path, errstr(err)));
+  return true;
+}
+
+}  // namespace
+
 void Dataplane::open_and_load() {
   skel_ = std::make_unique<XbngSkelRefs>();
   if (!xbng_skel_open(skel_.get()))
@@ -372,47 +424,7 @@ void Dataplane::open_and_load() {
     const MapId id = static_cast<MapId>(i);
     struct bpf_map* m = maps[i];
     if (map_sized_by_subscribers(id)) bpf_map__set_max_entries(m, opts_.max_subscribers);
-    const std::string path = map_pin_path(opts_.bpffs, id);
-    if (access(path.c_str(), F_OK) != 0) continue;
-    Fd pfd(bpf_obj_get(path.c_str()));
-    if (pfd.fd < 0)
-      throw DataplaneError(
-          fmt::format("{}: cannot open the pinned object: {}", path, errstr(errno)));
-    struct bpf_map_info info {};
-    uint32_t len = sizeof info;
-    if (bpf_obj_get_info_by_fd(pfd.fd, &info, &len) != 0)
-      throw DataplaneError(fmt::format("{}: not a BPF map ({})", path, errstr(errno)));
-    const bool flags_ok = (info.map_flags & ~BPF_F_RDONLY_PROG) == bpf_map__map_flags(m);
-    if (info.type != bpf_map__type(m) || info.key_size != bpf_map__key_size(m) ||
-        info.value_size != bpf_map__value_size(m) || !flags_ok)
-      throw DataplaneError(fmt::format(
-          "{}: pinned map does not match this build (pinned: {} key {} value {} flags {:#x}; "
-          "expected: {} key {} value {} flags {:#x}) although both claim ABI version {}. "
-          "Nothing was changed: the attached programs keep forwarding with the pinned maps. "
-          "No migration exists between these layouts: keep running the build that created "
-          "them, or tear down with `xbngd --teardown --bpffs {}` (stops forwarding) and start "
-          "this build afresh",
-          path, map_type_name(info.type), info.key_size, info.value_size, info.map_flags,
-          map_type_name(bpf_map__type(m)), bpf_map__key_size(m), bpf_map__value_size(m),
-          bpf_map__map_flags(m), XBNG_ABI_VERSION, opts_.bpffs));
-    if (info.max_entries != bpf_map__max_entries(m)) {
-      if (!map_sized_by_subscribers(id))
-        throw DataplaneError(fmt::format(
-            "{}: pinned map has {} entries, this build expects {}: tear down with `xbngd "
-            "--teardown --bpffs {}`",
-            path, info.max_entries, bpf_map__max_entries(m), opts_.bpffs));
-      if (id == MapId::kSubscribers) {
-        auto w = fmt::format(
-            "pinned maps hold up to {} subscribers; --max-subscribers {} "
-            "ignored (resizing needs a teardown)",
-            info.max_entries, opts_.max_subscribers);
-        spdlog::warn("{}", w);
-        warnings_.push_back(w);
-      }
-      bpf_map__set_max_entries(m, info.max_entries);
-    }
-    if (int err = bpf_map__reuse_fd(m, pfd.fd); err)
-      throw DataplaneError(fmt::format("{}: reusing the pinned map: {}", path, errstr(err)));
+    if (!reuse_pinned(opts_, id, m, &warnings_)) continue;
     pinned[i] = true;
     ++npinned;
   }
@@ -498,8 +510,12 @@ void Dataplane::assign_port_slots() {
     if (!configured) stale.push_back(ifx);
   }
   for (uint32_t ifx : stale) {
-    bpf_map_delete_elem(fd(MapId::kPorts), &ifx);
-    bpf_map_delete_elem(fd(MapId::kTxPorts), &ifx);
+    // An entry already absent is fine; any other failure leaves a stale
+    // entry behind: said, not hidden.
+    for (MapId m : {MapId::kPorts, MapId::kTxPorts})
+      if (bpf_map_delete_elem(fd(m), &ifx) != 0 && errno != ENOENT)
+        spdlog::error("ifindex {} ({}): removing it from {}: {}", ifx, ifname_of(ifx), map_name(m),
+                      errstr(errno));
     spdlog::warn("ifindex {} ({}) is no longer configured: removed from ports/tx_ports", ifx,
                  ifname_of(ifx));
   }
@@ -571,8 +587,8 @@ uint16_t Dataplane::subscriber_mtu(const std::string& port) const {
                                                                   : XBNG_DEFAULT_SUBSCRIBER_MTU;
 }
 
-std::optional<std::string> Dataplane::ensure_access_mtu() {
-  if (!opts_.configure_netdevs) return std::nullopt;
+absl::Status Dataplane::ensure_access_mtu() {
+  if (!opts_.configure_netdevs) return absl::OkStatus();
   std::string errors;
   for (const auto& p : ports_) {
     if (p.role != XBNG_ROLE_ACCESS) continue;
@@ -584,12 +600,13 @@ std::optional<std::string> Dataplane::ensure_access_mtu() {
       errors += std::string(errors.empty() ? "" : "; ") + e.what();
     }
   }
-  if (errors.empty()) return std::nullopt;
-  return errors;
+  if (errors.empty()) return absl::OkStatus();
+  return absl::FailedPreconditionError(errors);
 }
 
 void Dataplane::ensure_access_mtu_or_throw() {
-  if (auto err = ensure_access_mtu()) throw DataplaneError(*err);
+  if (auto st = ensure_access_mtu(); !st.ok())
+    throw DataplaneError(std::string(status_message(st)));
 }
 
 void Dataplane::check_pools() const {
@@ -779,17 +796,72 @@ PortResolver Dataplane::resolver() const {
   return r;
 }
 
+namespace {
+
+void teardown_failed(Dataplane::TeardownReport* r, const std::string& what, int err) {
+  r->errors.push_back(fmt::format("{}: {}", what, errstr(err)));
+}
+
+// The entries of `dir` (none when it does not exist); every entry is
+// looked at, every failure reported.
+void list_entries(const fs::path& dir, std::vector<fs::path>* out, Dataplane::TeardownReport* r) {
+  std::error_code ec;
+  fs::directory_iterator it(dir, ec), end;
+  if (ec) {
+    if (ec.value() != ENOENT) teardown_failed(r, dir.string(), ec.value());
+    return;
+  }
+  for (; it != end; it.increment(ec)) {
+    if (ec) {
+      teardown_failed(r, dir.string(), ec.value());
+      return;
+    }
+    out->push_back(it->path());
+  }
+}
+
+// Detaches and unpins the links of one version's directory `v`, unpins
+// its maps and removes its directories.
+void teardown_version(const fs::path& v, Dataplane::TeardownReport* r) {
+  std::vector<fs::path> links, maps;
+  list_entries(v / "links", &links, r);
+  for (const auto& l : links) {
+    Fd lfd(bpf_obj_get(l.c_str()));
+    if (lfd.fd < 0) {
+      teardown_failed(r, fmt::format("{}: opening the pinned link", l.string()), errno);
+      continue;
+    }
+    if (bpf_link_detach(lfd.fd) != 0 && errno != ENOLINK) {
+      teardown_failed(r, fmt::format("{}: detach", l.string()), errno);
+      continue;
+    }
+    if (unlink(l.c_str()) != 0)
+      teardown_failed(r, fmt::format("{}: unpin", l.string()), errno);
+    else
+      r->removed.push_back(fmt::format("detached and unpinned {}", l.string()));
+  }
+  list_entries(v / "maps", &maps, r);
+  for (const auto& m : maps) {
+    if (unlink(m.c_str()) != 0)
+      teardown_failed(r, fmt::format("{}: unpin", m.string()), errno);
+    else
+      r->removed.push_back(fmt::format("unpinned {}", m.string()));
+  }
+  for (const fs::path& d : {v / "links", v / "maps", v})
+    if (rmdir(d.c_str()) != 0 && errno != ENOENT)
+      teardown_failed(r, fmt::format("{}: rmdir", d.string()), errno);
+}
+
+}  // namespace
+
 Dataplane::TeardownReport Dataplane::teardown(const std::string& bpffs) {
   TeardownReport r;
-  auto fail = [&](const std::string& what, int err) {
-    r.errors.push_back(fmt::format("{}: {}", what, errstr(err)));
-  };
   struct stat st {};
   if (lstat(bpffs.c_str(), &st) != 0) {
     if (errno == ENOENT)
       r.nothing_to_remove = true;
     else
-      fail(bpffs, errno);
+      teardown_failed(&r, bpffs, errno);
     return r;
   }
   if (!S_ISDIR(st.st_mode)) {
@@ -807,58 +879,16 @@ Dataplane::TeardownReport Dataplane::teardown(const std::string& bpffs) {
                            : std::string(e.what()));
     return r;
   }
-  // Every directory entry is looked at; every failure is reported.
-  auto list = [&](const fs::path& dir, std::vector<fs::path>* out) {
-    std::error_code ec;
-    fs::directory_iterator it(dir, ec), end;
-    if (ec) {
-      if (ec.value() != ENOENT) fail(dir.string(), ec.value());
-      return;
-    }
-    for (; it != end; it.increment(ec)) {
-      if (ec) {
-        fail(dir.string(), ec.value());
-        return;
-      }
-      out->push_back(it->path());
-    }
-  };
   std::vector<fs::path> versions;
-  list(bpffs, &versions);
+  list_entries(bpffs, &versions, &r);
   for (const auto& v : versions) {
     const std::string vname = v.filename();
     if (vname.size() < 2 || vname[0] != 'v' ||
         vname.find_first_not_of("0123456789", 1) != std::string::npos)
       continue;
-    std::vector<fs::path> links, maps;
-    list(v / "links", &links);
-    for (const auto& l : links) {
-      Fd lfd(bpf_obj_get(l.c_str()));
-      if (lfd.fd < 0) {
-        fail(fmt::format("{}: opening the pinned link", l.string()), errno);
-        continue;
-      }
-      if (bpf_link_detach(lfd.fd) != 0 && errno != ENOLINK) {
-        fail(fmt::format("{}: detach", l.string()), errno);
-        continue;
-      }
-      if (unlink(l.c_str()) != 0)
-        fail(fmt::format("{}: unpin", l.string()), errno);
-      else
-        r.removed.push_back(fmt::format("detached and unpinned {}", l.string()));
-    }
-    list(v / "maps", &maps);
-    for (const auto& m : maps) {
-      if (unlink(m.c_str()) != 0)
-        fail(fmt::format("{}: unpin", m.string()), errno);
-      else
-        r.removed.push_back(fmt::format("unpinned {}", m.string()));
-    }
-    for (const fs::path& d : {v / "links", v / "maps", v})
-      if (rmdir(d.c_str()) != 0 && errno != ENOENT)
-        fail(fmt::format("{}: rmdir", d.string()), errno);
+    teardown_version(v, &r);
   }
-  if (rmdir(bpffs.c_str()) != 0) fail(fmt::format("{}: rmdir", bpffs), errno);
+  if (rmdir(bpffs.c_str()) != 0) teardown_failed(&r, fmt::format("{}: rmdir", bpffs), errno);
   r.nothing_to_remove = r.removed.empty() && r.errors.empty();
   return r;
 }

@@ -17,6 +17,7 @@
 #include "xbng/abi.h"
 #include "dataplane/host_services.h"
 #include "common/net.h"
+#include "common/status.h"
 #include "dataplane/pinlock.h"
 #include "store/subscriber.h"
 
@@ -128,8 +129,9 @@ class Dataplane {
   PortResolver resolver() const;
   const std::vector<std::string>& warnings() const { return warnings_; }
   // Raises each access netdev's MTU back to subscriber_mtu + 8 if it was
-  // lowered (SIGHUP). Returns the errors, if any.
-  std::optional<std::string> ensure_access_mtu();
+  // lowered (SIGHUP). A failed precondition naming every netdev it could
+  // not raise.
+  absl::Status ensure_access_mtu();
   // Writes the load-time configuration (rodata) of this agent's programs
   // into an opened skeleton: the live one, and the trace build's (trace.h).
   void apply_load_config(XbngSkelRefs* refs) const;

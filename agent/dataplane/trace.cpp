@@ -179,148 +179,326 @@ Status Tracer::load_locked() {
   return absl::OkStatus();
 }
 
-Status Tracer::build_frame(const TraceRequest& req, int role, std::vector<uint8_t>* frame) const {
-  const PortInfo* port = nullptr;
-  for (const auto& p : dp_->ports())
-    if (p.name == req.port) port = &p;
-  auto bad = [](std::string m) { return Status(StatusCode::kInvalidArgument, std::move(m)); };
+namespace {
 
-  // Addresses and L4.
-  uint8_t src[16] = {}, dst[16] = {};
+// What a built frame carries above layer 2, from the request, checked.
+struct FrameSpec {
   bool v4 = false;
+  uint8_t src[16] = {}, dst[16] = {};
+  uint8_t l4proto = 0;
+  uint16_t sport = 0, dport = 0;
+  uint8_t ttl = 0;
+  uint32_t payload_len = 0;
+};
+
+Status bad_request(std::string m) { return Status(StatusCode::kInvalidArgument, std::move(m)); }
+
+// Addresses, protocol, ports, TTL and payload length of the request.
+Status parse_frame_spec(const TraceRequest& req, FrameSpec* s) {
   if (auto a = parse_ipv4(req.src), b = parse_ipv4(req.dst); a && b) {
-    v4 = true;
-    std::memcpy(src, &*a, 4);
-    std::memcpy(dst, &*b, 4);
+    s->v4 = true;
+    std::memcpy(s->src, &*a, 4);
+    std::memcpy(s->dst, &*b, 4);
   } else if (auto c = parse_ipv6(req.src), d = parse_ipv6(req.dst); c && d) {
-    std::memcpy(src, c->data(), 16);
-    std::memcpy(dst, d->data(), 16);
+    std::memcpy(s->src, c->data(), 16);
+    std::memcpy(s->dst, d->data(), 16);
   } else {
-    return bad(fmt::format("src {:?} and dst {:?}: give two IPv4 or two IPv6 addresses", req.src,
-                           req.dst));
+    return bad_request(fmt::format("src {:?} and dst {:?}: give two IPv4 or two IPv6 addresses",
+                                   req.src, req.dst));
   }
   const std::string proto = req.proto.empty() ? "udp" : req.proto;
-  uint8_t l4proto;
   if (proto == "tcp")
-    l4proto = 6;
+    s->l4proto = 6;
   else if (proto == "udp")
-    l4proto = 17;
+    s->l4proto = 17;
   else if (proto == "icmp")
-    l4proto = v4 ? 1 : 58;
+    s->l4proto = s->v4 ? 1 : 58;
   else
-    return bad(fmt::format("proto {:?}: tcp, udp or icmp", proto));
-  if (req.sport > 65535 || req.dport > 65535) return bad("sport/dport: 0..65535");
-  if (req.ttl > 255) return bad(fmt::format("ttl {}: 1..255", req.ttl));
+    return bad_request(fmt::format("proto {:?}: tcp, udp or icmp", proto));
+  if (req.sport > 65535 || req.dport > 65535) return bad_request("sport/dport: 0..65535");
+  if (req.ttl > 255) return bad_request(fmt::format("ttl {}: 1..255", req.ttl));
   if (req.payload_len > kMaxFrame)
-    return bad(fmt::format("payload {} bytes: at most {}", req.payload_len, kMaxFrame));
-  const uint16_t sport = static_cast<uint16_t>(req.sport ? req.sport : 40000);
-  const uint16_t dport = static_cast<uint16_t>(req.dport ? req.dport : 80);
-  const uint8_t ttl = static_cast<uint8_t>(req.ttl ? req.ttl : 64);
+    return bad_request(fmt::format("payload {} bytes: at most {}", req.payload_len, kMaxFrame));
+  s->sport = static_cast<uint16_t>(req.sport ? req.sport : 40000);
+  s->dport = static_cast<uint16_t>(req.dport ? req.dport : 80);
+  s->ttl = static_cast<uint8_t>(req.ttl ? req.ttl : 64);
+  s->payload_len = req.payload_len;
+  return absl::OkStatus();
+}
 
-  // Layer 2.
-  uint8_t smac[6] = {0x02, 0, 0, 0, 0, 0x01};
-  std::vector<uint8_t> f;
-  auto put16 = [&f](uint16_t v) {
-    f.push_back(static_cast<uint8_t>(v >> 8));
-    f.push_back(static_cast<uint8_t>(v));
-  };
+// The source MAC: the subscriber's learned one on an access port (if the
+// map has it), a fixed one on the uplink, or the request's.
+Status source_mac(const TraceRequest& req, int role, const PortInfo& port, int subscribers_fd,
+                  uint8_t smac[6]) {
   if (role == XBNG_ROLE_ACCESS) {
     if (req.outer_vlan < 1 || req.outer_vlan > 4094 || req.inner_vlan < 1 || req.inner_vlan > 4094)
-      return bad(fmt::format("outer {} inner {}: VLANs 1..4094", req.outer_vlan, req.inner_vlan));
+      return bad_request(
+          fmt::format("outer {} inner {}: VLANs 1..4094", req.outer_vlan, req.inner_vlan));
     struct xbng_sub_key key {};
-    key.ifindex = port->ifindex;
+    key.ifindex = port.ifindex;
     key.outer_vid = static_cast<uint16_t>(req.outer_vlan);
     key.inner_vid = static_cast<uint16_t>(req.inner_vlan);
     struct xbng_subscriber sub {};
-    if (bpf_map_lookup_elem(dp_->fd(MapId::kSubscribers), &key, &sub) == 0 &&
-        (sub.flags & XBNG_SUB_F_MAC_VALID))
+    if (bpf_map_lookup_elem(subscribers_fd, &key, &sub) == 0 && (sub.flags & XBNG_SUB_F_MAC_VALID))
       std::memcpy(smac, sub.mac, 6);
   } else {
     smac[5] = 0xfe;
   }
   if (!req.src_mac.empty()) {
     auto m = parse_mac(req.src_mac);
-    if (!m) return bad(fmt::format("src_mac {:?}: not a MAC address", req.src_mac));
+    if (!m) return bad_request(fmt::format("src_mac {:?}: not a MAC address", req.src_mac));
     std::memcpy(smac, m->data(), 6);
   }
-  f.insert(f.end(), port->cfg.mac, port->cfg.mac + 6);
-  f.insert(f.end(), smac, smac + 6);
-  if (role == XBNG_ROLE_ACCESS) {
-    put16(port->cfg.outer_tpid);
-    put16(static_cast<uint16_t>(req.outer_vlan));
-    put16(XBNG_ETH_P_8021Q);
-    put16(static_cast<uint16_t>(req.inner_vlan));
-  }
-  put16(v4 ? 0x0800 : 0x86dd);
+  return absl::OkStatus();
+}
 
-  // L4 header and payload first (the IP header needs its length).
+void push16(std::vector<uint8_t>* f, uint16_t v) {
+  f->push_back(static_cast<uint8_t>(v >> 8));
+  f->push_back(static_cast<uint8_t>(v));
+}
+
+// Ethernet header, with both tags on an access port.
+void append_l2(const TraceRequest& req, int role, const PortInfo& port, const uint8_t smac[6],
+               bool v4, std::vector<uint8_t>* f) {
+  f->insert(f->end(), port.cfg.mac, port.cfg.mac + 6);
+  f->insert(f->end(), smac, smac + 6);
+  if (role == XBNG_ROLE_ACCESS) {
+    push16(f, port.cfg.outer_tpid);
+    push16(f, static_cast<uint16_t>(req.outer_vlan));
+    push16(f, XBNG_ETH_P_8021Q);
+    push16(f, static_cast<uint16_t>(req.inner_vlan));
+  }
+  push16(f, v4 ? 0x0800 : 0x86dd);
+}
+
+// Sum of the pseudo-header for TCP, UDP and ICMPv6; none for ICMPv4.
+uint32_t pseudo_header_sum(const FrameSpec& s, size_t l4len) {
+  if (s.v4 && s.l4proto == 1) return 0;
+  uint8_t ph[40] = {};
+  size_t n;
+  if (s.v4) {
+    std::memcpy(ph, s.src, 4);
+    std::memcpy(ph + 4, s.dst, 4);
+    ph[9] = s.l4proto;
+    be::put16(ph + 10, static_cast<uint16_t>(l4len));
+    n = 12;
+  } else {
+    std::memcpy(ph, s.src, 16);
+    std::memcpy(ph + 16, s.dst, 16);
+    be::put16(ph + 34, static_cast<uint16_t>(l4len));
+    ph[39] = s.l4proto;
+    n = 40;
+  }
+  return csum_partial({ph, n}, 0);
+}
+
+// L4 header (a TCP SYN, a UDP datagram or an echo request) and a zeroed
+// payload, checksummed.
+std::vector<uint8_t> build_l4(const FrameSpec& s) {
   std::vector<uint8_t> l4;
-  if (l4proto == 6) {
+  if (s.l4proto == 6) {
     l4.assign(20, 0);
-    be::put16(&l4[0], sport);
-    be::put16(&l4[2], dport);
+    be::put16(&l4[0], s.sport);
+    be::put16(&l4[2], s.dport);
     l4[12] = 5 << 4;
     l4[13] = 0x02;  // SYN
     be::put16(&l4[14], 64240);
-  } else if (l4proto == 17) {
+  } else if (s.l4proto == 17) {
     l4.assign(8, 0);
-    be::put16(&l4[0], sport);
-    be::put16(&l4[2], dport);
+    be::put16(&l4[0], s.sport);
+    be::put16(&l4[2], s.dport);
   } else {
     l4.assign(8, 0);
-    l4[0] = v4 ? 8 : 128;  // echo request
+    l4[0] = s.v4 ? 8 : 128;  // echo request
     be::put16(&l4[4], 1);
     be::put16(&l4[6], 1);
   }
-  l4.resize(l4.size() + req.payload_len, 0);
-  if (l4proto == 17) be::put16(&l4[4], static_cast<uint16_t>(l4.size()));
-  // Checksum: pseudo-header for TCP, UDP and ICMPv6; none for ICMPv4.
-  uint32_t sum = 0;
-  if (!(v4 && l4proto == 1)) {
-    uint8_t ph[40] = {};
-    size_t n;
-    if (v4) {
-      std::memcpy(ph, src, 4);
-      std::memcpy(ph + 4, dst, 4);
-      ph[9] = l4proto;
-      be::put16(ph + 10, static_cast<uint16_t>(l4.size()));
-      n = 12;
-    } else {
-      std::memcpy(ph, src, 16);
-      std::memcpy(ph + 16, dst, 16);
-      be::put16(ph + 34, static_cast<uint16_t>(l4.size()));
-      ph[39] = l4proto;
-      n = 40;
-    }
-    sum = csum_partial({ph, n}, 0);
-  }
-  uint16_t c = csum_fold(csum_partial(l4, sum));
-  if (l4proto == 17 && c == 0) c = 0xffff;
-  const size_t coff = l4proto == 6 ? 16 : l4proto == 17 ? 6 : 2;
+  l4.resize(l4.size() + s.payload_len, 0);
+  if (s.l4proto == 17) be::put16(&l4[4], static_cast<uint16_t>(l4.size()));
+  uint16_t c = csum_fold(csum_partial(l4, pseudo_header_sum(s, l4.size())));
+  if (s.l4proto == 17 && c == 0) c = 0xffff;
+  const size_t coff = s.l4proto == 6 ? 16 : s.l4proto == 17 ? 6 : 2;
   be::put16(&l4[coff], c);
+  return l4;
+}
 
-  if (v4) {
+// IPv4 (DF, checksummed) or IPv6 header for `l4len` bytes of L4.
+void append_ip(const FrameSpec& s, size_t l4len, std::vector<uint8_t>* f) {
+  if (s.v4) {
     uint8_t ip[20] = {0x45, 0};
-    be::put16(ip + 2, static_cast<uint16_t>(20 + l4.size()));
+    be::put16(ip + 2, static_cast<uint16_t>(20 + l4len));
     be::put16(ip + 6, 0x4000);  // DF
-    ip[8] = ttl;
-    ip[9] = l4proto;
-    std::memcpy(ip + 12, src, 4);
-    std::memcpy(ip + 16, dst, 4);
+    ip[8] = s.ttl;
+    ip[9] = s.l4proto;
+    std::memcpy(ip + 12, s.src, 4);
+    std::memcpy(ip + 16, s.dst, 4);
     be::put16(ip + 10, csum_fold(csum_partial({ip, 20}, 0)));
-    f.insert(f.end(), ip, ip + 20);
+    f->insert(f->end(), ip, ip + 20);
   } else {
     uint8_t ip[40] = {0x60, 0};
-    be::put16(ip + 4, static_cast<uint16_t>(l4.size()));
-    ip[6] = l4proto;
-    ip[7] = ttl;
-    std::memcpy(ip + 8, src, 16);
-    std::memcpy(ip + 24, dst, 16);
-    f.insert(f.end(), ip, ip + 40);
+    be::put16(ip + 4, static_cast<uint16_t>(l4len));
+    ip[6] = s.l4proto;
+    ip[7] = s.ttl;
+    std::memcpy(ip + 8, s.src, 16);
+    std::memcpy(ip + 24, s.dst, 16);
+    f->insert(f->end(), ip, ip + 40);
   }
+}
+
+std::string port_name(const std::vector<PortInfo>& ports, uint64_t ifx) {
+  for (const auto& p : ports)
+    if (p.ifindex == ifx) return p.name;
+  return fmt::format("ifindex {}", ifx);
+}
+
+// One BPF_PROG_TEST_RUN of `prog` over `frame`, arriving on `port`.
+struct TestRun {
+  std::vector<uint8_t> out;  // the frame as the program left it
+  uint32_t out_len = 0;
+  int action = 0;
+};
+
+Status run_program(struct bpf_program* prog, const PortInfo& port,
+                   const std::vector<uint8_t>& frame, TestRun* run) {
+  run->out.assign(frame.size() + kOutSlack, 0);
+  struct xdp_md ctx {};
+  ctx.data = 0;
+  ctx.data_end = static_cast<uint32_t>(frame.size());
+  ctx.ingress_ifindex = port.ifindex;
+  ctx.rx_queue_index = 0;
+  struct bpf_test_run_opts opts {};
+  opts.sz = sizeof opts;
+  opts.data_in = frame.data();
+  opts.data_size_in = static_cast<uint32_t>(frame.size());
+  opts.data_out = run->out.data();
+  opts.data_size_out = static_cast<uint32_t>(run->out.size());
+  opts.ctx_in = &ctx;
+  opts.ctx_size_in = sizeof ctx;
+  opts.repeat = 1;
+  if (int err = bpf_prog_test_run_opts(bpf_program__fd(prog), &opts); err)
+    return Status(StatusCode::kInternal,
+                  fmt::format("BPF_PROG_TEST_RUN on {}: {}", port.name, std::strerror(-err)));
+  run->out_len = opts.data_size_out;
+  run->action = static_cast<int>(opts.retval);
+  return absl::OkStatus();
+}
+
+// The text of one recorded step (a check is written by the caller: its
+// text depends on the step after it); none for a step not described.
+std::optional<std::string> step_detail(const struct xbng_trace_step& s,
+                                       const std::vector<PortInfo>& ports) {
+  switch (s.id) {
+    case XBNG_TS_PORT:
+      return s.b ? fmt::format("{} port {} (ifindex {})",
+                               s.b == XBNG_ROLE_ACCESS ? "access" : "uplink", port_name(ports, s.a),
+                               s.a)
+                 : fmt::format("ifindex {} is not a port of this role", s.a);
+    case XBNG_TS_QINQ:
+      return fmt::format("S-VID {} C-VID {}", s.a, s.b);
+    case XBNG_TS_SUBSCRIBER:
+      return s.a ? fmt::format("found (policer slot {})", s.b)
+                 : std::string("not found: no subscriber on (port, S-VID, C-VID)");
+    case XBNG_TS_MAC_POLICY:
+      return fmt::format("{}: {}", mac_policy_name(static_cast<uint8_t>(s.a)),
+                         s.b == 2   ? "no MAC known yet"
+                         : s.b == 1 ? "source MAC is the subscriber's"
+                                    : "source MAC differs from the subscriber's");
+    case XBNG_TS_MAC_LEARN:
+      return "would learn the source MAC (not written: trace)";
+    case XBNG_TS_EVENT:
+      return fmt::format("would send {} (not sent: trace)", event_name(s.a));
+    case XBNG_TS_EVENT_SUPPRESSED:
+      return "event rate limit: no event";
+    case XBNG_TS_PUNT:
+      return fmt::format("punt {} ({} bytes) to xbngd (not punted: trace)", punt_kind_name(s.a),
+                         s.b);
+    case XBNG_TS_POLICE_BUCKET:
+      return bucket_text(s.a, s.b);
+    case XBNG_TS_POLICE_CREDIT:
+      return s.a >= s.b
+                 ? fmt::format("{} prepaid bytes on the route cover the {}-byte packet", s.a, s.b)
+                 : fmt::format(
+                       "{} prepaid bytes on the route, {} needed: to the "
+                       "subscriber's bucket",
+                       s.a, s.b);
+    case XBNG_TS_POLICE_UP:
+    case XBNG_TS_POLICE_DOWN:
+      return police_text(s.a, s.b);
+    case XBNG_TS_FIB:
+      return s.a == BPF_FIB_LKUP_RET_SUCCESS
+                 ? fmt::format("success: egress {} (ifindex {})", port_name(ports, s.b), s.b)
+                 : fmt::format("{} (rc {})", fib_rc_name(s.a), s.a);
+    case XBNG_TS_ROUTE:
+      return s.a ? fmt::format("found: subscriber on {}", port_name(ports, s.b))
+                 : std::string("no subscriber route for the destination");
+    case XBNG_TS_REDIRECT:
+      return fmt::format("tx_ports key {} ({})", s.a, port_name(ports, s.a));
+    case XBNG_TS_ICMP:
+      return fmt::format("generate ICMP {}{}", icmp_kind_name(s.a),
+                         s.a == 1 ? fmt::format(" (MTU {})", s.b) : std::string());
+    case XBNG_TS_ICMP_RATE:
+      return s.a ? "token taken" : "rate limited: no ICMP sent";
+    case XBNG_TS_VERDICT:
+      return fmt::format("{} ({})", reason_name(static_cast<uint32_t>(s.a)),
+                         xdp_action_name(static_cast<int>(s.b)));
+  }
+  return std::nullopt;
+}
+
+// The recorded steps in people's words; `reason` and `redirect` are those
+// of the verdict and redirect steps (XBNG_REASON_MAX and 0 without).
+void describe_steps(const struct xbng_trace_log& log, const std::vector<PortInfo>& ports,
+                    TraceResult* out, uint32_t* reason, uint64_t* redirect) {
+  *reason = XBNG_REASON_MAX;
+  *redirect = 0;
+  const uint32_t n = std::min<uint32_t>(log.n, XBNG_TRACE_MAX_STEPS);
+  std::vector<struct xbng_trace_step> steps(log.steps, log.steps + n);
+  // A check that ends the path records itself after the verdict it
+  // returned (the verdict is counted inside it): put the check first.
+  for (uint32_t i = 0; i + 1 < n; ++i)
+    if (steps[i].id == XBNG_TS_VERDICT && steps[i + 1].id == XBNG_TS_CHECK && !steps[i + 1].b)
+      std::swap(steps[i], steps[i + 1]);
+  for (uint32_t i = 0; i < n; ++i) {
+    const auto& s = steps[i];
+    if (s.id >= XBNG_TS_MAX) continue;
+    if (s.id == XBNG_TS_CHECK) {
+      const char* check = s.a < XBNG_TC_MAX ? kCheckNames[s.a] : "check";
+      if (s.b || i + 1 >= n || steps[i + 1].id != XBNG_TS_VERDICT)
+        out->steps.push_back({check, s.b ? "pass" : "stopped here"});
+      else
+        out->steps.push_back(
+            {check,
+             fmt::format("stopped here: {}", reason_name(static_cast<uint32_t>(steps[i + 1].a)))});
+      continue;
+    }
+    if (s.id == XBNG_TS_REDIRECT) *redirect = s.a;
+    if (s.id == XBNG_TS_VERDICT) *reason = static_cast<uint32_t>(s.a);
+    if (auto detail = step_detail(s, ports)) out->steps.push_back({kStepNames[s.id], *detail});
+  }
+  if (log.n > XBNG_TRACE_MAX_STEPS)
+    out->steps.push_back(
+        {"truncated", fmt::format("{} more steps not recorded", log.n - XBNG_TRACE_MAX_STEPS)});
+}
+
+}  // namespace
+
+Status Tracer::build_frame(const TraceRequest& req, int role, std::vector<uint8_t>* frame) const {
+  const PortInfo* port = nullptr;
+  for (const auto& p : dp_->ports())
+    if (p.name == req.port) port = &p;
+  FrameSpec spec;
+  if (Status st = parse_frame_spec(req, &spec); !st.ok()) return st;
+  uint8_t smac[6] = {0x02, 0, 0, 0, 0, 0x01};
+  if (Status st = source_mac(req, role, *port, dp_->fd(MapId::kSubscribers), smac); !st.ok())
+    return st;
+  std::vector<uint8_t> f;
+  append_l2(req, role, *port, smac, spec.v4, &f);
+  // L4 first: the IP header needs its length.
+  const std::vector<uint8_t> l4 = build_l4(spec);
+  append_ip(spec, l4.size(), &f);
   f.insert(f.end(), l4.begin(), l4.end());
   if (f.size() > kMaxFrame)
-    return bad(fmt::format("frame of {} bytes: at most {}", f.size(), kMaxFrame));
+    return bad_request(fmt::format("frame of {} bytes: at most {}", f.size(), kMaxFrame));
   *frame = std::move(f);
   return absl::OkStatus();
 }
@@ -332,14 +510,12 @@ Status Tracer::trace(const TraceRequest& req, TraceResult* out) {
   if (!port) {
     std::string names;
     for (const auto& p : dp_->ports()) names += (names.empty() ? "" : ", ") + p.name;
-    return Status(StatusCode::kInvalidArgument,
-                  fmt::format("port {:?}: not a port of this xbngd ({})", req.port, names));
+    return bad_request(fmt::format("port {:?}: not a port of this xbngd ({})", req.port, names));
   }
   std::vector<uint8_t> frame;
   if (!req.frame.empty()) {
     if (req.frame.size() < 14 || req.frame.size() > kMaxFrame)
-      return Status(StatusCode::kInvalidArgument,
-                    fmt::format("frame of {} bytes: 14..{}", req.frame.size(), kMaxFrame));
+      return bad_request(fmt::format("frame of {} bytes: 14..{}", req.frame.size(), kMaxFrame));
     frame = req.frame;
   } else if (Status st = build_frame(req, port->role, &frame); !st.ok()) {
     return st;
@@ -348,144 +524,26 @@ Status Tracer::trace(const TraceRequest& req, TraceResult* out) {
   std::lock_guard l(mu_);
   if (Status st = load_locked(); !st.ok()) return st;
   struct bpf_program* prog = port->role == XBNG_ROLE_ACCESS ? skel_->xdp_access : skel_->xdp_uplink;
-  std::vector<uint8_t> buf(frame.size() + kOutSlack);
-  struct xdp_md ctx {};
-  ctx.data = 0;
-  ctx.data_end = static_cast<uint32_t>(frame.size());
-  ctx.ingress_ifindex = port->ifindex;
-  ctx.rx_queue_index = 0;
-  struct bpf_test_run_opts opts {};
-  opts.sz = sizeof opts;
-  opts.data_in = frame.data();
-  opts.data_size_in = static_cast<uint32_t>(frame.size());
-  opts.data_out = buf.data();
-  opts.data_size_out = static_cast<uint32_t>(buf.size());
-  opts.ctx_in = &ctx;
-  opts.ctx_size_in = sizeof ctx;
-  opts.repeat = 1;
   std::memset(log_, 0, sizeof *log_);
-  if (int err = bpf_prog_test_run_opts(bpf_program__fd(prog), &opts); err)
-    return Status(StatusCode::kInternal,
-                  fmt::format("BPF_PROG_TEST_RUN on {}: {}", port->name, std::strerror(-err)));
+  TestRun run;
+  if (Status st = run_program(prog, *port, frame, &run); !st.ok()) return st;
   const struct xbng_trace_log log = *log_;
-  const int action = static_cast<int>(opts.retval);
 
-  auto ifname = [this](uint64_t ifx) {
-    for (const auto& p : dp_->ports())
-      if (p.ifindex == ifx) return p.name;
-    return fmt::format("ifindex {}", ifx);
-  };
-  auto add = [out](const char* name, std::string detail) {
-    out->steps.push_back({name, std::move(detail)});
-  };
-  uint32_t reason = XBNG_REASON_MAX;
-  uint64_t redirect = 0;
-  const uint32_t n = std::min<uint32_t>(log.n, XBNG_TRACE_MAX_STEPS);
-  std::vector<struct xbng_trace_step> steps(log.steps, log.steps + n);
-  // A check that ends the path records itself after the verdict it
-  // returned (the verdict is counted inside it): put the check first.
-  for (uint32_t i = 0; i + 1 < n; ++i)
-    if (steps[i].id == XBNG_TS_VERDICT && steps[i + 1].id == XBNG_TS_CHECK && !steps[i + 1].b)
-      std::swap(steps[i], steps[i + 1]);
-  for (uint32_t i = 0; i < n; ++i) {
-    const auto& s = steps[i];
-    if (s.id >= XBNG_TS_MAX) continue;
-    const char* name = kStepNames[s.id];
-    switch (s.id) {
-      case XBNG_TS_PORT:
-        add(name, s.b ? fmt::format("{} port {} (ifindex {})",
-                                    s.b == XBNG_ROLE_ACCESS ? "access" : "uplink", ifname(s.a), s.a)
-                      : fmt::format("ifindex {} is not a port of this role", s.a));
-        break;
-      case XBNG_TS_QINQ:
-        add(name, fmt::format("S-VID {} C-VID {}", s.a, s.b));
-        break;
-      case XBNG_TS_SUBSCRIBER:
-        add(name, s.a ? fmt::format("found (policer slot {})", s.b)
-                      : std::string("not found: no subscriber on (port, S-VID, C-VID)"));
-        break;
-      case XBNG_TS_MAC_POLICY:
-        add(name, fmt::format("{}: {}", mac_policy_name(static_cast<uint8_t>(s.a)),
-                              s.b == 2   ? "no MAC known yet"
-                              : s.b == 1 ? "source MAC is the subscriber's"
-                                         : "source MAC differs from the subscriber's"));
-        break;
-      case XBNG_TS_CHECK:
-        if (s.b || i + 1 >= n || steps[i + 1].id != XBNG_TS_VERDICT)
-          add(s.a < XBNG_TC_MAX ? kCheckNames[s.a] : "check", s.b ? "pass" : "stopped here");
-        else
-          add(s.a < XBNG_TC_MAX ? kCheckNames[s.a] : "check",
-              fmt::format("stopped here: {}", reason_name(static_cast<uint32_t>(steps[i + 1].a))));
-        break;
-      case XBNG_TS_MAC_LEARN:
-        add(name, "would learn the source MAC (not written: trace)");
-        break;
-      case XBNG_TS_EVENT:
-        add(name, fmt::format("would send {} (not sent: trace)", event_name(s.a)));
-        break;
-      case XBNG_TS_EVENT_SUPPRESSED:
-        add(name, "event rate limit: no event");
-        break;
-      case XBNG_TS_PUNT:
-        add(name, fmt::format("punt {} ({} bytes) to xbngd (not punted: trace)",
-                              punt_kind_name(s.a), s.b));
-        break;
-      case XBNG_TS_POLICE_BUCKET:
-        add(name, bucket_text(s.a, s.b));
-        break;
-      case XBNG_TS_POLICE_CREDIT:
-        add(name, s.a >= s.b ? fmt::format("{} prepaid bytes on the route cover the {}-byte packet",
-                                           s.a, s.b)
-                             : fmt::format("{} prepaid bytes on the route, {} needed: to the "
-                                           "subscriber's bucket",
-                                           s.a, s.b));
-        break;
-      case XBNG_TS_POLICE_UP:
-      case XBNG_TS_POLICE_DOWN:
-        add(name, police_text(s.a, s.b));
-        break;
-      case XBNG_TS_FIB:
-        add(name, s.a == BPF_FIB_LKUP_RET_SUCCESS
-                      ? fmt::format("success: egress {} (ifindex {})", ifname(s.b), s.b)
-                      : fmt::format("{} (rc {})", fib_rc_name(s.a), s.a));
-        break;
-      case XBNG_TS_ROUTE:
-        add(name, s.a ? fmt::format("found: subscriber on {}", ifname(s.b))
-                      : std::string("no subscriber route for the destination"));
-        break;
-      case XBNG_TS_REDIRECT:
-        redirect = s.a;
-        add(name, fmt::format("tx_ports key {} ({})", s.a, ifname(s.a)));
-        break;
-      case XBNG_TS_ICMP:
-        add(name, fmt::format("generate ICMP {}{}", icmp_kind_name(s.a),
-                              s.a == 1 ? fmt::format(" (MTU {})", s.b) : std::string()));
-        break;
-      case XBNG_TS_ICMP_RATE:
-        add(name, s.a ? "token taken" : "rate limited: no ICMP sent");
-        break;
-      case XBNG_TS_VERDICT:
-        reason = static_cast<uint32_t>(s.a);
-        add(name,
-            fmt::format("{} ({})", reason_name(reason), xdp_action_name(static_cast<int>(s.b))));
-        break;
-    }
-  }
-  if (log.n > XBNG_TRACE_MAX_STEPS)
-    add("truncated", fmt::format("{} more steps not recorded", log.n - XBNG_TRACE_MAX_STEPS));
-
-  out->verdict = xdp_action_name(action);
+  uint32_t reason;
+  uint64_t redirect;
+  describe_steps(log, dp_->ports(), out, &reason, &redirect);
+  out->verdict = xdp_action_name(run.action);
   out->reason = reason < XBNG_REASON_MAX ? reason_name(reason) : "";
-  if (action == XDP_REDIRECT)
-    out->egress_port = ifname(redirect);
-  else if (action == XDP_TX)
+  if (run.action == XDP_REDIRECT)
+    out->egress_port = port_name(dp_->ports(), redirect);
+  else if (run.action == XDP_TX)
     out->egress_port = port->name;
   out->input_frame = frame;
   decode_frame(frame.data(), frame.size(), &out->input);
-  if (action == XDP_REDIRECT || action == XDP_TX || action == XDP_PASS) {
-    const size_t len = std::min<size_t>(opts.data_size_out, buf.size());
-    out->output_frame.assign(buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(len));
-    decode_frame(buf.data(), len, &out->output.emplace());
+  if (run.action == XDP_REDIRECT || run.action == XDP_TX || run.action == XDP_PASS) {
+    const size_t len = std::min<size_t>(run.out_len, run.out.size());
+    out->output_frame.assign(run.out.begin(), run.out.begin() + static_cast<std::ptrdiff_t>(len));
+    decode_frame(run.out.data(), len, &out->output.emplace());
   }
   return absl::OkStatus();
 }

@@ -155,7 +155,8 @@ std::optional<std::string> spec_from_accept(const SubKey& key, const Authorizati
     s.has_policy = true;
   }
   if (s.has_policy)
-    if (auto e = agent::check_policy(s.policy, max_packet)) return "rate plan: " + *e;
+    if (auto st = agent::check_policy(s.policy, max_packet); !st.ok())
+      return "rate plan: " + std::string(agent::status_message(st));
   std::sort(s.prefixes.begin(), s.prefixes.end(),
             [](const agent::Prefix& x, const agent::Prefix& y) {
               return std::tie(x.family, x.addr, x.len) < std::tie(y.family, y.addr, y.len);

@@ -25,56 +25,58 @@ uint32_t policy_byte_ns_fp(uint64_t rate_bps) {
   return static_cast<uint32_t>((k + rate_bps / 2) / rate_bps);
 }
 
-std::optional<std::string> check_policy(const PolicySpec& p, uint32_t max_packet) {
-  auto dir = [&](const char* d, uint64_t rate, uint64_t burst) -> std::optional<std::string> {
+absl::Status check_policy(const PolicySpec& p, uint32_t max_packet) {
+  auto dir = [&](const char* d, uint64_t rate, uint64_t burst) -> absl::Status {
     if (rate == 0) {
       if (burst != 0)
-        return fmt::format(
+        return invalid_argument(
             "{}_burst_bytes {} is set but {}_rate_bps is 0 (unlimited): set a rate "
             "or a burst of 0",
             d, burst, d);
-      return std::nullopt;
+      return absl::OkStatus();
     }
     if (rate < kMinRateBps || rate > kMaxRateBps)
-      return fmt::format("{}_rate_bps {} is outside {}..{} bits/s (0 = unlimited)", d, rate,
-                         kMinRateBps, kMaxRateBps);
+      return invalid_argument("{}_rate_bps {} is outside {}..{} bits/s (0 = unlimited)", d, rate,
+                              kMinRateBps, kMaxRateBps);
     if (burst < max_packet)
-      return fmt::format(
+      return invalid_argument(
           "{}_burst_bytes {} is smaller than one maximum-size packet ({} bytes, "
           "the port's MTU): no such packet could ever pass",
           d, burst, max_packet);
     if (burst > kMaxBurstBytes)
-      return fmt::format("{}_burst_bytes {} is above {} (1 GiB)", d, burst, kMaxBurstBytes);
-    return std::nullopt;
+      return invalid_argument("{}_burst_bytes {} is above {} (1 GiB)", d, burst, kMaxBurstBytes);
+    return absl::OkStatus();
   };
-  if (auto e = dir("up", p.up_rate, p.up_burst)) return e;
+  if (auto st = dir("up", p.up_rate, p.up_burst); !st.ok()) return st;
   return dir("down", p.down_rate, p.down_burst);
 }
 
-std::optional<std::string> check_vid(uint32_t vid) {
-  if (vid < 1 || vid > 4094) return std::string("is outside 1..4094");
-  return std::nullopt;
+absl::Status check_vid(uint32_t vid) {
+  if (vid < 1 || vid > 4094) return absl::InvalidArgumentError("is outside 1..4094");
+  return absl::OkStatus();
 }
 
-std::optional<std::string> check_ipv4_host(uint32_t be) {
+absl::Status check_ipv4_host(uint32_t be) {
   const uint8_t* b = reinterpret_cast<const uint8_t*>(&be);
-  if (b[0] == 0) return std::string("is in 0.0.0.0/8 (this network)");
-  if (b[0] == 127) return std::string("is in 127.0.0.0/8 (loopback)");
-  if (b[0] >= 224 && b[0] <= 239) return std::string("is in 224.0.0.0/4 (multicast)");
-  if (b[0] >= 240) return std::string("is in 240.0.0.0/4 (reserved/broadcast)");
-  return std::nullopt;
+  if (b[0] == 0) return absl::InvalidArgumentError("is in 0.0.0.0/8 (this network)");
+  if (b[0] == 127) return absl::InvalidArgumentError("is in 127.0.0.0/8 (loopback)");
+  if (b[0] >= 224 && b[0] <= 239)
+    return absl::InvalidArgumentError("is in 224.0.0.0/4 (multicast)");
+  if (b[0] >= 240) return absl::InvalidArgumentError("is in 240.0.0.0/4 (reserved/broadcast)");
+  return absl::OkStatus();
 }
 
-std::optional<std::string> check_ipv6_host(const Ipv6& a) {
-  if ((a[0] & 0xe0) != 0x20) return std::string("is outside 2000::/3 (global unicast)");
-  return std::nullopt;
+absl::Status check_ipv6_host(const Ipv6& a) {
+  if ((a[0] & 0xe0) != 0x20)
+    return absl::InvalidArgumentError("is outside 2000::/3 (global unicast)");
+  return absl::OkStatus();
 }
 
-std::optional<std::string> check_mac(const Mac& m) {
-  if (mac_is_zero(m.data())) return std::string("is the zero MAC");
+absl::Status check_mac(const Mac& m) {
+  if (mac_is_zero(m.data())) return absl::InvalidArgumentError("is the zero MAC");
   if (mac_is_multicast(m.data()))
-    return std::string("is a multicast/broadcast MAC (group bit set)");
-  return std::nullopt;
+    return absl::InvalidArgumentError("is a multicast/broadcast MAC (group bit set)");
+  return absl::OkStatus();
 }
 
 std::string quote_value(std::string_view v, size_t max) {

@@ -12,6 +12,7 @@
 
 #include "xbng/abi.h"
 #include "common/net.h"
+#include "common/status.h"
 #include "common/sub_key.h"
 
 namespace xbng::agent {
@@ -39,8 +40,9 @@ inline constexpr uint32_t kDefaultMaxPacket = 1500;  // burst floor when the por
 // struct xbng_bucket.byte_ns_fp of a rate (0 for 0 = unlimited), rounded.
 uint32_t policy_byte_ns_fp(uint64_t rate_bps);
 // Range checks of one policy; `max_packet` is the largest IP packet of the
-// port (its MTU). Error text naming the field (e.g. "up_burst_bytes ...").
-std::optional<std::string> check_policy(const PolicySpec& p, uint32_t max_packet);
+// port (its MTU). An invalid argument whose message names the field (e.g.
+// "up_burst_bytes ...").
+absl::Status check_policy(const PolicySpec& p, uint32_t max_packet);
 
 // A validated subscriber. Prefixes are sorted (canonical form) so that two
 // specs compare equal exactly when they would program the same entries.
@@ -94,11 +96,13 @@ struct PortResolver {
 inline constexpr int kMinV6PrefixLen = 40, kMaxV6PrefixLen = 64;
 inline constexpr int kMinV4PrefixLen = 8, kMaxV4PrefixLen = 31;
 
-// Single-field checks, exposed for tests and the CLI.
-std::optional<std::string> check_vid(uint32_t vid);  // error text or nullopt
-std::optional<std::string> check_ipv4_host(uint32_t be);
-std::optional<std::string> check_ipv6_host(const Ipv6& a);
-std::optional<std::string> check_mac(const Mac& m);
+// Single-field checks, exposed for tests and the CLI: an invalid argument
+// whose message says what is wrong with the value ("is outside 1..4094"),
+// for the caller to put after the field's name and value.
+absl::Status check_vid(uint32_t vid);
+absl::Status check_ipv4_host(uint32_t be);
+absl::Status check_ipv6_host(const Ipv6& a);
+absl::Status check_mac(const Mac& m);
 // A client's value for an error message: quoted, non-printable bytes as
 // \xNN, and only its first `max` bytes ("…" and the full length follow):
 // an error never grows with the input (gRPC caps status metadata at ~8 KB).

@@ -90,8 +90,10 @@ struct Writer {
 
 }  // namespace
 
-std::string render_metrics(const MetricsSnapshot& s) {
-  Writer w;
+namespace {
+
+// The fast path: verdicts, ports, maps.
+void render_fast_path(const MetricsSnapshot& s, Writer& w) {
   w.family("xbng_packets_total", "counter",
            "Packets seen by the XDP fast path, by verdict reason and kind "
            "(forward, tx, pass, drop; info: not a verdict).");
@@ -140,7 +142,10 @@ std::string render_metrics(const MetricsSnapshot& s) {
     w.sample(
         "xbng_map_fill_ratio", fmt::format("map=\"{}\"", m.map),
         m.max_entries ? static_cast<double>(m.entries) / static_cast<double>(m.max_entries) : 0.0);
+}
 
+// gRPC requests by method: counts by code and the latency histogram.
+void render_grpc_requests(const MetricsSnapshot& s, Writer& w) {
   w.family("xbng_grpc_requests_total", "counter",
            "Completed gRPC requests by method and status code.");
   for (const auto& [method, m] : s.grpc)
@@ -163,7 +168,10 @@ std::string render_metrics(const MetricsSnapshot& s) {
              m.sum_seconds);
     w.sample("xbng_grpc_request_duration_seconds_count", fmt::format("method=\"{}\"", lm), m.count);
   }
+}
 
+// The process: build, start, reload, and the API's connections and watchers.
+void render_process(const MetricsSnapshot& s, Writer& w) {
   w.family("xbng_build_info", "gauge", "Version and BPF ABI version of the running xbngd.");
   w.sample("xbng_build_info",
            fmt::format("version=\"{}\",abi=\"{}\"", label_value(s.version), s.abi), uint64_t{1});
@@ -192,6 +200,15 @@ std::string render_metrics(const MetricsSnapshot& s) {
   w.family("xbng_watchers_refused_total", "counter",
            "WatchEvents streams refused: api.max_watchers were open.");
   w.sample("xbng_watchers_refused_total", "", s.api.watchers_refused);
+}
+
+}  // namespace
+
+std::string render_metrics(const MetricsSnapshot& s) {
+  Writer w;
+  render_fast_path(s, w);
+  render_grpc_requests(s, w);
+  render_process(s, w);
   return w.out;
 }
 
@@ -263,24 +280,115 @@ struct MetricsServer::Impl {
   };
   std::deque<Job> jobs;
   std::atomic<uint64_t> timeouts{0}, rejected{0};
-
-  void read_loop();
-  void work();
-  void answer(const Job& j);
-};
-
-void MetricsServer::Impl::read_loop() {
+  // A connection whose request head is being read.
   struct Pending {
     int fd;
     int64_t deadline;
     std::string head;
   };
+
+  void read_loop();
+  void read_head(std::vector<Pending>& pending, size_t i);
+  void hand_over(Job j);
+  void expire(std::vector<Pending>& pending);
+  void accept_new(std::vector<Pending>& pending);
+  static void drop(std::vector<Pending>& pending, size_t i);
+  void work();
+  void answer(const Job& j);
+};
+
+void MetricsServer::Impl::drop(std::vector<Pending>& pending, size_t i) {
+  close(pending[i].fd);
+  pending[i] = std::move(pending.back());
+  pending.pop_back();
+}
+
+// Reads what arrived on pending[i]; a complete head is handed over (queued
+// for a worker, or answered 503), a broken or oversized one dropped.
+void MetricsServer::Impl::read_head(std::vector<Pending>& pending, size_t i) {
+  char buf[2048];
+  const ssize_t r = recv(pending[i].fd, buf, sizeof buf, 0);
+  if (r <= 0) {
+    if (r < 0 && (errno == EAGAIN || errno == EINTR)) return;
+    drop(pending, i);
+    return;
+  }
+  pending[i].head.append(buf, static_cast<size_t>(r));
+  const size_t end = pending[i].head.find("\r\n\r\n");
+  if (end == std::string::npos) {
+    if (pending[i].head.size() > kMaxHead) {
+      respond(pending[i].fd, 431, "Request Header Fields Too Large", "text/plain",
+              "xbngd: request head too large\n");
+      drop(pending, i);
+    }
+    return;
+  }
+  // "GET /metrics HTTP/1.1"
+  const std::string& h = pending[i].head;
+  const size_t sp1 = h.find(' '), sp2 = sp1 == std::string::npos ? sp1 : h.find(' ', sp1 + 1);
+  Job j{pending[i].fd, {}, {}};
+  if (sp2 != std::string::npos && sp2 < end) {
+    j.method = h.substr(0, sp1);
+    j.target = h.substr(sp1 + 1, sp2 - sp1 - 1);
+  }
+  pending[i].fd = -1;
+  pending[i] = std::move(pending.back());
+  pending.pop_back();
+  hand_over(std::move(j));
+}
+
+// A complete request to the workers, or 503 when their queue is full.
+void MetricsServer::Impl::hand_over(Job j) {
+  bool queued = false;
+  {
+    std::lock_guard l(mu);
+    if (jobs.size() < kMaxQueued) {
+      jobs.push_back(std::move(j));
+      queued = true;
+    }
+  }
+  if (queued) {
+    cv.notify_one();
+  } else {
+    ++rejected;
+    respond(j.fd, 503, "Service Unavailable", "text/plain", "xbngd: busy, retry\n");
+    close(j.fd);
+  }
+}
+
+// Heads past their deadline are answered 408 and closed.
+void MetricsServer::Impl::expire(std::vector<Pending>& pending) {
+  const int64_t now = mono_ms();
+  for (size_t i = pending.size(); i-- > 0;)
+    if (pending[i].deadline <= now) {
+      ++timeouts;
+      respond(pending[i].fd, 408, "Request Timeout", "text/plain", "xbngd: request timeout\n");
+      drop(pending, i);
+    }
+}
+
+// New connections, within the bound: the oldest pending one makes room.
+void MetricsServer::Impl::accept_new(std::vector<Pending>& pending) {
+  for (int burst = 0; burst < 64; ++burst) {
+    int c = accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (c < 0) {
+      if (errno == EMFILE || errno == ENFILE || errno == ENOMEM || errno == ENOBUFS)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      break;
+    }
+    if (pending.size() >= kMaxPending) {
+      size_t oldest = 0;
+      for (size_t i = 1; i < pending.size(); ++i)
+        if (pending[i].deadline < pending[oldest].deadline) oldest = i;
+      ++timeouts;
+      drop(pending, oldest);
+    }
+    pending.push_back({c, mono_ms() + kHeadDeadlineMs, {}});
+  }
+}
+
+void MetricsServer::Impl::read_loop() {
   std::vector<Pending> pending;
-  auto drop = [&](size_t i) {
-    close(pending[i].fd);
-    pending[i] = std::move(pending.back());
-    pending.pop_back();
-  };
   std::vector<pollfd> p;
   while (!stop) {
     p.assign({{listen_fd, POLLIN, 0}, {wake[0], POLLIN, 0}});
@@ -293,80 +401,12 @@ void MetricsServer::Impl::read_loop() {
         poll(p.data(), p.size(), static_cast<int>(std::max<int64_t>(0, next - mono_ms())));
     if (stop) break;
     if (n < 0 && errno != EINTR) break;
-    // Heads: read what arrived; hand complete ones over.
-    for (size_t k = p.size(); k-- > 2;) {
-      const size_t i = k - 2;
-      if (!p[k].revents) continue;
-      char buf[2048];
-      const ssize_t r = recv(pending[i].fd, buf, sizeof buf, 0);
-      if (r <= 0) {
-        if (r < 0 && (errno == EAGAIN || errno == EINTR)) continue;
-        drop(i);
-        continue;
-      }
-      pending[i].head.append(buf, static_cast<size_t>(r));
-      const size_t end = pending[i].head.find("\r\n\r\n");
-      if (end == std::string::npos) {
-        if (pending[i].head.size() > kMaxHead) {
-          respond(pending[i].fd, 431, "Request Header Fields Too Large", "text/plain",
-                  "xbngd: request head too large\n");
-          drop(i);
-        }
-        continue;
-      }
-      // "GET /metrics HTTP/1.1"
-      const std::string& h = pending[i].head;
-      const size_t sp1 = h.find(' '), sp2 = sp1 == std::string::npos ? sp1 : h.find(' ', sp1 + 1);
-      Job j{pending[i].fd, {}, {}};
-      if (sp2 != std::string::npos && sp2 < end) {
-        j.method = h.substr(0, sp1);
-        j.target = h.substr(sp1 + 1, sp2 - sp1 - 1);
-      }
-      pending[i].fd = -1;
-      pending[i] = std::move(pending.back());
-      pending.pop_back();
-      bool queued = false;
-      {
-        std::lock_guard l(mu);
-        if (jobs.size() < kMaxQueued) {
-          jobs.push_back(std::move(j));
-          queued = true;
-        }
-      }
-      if (queued) {
-        cv.notify_one();
-      } else {
-        ++rejected;
-        respond(j.fd, 503, "Service Unavailable", "text/plain", "xbngd: busy, retry\n");
-        close(j.fd);
-      }
-    }
-    // Deadlines.
-    const int64_t now = mono_ms();
-    for (size_t i = pending.size(); i-- > 0;)
-      if (pending[i].deadline <= now) {
-        ++timeouts;
-        respond(pending[i].fd, 408, "Request Timeout", "text/plain", "xbngd: request timeout\n");
-        drop(i);
-      }
-    // New connections, within the bound: the oldest pending one makes room.
-    if (p[0].revents & POLLIN)
-      for (int burst = 0; burst < 64; ++burst) {
-        int c = accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (c < 0) {
-          if (errno == EMFILE || errno == ENFILE || errno == ENOMEM || errno == ENOBUFS)
-            std::this_thread::sleep_for(std::chrono::milliseconds(10));
-          break;
-        }
-        if (pending.size() >= kMaxPending) {
-          size_t oldest = 0;
-          for (size_t i = 1; i < pending.size(); ++i)
-            if (pending[i].deadline < pending[oldest].deadline) oldest = i;
-          ++timeouts;
-          drop(oldest);
-        }
-        pending.push_back({c, mono_ms() + kHeadDeadlineMs, {}});
-      }
+    // Heads: read what arrived (from the last, so that removing one moves
+    // only an entry already read).
+    for (size_t k = p.size(); k-- > 2;)
+      if (p[k].revents) read_head(pending, k - 2);
+    expire(pending);
+    if (p[0].revents & POLLIN) accept_new(pending);
   }
   for (auto& c : pending) close(c.fd);
 }

@@ -8,6 +8,7 @@
 #include <iterator>
 
 #include "bringup/punt/counters.h"
+#include "common/status.h"
 #include "xbng/reasons.h"
 
 namespace xbng::agent {
@@ -47,8 +48,8 @@ const char* reason_kind(uint32_t r) {
   return r < XBNG_REASON_MAX ? kind_name(kReasons[r].kind) : "?";
 }
 
-std::optional<std::string> read_stats(const StoreMaps& maps, const std::vector<PortInfo>& ports,
-                                      const SubscriberStore& store, StatsSnapshot* out) {
+absl::Status read_stats(const StoreMaps& maps, const std::vector<PortInfo>& ports,
+                        const SubscriberStore& store, StatsSnapshot* out) {
   *out = StatsSnapshot{};
   const int ncpu = possible_cpus();
   std::vector<struct xbng_counter> pc(ncpu);
@@ -57,7 +58,7 @@ std::optional<std::string> read_stats(const StoreMaps& maps, const std::vector<P
   for (uint32_t i = 0; i < XBNG_REASON_MAX; ++i) {
     ReasonCounter r{reason_name(i), reason_kind(i)};
     if (bpf_map_lookup_elem(sfd, &i, pc.data()) != 0)
-      return fmt::format("reading map stats[{}]: {}", i, std::strerror(errno));
+      return internal_error("reading map stats[{}]: {}", i, std::strerror(errno));
     for (const auto& c : pc) r.packets += c.packets, r.bytes += c.bytes;
     out->reasons.push_back(r);
   }
@@ -90,7 +91,7 @@ std::optional<std::string> read_stats(const StoreMaps& maps, const std::vector<P
     f.max_entries = maps.max_entries[static_cast<int>(m)];
     out->maps.push_back(f);
   }
-  return std::nullopt;
+  return absl::OkStatus();
 }
 
 }  // namespace xbng::agent

@@ -2,6 +2,8 @@
 // behind GetStats and the Prometheus metrics.
 #pragma once
 
+#include <absl/status/status.h>
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -43,8 +45,8 @@ const char* reason_name(uint32_t reason);
 const char* reason_kind(uint32_t reason);
 
 // Reads `stats` and `port_stats` (per-CPU, summed) and the fill of the
-// maps. Returns an error message naming the map when a read fails.
-std::optional<std::string> read_stats(const StoreMaps& maps, const std::vector<PortInfo>& ports,
-                                      const SubscriberStore& store, StatsSnapshot* out);
+// maps. An internal error naming the map when a read fails.
+absl::Status read_stats(const StoreMaps& maps, const std::vector<PortInfo>& ports,
+                        const SubscriberStore& store, StatsSnapshot* out);
 
 }  // namespace xbng::agent

@@ -315,6 +315,46 @@ static __noinline int icmp4_error(const struct xbng_pkt *p, __u32 l2, __u32 kind
 	return icmp_sent(p, kind, l2 + hlen + qlen);
 }
 
+/* The source of an ICMPv6 error: on an access port (QinQ) the port's
+ * global gateway, or fe80::1 when it has none; upstream the port's ICMP
+ * source. Nonzero when there is none (upstream, unset). */
+XBNG_INLINE int icmp6_source(const struct xbng_pkt *p, __u32 l2, __u32 src[4])
+{
+	if (l2 == XBNG_QINQ_HLEN) {
+		if (!ipv6_is_unspecified(p->port->gw_ipv6)) {
+			__builtin_memcpy(src, p->port->gw_ipv6, 16);
+		} else {
+			src[0] = bpf_htonl(0xfe800000);
+			src[1] = 0;
+			src[2] = 0;
+			src[3] = bpf_htonl(1);
+		}
+		return 0;
+	}
+	__builtin_memcpy(src, p->port->icmp_src6, 16);
+	return ipv6_is_unspecified(src);
+}
+
+/* The IPv6 header and the ICMPv6 header (checksum 0) of an error quoting
+ * `qlen` bytes. */
+XBNG_INLINE void icmp6_write_headers(struct ipv6hdr *ip6, struct icmp_hdr *icmp, const __u32 src[4],
+				     const __u32 dst[4], __u32 kind, __u32 mtu, __u32 qlen)
+{
+	*(__be32 *)ip6 = bpf_htonl(0x60000000);
+	ip6->payload_len = bpf_htons(XBNG_ICMP_HLEN + qlen);
+	ip6->nexthdr = XBNG_IPPROTO_ICMPV6;
+	ip6->hop_limit = XBNG_ICMP_HOP_LIMIT;
+	__builtin_memcpy(ip6->saddr.in6_u.u6_addr32, src, 16);
+	__builtin_memcpy(ip6->daddr.in6_u.u6_addr32, dst, 16);
+
+	icmp->type = kind == XBNG_ERR_TIME_EXCEEDED ? XBNG_ICMP6_TIME_EXCEEDED
+		     : kind == XBNG_ERR_TOO_BIG	    ? XBNG_ICMP6_PKT_TOO_BIG
+						    : XBNG_ICMP6_DEST_UNREACH;
+	icmp->code = kind == XBNG_ERR_UNREACHABLE ? XBNG_ICMP6_ADDR_UNREACH : 0;
+	icmp->csum = 0;
+	icmp->rest = kind == XBNG_ERR_TOO_BIG ? bpf_htonl(mtu) : 0;
+}
+
 /* ICMPv6 error, as icmp4_error; quotes up to 1,280 bytes in all (RFC 4443
  * 2.4 (c)). Upstream it comes from the port's global gateway, or fe80::1
  * when the port has none. */
@@ -339,20 +379,8 @@ static __noinline int icmp6_error(const struct xbng_pkt *p, __u32 l2, __u32 kind
 		return drop(p, drop_reason);
 	if (!icmp6_may_answer(ip6, end))
 		return drop(p, drop_reason);
-	if (l2 == XBNG_QINQ_HLEN) {
-		if (!ipv6_is_unspecified(p->port->gw_ipv6)) {
-			__builtin_memcpy(src, p->port->gw_ipv6, 16);
-		} else {
-			src[0] = bpf_htonl(0xfe800000);
-			src[1] = 0;
-			src[2] = 0;
-			src[3] = bpf_htonl(1);
-		}
-	} else {
-		__builtin_memcpy(src, p->port->icmp_src6, 16);
-		if (ipv6_is_unspecified(src))
-			return drop(p, drop_reason);
-	}
+	if (icmp6_source(p, l2, src))
+		return drop(p, drop_reason);
 	if (!icmp_take_token())
 		return drop(p, drop_reason);
 
@@ -375,19 +403,7 @@ static __noinline int icmp6_error(const struct xbng_pkt *p, __u32 l2, __u32 kind
 	if ((void *)(icmp + 1) > end)
 		return drop(p, XBNG_DROP_INTERNAL);
 
-	*(__be32 *)ip6 = bpf_htonl(0x60000000);
-	ip6->payload_len = bpf_htons(XBNG_ICMP_HLEN + qlen);
-	ip6->nexthdr = XBNG_IPPROTO_ICMPV6;
-	ip6->hop_limit = XBNG_ICMP_HOP_LIMIT;
-	__builtin_memcpy(ip6->saddr.in6_u.u6_addr32, src, 16);
-	__builtin_memcpy(ip6->daddr.in6_u.u6_addr32, dst, 16);
-
-	icmp->type = kind == XBNG_ERR_TIME_EXCEEDED ? XBNG_ICMP6_TIME_EXCEEDED
-		     : kind == XBNG_ERR_TOO_BIG	    ? XBNG_ICMP6_PKT_TOO_BIG
-						    : XBNG_ICMP6_DEST_UNREACH;
-	icmp->code = kind == XBNG_ERR_UNREACHABLE ? XBNG_ICMP6_ADDR_UNREACH : 0;
-	icmp->csum = 0;
-	icmp->rest = kind == XBNG_ERR_TOO_BIG ? bpf_htonl(mtu) : 0;
+	icmp6_write_headers(ip6, icmp, src, dst, kind, mtu, qlen);
 	c = icmp_sum(ctx, l2 + sizeof(struct ipv6hdr), XBNG_ICMP_HLEN + qlen);
 	if (c < 0)
 		return drop(p, XBNG_DROP_INTERNAL);

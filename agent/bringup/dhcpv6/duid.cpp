@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "common/statefile.h"
+#include "common/status.h"
 
 namespace xbng::agent::dhcpv6 {
 
@@ -81,7 +82,7 @@ std::string format_duid_hex(const Duid& d) {
   return s;
 }
 
-std::string duid_shape_error(const Duid& d) {
+absl::Status duid_shape_error(const Duid& d) {
   const unsigned type = d.len >= 2 ? unsigned{d.bytes[0]} << 8 | d.bytes[1] : 0;
   // RFC 8415 §11.2-11.4 and RFC 6355: the fixed part of each type, and at
   // least one byte of identifier (link-layer address, enterprise id).
@@ -100,14 +101,16 @@ std::string duid_shape_error(const Duid& d) {
       min = max = 18;
       break;  // UUID: type, 16 bytes
     default:
-      return "DUID type " + std::to_string(type) + " is not one of 1..4 (LLT, EN, LL, UUID)";
+      return absl::InvalidArgumentError("DUID type " + std::to_string(type) +
+                                        " is not one of 1..4 (LLT, EN, LL, UUID)");
   }
   if (d.len < min || d.len > max)
-    return "a type-" + std::to_string(type) + " DUID of " + std::to_string(d.len) +
-           " bytes (expected " +
-           (min == max ? std::to_string(min) : std::to_string(min) + ".." + std::to_string(max)) +
-           ")";
-  return "";
+    return absl::InvalidArgumentError(
+        "a type-" + std::to_string(type) + " DUID of " + std::to_string(d.len) +
+        " bytes (expected " +
+        (min == max ? std::to_string(min) : std::to_string(min) + ".." + std::to_string(max)) +
+        ")");
+  return absl::OkStatus();
 }
 
 std::optional<Duid> load_or_create_server_duid(const std::string& path, std::string* error) {
@@ -125,9 +128,10 @@ std::optional<Duid> load_or_create_server_duid(const std::string& path, std::str
       return std::nullopt;
     case statefile::ReadStatus::kOk: {
       auto d = parse_duid_hex(text);
-      std::string shape = d ? duid_shape_error(*d) : "";
-      if (!d || !shape.empty()) {
-        *error = path + ": not a DUID (" + (d ? shape : "expected hex bytes like 00:04:...") +
+      const absl::Status shape = d ? duid_shape_error(*d) : absl::OkStatus();
+      if (!d || !shape.ok()) {
+        *error = path + ": not a DUID (" +
+                 (d ? std::string(status_message(shape)) : "expected hex bytes like 00:04:...") +
                  "); fix or remove it (a new DUID makes clients' RENEWs go unanswered until "
                  "REBIND)";
         return std::nullopt;

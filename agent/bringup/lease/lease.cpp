@@ -296,27 +296,29 @@ struct ParsedLease {
   Lease lease;
 };
 
-// One entry of the file, every field present, typed and in range (what
-// flush() writes); false with *why naming the field otherwise.
-bool decode_entry(const json& e, ParsedLease* out, std::string* why) {
-  if (!e.is_object()) return *why = fmt::format("is {}, not an object", e.type_name()), false;
-  auto field = [&](const char* name) -> const json* {
+// Typed fields of one JSON object; each getter is false with *why naming
+// the field when it is missing, of another type or out of range.
+struct EntryReader {
+  const json& e;
+  std::string* why;
+
+  const json* field(const char* name) const {
     auto it = e.find(name);
     if (it == e.end()) {
       *why = fmt::format("no \"{}\"", name);
       return nullptr;
     }
     return &*it;
-  };
-  auto str = [&](const char* name, std::string* v) {
+  }
+  bool str(const char* name, std::string* v) const {
     const json* j = field(name);
     if (!j) return false;
     if (!j->is_string())
       return *why = fmt::format("\"{}\" is {}, not a string", name, j->type_name()), false;
     *v = j->get<std::string>();
     return true;
-  };
-  auto uint = [&](const char* name, uint64_t lo, uint64_t hi, uint64_t* v) {
+  }
+  bool uint(const char* name, uint64_t lo, uint64_t hi, uint64_t* v) const {
     const json* j = field(name);
     if (!j) return false;
     if (!j->is_number_integer())
@@ -329,32 +331,35 @@ bool decode_entry(const json& e, ParsedLease* out, std::string* why) {
       return *why = fmt::format("\"{}\" {} is outside {}..{}", name, j->dump(), lo, hi), false;
     *v = j->is_number_unsigned() ? j->get<uint64_t>() : static_cast<uint64_t>(j->get<int64_t>());
     return true;
-  };
-  std::string family;
+  }
+};
+
+// "port", "outer_vlan", "inner_vlan" and "family".
+bool decode_owner(const EntryReader& r, ParsedLease* out, std::string* family) {
+  std::string* why = r.why;
   uint64_t outer = 0, inner = 0;
-  if (!str("port", &out->port)) return false;
+  if (!r.str("port", &out->port)) return false;
   if (out->port.empty() || out->port.size() > 15)  // IFNAMSIZ - 1
     return *why = fmt::format("\"port\" \"{}\" is not an interface name (1..15 characters)",
                               out->port.substr(0, 64)),
            false;
-  if (!uint("outer_vlan", 1, 4094, &outer) || !uint("inner_vlan", 1, 4094, &inner)) return false;
+  if (!r.uint("outer_vlan", 1, 4094, &outer) || !r.uint("inner_vlan", 1, 4094, &inner))
+    return false;
   out->outer_vid = static_cast<uint16_t>(outer);
   out->inner_vid = static_cast<uint16_t>(inner);
-  if (!str("family", &family)) return false;
-  if (family != "ipv4" && family != "ipv6")
+  if (!r.str("family", family)) return false;
+  if (*family != "ipv4" && *family != "ipv6")
     return *why = fmt::format("\"family\" \"{}\" is neither \"ipv4\" nor \"ipv6\"",
-                              family.substr(0, 64)),
+                              family->substr(0, 64)),
            false;
-  out->family = family == "ipv4" ? LeaseFamily::kV4 : LeaseFamily::kV6;
-  Lease& l = out->lease;
-  l.bound = true;
-  if (!str("address", &l.address)) return false;
-  if (out->family == LeaseFamily::kV4 ? !parse_ipv4(l.address)
-                                      : !l.address.empty() && !parse_ipv6(l.address))
-    return *why = fmt::format("\"address\" \"{}\" is not an {} address", l.address.substr(0, 64),
-                              family == "ipv4" ? "IPv4" : "IPv6"),
-           false;
-  const json* pf = field("prefixes");
+  out->family = *family == "ipv4" ? LeaseFamily::kV4 : LeaseFamily::kV6;
+  return true;
+}
+
+// "prefixes": an array of prefixes of the lease's family.
+bool decode_prefixes(const EntryReader& r, const std::string& family, ParsedLease* out) {
+  std::string* why = r.why;
+  const json* pf = r.field("prefixes");
   if (!pf) return false;
   if (!pf->is_array())
     return *why = fmt::format("\"prefixes\" is {}, not an array", pf->type_name()), false;
@@ -369,10 +374,29 @@ bool decode_entry(const json& e, ParsedLease* out, std::string* why) {
       return *why = fmt::format("\"prefixes\"[{}] {} is not an {} prefix", k,
                                 p.dump().substr(0, 64), family == "ipv4" ? "IPv4" : "IPv6"),
              false;
-    l.prefixes.push_back(p.get<std::string>());
+    out->lease.prefixes.push_back(p.get<std::string>());
   }
-  if (!uint("bound_unix", 0, kMaxUnixSeconds, &l.bound_unix) ||
-      !uint("expires_unix", 0, kMaxUnixSeconds, &l.expires_unix))
+  return true;
+}
+
+// One entry of the file, every field present, typed and in range (what
+// flush() writes); false with *why naming the field otherwise.
+bool decode_entry(const json& e, ParsedLease* out, std::string* why) {
+  if (!e.is_object()) return *why = fmt::format("is {}, not an object", e.type_name()), false;
+  const EntryReader r{e, why};
+  std::string family;
+  if (!decode_owner(r, out, &family)) return false;
+  Lease& l = out->lease;
+  l.bound = true;
+  if (!r.str("address", &l.address)) return false;
+  if (out->family == LeaseFamily::kV4 ? !parse_ipv4(l.address)
+                                      : !l.address.empty() && !parse_ipv6(l.address))
+    return *why = fmt::format("\"address\" \"{}\" is not an {} address", l.address.substr(0, 64),
+                              family == "ipv4" ? "IPv4" : "IPv6"),
+           false;
+  if (!decode_prefixes(r, family, out)) return false;
+  if (!r.uint("bound_unix", 0, kMaxUnixSeconds, &l.bound_unix) ||
+      !r.uint("expires_unix", 0, kMaxUnixSeconds, &l.expires_unix))
     return false;
   if (l.expires_unix < l.bound_unix || l.expires_unix - l.bound_unix > UINT32_MAX)
     return *why = fmt::format(
