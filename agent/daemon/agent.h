@@ -25,6 +25,9 @@
 #include "radius/client.h"
 #include "radius/session.h"
 #include "radius/session_table.h"
+#include "relay/relay4.h"
+#include "relay/socket4.h"
+#include "api/relay_store.h"
 
 namespace xbng::agent {
 
@@ -45,6 +48,9 @@ struct AgentOptions {
     radius::AccessOptions access;
   };
   std::optional<Radius> radius;
+  // The DHCPv4 relay of the access ports in bringup.relay4_ports
+  // (relay_address 0 = the uplink's first global IPv4 address).
+  std::optional<relay::Relay4Options> relay4;
 };
 
 class Agent {
@@ -86,7 +92,9 @@ class Agent {
   EventHub hub_;
   std::unique_ptr<SubscriberStore> store_;
   std::unique_ptr<RingbufReader> rb_;
-  void start_bringup(const punt::BringupOptions& o, const std::optional<AgentOptions::Radius>& r);
+  void start_bringup(const punt::BringupOptions& o, const std::optional<AgentOptions::Radius>& r,
+                     const std::optional<relay::Relay4Options>& relay4);
+  void start_relay4(const punt::BringupOptions& o, relay::Relay4Options ro);
   std::unique_ptr<LeaseTable> leases_;
   std::unique_ptr<punt::PuntTx> punt_tx_;
   std::unique_ptr<punt::Dispatcher> dispatcher_;
@@ -95,6 +103,10 @@ class Agent {
   std::unique_ptr<radius::SessionTable> radius_sessions_;
   std::unique_ptr<radius::AccessSessions> access_sessions_;
   std::unique_ptr<radius::Client> radius_client_;
+  // The DHCPv4 relay: its socket's thread goes before it, it before the sessions.
+  std::unique_ptr<RelaySessions> relay_sessions_;
+  std::unique_ptr<relay::Relay4> relay4_;
+  std::unique_ptr<relay::Socket4> relay_socket_;
   std::unique_ptr<punt::PuntRx> punt_rx_;
   std::unique_ptr<Tracer> tracer_;  // used by service_: declared before it
   std::unique_ptr<SubscribersService> service_;
