@@ -15,7 +15,7 @@ import time
 from xbnglab.cpe import cpe_sub
 from xbnglab.fixture import BringupSuite
 from xbnglab.kea import Kea4
-from xbnglab.lab import wait_for
+from xbnglab.lab import read_text, wait_for
 from xbnglab.xbngd import GW4, UPLINK_DUT4, UPLINK_NET4, CtlError
 
 KEA1, KEA2 = "198.51.100.67", "198.51.100.75"  # Kea4(index 0 / 1)
@@ -104,7 +104,7 @@ class RelayTest(BringupSuite):
         self.assertTrue(self.kea_lines(addr), "Kea's lease file has the lease")
         # The client sees the gateway as its server (its renewals come to
         # xbngd), and never an option 82.
-        text = open(files["leases"]).read()
+        text = read_text(files["leases"])
         self.assertIn(f"dhcp-server-identifier {GW4}", text)
         self.assertNotIn("agent", text)
         self.assertNotIn("unknown-82", text)
@@ -112,7 +112,9 @@ class RelayTest(BringupSuite):
         self.b.clamp_v4_route(ns)
         self.ping(ns, UPLINK_NET4)
         self.ping(self.x.net, addr)
-        # Kea saw xbngd's option 82: its log names the circuit-id.
+        # Kea picked its subnet by the link-selection sub-option (the giaddr,
+        # 192.0.2.1, is in none of its subnets) and saw the circuit-id.
+        self.assertIn("acc0:100:1", "".join(k.read_log() for k in self.kea))
         st = self.x.stats()
         self.assertGreaterEqual(st.get("relay4_bound", 0), 1, st)
         self.assertGreater(st.get("punt_unknown_dhcpv4", 0), 0, st)
