@@ -10,6 +10,7 @@
 #include "fuzz.h"
 #include "relay/agent_info.h"
 #include "relay/dhcpv4_relay.h"
+#include "relay/dhcpv6_relay.h"
 
 namespace xbng::fuzz {
 namespace {
@@ -119,6 +120,18 @@ void run_one(const uint8_t* data, size_t size) {
     XBNG_FUZZ_CHECK(rl::expand(rl::kDefaultCircuitId, tv) == s);  // the exact inverse
   }
   (void)rl::match_template("cid-{svlan}.{cvlan}@{port}/{mac}", s, &tv);
+  // DHCPv6: a Relay-Forward around the input unwraps back to it.
+  rl::Forward6Params p6;
+  p6.interface_id = "acc0:100:1";
+  p6.remote_id = "02:00:00:00:00:11";
+  rl::Relay6Error e6;
+  if (auto fw = rl::relay_forward(in, p6, &e6)) {
+    Bytes rep = *fw;
+    rep[0] = 13;
+    auto r6 = rl::parse_relay_reply(rep, &e6);
+    XBNG_FUZZ_CHECK(r6 && r6->message == in && r6->interface_id == "acc0:100:1");
+  }
+  (void)rl::parse_relay_reply(in, &e6);
 }
 
 }  // namespace

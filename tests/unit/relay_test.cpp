@@ -11,6 +11,7 @@
 #include "bringup/punt/frame.h"
 #include "relay/agent_info.h"
 #include "relay/dhcpv4_relay.h"
+#include "relay/dhcpv6_relay.h"
 #include "relay/relay4.h"
 
 namespace xbng::agent::relay {
@@ -426,6 +427,57 @@ TEST(Relay4Engine, AServerThatStopsAnsweringIsMarkedDown) {
   h.client(bootp(1, v4::kDiscover, {}, 0x200));
   h.relay->on_server(ip("192.0.2.68"), 67, kea_ack(v4::kOffer, ip("100.64.6.6"), 0x200));
   EXPECT_TRUE(h.relay->servers()[1].up);
+}
+
+TEST(Dhcpv6Relay, ForwardWrapsAndReplyUnwraps) {
+  const Bytes solicit = hex("01 abcdef 0008 0002 0000");
+  Forward6Params p;
+  p.link_address = *parse_ipv6("2001:db8:1000::1");
+  p.peer_address = *parse_ipv6("fe80::cc:64ff:fe00:1");
+  p.interface_id = "acc0:100:1";
+  p.enterprise = 32473;
+  p.remote_id = "02:cc:00:64:00:01";
+  Relay6Error e;
+  auto fw = relay_forward(solicit, p, &e);
+  ASSERT_TRUE(fw) << relay6_error_name(e);
+  EXPECT_EQ((*fw)[0], 12);
+  EXPECT_EQ((*fw)[1], 0);
+  EXPECT_EQ(0, std::memcmp(&(*fw)[2], p.link_address.data(), 16));
+  // A server's answer to it: the same header as a Relay-Reply, the
+  // Interface-ID echoed, the client's REPLY inside.
+  Bytes reply = *fw;
+  reply[0] = 13;
+  // replace the relay message (last option) with an ADVERTISE
+  const size_t relay_msg = reply.size() - (4 + solicit.size());
+  reply.resize(relay_msg);
+  const Bytes adv = hex("02 abcdef 0002 0004 00010203");
+  reply.insert(reply.end(), {0, 9, 0, static_cast<uint8_t>(adv.size())});
+  reply.insert(reply.end(), adv.begin(), adv.end());
+  auto r = parse_relay_reply(reply, &e);
+  ASSERT_TRUE(r) << relay6_error_name(e);
+  EXPECT_EQ(r->interface_id, "acc0:100:1");
+  EXPECT_EQ(r->message, adv);
+  EXPECT_EQ(r->message_type, 2);
+  EXPECT_EQ(r->peer_address, p.peer_address);
+  // Errors.
+  EXPECT_FALSE(relay_forward(hex("02 abcdef"), p, &e));  // an ADVERTISE is no client message
+  EXPECT_EQ(e, Relay6Error::kNotClient);
+  Bytes nested = *fw;
+  nested[1] = kHopCountLimit;
+  EXPECT_FALSE(relay_forward(nested, p, &e));
+  EXPECT_EQ(e, Relay6Error::kHopLimit);
+  nested[1] = 2;
+  auto again = relay_forward(nested, p, &e);
+  ASSERT_TRUE(again);
+  EXPECT_EQ((*again)[1], 3);
+  EXPECT_FALSE(parse_relay_reply(*fw, &e));
+  EXPECT_EQ(e, Relay6Error::kNotRelayReply);
+  Bytes cut = reply;
+  cut.pop_back();
+  EXPECT_FALSE(parse_relay_reply(cut, &e));
+  EXPECT_EQ(e, Relay6Error::kOptionOverflow);
+  EXPECT_FALSE(parse_relay_reply(Bytes(reply.begin(), reply.begin() + 34), &e));
+  EXPECT_EQ(e, Relay6Error::kNoRelayMessage);
 }
 
 }  // namespace
