@@ -113,8 +113,12 @@ class RelayTest(BringupSuite):
         self.ping(ns, UPLINK_NET4)
         self.ping(self.x.net, addr)
         # Kea picked its subnet by the link-selection sub-option (the giaddr,
-        # 192.0.2.1, is in none of its subnets) and saw the circuit-id.
-        self.assertIn("acc0:100:1", "".join(k.read_log() for k in self.kea))
+        # 192.0.2.1, is in none of its subnets) and saw the circuit-id (its
+        # log writes it in hex); the server whose offer was not taken saw
+        # the other's identifier restored in the REQUEST.
+        logs = "".join(k.read_log() for k in self.kea)
+        self.assertIn("circuit-id=" + b"acc0:100:1".hex().upper(), logs)
+        self.assertIn("foreign server identifier", logs)
         st = self.x.stats()
         self.assertGreaterEqual(st.get("relay4_bound", 0), 1, st)
         self.assertGreater(st.get("punt_unknown_dhcpv4", 0), 0, st)
