@@ -174,6 +174,9 @@ struct Session {
 
 struct Options {
   uint32_t n = 10000, first = 0, window = 4096, rate = 0;
+  // DHCPv4 only, any address accepted: CPEs of a dhcp = "relay" port, whose
+  // addresses come from the relay's servers (a CPE is bound on its ACK).
+  bool v4_only = false;
   double timeout = 60, retransmit = 1.0;
   bool rapid_commit = true;
   int pid = 0;
@@ -270,6 +273,7 @@ Results run_storm(const Options& o, PacketSocket& sock, FwdProbe* fwd) {
       else
         sock.queue(dhcp4_discover(c, 0x10000000u + i));
     }
+    if (o.v4_only) return;
     if (!(s.flags & kV6Bound)) {
       if ((s.flags & kV6Requested) && duid_len)
         sock.queue(dhcp6_request(c, i & 0xffffff, {duid.data(), duid_len}));
@@ -286,7 +290,8 @@ Results run_storm(const Options& o, PacketSocket& sock, FwdProbe* fwd) {
   };
   auto done = [&](uint32_t k, double now) {
     Session& s = ss[k];
-    if ((s.flags & kAllDone) == kAllDone && s.t_done < 0) {
+    const uint8_t need = o.v4_only ? uint8_t{kV4Bound} : kAllDone;
+    if ((s.flags & need) == need && s.t_done < 0) {
       s.t_done = now;
       r.ttb.push_back(now - s.t_start);
       ++r.bound;
@@ -369,14 +374,14 @@ Results run_storm(const Options& o, PacketSocket& sock, FwdProbe* fwd) {
         if (s.t_start < 0 || s.t_done >= 0) return;
         if (p.kind == Parsed::kDhcp4 && p.xid == 0x10000000u + uint32_t(i)) {
           if (p.dhcp4_type == 2 && !(s.flags & kV4Offered)) {
-            if (p.yiaddr_be != sub_addr4_be(uint32_t(i)))
+            if (!o.v4_only && p.yiaddr_be != sub_addr4_be(uint32_t(i)))
               wrong(i, "OFFER yiaddr", fmt_v4(p.yiaddr_be));
             s.flags |= kV4Offered;
             s.offered_be = p.yiaddr_be;
             s.server_be = p.server_id_be;
             sock.queue(dhcp4_request(cpe_of(uint32_t(i)), p.xid, s.offered_be, s.server_be));
           } else if (p.dhcp4_type == 5 && (s.flags & kV4Offered) && !(s.flags & kV4Bound)) {
-            if (p.yiaddr_be != sub_addr4_be(uint32_t(i)))
+            if (!o.v4_only && p.yiaddr_be != sub_addr4_be(uint32_t(i)))
               wrong(i, "ACK yiaddr", fmt_v4(p.yiaddr_be));
             s.flags |= kV4Bound;
           } else if (p.dhcp4_type == 6) {
@@ -468,6 +473,8 @@ int main(int argc, char** argv) {
   app.add_option("--timeout", o.timeout, "a CPE not bound after S seconds has failed")
       ->capture_default_str();
   app.add_flag("!--no-rapid-commit", o.rapid_commit, "SOLICIT without Rapid Commit (4-message v6)");
+  app.add_flag("--v4-only", o.v4_only,
+               "DHCPv4 only, any offered address (CPEs of a dhcp = \"relay\" port)");
   app.add_flag("--self-test", self_test, "answer from an in-process responder (xbng_protocols)");
   app.add_option("--netns", o.netns, "namespace holding --iface");
   app.add_option("--iface", o.iface, "the veth facing xbngd's access port");

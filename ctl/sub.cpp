@@ -140,10 +140,11 @@ int Ctl::sub_get(const SubArgs& a) {
     }
     std::string what = l.address();
     for (const auto& p : l.prefixes()) what += (what.empty() ? "" : " ") + p;
+    const std::string from = l.server().empty() ? "" : ", from server " + l.server();
     if (l.bound())
-      std::printf("lease %s   bound %s, expires in %llds (%llu)\n", fam, what.c_str(),
+      std::printf("lease %s   bound %s, expires in %llds (%llu)%s\n", fam, what.c_str(),
                   static_cast<long long>(l.expires_unix()) - static_cast<long long>(time(nullptr)),
-                  static_cast<unsigned long long>(l.expires_unix()));
+                  static_cast<unsigned long long>(l.expires_unix()), from.c_str());
     else
       std::printf("lease %s   not bound (last: %s)\n", fam, what.c_str());
   };

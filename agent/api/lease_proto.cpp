@@ -8,6 +8,7 @@ void lease_to_proto(const Lease& l, xbng::v1::Lease* out) {
   out->set_address(l.address);
   for (const auto& p : l.prefixes) out->add_prefixes(p);
   out->set_bound_unix(l.bound_unix);
+  out->set_server(l.server);
 }
 
 void fill_leases(const LeaseTable& t, xbng::v1::Subscriber* out) {

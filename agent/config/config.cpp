@@ -138,11 +138,13 @@ void get_access(const std::string& path, const toml::node& n, Config* cfg) {
         o.dhcp_subnet_mask = get_string(path, key, v);
       else if (k == "auth")
         o.auth = get_string(path, key, v);
+      else if (k == "dhcp")
+        o.dhcp = get_string(path, key, v);
       else
         fail(path, key,
              "unknown key (a port table has name, outer_tpid, subscriber_mtu, "
              "mss_clamp, pools, gateway_ipv4, gateway_ipv6, mtu, policy, "
-             "mac_policy, dhcp_lease_time, dhcp_dns, dhcp_subnet_mask, auth)");
+             "mac_policy, dhcp_lease_time, dhcp_dns, dhcp_subnet_mask, auth, dhcp)");
     }
     cfg->access.push_back(port);
     if (!cfg->access_options.emplace(port, o).second)
@@ -236,6 +238,10 @@ template <auto Field, auto Get>
 void set(const std::string& path, const std::string& key, const toml::node& v, Config* cfg) {
   cfg->*Field = Get(path, key, v);
 }
+template <auto Field, auto Get>
+void set_relay(const std::string& path, const std::string& key, const toml::node& v, Config* cfg) {
+  cfg->relay.*Field = Get(path, key, v);
+}
 void set_access(const std::string& path, const std::string&, const toml::node& v, Config* cfg) {
   get_access(path, v, cfg);
 }
@@ -311,6 +317,12 @@ const FileKey kFileKeys[] = {
     {"ra.dns_lifetime", &set<&Config::ra_dns_lifetime, get_uint>},
     {"ra.slaac", &set<&Config::ra_slaac, get_bool>},
     {"ra.unsolicited_interval", &set<&Config::ra_unsolicited_interval, get_uint>},
+    {"relay.servers_v4", &set_relay<&RelayConfig::servers_v4, get_strings>},
+    {"relay.servers_v6", &set_relay<&RelayConfig::servers_v6, get_strings>},
+    {"relay.relay_address_v4", &set_relay<&RelayConfig::relay_address_v4, get_string>},
+    {"relay.circuit_id", &set_relay<&RelayConfig::circuit_id, get_string>},
+    {"relay.remote_id", &set_relay<&RelayConfig::remote_id, get_string>},
+    {"relay.option82_policy", &set_relay<&RelayConfig::option82_policy, get_string>},
 };
 
 }  // namespace
@@ -335,6 +347,7 @@ void load_config_file(const std::string& path, Config* cfg) {
       load_plans_section(path, *tab, &cfg->plans);
       continue;
     }
+    if (s == "relay") cfg->relay.present = true;
     for (const auto& [k, v] : *tab) {
       const std::string key = s + "." + std::string(k.str());
       auto it = std::find_if(std::begin(kFileKeys), std::end(kFileKeys),
@@ -598,6 +611,14 @@ void check_security(const Config& c, Checker& k) {
       k.err("ports.access {} auth radius: needs the punt path (punt.enabled = true)", name);
     if (auth == "radius" && !c.radius.present)
       k.err("ports.access {} auth radius: needs a [radius] section (its servers)", name);
+    const std::string& dhcp = it->second.dhcp;
+    if (!dhcp.empty() && dhcp != "server" && dhcp != "relay")
+      k.err("ports.access {} dhcp {}: expected \"server\" or \"relay\"", name, quote_value(dhcp));
+    if (dhcp == "relay" && it->second.gateway_ipv4.empty() && c.gateway_ipv4.empty())
+      k.err(
+          "ports.access {} dhcp relay: needs an IPv4 gateway (gateway_ipv4 or gateway.ipv4): "
+          "it selects the servers' subnet and stands for them toward the client",
+          name);
   }
   for (const auto& a : c.allow_to_host) {
     LocalService ls;
@@ -768,7 +789,17 @@ ConfigCheck check_config(const Config& c) {
   check_log(c, k);
   // RADIUS and rate plans.
   check_radius_config(c.radius, c.plans, &r.errors, &r.warnings);
+  check_relay_config(c.relay, relay_ports_of(c), c.punt_enabled, &r.errors, &r.warnings);
   return r;
+}
+
+std::vector<std::string> relay_ports_of(const Config& c) {
+  std::vector<std::string> out;
+  for (const auto& name : c.access)
+    if (auto it = c.access_options.find(name);
+        it != c.access_options.end() && it->second.dhcp == "relay")
+      out.push_back(name);
+  return out;
 }
 
 DataplaneOptions to_dataplane_options(const Config& c) {
@@ -797,7 +828,8 @@ DataplaneOptions to_dataplane_options(const Config& c) {
     if (!a.gateway_ipv6.empty()) ov.gateway_ipv6 = *parse_ipv6(a.gateway_ipv6);
     ov.default_policy = a.policy;
     if (!a.mac_policy.empty()) ov.mac_policy = *parse_mac_policy(a.mac_policy);
-    ov.punt_unknown = a.auth == "radius";
+    // Unknown keys' first DHCP/RS are punted: to RADIUS, or to the relay.
+    ov.punt_unknown = a.auth == "radius" || a.dhcp == "relay";
     o.access_overrides[name] = ov;
   }
   for (const auto& [name, u] : c.uplink_options) {
@@ -852,6 +884,7 @@ punt::BringupOptions to_bringup_options_unchecked(const Config& c) {
   b.lease_file = c.lease_file;
   for (const auto& [name, a] : c.access_options)
     if (a.auth == "radius") b.auth_ports.insert(name);
+  for (const auto& name : relay_ports_of(c)) b.relay4_ports.insert(name);
   // Defaults: /var/lib/xbng for the production pin directory; another bpffs
   // (a lab, a test) keeps its state under /run/xbng/<its name>/, so that
   // throwaway instances never share nor accumulate state in /var/lib.
@@ -945,10 +978,10 @@ std::string port_settings_text(const Config& c) {
   for (const auto& [n, o] : c.access_options)
     v.push_back(fmt::format(
         "{}{{tpid={},mtu={},gw4={},gw6={},subscriber_mtu={},mss_clamp={},"
-        "pools={},policy={}/{}/{}/{},mac_policy={},auth={}}}",
+        "pools={},policy={}/{}/{}/{},mac_policy={},auth={},dhcp={}}}",
         n, o.outer_tpid, o.mtu, o.gateway_ipv4, o.gateway_ipv6, o.subscriber_mtu,
         o.mss_clamp ? (*o.mss_clamp ? "on" : "off") : "-", join(o.pools), o.policy.up_rate,
-        o.policy.up_burst, o.policy.down_rate, o.policy.down_burst, o.mac_policy, o.auth));
+        o.policy.up_burst, o.policy.down_rate, o.policy.down_burst, o.mac_policy, o.auth, o.dhcp));
   for (const auto& [n, o] : c.uplink_options)
     v.push_back(fmt::format("{}{{icmp_source={},{}}}", n, o.icmp_source_ipv4, o.icmp_source_ipv6));
   return join(v);
@@ -1036,6 +1069,10 @@ void refuse_dataplane_changes(const Config& a, const Config& b, ReloadPlan* p) {
         fmt::format("radius: changed: cannot change live (the RADIUS client is set "
                     "up at start); {}",
                     kRestart));
+  if (!(a.relay == b.relay))
+    p.refused.push_back(fmt::format(
+        "relay: changed: cannot change live (the relay and its socket are set up at start); {}",
+        kRestart));
   if (a.plans != b.plans)
     p->refused.push_back(
         fmt::format("plans: changed: cannot change live (plans are read at start); {}", kRestart));

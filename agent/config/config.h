@@ -30,7 +30,9 @@
 //   [punt]    enabled = true, subscriber_rate = 10, subscriber_burst = 20, port_rate = 20000
 //   [dhcp]    enabled = true, lease_time = 3600, dns = ["192.0.2.53"], subnet_mask = "",
 //             lease_file = "/var/lib/xbng/leases.json"
-//   per access port: dhcp_lease_time, dhcp_dns, dhcp_subnet_mask, auth = "none" | "radius"
+//   per access port: dhcp_lease_time, dhcp_dns, dhcp_subnet_mask, auth = "none" | "radius",
+//             dhcp = "server" | "relay"
+//   [relay]   the DHCP relay's servers and option 82: config/relay_config.h
 //   [dhcpv6]  enabled = true, preferred_lifetime = 3600, valid_lifetime = 7200, t1 = 1800,
 //             t2 = 2880, dns = [], rapid_commit = true,
 //             duid_file = "/var/lib/xbng/dhcpv6-server-duid"
@@ -55,6 +57,7 @@
 #include "bringup/punt/dispatcher.h"
 #include "api/service.h"
 #include "config/radius_config.h"
+#include "config/relay_config.h"
 
 namespace xbng::agent {
 
@@ -83,6 +86,10 @@ struct AccessPortConfig {
   // served), or "radius" (the first DHCP/RS of an unknown key asks [radius]
   // for an Access-Accept that creates the subscriber).
   std::string auth;
+  // DHCP on this port: "" or "server" (xbngd answers from the provisioned
+  // bindings), or "relay" (relayed to [relay]'s servers; the subscriber is
+  // born from the lease, docs/relay.md).
+  std::string dhcp;
   friend bool operator==(const AccessPortConfig&, const AccessPortConfig&) = default;
 };
 
@@ -155,7 +162,11 @@ struct Config {
   // [radius] and [plans] (radius_config.h).
   RadiusConfig radius;
   PlanTable plans;
+  // [relay] (relay_config.h).
+  RelayConfig relay;
 };
+// The access ports with dhcp = "relay".
+std::vector<std::string> relay_ports_of(const Config& cfg);
 
 // Merges the TOML file into cfg. Throws std::runtime_error naming the file,
 // the key and the problem (syntax errors with line:column).

@@ -16,6 +16,7 @@
 #include "api/radius_store.h"
 #include "etcd/etcd_kv.h"
 #include "etcd/value_codec.h"
+#include "dataplane/router.h"
 
 namespace xbng::agent {
 
@@ -54,7 +55,7 @@ Agent::Agent(const AgentOptions& o)
   tracer_ = std::make_unique<Tracer>(dp_.get());
   service_->set_tracer(tracer_.get());
   if (o.fleet) service_->set_fleet_read_only(o.fleet->node, node_subscribers_prefix(o.fleet->node));
-  if (o.bringup.enabled) start_bringup(o.bringup, o.radius);
+  if (o.bringup.enabled) start_bringup(o.bringup, o.radius, o.relay4);
   ServerOptions so = o.server;
   so.metrics = &grpc_metrics_;
   service_->set_watch_limits(o.server.max_watchers, o.server.watcher_queue);
@@ -129,6 +130,7 @@ std::vector<punt::PortBringup> access_port_bringup(const std::vector<PortInfo>& 
     const uint32_t cap = p.cfg.sub_mtu ? p.cfg.sub_mtu : (p.cfg.mtu > 8 ? p.cfg.mtu - 8u : 0u);
     if (b.ra.mtu && cap && b.ra.mtu > cap) b.ra.mtu = cap;
     b.auth = o.auth_ports.count(p.name) > 0;
+    b.relay4 = o.relay4_ports.count(p.name) > 0;
     ports.push_back(b);
     ifindexes->push_back(p.ifindex);
   }
@@ -138,7 +140,8 @@ std::vector<punt::PortBringup> access_port_bringup(const std::vector<PortInfo>& 
 }  // namespace
 
 void Agent::start_bringup(const punt::BringupOptions& opts,
-                          const std::optional<AgentOptions::Radius>& radius) {
+                          const std::optional<AgentOptions::Radius>& radius,
+                          const std::optional<relay::Relay4Options>& relay4) {
   punt::BringupOptions o = opts;
   if (o.dhcpv6) set_server_duid(o);
   leases_ = std::make_unique<LeaseTable>(&hub_, dp_->resolver(), o.lease_file);
@@ -171,6 +174,10 @@ void Agent::start_bringup(const punt::BringupOptions& opts,
       store_.get(), leases_.get(), std::move(ports), o,
       [tx = punt_tx_.get()](uint32_t ifx, std::span<const uint8_t> f) { return tx->send(ifx, f); });
   if (radius) start_radius_access(*radius, o);
+  if (!o.relay4_ports.empty()) {
+    if (!relay4) throw std::runtime_error("access ports with dhcp = \"relay\" need [relay]");
+    start_relay4(o, *relay4);
+  }
   punt_rx_ = std::make_unique<punt::PuntRx>(
       dp_->fd(MapId::kPunt), [d = dispatcher_.get()](const punt::PuntedFrame& f) { d->handle(f); });
   leases_->start();
@@ -254,6 +261,56 @@ void Agent::start_accounting(const AgentOptions::Radius& radius, const std::stri
   // A cold start (fresh maps): no session of this NAS goes on. A hitless
   // restart (maps adopted) says nothing: its sessions go on.
   if (!dp_->adopted()) a->accounting_on();
+}
+
+void Agent::start_relay4(const punt::BringupOptions& o, relay::Relay4Options ro) {
+  if (!ro.relay_address)
+    for (const auto& p : dp_->ports()) {
+      if (p.role != XBNG_ROLE_UPLINK) continue;
+      if (auto a = first_global(interface_addresses(p.name), 4)) {
+        std::memcpy(&ro.relay_address, a->addr.data(), 4);
+        break;
+      }
+    }
+  if (!ro.relay_address)
+    throw std::runtime_error(
+        "relay: no relay.relay_address_v4 and no global IPv4 address on an uplink");
+  std::vector<relay::RelayPort> ports;
+  for (const auto& p : dp_->ports()) {
+    if (p.role != XBNG_ROLE_ACCESS || !o.relay4_ports.count(p.name)) continue;
+    relay::RelayPort r;
+    r.ifindex = p.ifindex;
+    r.name = p.name;
+    std::memcpy(r.mac.data(), p.cfg.mac, 6);
+    r.outer_tpid = p.cfg.outer_tpid;
+    r.gateway = p.cfg.gw_ipv4;
+    ports.push_back(std::move(r));
+  }
+  relay_sessions_ = std::make_unique<RelaySessions>(store_.get(), leases_.get());
+  leases_->set_expiry_hook([s = relay_sessions_.get()](const SubKey& k, LeaseFamily f,
+                                                       const Lease&) { s->expired(k, f); });
+  relay4_ = std::make_unique<relay::Relay4>(
+      ro, std::move(ports), relay_sessions_.get(),
+      [tx = punt_tx_.get()](uint32_t ifx, std::span<const uint8_t> f) { return tx->send(ifx, f); },
+      [this](uint32_t server, std::span<const uint8_t> payload) {
+        return relay_socket_ && relay_socket_->send(server, 67, payload);
+      });
+  relay_socket_ = std::make_unique<relay::Socket4>(
+      ro.relay_address, 67,
+      [r = relay4_.get()](uint32_t src, uint16_t sport, std::span<const uint8_t> b) {
+        r->on_server(src, sport, b);
+      },
+      [r = relay4_.get()] { r->tick(); });
+  dispatcher_->set_relay4_handler(
+      [r = relay4_.get()](const SubKey& k, const punt::FrameView& v) { r->on_client(k, v); });
+  if (size_t n = relay_sessions_->reconcile())
+    spdlog::info("relay: {} subscriber(s) lost their IPv4 address: lease gone while stopped", n);
+  std::vector<std::string> servers;
+  for (uint32_t a : ro.servers) servers.push_back(format_ipv4(a));
+  spdlog::info(
+      "relay: DHCPv4 of {} relayed from {} to {} (circuit-id {}, remote-id {}, option 82 {})",
+      fmt::join(o.relay4_ports, ","), format_ipv4(ro.relay_address), fmt::join(servers, ","),
+      ro.circuit_id, ro.remote_id, relay::policy_name(ro.policy));
 }
 
 std::string Agent::render_metrics() const {
@@ -348,8 +405,9 @@ void Agent::stop() {
   if (fleet_) fleet_->stop();
   if (server_) server_->shutdown();
   rb_.reset();
-  punt_rx_.reset();  // no frame reaches the servers after this
-  dynauth_.reset();  // no CoA or Disconnect after this
+  punt_rx_.reset();       // no frame reaches the servers after this
+  dynauth_.reset();       // no CoA or Disconnect after this
+  relay_socket_.reset();  // no server reply after this
   // Accounting sends what it has, then the client answers what is still
   // outstanding as undelivered (queued), then the queue is written.
   if (radius_accounting_) radius_accounting_->stop();

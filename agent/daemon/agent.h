@@ -28,6 +28,9 @@
 #include "radius/dynauth_server.h"
 #include "radius/session.h"
 #include "radius/session_table.h"
+#include "relay/relay4.h"
+#include "relay/socket4.h"
+#include "api/relay_store.h"
 
 namespace xbng::agent {
 
@@ -56,6 +59,9 @@ struct AgentOptions {
     std::optional<DynAuth> dynauth;
   };
   std::optional<Radius> radius;
+  // The DHCPv4 relay of the access ports in bringup.relay4_ports
+  // (relay_address 0 = the uplink's first global IPv4 address).
+  std::optional<relay::Relay4Options> relay4;
 };
 
 class Agent {
@@ -97,9 +103,11 @@ class Agent {
   EventHub hub_;
   std::unique_ptr<SubscriberStore> store_;
   std::unique_ptr<RingbufReader> rb_;
-  void start_bringup(const punt::BringupOptions& o, const std::optional<AgentOptions::Radius>& r);
+  void start_bringup(const punt::BringupOptions& o, const std::optional<AgentOptions::Radius>& r,
+                     const std::optional<relay::Relay4Options>& relay4);
   void start_accounting(const AgentOptions::Radius& r, const std::string& lease_file);
   void start_radius_access(const AgentOptions::Radius& r, const punt::BringupOptions& o);
+  void start_relay4(const punt::BringupOptions& o, relay::Relay4Options ro);
   std::unique_ptr<LeaseTable> leases_;
   std::unique_ptr<punt::PuntTx> punt_tx_;
   std::unique_ptr<punt::Dispatcher> dispatcher_;
@@ -113,6 +121,10 @@ class Agent {
   // CoA and Disconnect on the session table and the store (gone before both).
   std::unique_ptr<radius::StoreDynAuthBackend> dynauth_backend_;
   std::unique_ptr<radius::DynAuthServer> dynauth_;
+  // The DHCPv4 relay: its socket's thread goes before it, it before the sessions.
+  std::unique_ptr<RelaySessions> relay_sessions_;
+  std::unique_ptr<relay::Relay4> relay4_;
+  std::unique_ptr<relay::Socket4> relay_socket_;
   std::unique_ptr<punt::PuntRx> punt_rx_;
   std::unique_ptr<Tracer> tracer_;  // used by service_: declared before it
   std::unique_ptr<SubscribersService> service_;

@@ -39,5 +39,6 @@ extern const FuzzTarget kRsTarget;
 extern const FuzzTarget kDhcpv4Target;
 extern const FuzzTarget kFleetTarget;
 extern const FuzzTarget kRadiusTarget;
+extern const FuzzTarget kRelay4Target;
 
 }  // namespace xbng::fuzz

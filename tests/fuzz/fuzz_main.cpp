@@ -32,8 +32,8 @@ Bytes from_hex(const char* s) {
 
 namespace {
 
-const FuzzTarget* const kTargets[] = {&kDhcpv6Target, &kRsTarget, &kDhcpv4Target, &kFleetTarget,
-                                      &kRadiusTarget};
+const FuzzTarget* const kTargets[] = {&kDhcpv6Target, &kRsTarget,     &kDhcpv4Target,
+                                      &kFleetTarget,  &kRadiusTarget, &kRelay4Target};
 
 class Mutator {
  public:

@@ -507,3 +507,88 @@ TEST(Ctl, ParsesCsvPolicyColumnsAndSiNumbers) {
   EXPECT_FALSE(parse_si(""));
   EXPECT_FALSE(parse_si("-3"));
 }
+
+TEST(Config, RelaySectionLoadsAndIsChecked) {
+  auto p = write_tmp(R"(
+[relay]
+servers_v4 = ["192.0.2.67", "192.0.2.68"]
+relay_address_v4 = "192.0.2.1"
+circuit_id = "{port}:{svlan}:{cvlan}"
+remote_id = "{mac}"
+option82_policy = "keep"
+[ports]
+access = [{ name = "acc0", dhcp = "relay" }]
+uplink = ["upl0"]
+[gateway]
+ipv4 = "100.64.0.1"
+)");
+  Config c;
+  load_config_file(p, &c);
+  std::remove(p.c_str());
+  EXPECT_TRUE(c.relay.present);
+  EXPECT_EQ(c.relay.servers_v4.size(), 2u);
+  EXPECT_EQ(c.access_options["acc0"].dhcp, "relay");
+  EXPECT_TRUE(check_config(c).ok()) << errors_of(check_config(c));
+  EXPECT_EQ(relay_ports_of(c), std::vector<std::string>{"acc0"});
+  // The relay port punts unknown keys; the bring-up knows it relays.
+  EXPECT_TRUE(to_dataplane_options(c).access_overrides.at("acc0").punt_unknown);
+  EXPECT_EQ(to_bringup_options(c).relay4_ports.count("acc0"), 1u);
+  const auto ro = to_relay4_options(c.relay);
+  EXPECT_EQ(ro.servers.size(), 2u);
+  EXPECT_EQ(ro.relay_address, *parse_ipv4("192.0.2.1"));
+  EXPECT_EQ(ro.policy, relay::Policy::kKeep);
+  EXPECT_THAT(load_error("[relay]\nserver = [\"192.0.2.67\"]\n"),
+              testing::HasSubstr("relay.server: unknown key"));
+
+  auto relay = [](Config& x) {
+    x.access_options["acc0"].dhcp = "relay";
+    x.relay.present = true;
+    x.relay.servers_v4 = {"192.0.2.67"};
+  };
+  EXPECT_TRUE(check_with(relay).ok()) << errors_of(check_with(relay));
+  struct Case {
+    std::function<void(Config&)> mutate;
+    const char* expect;
+  };
+  const Case cases[] = {
+      {[](Config& x) { x.access_options["acc0"].dhcp = "proxy"; }, "expected \"server\" or"},
+      {[](Config& x) { x.relay = RelayConfig{}; }, "needs a [relay] section"},
+      {[](Config& x) { x.relay.servers_v4.clear(); }, "relay.servers_v4 is empty"},
+      {[](Config& x) {
+         x.relay.servers_v4 = {"192.0.2.67", "192.0.2.67"};
+       },
+       "listed twice"},
+      {[](Config& x) { x.relay.servers_v4 = {"kea"}; }, "not an IPv4 address"},
+      {[](Config& x) { x.relay.servers_v6 = {"2001:db8::zz"}; }, "not an IPv6 address"},
+      {[](Config& x) { x.relay.relay_address_v4 = "0.0.0.0"; }, "relay.relay_address_v4"},
+      {[](Config& x) { x.relay.circuit_id = "{mac}"; }, "must hold {port}, {svlan} and {cvlan}"},
+      {[](Config& x) { x.relay.circuit_id = "{port}{svlan}:{cvlan}"; }, "separated"},
+      {[](Config& x) { x.relay.remote_id = "{user}"; }, "unknown placeholder"},
+      {[](Config& x) { x.relay.option82_policy = "append"; }, "relay.option82_policy"},
+      {[](Config& x) { x.punt_enabled = false; }, "needs the punt path"},
+      {[](Config& x) { x.gateway_ipv4.clear(); }, "needs an IPv4 gateway"},
+  };
+  for (const auto& tc : cases) {
+    auto chk = check_with([&](Config& x) {
+      relay(x);
+      tc.mutate(x);
+    });
+    EXPECT_FALSE(chk.ok()) << tc.expect;
+    EXPECT_THAT(errors_of(chk), testing::HasSubstr(tc.expect));
+  }
+  // servers_v6 alone is accepted with a warning (no DHCPv6 relay yet).
+  auto v6 = check_with([&](Config& x) {
+    relay(x);
+    x.relay.servers_v6 = {"2001:db8:ffff::547"};
+  });
+  EXPECT_TRUE(v6.ok());
+  EXPECT_FALSE(v6.warnings.empty());
+  // A [relay] change is refused live.
+  Config a = valid_config(), b = valid_config();
+  relay(a);
+  relay(b);
+  b.relay.servers_v4 = {"192.0.2.68"};
+  auto plan = plan_reload(a, b);
+  ASSERT_EQ(plan.refused.size(), 1u);
+  EXPECT_THAT(plan.refused[0], testing::HasSubstr("relay: changed"));
+}

@@ -83,7 +83,8 @@ void LeaseTable::publish(EventType type, const SubKey& k, LeaseFamily f, const L
 }
 
 void LeaseTable::bind(const SubKey& k, LeaseFamily f, std::string address,
-                      std::vector<std::string> prefixes, uint32_t lifetime_s, uint64_t now_unix) {
+                      std::vector<std::string> prefixes, uint32_t lifetime_s, uint64_t now_unix,
+                      std::string server) {
   std::lock_guard g(mu_);
   const uint64_t rank = key_rank(k);
   Lease& l = leases_[rank][static_cast<int>(f)];
@@ -92,6 +93,7 @@ void LeaseTable::bind(const SubKey& k, LeaseFamily f, std::string address,
   l.bound = true;
   l.address = std::move(address);
   l.prefixes = std::move(prefixes);
+  l.server = std::move(server);
   l.bound_unix = now_unix;
   l.expires_unix = now_unix + lifetime_s;
   by_expiry_.insert({l.expires_unix, rank, static_cast<int>(f)});
@@ -207,23 +209,27 @@ std::optional<Lease> LeaseTable::get(const SubKey& k, LeaseFamily f) const {
 }
 
 size_t LeaseTable::expire(uint64_t now_unix) {
-  std::lock_guard g(mu_);
-  size_t n = 0;
-  while (!by_expiry_.empty()) {
-    auto [exp, rank, fam] = *by_expiry_.begin();
-    if (exp > now_unix) break;
-    by_expiry_.erase(by_expiry_.begin());
-    Lease& l = leases_[rank][fam];
-    l.bound = false;
-    dirty_ = true;
-    ++n;
-    count(AgentReason::kLEASE_EXPIRED);
-    publish(EventType::kLeaseExpired, key_of_rank(rank), static_cast<LeaseFamily>(fam), l,
-            now_unix);
-    if (observer_)
-      observer_(key_of_rank(rank), static_cast<LeaseFamily>(fam), EventType::kLeaseExpired);
+  std::vector<std::tuple<SubKey, LeaseFamily, Lease>> ended;
+  {
+    std::lock_guard g(mu_);
+    while (!by_expiry_.empty()) {
+      auto [exp, rank, fam] = *by_expiry_.begin();
+      if (exp > now_unix) break;
+      by_expiry_.erase(by_expiry_.begin());
+      Lease& l = leases_[rank][fam];
+      l.bound = false;
+      dirty_ = true;
+      count(AgentReason::kLEASE_EXPIRED);
+      publish(EventType::kLeaseExpired, key_of_rank(rank), static_cast<LeaseFamily>(fam), l,
+              now_unix);
+      if (observer_)
+        observer_(key_of_rank(rank), static_cast<LeaseFamily>(fam), EventType::kLeaseExpired);
+      ended.emplace_back(key_of_rank(rank), static_cast<LeaseFamily>(fam), l);
+    }
   }
-  return n;
+  if (expiry_hook_)
+    for (const auto& [k, f, l] : ended) expiry_hook_(k, f, l);
+  return ended.size();
 }
 
 size_t LeaseTable::size() const {
@@ -265,6 +271,7 @@ bool LeaseTable::flush() {
                        {"prefixes", l.prefixes},
                        {"bound_unix", l.bound_unix},
                        {"expires_unix", l.expires_unix}});
+        if (!l.server.empty()) arr.back()["server"] = l.server;
       }
     }
     doc["leases"] = std::move(arr);
@@ -395,6 +402,14 @@ bool decode_entry(const json& e, ParsedLease* out, std::string* why) {
                               family == "ipv4" ? "IPv4" : "IPv6"),
            false;
   if (!decode_prefixes(r, family, out)) return false;
+  // "server" (optional): the relay's DHCP server that answered.
+  if (auto sv = e.find("server"); sv != e.end()) {
+    if (!sv->is_string() ||
+        (!parse_ipv4(sv->get<std::string>()) && !parse_ipv6(sv->get<std::string>())))
+      return *why = fmt::format("\"server\" {} is not an IP address", sv->dump().substr(0, 64)),
+             false;
+    l.server = sv->get<std::string>();
+  }
   if (!r.uint("bound_unix", 0, kMaxUnixSeconds, &l.bound_unix) ||
       !r.uint("expires_unix", 0, kMaxUnixSeconds, &l.expires_unix))
     return false;

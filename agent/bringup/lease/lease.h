@@ -47,6 +47,7 @@ struct Lease {
   uint64_t bound_unix = 0;    // last bind or renew
   std::string address;        // "" = none
   std::vector<std::string> prefixes;
+  std::string server;  // the DHCP server that answered (relay ports); "" = xbngd's own
   friend bool operator==(const Lease&, const Lease&) = default;
 };
 
@@ -74,8 +75,9 @@ class LeaseTable {
 
   // A bind (or renew when it was bound to the same address): LEASE_BOUND or
   // LEASE_RENEWED. now_unix: seconds.
+  // server: the relay's server that answered ("" for xbngd's own).
   void bind(const SubKey& k, LeaseFamily f, std::string address, std::vector<std::string> prefixes,
-            uint32_t lifetime_s, uint64_t now_unix);
+            uint32_t lifetime_s, uint64_t now_unix, std::string server = "");
   // LEASE_RELEASED when it was bound.
   void release(const SubKey& k, LeaseFamily f, uint64_t now_unix);
   std::optional<Lease> get(const SubKey& k, LeaseFamily f) const;
@@ -100,8 +102,11 @@ class LeaseTable {
   size_t retain_owned(const std::function<bool(const SubKey&, SubscriberSpec*)>& lookup);
   // Whether subscriber s holds lease l of family f (its address, prefixes).
   static bool holds(const SubscriberSpec& s, LeaseFamily f, const Lease& l);
-  // Expires what ended before now_unix; returns how many.
+  // Expires what ended before now_unix; returns how many. The expiry hook
+  // (when set) hears each expired lease after the table's lock is released.
   size_t expire(uint64_t now_unix);
+  using ExpiryHook = std::function<void(const SubKey&, LeaseFamily, const Lease&)>;
+  void set_expiry_hook(ExpiryHook h) { expiry_hook_ = std::move(h); }
   // Writes the state file if something changed. Returns false on error.
   bool flush();
   size_t size() const;
@@ -118,6 +123,7 @@ class LeaseTable {
   EventHub* hub_;
   Observer observer_;
   PortResolver ports_;
+  ExpiryHook expiry_hook_;
   std::string file_;
   mutable std::mutex mu_;
   absl::flat_hash_map<uint64_t, Slot> leases_;                      // key_rank -> per family

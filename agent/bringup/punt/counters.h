@@ -71,7 +71,27 @@ namespace xbng::agent {
   X(ACCT_STOP, "acct_stop", "info")                                                   \
   X(ACCT_ACKED, "acct_acked", "info")                                                 \
   X(ACCT_UNDELIVERED, "acct_undelivered_queued", "info")                              \
-  X(ACCT_QUEUE_DROPPED, "acct_queue_dropped", "drop")
+  X(ACCT_QUEUE_DROPPED, "acct_queue_dropped", "drop")                                 \
+  /* DHCPv4 relay (dhcp = "relay" ports, docs/relay.md) */                            \
+  X(RELAY4_FORWARDED, "relay4_forwarded", "info")                                     \
+  X(RELAY4_REPLIED, "relay4_replies_forwarded", "answered")                           \
+  X(RELAY4_BOUND, "relay4_bound", "info")                                             \
+  X(RELAY4_ENDED, "relay4_ended", "info")                                             \
+  X(RELAY4_ACK_REFUSED, "relay4_ack_refused", "refused")                              \
+  X(RELAY4_HOP_LIMIT, "relay4_hop_limit", "drop")                                     \
+  X(RELAY4_GIADDR_SET, "relay4_giaddr_set", "drop")                                   \
+  X(RELAY4_OPTION82_DROPPED, "relay4_option82_dropped", "drop")                       \
+  X(RELAY4_TOO_LONG, "relay4_too_long", "drop")                                       \
+  X(RELAY4_TABLE_FULL, "relay4_exchange_table_full", "drop")                          \
+  X(RELAY4_SEND_ERROR, "relay4_send_error", "drop")                                   \
+  X(RELAY4_REPLY_UNKNOWN_SERVER, "relay4_reply_unknown_server", "drop")               \
+  X(RELAY4_REPLY_UNKNOWN_CLIENT, "relay4_reply_unknown_client", "drop")               \
+  X(RELAY4_REPLY_BAD_OPTION82, "relay4_reply_bad_option82", "drop")                   \
+  X(RELAY4_REPLY_MALFORMED, "relay4_reply_malformed", "drop")                         \
+  X(RELAY4_REPLY_DUPLICATE, "relay4_reply_duplicate", "drop")                         \
+  X(RELAY4_NAK_IGNORED, "relay4_nak_ignored", "drop")                                 \
+  X(RELAY4_SERVER_MISS, "relay4_server_misses", "info")                               \
+  X(RELAY4_SERVER_DOWN, "relay4_server_down", "info")
 
 enum class AgentReason : int {
 #define XBNG_AGENT_REASON_ENUM_(name, str, kind) k##name,

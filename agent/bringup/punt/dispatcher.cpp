@@ -128,7 +128,17 @@ void Dispatcher::handle(const PuntedFrame& pf) {
   key.inner_vid = pf.inner_vid;
   SubscriberSpec spec;
   std::optional<Mac> learned;
-  if (!store_->binding(key, &spec, &learned)) {
+  const bool known = store_->binding(key, &spec, &learned);
+  if (port->relay4 && pf.kind == XBNG_PUNT_KIND_DHCPV4 && (known || !port->auth)) {
+    // Relayed to the servers, provisioned or not (RADIUS first for an
+    // unknown key of an auth port: the relay's lease then builds on it).
+    if (relay4_ && opts_.dhcpv4)
+      relay4_(key, *v);
+    else
+      count(AgentReason::kPUNT_DISABLED);
+    return;
+  }
+  if (!known) {
     if (port->auth) {
       // Not provisioned yet: the session flow asks whether it may be.
       if (unknown_)

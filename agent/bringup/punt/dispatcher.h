@@ -44,6 +44,9 @@ struct PortBringup {
   // Subscribers created on demand (auth = "radius"): frames of unknown keys
   // go to the unknown-key handler instead of being dropped.
   bool auth = false;
+  // dhcp = "relay": every DHCPv4 frame (provisioned key or not) goes to the
+  // relay handler (after RADIUS, for an unknown key of an auth port).
+  bool relay4 = false;
 };
 
 struct BringupOptions {
@@ -62,6 +65,8 @@ struct BringupOptions {
   std::string lease_file;  // "" = leases not persisted
   // Access ports whose unknown keys are authorized on demand (auth = "radius").
   std::set<std::string> auth_ports;
+  // Access ports whose DHCPv4 is relayed (dhcp = "relay").
+  std::set<std::string> relay4_ports;
 };
 
 class Dispatcher {
@@ -88,6 +93,9 @@ class Dispatcher {
   // RADIUS session flow). Set before the RX thread starts.
   using UnknownHandler = std::function<void(const PuntedFrame&)>;
   void set_unknown_handler(UnknownHandler h) { unknown_ = std::move(h); }
+  // Receives the DHCPv4 frames of relay4 ports. Set before the RX thread starts.
+  using RelayHandler = std::function<void(const SubKey&, const FrameView&)>;
+  void set_relay4_handler(RelayHandler h) { relay4_ = std::move(h); }
 
  private:
   void on_dhcpv4(const FrameView& v, const PortBringup& port, const SubKey& key,
@@ -109,6 +117,7 @@ class Dispatcher {
   Sender send_;
   Clock clock_;
   UnknownHandler unknown_;
+  RelayHandler relay4_;
 
   mutable std::mutex ra_mu_;  // the scheduler has one owner at a time
   std::unique_ptr<ra::RaScheduler> ra_sched_;

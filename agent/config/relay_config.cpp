@@ -1,0 +1,79 @@
+#include "config/relay_config.h"
+
+#include <fmt/format.h>
+
+#include <set>
+
+#include "store/subscriber.h"
+
+namespace xbng::agent {
+
+void check_relay_config(const RelayConfig& r, const std::vector<std::string>& relay_ports,
+                        bool punt, std::vector<std::string>* errors,
+                        std::vector<std::string>* warnings) {
+  auto err = [&](std::string s) { errors->push_back(std::move(s)); };
+  for (const auto& p : relay_ports) {
+    if (!r.present)
+      err(fmt::format("ports.access {} dhcp relay: needs a [relay] section (its servers)", p));
+    else if (r.servers_v4.empty())
+      err(fmt::format("ports.access {} dhcp relay: relay.servers_v4 is empty", p));
+    if (!punt)
+      err(fmt::format("ports.access {} dhcp relay: needs the punt path (punt.enabled = true)", p));
+  }
+  if (!r.present) return;
+  if (relay_ports.empty())
+    warnings->push_back("relay: no access port has dhcp = \"relay\": the section is not used");
+  if (r.servers_v4.size() > relay::kMaxServers)
+    err(fmt::format("relay.servers_v4: {} servers, at most {}", r.servers_v4.size(),
+                    relay::kMaxServers));
+  std::set<uint32_t> seen4;
+  for (const auto& s : r.servers_v4) {
+    auto a = parse_ipv4(s);
+    if (!a)
+      err(fmt::format("relay.servers_v4 {}: not an IPv4 address", quote_value(s)));
+    else if (auto e = check_ipv4_host(*a))
+      err(fmt::format("relay.servers_v4 {}: {}", s, *e));
+    else if (!seen4.insert(*a).second)
+      err(fmt::format("relay.servers_v4 {}: listed twice", s));
+  }
+  std::set<std::string> seen6;
+  for (const auto& s : r.servers_v6) {
+    auto a = parse_ipv6(s);
+    if (!a)
+      err(fmt::format("relay.servers_v6 {}: not an IPv6 address", quote_value(s)));
+    else if (!seen6.insert(format_ipv6(a->data())).second)
+      err(fmt::format("relay.servers_v6 {}: listed twice", s));
+  }
+  if (!r.servers_v6.empty())
+    warnings->push_back(
+        "relay.servers_v6: the DHCPv6 relay is not built yet; DHCPv6 on relay ports is "
+        "answered by xbngd's own server for provisioned subscribers");
+  if (!r.relay_address_v4.empty()) {
+    auto a = parse_ipv4(r.relay_address_v4);
+    if (!a)
+      err(fmt::format("relay.relay_address_v4 {}: not an IPv4 address",
+                      quote_value(r.relay_address_v4)));
+    else if (auto e = check_ipv4_host(*a))
+      err(fmt::format("relay.relay_address_v4 {}: {}", r.relay_address_v4, *e));
+  }
+  if (auto e = relay::check_template(r.circuit_id, true))
+    err(fmt::format("relay.circuit_id {}: {}", quote_value(r.circuit_id), *e));
+  if (auto e = relay::check_template(r.remote_id, false))
+    err(fmt::format("relay.remote_id {}: {}", quote_value(r.remote_id), *e));
+  if (!relay::parse_policy(r.option82_policy))
+    err(fmt::format("relay.option82_policy {}: expected \"keep\", \"replace\" or \"drop\"",
+                    quote_value(r.option82_policy)));
+}
+
+relay::Relay4Options to_relay4_options(const RelayConfig& r) {
+  relay::Relay4Options o;
+  for (const auto& s : r.servers_v4)
+    if (auto a = parse_ipv4(s)) o.servers.push_back(*a);
+  if (!r.relay_address_v4.empty()) o.relay_address = parse_ipv4(r.relay_address_v4).value_or(0);
+  o.circuit_id = r.circuit_id;
+  o.remote_id = r.remote_id;
+  o.policy = relay::parse_policy(r.option82_policy).value_or(relay::Policy::kReplace);
+  return o;
+}
+
+}  // namespace xbng::agent

@@ -1,0 +1,42 @@
+// The [relay] section of the config file and the per access port `dhcp`:
+//   [relay]
+//   servers_v4 = ["192.0.2.67", "192.0.2.68"]   # every message goes to each
+//   servers_v6 = ["2001:db8:ffff::547"]
+//   relay_address_v4 = "192.0.2.1"   # giaddr; default: the uplink's first global address
+//   circuit_id = "{port}:{svlan}:{cvlan}"   # option 82 sub-option 1 (and the reply's key)
+//   remote_id = "{mac}"                     # option 82 sub-option 2
+//   option82_policy = "replace"             # keep | replace | drop (a client's own option 82)
+//   [ports]
+//   access = [{ name = "eth1", dhcp = "relay" }]   # "server" (default) or "relay"
+// docs/relay.md describes the relay.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "relay/relay4.h"
+
+namespace xbng::agent {
+
+struct RelayConfig {
+  bool present = false;  // the file has a [relay] section
+  std::vector<std::string> servers_v4, servers_v6;
+  std::string relay_address_v4;  // "" = the uplink's first global IPv4 address
+  std::string circuit_id = relay::kDefaultCircuitId;
+  std::string remote_id = relay::kDefaultRemoteId;
+  std::string option82_policy = "replace";
+  friend bool operator==(const RelayConfig&, const RelayConfig&) = default;
+};
+
+// Every problem of the section, for the access ports in relay_ports (those
+// with dhcp = "relay"); `punt` = punt.enabled.
+void check_relay_config(const RelayConfig& r, const std::vector<std::string>& relay_ports,
+                        bool punt, std::vector<std::string>* errors,
+                        std::vector<std::string>* warnings);
+
+// The relay's options (servers, templates, policy); relay_address is left
+// 0 when relay_address_v4 is "" (the agent takes the uplink's). The config
+// must have passed check_relay_config.
+relay::Relay4Options to_relay4_options(const RelayConfig& r);
+
+}  // namespace xbng::agent

@@ -1,0 +1,484 @@
+// The DHCPv4 relay: option 82 codec and templates, the message rewrites,
+// and the relay engine (Relay4) against fake servers, a fake client port
+// and fake sessions: no socket, no store.
+#include <gtest/gtest.h>
+
+#include <cctype>
+#include <cstring>
+#include <map>
+
+#include "bringup/punt/counters.h"
+#include "bringup/punt/frame.h"
+#include "relay/agent_info.h"
+#include "relay/dhcpv4_relay.h"
+#include "relay/dhcpv6_relay.h"
+#include "relay/relay4.h"
+
+namespace xbng::agent::relay {
+namespace {
+
+namespace v4 = dhcpv4;
+using Bytes = std::vector<uint8_t>;
+
+uint32_t ip(const char* s) { return *parse_ipv4(s); }
+
+const Mac kCpe{0x02, 0xcc, 0x00, 0x64, 0x00, 0x01};
+const Mac kPortMac{0x02, 0x00, 0x00, 0x00, 0xaa, 0x01};
+
+Bytes hex(const char* h) {
+  Bytes out;
+  int hi = -1;
+  for (const char* p = h; *p; ++p) {
+    int v = std::isxdigit(static_cast<unsigned char>(*p))
+                ? (std::isdigit(static_cast<unsigned char>(*p)) ? *p - '0' : (*p | 0x20) - 'a' + 10)
+                : -1;
+    if (v < 0) continue;
+    if (hi < 0)
+      hi = v;
+    else
+      out.push_back(static_cast<uint8_t>(hi << 4 | v)), hi = -1;
+  }
+  return out;
+}
+
+Bytes bootp(uint8_t op, uint8_t type, const Bytes& opts, uint32_t xid = 0x12345678,
+            uint32_t giaddr = 0, uint32_t yiaddr = 0, uint32_t ciaddr = 0) {
+  Bytes b(236, 0);
+  b[0] = op, b[1] = 1, b[2] = 6;
+  b[4] = static_cast<uint8_t>(xid >> 24), b[5] = static_cast<uint8_t>(xid >> 16);
+  b[6] = static_cast<uint8_t>(xid >> 8), b[7] = static_cast<uint8_t>(xid);
+  std::memcpy(&b[12], &ciaddr, 4);
+  std::memcpy(&b[16], &yiaddr, 4);
+  std::memcpy(&b[24], &giaddr, 4);
+  std::memcpy(&b[28], kCpe.data(), 6);
+  for (uint8_t c : {0x63, 0x82, 0x53, 0x63, 53, 1, 0}) b.push_back(c);
+  b.back() = type;
+  b.insert(b.end(), opts.begin(), opts.end());
+  b.push_back(255);
+  return b;
+}
+
+TEST(AgentInfo, RoundTripsAndRefusesBrokenSubOptions) {
+  AgentInfo a;
+  a.circuit_id = "acc0:100:1";
+  a.remote_id = "02:cc:00:64:00:01";
+  a.link_selection = ip("100.64.0.1");
+  a.server_id_override = ip("100.64.0.1");
+  const Bytes v = encode_agent_info(a);
+  EXPECT_EQ(v[0], kSubCircuitId);
+  auto d = decode_agent_info(v);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(*d, a);
+  EXPECT_FALSE(decode_agent_info(hex("0105 6162")));         // runs past the end
+  EXPECT_FALSE(decode_agent_info(hex("0503 010203")));       // link selection of 3 bytes
+  EXPECT_FALSE(decode_agent_info(hex("0100")));              // empty sub-option
+  EXPECT_TRUE(decode_agent_info(hex("0901 ff 0102 6162")));  // unknown sub-option skipped
+  // Long ids are cut so the whole option fits its 255 bytes.
+  a.circuit_id.assign(300, 'c');
+  a.remote_id.assign(300, 'r');
+  EXPECT_LE(encode_agent_info(a).size(), 255u);
+  auto cut = decode_agent_info(encode_agent_info(a));
+  ASSERT_TRUE(cut);
+  EXPECT_EQ(cut->link_selection, a.link_selection);
+}
+
+TEST(Templates, ExpandCheckAndMatchBack) {
+  TemplateVars v{"acc0", 100, 7, kCpe};
+  EXPECT_EQ(expand(kDefaultCircuitId, v), "acc0:100:7");
+  EXPECT_EQ(expand(kDefaultRemoteId, v), "02:cc:00:64:00:01");
+  EXPECT_FALSE(check_template(kDefaultCircuitId, true));
+  EXPECT_FALSE(check_template("{mac}", false));
+  EXPECT_TRUE(check_template("{mac}", true));                  // no key in it
+  EXPECT_TRUE(check_template("{port}{svlan}:{cvlan}", true));  // not separated
+  EXPECT_TRUE(check_template("{port}:{vlan}", false));         // unknown placeholder
+  EXPECT_TRUE(check_template("{port", false));
+  EXPECT_TRUE(check_template("", false));
+  TemplateVars got;
+  ASSERT_TRUE(match_template(kDefaultCircuitId, "acc0:100:7", &got));
+  EXPECT_EQ(got.port, "acc0");
+  EXPECT_EQ(got.svlan, 100);
+  EXPECT_EQ(got.cvlan, 7);
+  ASSERT_TRUE(match_template("bng1/{mac}/{svlan}.{cvlan}@{port}",
+                             "bng1/" + format_mac(kCpe.data()) + "/5.6@eth1", &got));
+  EXPECT_EQ(got.port, "eth1");
+  EXPECT_EQ(got.mac, kCpe);
+  for (const char* bad : {"acc0:100", "acc0:100:7:8", "acc0:0:7", "acc0:4095:7", "acc0:x:7",
+                          ":100:7", "acc0:0100:7", ""})
+    EXPECT_FALSE(match_template(kDefaultCircuitId, bad, &got)) << bad;
+}
+
+RequestParams params(Policy p = Policy::kReplace) {
+  RequestParams rp;
+  rp.giaddr = ip("192.0.2.1");
+  rp.policy = p;
+  rp.ours.circuit_id = "acc0:100:1";
+  rp.ours.remote_id = "02:cc:00:64:00:01";
+  rp.ours.link_selection = ip("100.64.0.1");
+  rp.ours.server_id_override = ip("100.64.0.1");
+  return rp;
+}
+
+TEST(RelayRequest, AddsTheRelayAndItsOption82Last) {
+  const Bytes discover = bootp(1, v4::kDiscover, hex("3703 010306"));
+  v4::Message m;
+  RequestError e;
+  v4::ParseError pe;
+  auto out = relay_request(discover, params(), &m, &e, &pe);
+  ASSERT_TRUE(out) << request_error_name(e);
+  EXPECT_EQ((*out)[3], 1);
+  uint32_t gi;
+  std::memcpy(&gi, &(*out)[24], 4);
+  EXPECT_EQ(gi, ip("192.0.2.1"));
+  // Option 82 is the last before End.
+  Bytes back = *out;
+  back[3] = 0;
+  std::memset(&back[24], 0, 4);
+  auto m2 = v4::parse(back, &pe);
+  ASSERT_TRUE(m2);
+  ASSERT_TRUE(m2->has_relay_agent_info);
+  auto ai = decode_agent_info(m2->relay_agent_info);
+  ASSERT_TRUE(ai);
+  EXPECT_EQ(ai->circuit_id, "acc0:100:1");
+  EXPECT_EQ(ai->link_selection, ip("100.64.0.1"));
+  EXPECT_EQ(ai->server_id_override, ip("100.64.0.1"));
+  EXPECT_EQ(m2->param_list, (Bytes{1, 3, 6}));
+}
+
+TEST(RelayRequest, Option82PolicyHopsAndGiaddr) {
+  // An access node's own option 82 (circuit-id "dslam")
+  const Bytes theirs = bootp(1, v4::kDiscover, hex("5207 0105 64736c616d"));
+  v4::Message m;
+  RequestError e;
+  v4::ParseError pe;
+  auto rep = relay_request(theirs, params(Policy::kReplace), &m, &e, &pe);
+  ASSERT_TRUE(rep);
+  Bytes b = *rep;
+  b[3] = 0;
+  std::memset(&b[24], 0, 4);
+  auto ai = decode_agent_info(v4::parse(b, &pe)->relay_agent_info);
+  EXPECT_EQ(ai->circuit_id, "acc0:100:1");  // ours, theirs gone
+  auto keep = relay_request(theirs, params(Policy::kKeep), &m, &e, &pe);
+  ASSERT_TRUE(keep);
+  b = *keep;
+  b[3] = 0;
+  std::memset(&b[24], 0, 4);
+  ai = decode_agent_info(v4::parse(b, &pe)->relay_agent_info);
+  EXPECT_EQ(ai->circuit_id, "dslam");
+  EXPECT_FALSE(ai->link_selection);
+  EXPECT_FALSE(relay_request(theirs, params(Policy::kDrop), &m, &e, &pe));
+  EXPECT_EQ(e, RequestError::kAgentInfoDropped);
+  // Without one, drop relays with ours.
+  EXPECT_TRUE(relay_request(bootp(1, v4::kDiscover, {}), params(Policy::kDrop), &m, &e, &pe));
+
+  Bytes hops = bootp(1, v4::kDiscover, {});
+  hops[3] = 17;
+  EXPECT_FALSE(relay_request(hops, params(), &m, &e, &pe));
+  EXPECT_EQ(e, RequestError::kHopLimit);
+  hops[3] = 3;  // an access node counted itself: relayed, one more
+  auto h = relay_request(hops, params(), &m, &e, &pe);
+  ASSERT_TRUE(h);
+  EXPECT_EQ((*h)[3], 4);
+  EXPECT_FALSE(
+      relay_request(bootp(1, v4::kDiscover, {}, 1, ip("10.0.0.1")), params(), &m, &e, &pe));
+  EXPECT_EQ(e, RequestError::kGiaddrSet);
+  Bytes cut = bootp(1, v4::kDiscover, {});
+  cut.pop_back();  // no End
+  EXPECT_FALSE(relay_request(cut, params(), &m, &e, &pe));
+  EXPECT_EQ(e, RequestError::kMalformed);
+  EXPECT_EQ(pe, v4::ParseError::kNoEnd);
+}
+
+TEST(RelayRequest, RestoresTheRealServerIdentifier) {
+  const Bytes req = bootp(1, v4::kRequest, hex("3204 6440010a 3604 64400001"));
+  RequestParams rp = params();
+  rp.server_id = ip("192.0.2.67");
+  v4::Message m;
+  RequestError e;
+  v4::ParseError pe;
+  auto out = relay_request(req, rp, &m, &e, &pe);
+  ASSERT_TRUE(out);
+  Bytes b = *out;
+  b[3] = 0;
+  std::memset(&b[24], 0, 4);
+  EXPECT_EQ(v4::parse(b, &pe)->server_id, ip("192.0.2.67"));
+  EXPECT_EQ(m.server_id, ip("100.64.0.1"));  // what the client sent
+}
+
+Bytes kea_ack(uint8_t type, uint32_t yiaddr, uint32_t xid = 0x12345678,
+              const char* cid_hex = "616363303a3130303a31") {
+  Bytes opts = hex("3604 c0000243 3304 00000e10 0104 ffffffff");
+  Bytes cid = hex(cid_hex);
+  opts.push_back(82);
+  opts.push_back(static_cast<uint8_t>(cid.size() + 2));
+  opts.push_back(1);
+  opts.push_back(static_cast<uint8_t>(cid.size()));
+  opts.insert(opts.end(), cid.begin(), cid.end());
+  return bootp(2, type, opts, xid, ip("192.0.2.1"), yiaddr);
+}
+
+TEST(ServerReply, ParsedAndRewrittenForTheClient) {
+  const Bytes ack = kea_ack(v4::kAck, ip("100.64.5.5"));
+  ReplyError e;
+  auto r = parse_reply(ack, &e);
+  ASSERT_TRUE(r) << reply_error_name(e);
+  EXPECT_EQ(r->type, v4::kAck);
+  EXPECT_EQ(r->lease_time, 3600u);
+  EXPECT_EQ(r->server_id, ip("192.0.2.67"));
+  ASSERT_TRUE(r->agent_info);
+  EXPECT_EQ(r->agent_info->circuit_id, "acc0:100:1");
+  const Bytes c = client_reply(ack, ip("100.64.0.1"));
+  auto rc = parse_reply(c, &e);
+  ASSERT_TRUE(rc);
+  EXPECT_FALSE(rc->agent_info);  // never echoed to the client
+  EXPECT_EQ(rc->server_id, ip("100.64.0.1"));
+  EXPECT_EQ(rc->yiaddr, ip("100.64.5.5"));
+  EXPECT_FALSE(parse_reply(bootp(1, v4::kAck, {}), &e));
+  EXPECT_EQ(e, ReplyError::kNotReply);
+  EXPECT_FALSE(parse_reply(bootp(2, v4::kDiscover, {}), &e));
+  EXPECT_EQ(e, ReplyError::kBadMessageType);
+  EXPECT_FALSE(parse_reply(bootp(2, v4::kAck, hex("5203 0105 61")), &e));
+  EXPECT_EQ(e, ReplyError::kBadAgentInfo);
+}
+
+// ---- the engine ----
+
+struct FakeSessions : Sessions {
+  std::map<uint64_t, std::pair<uint32_t, uint32_t>> leases;  // rank -> (addr, server)
+  std::vector<std::string> ended_why;
+  bool refuse = false;
+  absl::Status bound(const SubKey& k, const Mac&, uint32_t addr, uint32_t,
+                     uint32_t server) override {
+    if (refuse) return absl::FailedPreconditionError("reserved");
+    leases[key_rank(k)] = {addr, server};
+    return absl::OkStatus();
+  }
+  void ended(const SubKey& k, const char* why) override {
+    leases.erase(key_rank(k));
+    ended_why.push_back(why);
+  }
+  std::optional<uint32_t> lease_server(const SubKey& k) override {
+    auto it = leases.find(key_rank(k));
+    if (it == leases.end()) return std::nullopt;
+    return it->second.second;
+  }
+};
+
+struct Harness {
+  FakeSessions sessions;
+  std::vector<std::pair<uint32_t, Bytes>> to_server;
+  std::vector<Bytes> to_client;
+  uint64_t now = 1'000'000'000;
+  std::unique_ptr<Relay4> relay;
+  SubKey key{};
+  Harness() {
+    Relay4Options o;
+    o.servers = {ip("192.0.2.67"), ip("192.0.2.68")};
+    o.relay_address = ip("192.0.2.1");
+    RelayPort p;
+    p.ifindex = 7;
+    p.name = "acc0";
+    p.mac = kPortMac;
+    p.gateway = ip("100.64.0.1");
+    key.ifindex = 7;
+    key.outer_vid = 100;
+    key.inner_vid = 1;
+    relay = std::make_unique<Relay4>(
+        o, std::vector<RelayPort>{p}, &sessions,
+        [this](uint32_t, std::span<const uint8_t> f) {
+          to_client.emplace_back(f.begin(), f.end());
+          return true;
+        },
+        [this](uint32_t s, std::span<const uint8_t> b) {
+          to_server.emplace_back(s, Bytes(b.begin(), b.end()));
+          return true;
+        },
+        [this] { return now; });
+  }
+  void client(const Bytes& payload) {
+    punt::L2 l2{kPortMac, kCpe, 0x88a8, 100, 1};
+    l2.dst = Mac{0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+    l2.src = kCpe;
+    const Bytes f = punt::build_udp4(l2, 0, 0xffffffffu, 68, 67, payload);
+    punt::FrameError fe;
+    auto v = punt::parse_frame(f, &fe);
+    ASSERT_TRUE(v);
+    relay->on_client(key, *v);
+  }
+  // The payload of the last frame to the client, and its IPv4 destination.
+  Bytes last_client(uint32_t* dst = nullptr) {
+    punt::FrameError fe;
+    auto v = punt::parse_frame(to_client.back(), &fe);
+    if (dst) *dst = v->dst4;
+    return Bytes(v->payload.begin(), v->payload.end());
+  }
+};
+
+uint64_t counter(AgentReason r) { return agent_reason_value(r); }
+
+TEST(Relay4Engine, DiscoverOfferRequestAckThroughTwoServers) {
+  Harness h;
+  h.client(bootp(1, v4::kDiscover, {}));
+  ASSERT_EQ(h.to_server.size(), 2u);  // every server
+  // Server A offers; the client sees the gateway as the server.
+  h.relay->on_server(ip("192.0.2.67"), 67, kea_ack(v4::kOffer, ip("100.64.5.5")));
+  ASSERT_EQ(h.to_client.size(), 1u);
+  ReplyError e;
+  auto offer = parse_reply(h.last_client(), &e);
+  ASSERT_TRUE(offer);
+  EXPECT_EQ(offer->server_id, ip("100.64.0.1"));
+  EXPECT_FALSE(offer->agent_info);
+  // The client selects it by the gateway: the relayed REQUEST names server A.
+  h.to_server.clear();
+  h.client(bootp(1, v4::kRequest, hex("3204 64400505 3604 64400001")));
+  ASSERT_EQ(h.to_server.size(), 2u);
+  Bytes b = h.to_server[0].second;
+  b[3] = 0;
+  std::memset(&b[24], 0, 4);
+  v4::ParseError pe;
+  EXPECT_EQ(v4::parse(b, &pe)->server_id, ip("192.0.2.67"));
+  // The ACK creates the session, then goes to the client (unicast, yiaddr).
+  h.relay->on_server(ip("192.0.2.67"), 67, kea_ack(v4::kAck, ip("100.64.5.5")));
+  ASSERT_EQ(h.sessions.leases.count(key_rank(h.key)), 1u);
+  EXPECT_EQ(h.sessions.leases[key_rank(h.key)].first, ip("100.64.5.5"));
+  uint32_t dst = 0;
+  auto ack = parse_reply(h.last_client(&dst), &e);
+  ASSERT_TRUE(ack);
+  EXPECT_EQ(ack->type, v4::kAck);
+  EXPECT_EQ(dst, ip("100.64.5.5"));
+  // A second ACK for the same exchange is a duplicate.
+  const uint64_t dup = counter(AgentReason::kRELAY4_REPLY_DUPLICATE);
+  h.relay->on_server(ip("192.0.2.68"), 67, kea_ack(v4::kAck, ip("100.64.6.6")));
+  EXPECT_EQ(counter(AgentReason::kRELAY4_REPLY_DUPLICATE), dup + 1);
+  EXPECT_EQ(h.sessions.leases[key_rank(h.key)].first, ip("100.64.5.5"));
+  // A renewal goes to the server holding the lease only.
+  h.to_server.clear();
+  Bytes renew = bootp(1, v4::kRequest, {}, 0x99, 0, 0, ip("100.64.5.5"));
+  h.client(renew);
+  ASSERT_EQ(h.to_server.size(), 1u);
+  EXPECT_EQ(h.to_server[0].first, ip("192.0.2.67"));
+  // The other server was not asked: its answer is for nobody.
+  const uint64_t unk = counter(AgentReason::kRELAY4_REPLY_UNKNOWN_CLIENT);
+  h.relay->on_server(ip("192.0.2.68"), 67, kea_ack(v4::kNak, 0, 0x99));
+  EXPECT_EQ(counter(AgentReason::kRELAY4_REPLY_UNKNOWN_CLIENT), unk + 1);
+  // An INIT-REBOOT goes to every server; a NAK from the one that does not
+  // hold the lease is ignored, the lease stays.
+  h.client(bootp(1, v4::kRequest, hex("3204 64400505"), 0x98));
+  const uint64_t ign = counter(AgentReason::kRELAY4_NAK_IGNORED);
+  h.relay->on_server(ip("192.0.2.68"), 67, kea_ack(v4::kNak, 0, 0x98));
+  EXPECT_EQ(counter(AgentReason::kRELAY4_NAK_IGNORED), ign + 1);
+  EXPECT_EQ(h.sessions.leases.count(key_rank(h.key)), 1u);
+  // RELEASE ends it at once.
+  h.client(bootp(1, v4::kRelease, hex("3604 64400001"), 0x77, 0, 0, ip("100.64.5.5")));
+  EXPECT_EQ(h.sessions.leases.count(key_rank(h.key)), 0u);
+  ASSERT_FALSE(h.sessions.ended_why.empty());
+  EXPECT_EQ(h.sessions.ended_why.back(), "released");
+}
+
+TEST(Relay4Engine, BadRepliesAreDroppedAndCounted) {
+  Harness h;
+  h.client(bootp(1, v4::kDiscover, {}));
+  auto drops = [&](AgentReason r, auto&& fn) {
+    const uint64_t before = counter(r);
+    const size_t sent = h.to_client.size();
+    fn();
+    EXPECT_EQ(counter(r), before + 1) << agent_reason_name(r);
+    EXPECT_EQ(h.to_client.size(), sent);
+  };
+  drops(AgentReason::kRELAY4_REPLY_UNKNOWN_SERVER,
+        [&] { h.relay->on_server(ip("192.0.2.99"), 67, kea_ack(v4::kOffer, ip("100.64.5.5"))); });
+  drops(AgentReason::kRELAY4_REPLY_UNKNOWN_CLIENT, [&] {
+    h.relay->on_server(ip("192.0.2.67"), 67, kea_ack(v4::kOffer, ip("100.64.5.5"), 0xdead));
+  });
+  drops(AgentReason::kRELAY4_REPLY_BAD_OPTION82, [&] {  // circuit-id of another key
+    h.relay->on_server(ip("192.0.2.67"), 67,
+                       kea_ack(v4::kOffer, ip("100.64.5.5"), 0x12345678, "616363303a3130303a32"));
+  });
+  drops(AgentReason::kRELAY4_REPLY_BAD_OPTION82, [&] {  // not a known port
+    h.relay->on_server(ip("192.0.2.67"), 67,
+                       kea_ack(v4::kOffer, ip("100.64.5.5"), 0x12345678, "6e6f3a3130303a31"));
+  });
+  drops(AgentReason::kRELAY4_REPLY_MALFORMED, [&] {
+    Bytes b = kea_ack(v4::kOffer, ip("100.64.5.5"));
+    b.resize(100);
+    h.relay->on_server(ip("192.0.2.67"), 67, b);
+  });
+  // A refused address: no session, the ACK is not forwarded.
+  h.sessions.refuse = true;
+  h.client(bootp(1, v4::kRequest, hex("3204 64400505")));
+  drops(AgentReason::kRELAY4_ACK_REFUSED,
+        [&] { h.relay->on_server(ip("192.0.2.67"), 67, kea_ack(v4::kAck, ip("100.64.5.5"))); });
+  EXPECT_TRUE(h.sessions.leases.empty());
+}
+
+TEST(Relay4Engine, AServerThatStopsAnsweringIsMarkedDown) {
+  Harness h;
+  for (uint32_t i = 0; i < 3; ++i) {
+    h.client(bootp(1, v4::kDiscover, {}, 0x100 + i));
+    h.relay->on_server(ip("192.0.2.67"), 67, kea_ack(v4::kOffer, ip("100.64.5.5"), 0x100 + i));
+    h.now += 3'000'000'000ull;
+    h.relay->tick();
+  }
+  auto s = h.relay->servers();
+  EXPECT_TRUE(s[0].up);
+  EXPECT_FALSE(s[1].up);
+  EXPECT_EQ(s[1].downs, 1u);
+  EXPECT_EQ(s[0].answered, 3u);
+  // Its next answer marks it up again.
+  h.client(bootp(1, v4::kDiscover, {}, 0x200));
+  h.relay->on_server(ip("192.0.2.68"), 67, kea_ack(v4::kOffer, ip("100.64.6.6"), 0x200));
+  EXPECT_TRUE(h.relay->servers()[1].up);
+}
+
+TEST(Dhcpv6Relay, ForwardWrapsAndReplyUnwraps) {
+  const Bytes solicit = hex("01 abcdef 0008 0002 0000");
+  Forward6Params p;
+  p.link_address = *parse_ipv6("2001:db8:1000::1");
+  p.peer_address = *parse_ipv6("fe80::cc:64ff:fe00:1");
+  p.interface_id = "acc0:100:1";
+  p.enterprise = 32473;
+  p.remote_id = "02:cc:00:64:00:01";
+  Relay6Error e;
+  auto fw = relay_forward(solicit, p, &e);
+  ASSERT_TRUE(fw) << relay6_error_name(e);
+  EXPECT_EQ((*fw)[0], 12);
+  EXPECT_EQ((*fw)[1], 0);
+  EXPECT_EQ(0, std::memcmp(&(*fw)[2], p.link_address.data(), 16));
+  // A server's answer to it: the same header as a Relay-Reply, the
+  // Interface-ID echoed, the client's REPLY inside.
+  Bytes reply = *fw;
+  reply[0] = 13;
+  // replace the relay message (last option) with an ADVERTISE
+  const size_t relay_msg = reply.size() - (4 + solicit.size());
+  reply.resize(relay_msg);
+  const Bytes adv = hex("02 abcdef 0002 0004 00010203");
+  reply.insert(reply.end(), {0, 9, 0, static_cast<uint8_t>(adv.size())});
+  reply.insert(reply.end(), adv.begin(), adv.end());
+  auto r = parse_relay_reply(reply, &e);
+  ASSERT_TRUE(r) << relay6_error_name(e);
+  EXPECT_EQ(r->interface_id, "acc0:100:1");
+  EXPECT_EQ(r->message, adv);
+  EXPECT_EQ(r->message_type, 2);
+  EXPECT_EQ(r->peer_address, p.peer_address);
+  // Errors.
+  EXPECT_FALSE(relay_forward(hex("02 abcdef"), p, &e));  // an ADVERTISE is no client message
+  EXPECT_EQ(e, Relay6Error::kNotClient);
+  Bytes nested = *fw;
+  nested[1] = kHopCountLimit;
+  EXPECT_FALSE(relay_forward(nested, p, &e));
+  EXPECT_EQ(e, Relay6Error::kHopLimit);
+  nested[1] = 2;
+  auto again = relay_forward(nested, p, &e);
+  ASSERT_TRUE(again);
+  EXPECT_EQ((*again)[1], 3);
+  EXPECT_FALSE(parse_relay_reply(*fw, &e));
+  EXPECT_EQ(e, Relay6Error::kNotRelayReply);
+  Bytes cut = reply;
+  cut.pop_back();
+  EXPECT_FALSE(parse_relay_reply(cut, &e));
+  EXPECT_EQ(e, Relay6Error::kOptionOverflow);
+  EXPECT_FALSE(parse_relay_reply(Bytes(reply.begin(), reply.begin() + 34), &e));
+  EXPECT_EQ(e, Relay6Error::kNoRelayMessage);
+}
+
+}  // namespace
+}  // namespace xbng::agent::relay
