@@ -24,6 +24,7 @@ Agent::Agent(const AgentOptions& o)
           std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
               .count()) {
   dp_ = Dataplane::start(o.dataplane);
+  if (o.ha) ha_node_ = std::make_unique<HaNode>(dp_.get(), *o.ha);
   const StoreMaps maps = StoreMaps::from(*dp_);
   store_ = std::make_unique<SubscriberStore>(maps, dp_->resolver(), &hub_);
   if (!o.journal_file.empty()) store_->set_journal(std::make_unique<Journal>(o.journal_file));
@@ -52,7 +53,11 @@ Agent::Agent(const AgentOptions& o)
       std::make_unique<SubscribersService>(store_.get(), &hub_, maps, dp_->ports(), boot_id_);
   tracer_ = std::make_unique<Tracer>(dp_.get());
   service_->set_tracer(tracer_.get());
-  if (o.fleet) service_->set_fleet_read_only(o.fleet->node, node_subscribers_prefix(o.fleet->node));
+  if (o.fleet)
+    service_->set_fleet_read_only(
+        o.fleet->node,
+        node_subscribers_prefix(o.fleet->subscribers_of.empty() ? o.fleet->node
+                                                                : o.fleet->subscribers_of));
   if (o.bringup.enabled) start_bringup(o.bringup, o.radius);
   ServerOptions so = o.server;
   so.metrics = &grpc_metrics_;
@@ -66,6 +71,10 @@ Agent::Agent(const AgentOptions& o)
       if (p.role == XBNG_ROLE_ACCESS) fo.access_ports.push_back(p.name);
     fleet_ = std::make_unique<Fleet>(fo, store_.get(), boot_id_, fleet::connect_etcd(fo.etcd),
                                      subscriber_value_codec());
+    if (o.ha) {
+      ha_ = std::make_unique<HaMember>(*o.ha, fleet::connect_etcd(fo.etcd), ha_node_.get());
+      service_->set_ha(ha_.get());
+    }
   }
   set_metrics_listen(o.metrics_listen);
 }
@@ -142,7 +151,10 @@ void Agent::start_bringup(const punt::BringupOptions& opts,
   punt_tx_ = std::make_unique<punt::PuntTx>(ifindexes);
   dispatcher_ = std::make_unique<punt::Dispatcher>(
       store_.get(), leases_.get(), std::move(ports), o,
-      [tx = punt_tx_.get()](uint32_t ifx, std::span<const uint8_t> f) { return tx->send(ifx, f); });
+      [tx = punt_tx_.get(), ha = ha_node_.get()](uint32_t ifx, std::span<const uint8_t> f) {
+        if (ha && !ha->active()) return true;  // a standby sends nothing on the access side
+        return tx->send(ifx, f);
+      });
   if (!o.auth_ports.empty()) {
     if (!radius) throw std::runtime_error("access ports with auth = \"radius\" need [radius]");
     auto client = radius::Client::create(radius->client);
@@ -254,6 +266,7 @@ void Agent::set_reserved_ranges(const std::vector<std::string>& ranges) {
 }
 
 void Agent::stop() {
+  ha_.reset();  // an active hands over first, while everything else still serves
   addr_watcher_.reset();
   metrics_.reset();
   if (fleet_) fleet_->stop();

@@ -531,6 +531,15 @@ void Dataplane::fill_port_config(PortInfo& p) {
     if (!o.mss_clamp) c.flags &= static_cast<uint16_t>(~XBNG_PORT_F_MSS_CLAMP);
     if (o.punt_unknown) c.flags |= XBNG_PORT_F_PUNT_UNKNOWN;
   }
+  if (opts_.ha) {
+    c.ha_deadline_ns = XBNG_HA_STANDBY;
+    if (p.role == XBNG_ROLE_ACCESS) {
+      std::memcpy(c.mac, opts_.ha_virtual_mac.data(), 6);
+    } else {
+      c.gw_ipv4 = opts_.ha_vip4;
+      std::memcpy(c.gw_ipv6, opts_.ha_vip6.data(), 16);
+    }
+  }
   if (p.role == XBNG_ROLE_ACCESS) {
     // The netdev must carry subscriber_mtu plus both tags: drivers drop
     // larger frames on redirect, silently.
@@ -539,6 +548,19 @@ void Dataplane::fill_port_config(PortInfo& p) {
   } else {
     configure_uplink_icmp_source(p.name, &c);
   }
+}
+
+bool Dataplane::set_ha_deadline(uint64_t ns) {
+  bool ok = true;
+  for (const auto& p : ports_) {
+    struct xbng_port c = p.cfg;
+    c.ha_deadline_ns = ns;
+    if (bpf_map_update_elem(fd(MapId::kPorts), &p.ifindex, &c, BPF_EXIST) != 0) {
+      spdlog::error("ha: {}: writing the deadline into map ports: {}", p.name, errstr(errno));
+      ok = false;
+    }
+  }
+  return ok;
 }
 
 void Dataplane::configure_ports() {
