@@ -51,10 +51,16 @@ class Member(Daemon):
         self.ns.ip("addr", "add", f"198.51.100.{4 * k + 2}/30", "dev", "etcd0")
         self.etcd_host = f"198.51.100.{4 * k + 1}"
         lab.veth(acc, f"a{k}", self.ns, "acc0")
+        # The access netdev takes the virtual MAC on every member: its kernel must not speak there.
+        self.ns.sysctl("net.ipv6.conf.acc0.disable_ipv6", "1")
         lab.veth(self.ns, "upl0", up, f"u{k}")
         for ns, ifn in ((acc, f"a{k}"), (up, f"u{k}")):
             lab.attach_pass(ns, ifn, obj)
             ns.ip("link", "set", ifn, "master", "br0" if ns is acc else "br1")
+        # The bridge moves a frame's outer tag into skb metadata on receive;
+        # with TX VLAN offload off, a<k> writes it back into the frame before
+        # xbng's XDP program (which sees only frame bytes) gets it.
+        acc.exec(["ethtool", "-K", f"a{k}", "txvlan", "off", "tx-vlan-stag-hw-insert", "off"])
         self.ns.ip("addr", "add", f"192.0.2.{11 + k}/24", "dev", "upl0")
         self.ns.ip("addr", "add", f"2001:db8:ffff::{11 + k}/64", "dev", "upl0", "nodad")
         self.bpffs = os.path.join(lab.bpffs, f"{lab.id}-{self.name}")
@@ -250,14 +256,29 @@ class HaTest(unittest.TestCase):
         cpe_tx = self.cpe.packet_socket("c0")
         cpe_rx = self.cpe.packet_socket("c0")
 
+        seen = {"up": 0, "down": 0}
+
         def flows():
             for s in self.subs[:2]:
                 cpe_tx.send(bytes(up_v4(s, VMAC, NET4, payload=MAGIC_UP + b"warm0000")))
                 tx.sendto(MAGIC_DOWN + b"warm0000", (s["ipv4"], 40000))
             up = recv_frames(net_rx, 0.3, match=lambda f: MAGIC_UP in f)
             down = recv_frames(cpe_rx, 0.3, match=lambda f: MAGIC_DOWN in f)
+            seen["up"] += len(up)
+            seen["down"] += len(down)
             return up and down
-        wait_for(flows, 30, 0.1, "traffic both ways")
+        try:
+            wait_for(flows, 30, 0.1, "traffic both ways")
+        except TimeoutError:
+            for m in self.m:
+                try:
+                    nz = {r["reason"]: r["packets"] for r in m.ctl("stats")["reasons"]
+                          if int(r.get("packets", 0))}
+                except Exception as e:
+                    nz = str(e)
+                print(f"{m.name} role {m.role()} counters {nz}", flush=True)
+            print(f"seen {seen}", flush=True)
+            raise
 
     def report(self, what, flows, arp):
         for d in ("up", "down"):
