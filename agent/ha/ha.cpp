@@ -144,7 +144,7 @@ std::string HaMember::render_member() const {
   j["priority"] = o_.priority;
   j["preempt"] = o_.preempt;
   j["role"] = active_ ? "active" : "standby";
-  j["holding"] = Clock::now() < hold_until_;
+  j["holding"] = written_holding_ = Clock::now() < hold_until_;
   {
     std::lock_guard l(mu_);
     j["since"] = st_.role_since;
@@ -297,7 +297,9 @@ void HaMember::tick() {
     actions_->set_deadline(mono_ns(renewed_sent_ + ttl_ - guard_));
   }
   if (!alive) return;
-  if (!member_written_) put_member();
+  // Written again when the hold-off after a hand-over ends: the others
+  // read `holding` from it.
+  if (!member_written_ || written_holding_ != (Clock::now() < hold_until_)) put_member();
 
   // Read the group.
   fleet::RangeRequest rq;

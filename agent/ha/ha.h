@@ -146,8 +146,9 @@ class HaMember {
   std::chrono::steady_clock::time_point renewed_sent_{};  // send time of the last renewal
   std::chrono::steady_clock::time_point hold_until_{};
   bool member_written_ = false;
-  std::string last_leader_;       // the leader seen at the last read
-  std::string last_leader_note_;  // and its member key's note
+  mutable bool written_holding_ = false;  // `holding` in the member key last written
+  std::string last_leader_;               // the leader seen at the last read
+  std::string last_leader_note_;          // and its member key's note
   std::atomic<bool> active_{false};
 
   mutable std::mutex mu_;
