@@ -21,6 +21,7 @@
 #include "lib/forward.h"
 #include "lib/police.h"
 #include "lib/unknown.h"
+#include "lib/ha.h"
 
 #define STEP(expr)                         \
 	do {                               \
@@ -117,6 +118,8 @@ int xdp_access(struct xdp_md *ctx)
 
 	if (!pkt_init(&p, ctx, XBNG_ROLE_ACCESS))
 		return drop(&p, XBNG_DROP_NO_PORT);
+	if (ha_standby(p.port))
+		return drop(&p, XBNG_DROP_STANDBY);
 	STEP(qinq_parse(&p, &q));
 	XBNG_TRACE_STEP(XBNG_TS_QINQ, q.outer_vid, q.inner_vid);
 
@@ -167,6 +170,8 @@ static __always_inline int uplink_ipv4(const struct xbng_pkt *p)
 	XBNG_SHADOW(struct xbng_route, route);
 	if (!route)
 		return uplink_miss_v4(p, ip);
+	if (ha_standby(p->port))
+		return drop(p, XBNG_DROP_STANDBY);
 	CHECK(IP_HEADER, ipv4_check_header(p, ip, p->len - sizeof(struct ethhdr)));
 	STEP(police_down(p, route, bpf_ntohs(ip->tot_len)));
 	return downstream_forward(p, route, ip, 1, bpf_ntohs(ip->tot_len));
@@ -183,8 +188,12 @@ static __always_inline int uplink_ipv6(const struct xbng_pkt *p)
 	route = route_lookup_v6(ip6->daddr.in6_u.u6_addr32);
 	XBNG_TRACE_STEP(XBNG_TS_ROUTE, route != 0, route ? route->sub.ifindex : 0);
 	XBNG_SHADOW(struct xbng_route, route);
-	if (!route)
+	if (!route) {
+		STEP(ha_uplink_ns(p, ip6));
 		return uplink_miss_v6(p, ip6);
+	}
+	if (ha_standby(p->port))
+		return drop(p, XBNG_DROP_STANDBY);
 	CHECK(IP_HEADER, ipv6_check_header(p, ip6, p->len - sizeof(struct ethhdr)));
 	STEP(police_down(p, route, sizeof(*ip6) + bpf_ntohs(ip6->payload_len)));
 	return downstream_forward(p, route, ip6, 0, sizeof(*ip6) + bpf_ntohs(ip6->payload_len));
@@ -207,6 +216,9 @@ int xdp_uplink(struct xdp_md *ctx)
 		return uplink_ipv4(&p);
 	case bpf_htons(ETH_P_IPV6):
 		return uplink_ipv6(&p);
+	case bpf_htons(XBNG_ETH_P_ARP):
+		STEP(ha_uplink_arp(&p));
+		break;
 	}
 	return verdict(&p, XBNG_PASS_UPLINK_NON_IP, XDP_PASS);
 }

@@ -111,6 +111,8 @@ class Ctl {
   int sub_del_file(const std::string& file);
   int stats();
   int events(int count);
+  int ha_status();  // ha.cpp
+  int ha_switchover();
   int health(int timeout_ms);
 
  private:

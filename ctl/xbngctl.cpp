@@ -38,7 +38,7 @@ struct Commands {
   int count = 0, health_timeout_ms = 3000;
   CLI::App *add = nullptr, *del = nullptr, *get = nullptr, *list = nullptr, *imp = nullptr,
            *stats = nullptr, *events = nullptr, *health = nullptr, *trace = nullptr,
-           *dump = nullptr;
+           *dump = nullptr, *ha_status = nullptr, *ha_switchover = nullptr;
 };
 
 void add_global_options(CLI::App& app, CtlOptions& o) {
@@ -129,6 +129,12 @@ void add_other_commands(CLI::App& app, Commands& c) {
   auto* bpf = app.add_subcommand("bpf", "read the pinned maps directly")->require_subcommand(1);
   c.dump = bpf->add_subcommand("dump", "print subscribers and routes from the pinned maps");
   c.dump->add_option("--bpffs", c.bpffs, "pin directory")->default_str(c.bpffs);
+  auto* ha = app.add_subcommand("ha", "high availability ([ha] group)")->require_subcommand(1);
+  c.ha_status = ha->add_subcommand(
+      "status",
+      "the group: members, who is active and since when, the last takeover and its cause");
+  c.ha_switchover = ha->add_subcommand(
+      "switchover", "hand over on purpose: the active steps down and another member takes over");
 }
 
 // sub import --etcd: straight into etcd, no xbngd involved.
@@ -166,6 +172,8 @@ int run(Commands& c) {
     return c.atomic ? ctl.sub_import_atomic(c.import_file) : ctl.sub_import(c.import_file);
   if (*c.stats) return ctl.stats();
   if (*c.events) return ctl.events(c.count);
+  if (*c.ha_status) return ctl.ha_status();
+  if (*c.ha_switchover) return ctl.ha_switchover();
   return 0;
 }
 

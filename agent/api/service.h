@@ -24,6 +24,7 @@ namespace xbng::agent {
 
 class LeaseTable;
 class Tracer;
+class HaMember;
 
 std::string make_boot_id();
 
@@ -54,6 +55,11 @@ class SubscribersService final
   grpc::Status Trace(grpc::ServerContext*, const xbng::v1::TraceRequest*,
                      xbng::v1::TraceReply*) override;
 
+  grpc::Status GetHaStatus(grpc::ServerContext*, const xbng::v1::GetHaStatusRequest*,
+                           xbng::v1::GetHaStatusResponse*) override;
+  grpc::Status HaSwitchover(grpc::ServerContext*, const xbng::v1::HaSwitchoverRequest*,
+                            xbng::v1::HaSwitchoverResponse*) override;
+
   const std::string& boot_id() const { return boot_id_; }
   void shutdown();
   ~SubscribersService() override;
@@ -73,6 +79,8 @@ class SubscribersService final
   void set_leases(const LeaseTable* leases) { leases_ = leases; }
   // `xbngctl trace` (may stay null: Trace answers UNIMPLEMENTED).
   void set_tracer(Tracer* tracer) { tracer_ = tracer; }
+  // High availability (may stay null: the HA calls answer FAILED_PRECONDITION).
+  void set_ha(HaMember* ha) { ha_ = ha; }
 
  private:
   void to_proto(const AgentEvent& e, xbng::v1::Event* out) const;
@@ -98,6 +106,7 @@ class SubscribersService final
   std::string fleet_node_, fleet_prefix_;
   const LeaseTable* leases_ = nullptr;
   Tracer* tracer_ = nullptr;
+  HaMember* ha_ = nullptr;
 };
 
 class GrpcMetrics;

@@ -323,6 +323,14 @@ const FileKey kFileKeys[] = {
     {"relay.circuit_id", &set_relay<&RelayConfig::circuit_id, get_string>},
     {"relay.remote_id", &set_relay<&RelayConfig::remote_id, get_string>},
     {"relay.option82_policy", &set_relay<&RelayConfig::option82_policy, get_string>},
+    {"ha.group", &set<&Config::ha_group, get_string>},
+    {"ha.member", &set<&Config::ha_member, get_string>},
+    {"ha.priority", &set<&Config::ha_priority, get_uint>},
+    {"ha.preempt", &set<&Config::ha_preempt, get_bool>},
+    {"ha.lease_ttl_s", &set<&Config::ha_lease_ttl_s, get_uint>},
+    {"ha.virtual_mac", &set<&Config::ha_virtual_mac, get_string>},
+    {"ha.uplink_vip_v4", &set<&Config::ha_uplink_vip_v4, get_string>},
+    {"ha.uplink_vip_v6", &set<&Config::ha_uplink_vip_v6, get_string>},
 };
 
 }  // namespace
@@ -760,6 +768,44 @@ void check_fleet(const Config& c, Checker& k) {
   }
 }
 
+// [ha]: an active/standby group, elected through etcd.
+void check_ha(const Config& c, Checker& k) {
+  if (c.ha_group.empty()) {
+    if (!c.ha_member.empty() || !c.ha_virtual_mac.empty() || !c.ha_uplink_vip_v4.empty() ||
+        !c.ha_uplink_vip_v6.empty())
+      k.err("ha: a member, virtual MAC or VIP needs ha.group");
+    return;
+  }
+  if (auto e = check_node_name(c.ha_group)) k.err("ha.group: {}", *e);
+  if (c.ha_member.empty())
+    k.err("ha.member: required with ha.group (the member's name, unique in the group)");
+  else if (auto e = check_node_name(c.ha_member))
+    k.err("ha.member: {}", *e);
+  if (c.etcd_endpoints.empty())
+    k.err("ha.group {}: needs fleet mode (etcd.endpoints / --etcd): the group is elected there",
+          c.ha_group);
+  if (c.ha_priority > 65535) k.err("ha.priority {}: expected 0..65535", c.ha_priority);
+  if (c.ha_lease_ttl_s < 2 || c.ha_lease_ttl_s > 60)
+    k.err("ha.lease_ttl_s {}: expected 2..60 seconds", c.ha_lease_ttl_s);
+  if (!c.ha_virtual_mac.empty()) {
+    auto m = parse_mac(c.ha_virtual_mac);
+    if (!m)
+      k.err("ha.virtual_mac {}: not a MAC address", c.ha_virtual_mac);
+    else if (mac_is_zero(m->data()) || mac_is_multicast(m->data()))
+      k.err("ha.virtual_mac {}: must be a unicast MAC", c.ha_virtual_mac);
+  }
+  if (!c.ha_uplink_vip_v4.empty() && !parse_interface_address(c.ha_uplink_vip_v4, 4))
+    k.err("ha.uplink_vip_v4 {}: expected an IPv4 address with its prefix length (192.0.2.1/24)",
+          c.ha_uplink_vip_v4);
+  if (!c.ha_uplink_vip_v6.empty() && !parse_interface_address(c.ha_uplink_vip_v6, 6))
+    k.err(
+        "ha.uplink_vip_v6 {}: expected an IPv6 address with its prefix length "
+        "(2001:db8:ffff::1/64)",
+        c.ha_uplink_vip_v6);
+  if ((!c.ha_uplink_vip_v4.empty() || !c.ha_uplink_vip_v6.empty()) && c.uplink.size() != 1)
+    k.err("ha: the uplink VIPs need exactly one uplink port ({} given)", c.uplink.size());
+}
+
 // [log].
 void check_log(const Config& c, Checker& k) {
   if (spdlog::level::from_str(c.log_level) == spdlog::level::off && c.log_level != "off")
@@ -786,6 +832,7 @@ ConfigCheck check_config(const Config& c) {
   check_api_limits(c, k);
   check_metrics(c, k);
   check_fleet(c, k);
+  check_ha(c, k);
   check_log(c, k);
   // RADIUS and rate plans.
   check_radius_config(c.radius, c.plans, &r.errors, &r.warnings);
@@ -808,6 +855,12 @@ DataplaneOptions to_dataplane_options(const Config& c) {
   DataplaneOptions o;
   o.access = c.access;
   o.uplink = c.uplink;
+  if (auto h = to_ha_options(c)) {
+    o.ha = true;
+    o.ha_virtual_mac = h->virtual_mac;
+    if (h->vip4) std::memcpy(&o.ha_vip4, h->vip4->addr.data(), 4);
+    if (h->vip6) std::memcpy(o.ha_vip6.data(), h->vip6->addr.data(), 16);
+  }
   if (!c.gateway_ipv4.empty()) o.gateway_ipv4 = *parse_ipv4(c.gateway_ipv4);
   if (!c.gateway_ipv6.empty()) o.gateway_ipv6 = *parse_ipv6(c.gateway_ipv6);
   o.outer_tpid = *parse_u16(c.outer_tpid);
@@ -967,7 +1020,25 @@ std::optional<FleetOptions> to_fleet_options(const Config& c) {
     std::getline(in, f.etcd.password);
   }
   f.status_ttl_seconds = static_cast<uint32_t>(c.etcd_status_ttl);
+  // Every member of an HA group applies the group's desired state.
+  if (!c.ha_group.empty()) f.subscribers_of = c.ha_group;
   return f;
+}
+
+std::optional<HaOptions> to_ha_options(const Config& c) {
+  if (c.ha_group.empty()) return std::nullopt;
+  HaOptions h;
+  h.group = c.ha_group;
+  h.member = c.ha_member;
+  h.node = c.etcd_node;
+  h.priority = static_cast<uint32_t>(c.ha_priority);
+  h.preempt = c.ha_preempt;
+  h.lease_ttl_s = static_cast<uint32_t>(c.ha_lease_ttl_s);
+  h.virtual_mac =
+      c.ha_virtual_mac.empty() ? ha_default_virtual_mac(c.ha_group) : *parse_mac(c.ha_virtual_mac);
+  if (!c.ha_uplink_vip_v4.empty()) h.vip4 = parse_interface_address(c.ha_uplink_vip_v4, 4);
+  if (!c.ha_uplink_vip_v6.empty()) h.vip6 = parse_interface_address(c.ha_uplink_vip_v6, 6);
+  return h;
 }
 
 namespace {
@@ -1118,6 +1189,13 @@ void refuse_api_changes(const Config& a, const Config& b, ReloadPlan* p) {
   constexpr const char* kEtcd = "the fleet reconciler connects and reads its prefix at start";
   refuse("etcd.endpoints", join(a.etcd_endpoints), join(b.etcd_endpoints), kEtcd, kRestart);
   refuse("etcd.node", a.etcd_node, b.etcd_node, kEtcd, kRestart);
+  refuse(
+      "ha (group, member, priority, preempt, lease_ttl_s, virtual_mac, VIPs)",
+      fmt::format("{}|{}|{}|{}|{}|{}|{}|{}", a.ha_group, a.ha_member, a.ha_priority, a.ha_preempt,
+                  a.ha_lease_ttl_s, a.ha_virtual_mac, a.ha_uplink_vip_v4, a.ha_uplink_vip_v6),
+      fmt::format("{}|{}|{}|{}|{}|{}|{}|{}", b.ha_group, b.ha_member, b.ha_priority, b.ha_preempt,
+                  b.ha_lease_ttl_s, b.ha_virtual_mac, b.ha_uplink_vip_v4, b.ha_uplink_vip_v6),
+      "the HA group is joined at start", kRestart);
   refuse("etcd (TLS, credentials, status_ttl)",
          fmt::format("{}|{}|{}|{}|{}|{}|{}", a.etcd_ca, a.etcd_cert, a.etcd_key, a.etcd_username,
                      a.etcd_password.empty() ? "" : "*", a.etcd_password_file, a.etcd_status_ttl),

@@ -40,6 +40,9 @@
 //   [ra]      enabled = true, managed = true, other = true, router_lifetime = 1800,
 //             mtu = 1500, dns = [] (RDNSS; default: [dhcpv6] dns), dns_lifetime = 1800,
 //             slaac = false, unsolicited_interval = 600
+//   [ha]      group = "bng-pair-1", member = "a", priority = 100, preempt = false,
+//             lease_ttl_s = 2, virtual_mac = "02:00:5e:00:01:01" (default: from the group),
+//             uplink_vip_v4 = "192.0.2.1/24", uplink_vip_v6 = "2001:db8:ffff::1/64"
 // Unknown sections or keys are errors (a typo must not be silently ignored).
 // Nothing here touches the system: no BPF, netlink or sockets (check_config
 // reads the TLS files to prove they are readable, nothing more).
@@ -54,6 +57,7 @@
 
 #include "dataplane/dataplane.h"
 #include "fleet/fleet.h"
+#include "ha/ha.h"
 #include "bringup/punt/dispatcher.h"
 #include "api/service.h"
 #include "config/radius_config.h"
@@ -164,6 +168,14 @@ struct Config {
   PlanTable plans;
   // [relay] (relay_config.h).
   RelayConfig relay;
+  // [ha]: an active/standby group elected through etcd (docs/fleet.md, "High
+  // availability"); no group = no HA (always active).
+  std::string ha_group, ha_member;
+  uint64_t ha_priority = 100;
+  bool ha_preempt = false;
+  uint64_t ha_lease_ttl_s = 2;
+  std::string ha_virtual_mac;  // "" = derived from the group name (ha_default_virtual_mac)
+  std::string ha_uplink_vip_v4, ha_uplink_vip_v6;  // "A.B.C.D/N", "X::Y/N"; "" = none
 };
 // The access ports with dhcp = "relay".
 std::vector<std::string> relay_ports_of(const Config& cfg);
@@ -189,6 +201,8 @@ DataplaneOptions to_dataplane_options(const Config& cfg);
 ServerOptions to_server_options(const Config& cfg);
 // Fleet options when etcd endpoints are configured (reads password_file).
 std::optional<FleetOptions> to_fleet_options(const Config& cfg);
+// HA options when [ha] names a group (needs fleet mode).
+std::optional<HaOptions> to_ha_options(const Config& cfg);
 // security.allow_to_host parsed and deduplicated. Throws on a bad entry.
 std::vector<LocalService> allow_to_host_of(const Config& cfg);
 punt::BringupOptions to_bringup_options(const Config& cfg);

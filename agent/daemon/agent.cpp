@@ -26,6 +26,7 @@ Agent::Agent(const AgentOptions& o)
           std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
               .count()) {
   dp_ = Dataplane::start(o.dataplane);
+  if (o.ha) ha_node_ = std::make_unique<HaNode>(dp_.get(), *o.ha);
   const StoreMaps maps = StoreMaps::from(*dp_);
   store_ = std::make_unique<SubscriberStore>(maps, dp_->resolver(), &hub_);
   if (!o.journal_file.empty()) store_->set_journal(std::make_unique<Journal>(o.journal_file));
@@ -54,7 +55,11 @@ Agent::Agent(const AgentOptions& o)
       std::make_unique<SubscribersService>(store_.get(), &hub_, maps, dp_->ports(), boot_id_);
   tracer_ = std::make_unique<Tracer>(dp_.get());
   service_->set_tracer(tracer_.get());
-  if (o.fleet) service_->set_fleet_read_only(o.fleet->node, node_subscribers_prefix(o.fleet->node));
+  if (o.fleet)
+    service_->set_fleet_read_only(
+        o.fleet->node,
+        node_subscribers_prefix(o.fleet->subscribers_of.empty() ? o.fleet->node
+                                                                : o.fleet->subscribers_of));
   if (o.bringup.enabled) start_bringup(o.bringup, o.radius, o.relay4);
   ServerOptions so = o.server;
   so.metrics = &grpc_metrics_;
@@ -68,6 +73,10 @@ Agent::Agent(const AgentOptions& o)
       if (p.role == XBNG_ROLE_ACCESS) fo.access_ports.push_back(p.name);
     fleet_ = std::make_unique<Fleet>(fo, store_.get(), boot_id_, fleet::connect_etcd(fo.etcd),
                                      subscriber_value_codec());
+    if (o.ha) {
+      ha_ = std::make_unique<HaMember>(*o.ha, fleet::connect_etcd(fo.etcd), ha_node_.get());
+      service_->set_ha(ha_.get());
+    }
   }
   set_metrics_listen(o.metrics_listen);
 }
@@ -172,7 +181,10 @@ void Agent::start_bringup(const punt::BringupOptions& opts,
   punt_tx_ = std::make_unique<punt::PuntTx>(ifindexes);
   dispatcher_ = std::make_unique<punt::Dispatcher>(
       store_.get(), leases_.get(), std::move(ports), o,
-      [tx = punt_tx_.get()](uint32_t ifx, std::span<const uint8_t> f) { return tx->send(ifx, f); });
+      [tx = punt_tx_.get(), ha = ha_node_.get()](uint32_t ifx, std::span<const uint8_t> f) {
+        if (ha && !ha->active()) return true;  // a standby sends nothing on the access side
+        return tx->send(ifx, f);
+      });
   if (radius) start_radius_access(*radius, o);
   if (!o.relay4_ports.empty()) {
     if (!relay4) throw std::runtime_error("access ports with dhcp = \"relay\" need [relay]");
@@ -291,7 +303,10 @@ void Agent::start_relay4(const punt::BringupOptions& o, relay::Relay4Options ro)
                                                        const Lease&) { s->expired(k, f); });
   relay4_ = std::make_unique<relay::Relay4>(
       ro, std::move(ports), relay_sessions_.get(),
-      [tx = punt_tx_.get()](uint32_t ifx, std::span<const uint8_t> f) { return tx->send(ifx, f); },
+      [tx = punt_tx_.get(), ha = ha_node_.get()](uint32_t ifx, std::span<const uint8_t> f) {
+        if (ha && !ha->active()) return true;  // a standby sends nothing on the access side
+        return tx->send(ifx, f);
+      },
       [this](uint32_t server, std::span<const uint8_t> payload) {
         return relay_socket_ && relay_socket_->send(server, 67, payload);
       });
@@ -400,6 +415,7 @@ void Agent::set_reserved_ranges(const std::vector<std::string>& ranges) {
 }
 
 void Agent::stop() {
+  ha_.reset();  // an active hands over first, while everything else still serves
   addr_watcher_.reset();
   metrics_.reset();
   if (fleet_) fleet_->stop();

@@ -15,6 +15,8 @@
 #include "dataplane/dataplane.h"
 #include "telemetry/events.h"
 #include "fleet/fleet.h"
+#include "ha/ha.h"
+#include "ha/node.h"
 #include "bringup/lease/lease.h"
 #include "telemetry/metrics.h"
 #include "bringup/punt/dispatcher.h"
@@ -62,6 +64,9 @@ struct AgentOptions {
   // The DHCPv4 relay of the access ports in bringup.relay4_ports
   // (relay_address 0 = the uplink's first global IPv4 address).
   std::optional<relay::Relay4Options> relay4;
+  // High availability ([ha], fleet mode only): this node is a member of an
+  // active/standby group elected through etcd.
+  std::optional<HaOptions> ha;
 };
 
 class Agent {
@@ -85,6 +90,7 @@ class Agent {
   std::string metrics_listen() const { return metrics_ ? metrics_->listen() : ""; }
   void set_last_reload_ok(bool ok) { last_reload_ok_ = ok; }
   Fleet* fleet() { return fleet_.get(); }  // null unless in fleet mode
+  HaMember* ha() { return ha_.get(); }     // null unless [ha]
 
   // Can the API take a client now? The accept loop runs, a connection would
   // be accepted (below api.max_connections) unless `capacity` is false, and
@@ -100,6 +106,8 @@ class Agent {
   double start_time_seconds_;
   std::atomic<bool> last_reload_ok_{true};
   std::unique_ptr<Dataplane> dp_;
+  // HA: what a role change does to this node (used by ha_ and the bring-up's sender).
+  std::unique_ptr<HaNode> ha_node_;
   EventHub hub_;
   std::unique_ptr<SubscriberStore> store_;
   std::unique_ptr<RingbufReader> rb_;
@@ -131,6 +139,7 @@ class Agent {
   GrpcMetrics grpc_metrics_;  // outlives the server's interceptors
   std::unique_ptr<GrpcServer> server_;
   std::unique_ptr<Fleet> fleet_;            // writes the store: stopped before the server goes
+  std::unique_ptr<HaMember> ha_;            // first to stop: an active hands over
   std::unique_ptr<MetricsServer> metrics_;  // first to go: it reads everything above
   // Reserved addresses (the host's own and the operator's), re-read on address changes.
   void refresh_reserved();

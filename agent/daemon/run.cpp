@@ -32,6 +32,14 @@ int check_config_file(const std::string& path, const Config& cfg) {
       fmt::format("{}", fmt::join(cfg.uplink, ",")).c_str(), cfg.grpc.c_str(),
       cfg.metrics_listen.empty() ? "off" : cfg.metrics_listen.c_str(), cfg.bpffs.c_str(),
       static_cast<unsigned long long>(cfg.max_subscribers));
+  if (auto h = to_ha_options(cfg))
+    std::printf(
+        "config %s: ha group %s, member %s, priority %u, preempt %s, lease %u s, virtual MAC %s, "
+        "uplink VIPs %s %s\n",
+        path.c_str(), h->group.c_str(), h->member.c_str(), h->priority, h->preempt ? "on" : "off",
+        h->lease_ttl_s, format_mac(h->virtual_mac.data()).c_str(),
+        h->vip4 ? format_interface_address(*h->vip4).c_str() : "-",
+        h->vip6 ? format_interface_address(*h->vip6).c_str() : "-");
   return 0;
 }
 
@@ -94,6 +102,7 @@ AgentOptions agent_options(const Config& cfg) {
   o.server = to_server_options(cfg);
   o.metrics_listen = cfg.metrics_listen;
   o.fleet = to_fleet_options(cfg);
+  o.ha = to_ha_options(cfg);
   o.reserved = cfg.reserved;
   o.bringup = to_bringup_options(cfg);
   o.journal_file = store_journal_path(cfg);

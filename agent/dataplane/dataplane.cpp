@@ -197,6 +197,24 @@ void netdev_info(const std::string& name, uint8_t mac[6], uint16_t* mtu) {
   *mtu = static_cast<uint16_t>(ifr.ifr_mtu > 0xffff ? 0xffff : ifr.ifr_mtu);
 }
 
+// HA: the access netdev takes the group's virtual MAC, so that frames the
+// fast path hands to the kernel (no neighbour yet, allowed host services)
+// are still addressed to the netdev.
+void set_netdev_mac(const std::string& name, const Mac& mac) {
+  Fd s(socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  if (s.fd < 0) throw DataplaneError(fmt::format("socket: {}", errstr(errno)));
+  struct ifreq ifr {};
+  std::snprintf(ifr.ifr_name, IFNAMSIZ, "%s", name.c_str());
+  if (ioctl(s.fd, SIOCGIFHWADDR, &ifr) != 0)
+    throw DataplaneError(fmt::format("{}: reading the MAC address: {}", name, errstr(errno)));
+  if (std::memcmp(ifr.ifr_hwaddr.sa_data, mac.data(), 6) == 0) return;
+  std::memcpy(ifr.ifr_hwaddr.sa_data, mac.data(), 6);
+  if (ioctl(s.fd, SIOCSIFHWADDR, &ifr) != 0)
+    throw DataplaneError(fmt::format("{}: setting the HA virtual MAC {}: {}", name,
+                                     format_mac(mac.data()), errstr(errno)));
+  spdlog::info("{}: MAC set to the HA group's virtual MAC {}", name, format_mac(mac.data()));
+}
+
 void write_sysctl(const std::string& path, const char* value) {
   std::ofstream f(path);
   if (!f) throw DataplaneError(fmt::format("cannot open {}: {}", path, errstr(errno)));
@@ -528,6 +546,8 @@ void Dataplane::fill_port_config(PortInfo& p) {
   c.ifindex = p.ifindex;
   c.role = static_cast<uint16_t>(p.role);
   c.outer_tpid = p.role == XBNG_ROLE_ACCESS ? opts_.outer_tpid : 0;
+  if (opts_.ha && p.role == XBNG_ROLE_ACCESS && opts_.configure_netdevs)
+    set_netdev_mac(p.name, opts_.ha_virtual_mac);
   netdev_info(p.name, c.mac, &c.mtu);
   if (p.role == XBNG_ROLE_ACCESS) {
     c.sub_mtu = XBNG_DEFAULT_SUBSCRIBER_MTU;
@@ -547,6 +567,15 @@ void Dataplane::fill_port_config(PortInfo& p) {
     if (!o.mss_clamp) c.flags &= static_cast<uint16_t>(~XBNG_PORT_F_MSS_CLAMP);
     if (o.punt_unknown) c.flags |= XBNG_PORT_F_PUNT_UNKNOWN;
   }
+  if (opts_.ha) {
+    c.ha_deadline_ns = XBNG_HA_STANDBY;
+    if (p.role == XBNG_ROLE_ACCESS) {
+      std::memcpy(c.mac, opts_.ha_virtual_mac.data(), 6);
+    } else {
+      c.gw_ipv4 = opts_.ha_vip4;
+      std::memcpy(c.gw_ipv6, opts_.ha_vip6.data(), 16);
+    }
+  }
   if (p.role == XBNG_ROLE_ACCESS) {
     // The netdev must carry subscriber_mtu plus both tags: drivers drop
     // larger frames on redirect, silently.
@@ -555,6 +584,19 @@ void Dataplane::fill_port_config(PortInfo& p) {
   } else {
     configure_uplink_icmp_source(p.name, &c);
   }
+}
+
+bool Dataplane::set_ha_deadline(uint64_t ns) {
+  bool ok = true;
+  for (const auto& p : ports_) {
+    struct xbng_port c = p.cfg;
+    c.ha_deadline_ns = ns;
+    if (bpf_map_update_elem(fd(MapId::kPorts), &p.ifindex, &c, BPF_EXIST) != 0) {
+      spdlog::error("ha: {}: writing the deadline into map ports: {}", p.name, errstr(errno));
+      ok = false;
+    }
+  }
+  return ok;
 }
 
 void Dataplane::configure_ports() {

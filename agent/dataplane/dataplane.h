@@ -96,6 +96,14 @@ struct DataplaneOptions {
   uint64_t punt_port_rate = XBNG_DEFAULT_PUNT_PORT_RATE;  // frames/s per access port per CPU
   // Tests: skip writing /proc/sys forwarding and ethtool changes.
   bool configure_netdevs = true;
+  // High availability ([ha]): ports start standby (xbng_port.ha_deadline_ns
+  // = XBNG_HA_STANDBY), access ports answer with the group's virtual MAC,
+  // uplinks carry the VIPs (gw_ipv4/gw_ipv6) whose ARP/ND XDP drops while
+  // not active.
+  bool ha = false;
+  Mac ha_virtual_mac{};
+  uint32_t ha_vip4 = 0;  // network order, 0 = none
+  Ipv6 ha_vip6{};
 };
 
 // Paths under a bpffs directory.
@@ -137,6 +145,10 @@ class Dataplane {
   void apply_load_config(XbngSkelRefs* refs) const;
   // Rewrites `local_allow` (start, reload). Throws DataplaneError.
   void set_allow_to_host(const std::vector<LocalService>& services);
+  // High availability: writes `ns` (CLOCK_MONOTONIC; XBNG_HA_STANDBY for a
+  // standby) as every port's ha_deadline_ns. Returns false (logged) when a
+  // port entry could not be written. Thread-safe.
+  bool set_ha_deadline(uint64_t ns);
 
  private:
   Dataplane() = default;

@@ -27,6 +27,7 @@ KeyValue kv_of(mvccpb::KeyValue* kv) {
   out.create_revision = kv->create_revision();
   out.mod_revision = kv->mod_revision();
   out.version = kv->version();
+  out.lease = kv->lease();
   return out;
 }
 
@@ -137,6 +138,27 @@ class GrpcKvConn final : public KvConn {
     grpc::Status s = client_->prepare(c_, &ctx, timeout);
     if (s.ok()) s = c_->kv->Txn(&ctx, rq, &rs);
     return from_grpc(s);
+  }
+
+  absl::Status create_if_absent(const std::string& key, const std::string& value, int64_t lease,
+                                std::chrono::milliseconds timeout, bool* created) override {
+    pb::TxnRequest rq;
+    auto* c = rq.add_compare();
+    c->set_key(key);
+    c->set_target(pb::Compare::CREATE);
+    c->set_result(pb::Compare::EQUAL);
+    c->set_create_revision(0);
+    auto* p = rq.add_success()->mutable_request_put();
+    p->set_key(key);
+    p->set_value(value);
+    p->set_lease(lease);
+    pb::TxnResponse rs;
+    grpc::ClientContext ctx;
+    grpc::Status s = client_->prepare(c_, &ctx, timeout);
+    if (s.ok()) s = c_->kv->Txn(&ctx, rq, &rs);
+    if (!s.ok()) return from_grpc(s);
+    *created = rs.succeeded();
+    return absl::OkStatus();
   }
 
   absl::Status lease_grant(int64_t ttl_seconds, std::chrono::milliseconds timeout,

@@ -87,7 +87,8 @@ struct Fleet::Impl {
       : o(opts),
         store(s),
         boot_id(std::move(boot)),
-        prefix(node_subscribers_prefix(opts.node)),
+        prefix(
+            node_subscribers_prefix(opts.subscribers_of.empty() ? opts.node : opts.subscribers_of)),
         prefix_end(prefix_range_end(prefix)),
         status_key(status_etcd_key(opts.node)),
         etcd(std::move(kv)),

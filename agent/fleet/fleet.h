@@ -46,6 +46,9 @@ struct EtcdOptions {
 struct FleetOptions {
   EtcdOptions etcd;
   std::string node;
+  // Whose desired subscribers to apply: "" = the node's own; an HA group's
+  // members all apply the group's (/xbng/v1/nodes/<group>/subscribers/).
+  std::string subscribers_of;
   uint32_t status_ttl_seconds = 10;  // lease of the status key
   uint32_t page_size = 20000;        // keys per range read page
   // The node's access ports (set by the agent): the full read splits the

@@ -33,6 +33,7 @@ struct KvHeader {
 struct KeyValue {
   std::string key, value;
   int64_t create_revision = 0, mod_revision = 0, version = 0;
+  int64_t lease = 0;  // the lease the key is attached to (0: none)
 };
 
 struct RangeRequest {
@@ -100,6 +101,14 @@ class KvConn {
   virtual absl::Status put(const std::string& key, const std::string& value, int64_t lease,
                            std::chrono::milliseconds timeout) = 0;
   virtual absl::Status txn(const std::vector<TxnOp>& ops, std::chrono::milliseconds timeout) = 0;
+  // Puts `key` under `lease` only if it does not exist (a transaction
+  // comparing its create revision with 0): *created says whether it did.
+  virtual absl::Status create_if_absent(const std::string& key, const std::string& value,
+                                        int64_t lease, std::chrono::milliseconds timeout,
+                                        bool* created) {
+    (void)key, (void)value, (void)lease, (void)timeout, (void)created;
+    return absl::UnimplementedError("create_if_absent");
+  }
   // A lease of ttl seconds; etcd's refusal of it is UNAVAILABLE.
   virtual absl::Status lease_grant(int64_t ttl_seconds, std::chrono::milliseconds timeout,
                                    int64_t* id) = 0;

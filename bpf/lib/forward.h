@@ -11,6 +11,7 @@
 #include "lib/icmp.h"
 #include "lib/mss.h"
 #include "lib/tohost.h"
+#include "lib/ha.h"
 
 /* Frames the kernel is to handle leave untagged, MACs and TTL untouched
  * (the kernel decrements the TTL when it forwards). */
@@ -132,6 +133,8 @@ XBNG_INLINE int uplink_miss_v4(const struct xbng_pkt *p, struct iphdr *ip)
 
 	if (!bpf_map_lookup_elem(&pools_v4, &k))
 		return verdict(p, XBNG_PASS_NOT_SUBSCRIBER, XDP_PASS);
+	if (ha_standby(p->port))
+		return drop(p, XBNG_DROP_STANDBY); /* not active: no ICMP for the pools */
 	if (ipv4_check_header(p, ip, p->len - sizeof(struct ethhdr)) != XBNG_CONTINUE)
 		return XDP_DROP;
 	return icmp_error(p, sizeof(struct ethhdr), 1, XBNG_ERR_UNREACHABLE, 0,
@@ -145,6 +148,8 @@ XBNG_INLINE int uplink_miss_v6(const struct xbng_pkt *p, struct ipv6hdr *ip6)
 	__builtin_memcpy(k.addr, ip6->daddr.in6_u.u6_addr32, 16);
 	if (!bpf_map_lookup_elem(&pools_v6, &k))
 		return verdict(p, XBNG_PASS_NOT_SUBSCRIBER, XDP_PASS);
+	if (ha_standby(p->port))
+		return drop(p, XBNG_DROP_STANDBY); /* not active: no ICMP for the pools */
 	if (ipv6_check_header(p, ip6, p->len - sizeof(struct ethhdr)) != XBNG_CONTINUE)
 		return XDP_DROP;
 	return icmp_error(p, sizeof(struct ethhdr), 0, XBNG_ERR_UNREACHABLE, 0,

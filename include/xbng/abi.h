@@ -126,19 +126,30 @@ struct xbng_port {
 	__u32 ifindex;
 	__u16 role;	  /* enum xbng_port_role */
 	__u16 outer_tpid; /* host order: 0x88a8 (default), 0x8100 or 0x9100 */
-	__u8 mac[6];	  /* answers ARP/ND, source of downstream frames */
-	__u16 mtu;	  /* L3 MTU: untagged payload + 8 must fit on access */
-	__u32 slot;	  /* index into port_stats */
-	__be32 gw_ipv4;	  /* unnumbered gateway, network order */
-	__u32 gw_ipv6[4]; /* global gateway, network order (fe80::1 is implicit) */
+	/* High availability: the node acts active while bpf_ktime_get_ns() <
+	 * ha_deadline_ns; 0 means no HA group (always active). Next to `role`,
+	 * which every packet already reads, so the check costs no new line. */
+	__u64 ha_deadline_ns;
+	__u8 mac[6]; /* answers ARP/ND, source of downstream frames */
+	__u16 mtu;   /* L3 MTU: untagged payload + 8 must fit on access */
+	__u32 slot;  /* index into port_stats */
+	/* access: the unnumbered gateway (fe80::1 is implicit for IPv6);
+	 * uplink: the HA group's uplink VIPs, which the kernel owns and answers
+	 * for; XDP drops ARP requests and neighbour solicitations for them while
+	 * the node is not active. Network order, 0 / :: = none. */
+	__be32 gw_ipv4;
+	__u32 gw_ipv6[4];
 	/* ---- router correctness ---- */
 	__u16 sub_mtu;	    /* access: largest L3 packet to/from a subscriber */
 	__u16 flags;	    /* XBNG_PORT_F_* */
 	__be32 icmp_src4;   /* uplink: source of ICMPv4 errors sent from XDP (0: none sent) */
 	__u32 icmp_src6[4]; /* uplink: source of ICMPv6 errors (::: none sent) */
 	__u8 mac_policy;    /* enum xbng_mac_policy of subscribers without their own */
-	__u8 pad14[3];
+	__u8 pad14[7];
 };
+/* xbng_port.ha_deadline_ns: no HA group, and a standby (any past instant). */
+#define XBNG_HA_ALWAYS_ACTIVE 0ull
+#define XBNG_HA_STANDBY 1ull
 #define XBNG_PORT_F_MSS_CLAMP (1u << 0) /* access: clamp TCP MSS of SYNs to sub_mtu */
 /* access: the first DHCPv4 DISCOVER/REQUEST, DHCPv6 client message or Router
  * Solicitation of an unprovisioned key is punted (not only reported), so
@@ -344,7 +355,7 @@ XBNG_ABI_SIZE(xbng_v6_key, 16);
 XBNG_ABI_SIZE(xbng_v6_64_key, 8);
 XBNG_ABI_SIZE(xbng_lpm_v4_key, 8);
 XBNG_ABI_SIZE(xbng_lpm_v6_key, 20);
-XBNG_ABI_SIZE(xbng_port, 68);
+XBNG_ABI_SIZE(xbng_port, 80);
 XBNG_ABI_SIZE(xbng_port_stats, 32);
 XBNG_ABI_SIZE(xbng_counter, 16);
 XBNG_ABI_SIZE(xbng_event, 32);

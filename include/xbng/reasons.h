@@ -86,7 +86,9 @@
 	/* control frames of unknown keys on ports with XBNG_PORT_F_PUNT_UNKNOWN */     \
 	X(PUNT_UNKNOWN_DHCPV4, "punt_unknown_dhcpv4", XBNG_KIND_PUNT)                   \
 	X(PUNT_UNKNOWN_DHCPV6, "punt_unknown_dhcpv6", XBNG_KIND_PUNT)                   \
-	X(PUNT_UNKNOWN_RS, "punt_unknown_router_solicitation", XBNG_KIND_PUNT)
+	X(PUNT_UNKNOWN_RS, "punt_unknown_router_solicitation", XBNG_KIND_PUNT)          \
+	/* high availability: a standby (or an active past its deadline) */             \
+	X(DROP_STANDBY, "drop_standby", XBNG_KIND_DROP)
 
 #define XBNG_REASON_ENUM_(name, str, kind) XBNG_##name,
 enum xbng_reason { XBNG_REASONS(XBNG_REASON_ENUM_) XBNG_REASON_MAX };

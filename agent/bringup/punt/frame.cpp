@@ -17,6 +17,13 @@ using be::put16;
 bool is_tpid(uint16_t t) { return t == 0x88a8 || t == 0x8100 || t == 0x9100; }
 
 void put_l2(std::vector<uint8_t>& f, const L2& l2, uint16_t ethertype) {
+  if (l2.outer_tpid == 0) {  // untagged (build_icmp6, build_arp)
+    f.resize(kEth);
+    std::memcpy(f.data(), l2.dst.data(), 6);
+    std::memcpy(f.data() + 6, l2.src.data(), 6);
+    put16(&f[12], ethertype);
+    return;
+  }
   f.resize(kL2);
   std::memcpy(f.data(), l2.dst.data(), 6);
   std::memcpy(f.data() + 6, l2.src.data(), 6);
@@ -191,6 +198,26 @@ std::vector<uint8_t> build_icmp6(const L2& l2, const Ipv6& src, const Ipv6& dst,
     put16(m + 2,
           csum_fold(csum_partial({m, body.size()}, pseudo6(src, dst, body.size(), kIcmpv6))));
   }
+  return f;
+}
+
+std::vector<uint8_t> build_arp(const L2& l2, uint16_t op, const Mac& sha, uint32_t spa,
+                               const Mac& tha, uint32_t tpa) {
+  std::vector<uint8_t> f;
+  f.reserve(kL2 + 28);
+  put_l2(f, l2, 0x0806);
+  const size_t o = f.size();
+  f.resize(o + 28);
+  uint8_t* a = &f[o];
+  put16(a, 1);  // Ethernet
+  put16(a + 2, kIpv4);
+  a[4] = 6;
+  a[5] = 4;
+  put16(a + 6, op);
+  std::memcpy(a + 8, sha.data(), 6);
+  std::memcpy(a + 14, &spa, 4);
+  std::memcpy(a + 18, tha.data(), 6);
+  std::memcpy(a + 24, &tpa, 4);
   return f;
 }
 

@@ -14,7 +14,8 @@
 
 namespace xbng::agent::punt {
 
-// Ethernet header + the two tags of one subscriber's VLAN pair.
+// Ethernet header + the two tags of one subscriber's VLAN pair. An
+// outer_tpid of 0 builds an untagged frame (build_icmp6 and build_arp only).
 struct L2 {
   Mac dst{}, src{};
   uint16_t outer_tpid = 0x88a8;
@@ -57,6 +58,10 @@ std::vector<uint8_t> build_udp6(const L2& l2, const Ipv6& src, const Ipv6& dst, 
 // overwritten with the computed checksum).
 std::vector<uint8_t> build_icmp6(const L2& l2, const Ipv6& src, const Ipv6& dst,
                                  std::span<const uint8_t> body, uint8_t hop_limit = 255);
+
+// QinQ (or untagged) + ARP for Ethernet/IPv4; addresses in network order.
+std::vector<uint8_t> build_arp(const L2& l2, uint16_t op, const Mac& sha, uint32_t spa,
+                               const Mac& tha, uint32_t tpa);
 
 // The Internet checksum (common/checksum.h), by its punt-path name.
 using agent::csum_fold;

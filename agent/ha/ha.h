@@ -1,0 +1,164 @@
+// High availability: an active/standby group of xbngd nodes serving the
+// same subscribers, elected through etcd (docs/fleet.md, "High
+// availability").
+//
+//   /xbng/v1/ha/<group>/leader          the active member, under its lease:
+//                                       created only by a transaction that
+//                                       requires the key to be absent
+//   /xbng/v1/ha/<group>/members/<member> each member's status, under its lease
+//   /xbng/v1/ha/<group>/last_takeover   who took over, when and why (no lease)
+//
+// Never two actives: a member acts active only after its transaction
+// created the leader key; the active keeps its lease alive and refreshes the
+// data plane's deadline (xbng_port.ha_deadline_ns) to a point before the
+// lease could expire, measured from the moment its last successful
+// keepalive was sent; when it cannot renew in time it steps down (and its
+// data plane, even with the agent dead or frozen, stops at the deadline by
+// itself). The lease, hence the leader key, outlives that deadline, so the
+// next active is elected only once the old one has stopped.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "common/net.h"
+
+namespace xbng::agent {
+
+namespace fleet {
+class Kv;
+}
+
+// An address with its prefix length, as given to an interface ("192.0.2.1/24").
+struct InterfaceAddress {
+  int family = 0;  // 4 or 6
+  uint8_t len = 0;
+  std::array<uint8_t, 16> addr{};  // network order; IPv4 in the first 4 bytes
+  friend bool operator==(const InterfaceAddress&, const InterfaceAddress&) = default;
+};
+// A unicast host address and its prefix length of `family` (4 or 6).
+std::optional<InterfaceAddress> parse_interface_address(std::string_view s, int family);
+std::string format_interface_address(const InterfaceAddress& a);
+
+// The group's virtual MAC when the config gives none: 02:00:5e followed by
+// the first three bytes of the FNV-1a hash of the group name (locally
+// administered, unicast; the same on every member).
+Mac ha_default_virtual_mac(std::string_view group);
+
+struct HaOptions {
+  std::string group, member;
+  uint32_t priority = 100;
+  bool preempt = false;
+  uint32_t lease_ttl_s = 2;
+  Mac virtual_mac{};
+  std::optional<InterfaceAddress> vip4, vip6;
+  std::string node;  // this member's fleet node name (shown in status)
+  // How often a member reads the group's keys (standby: how soon it sees
+  // the leader key go).
+  std::chrono::milliseconds poll{100};
+};
+
+// Keys of a group (docs/fleet.md).
+std::string ha_group_prefix(std::string_view group);  // /xbng/v1/ha/<group>/
+std::string ha_leader_key(std::string_view group);
+std::string ha_member_key(std::string_view group, std::string_view member);
+std::string ha_last_takeover_key(std::string_view group);
+
+// What a role change does to the node (the agent implements it).
+class HaActions {
+ public:
+  virtual ~HaActions() = default;
+  // Writes the data plane's deadline (CLOCK_MONOTONIC ns; XBNG_HA_STANDBY
+  // for a standby) into every port entry.
+  virtual void set_deadline(uint64_t ns) = 0;
+  // After winning: take the VIPs and announce the gateways (may take a
+  // while: paced; must not block the caller).
+  virtual void became_active(const std::string& cause) = 0;
+  // After stepping down (or at start): no VIP.
+  virtual void became_standby(const std::string& cause) = 0;
+};
+
+struct HaMemberView {
+  std::string member, node, role;  // role: "active" or "standby"
+  uint32_t priority = 0;
+  bool preempt = false;
+  bool holding = false;  // stays out of elections for now (it just handed over)
+};
+
+struct HaStatus {
+  std::string group, member, role;  // role of this member: "active" or "standby"
+  double role_since = 0;            // unix seconds
+  std::string active_member;        // "" = none seen
+  double active_since = 0;
+  std::string last_takeover_member, last_takeover_cause;
+  double last_takeover_at = 0;
+  std::vector<HaMemberView> members;
+  bool etcd_ok = false;
+  std::string last_error;
+  uint64_t takeovers = 0, step_downs = 0;  // by this member since its start
+};
+
+class HaMember {
+ public:
+  // Starts standby (the data plane's deadline set to XBNG_HA_STANDBY) and
+  // campaigns from its own thread.
+  HaMember(HaOptions o, std::unique_ptr<fleet::Kv> kv, HaActions* actions);
+  ~HaMember();
+  HaMember(const HaMember&) = delete;
+  HaMember& operator=(const HaMember&) = delete;
+
+  // Hands over on purpose: steps down (if active and another member can
+  // take over), then stays out of elections for a while. Waits up to
+  // `wait` for another member to become active. Returns "" or why not.
+  std::string switchover(const std::string& cause, std::chrono::milliseconds wait);
+  // Stops; an active hands over first (SIGTERM).
+  void stop();
+  HaStatus status() const;
+  bool active() const { return active_.load(); }
+
+ private:
+  void run();
+  void tick();
+  bool renew(std::chrono::steady_clock::time_point now);
+  void step_down(const std::string& cause, bool hold);
+  void become_active(const std::string& cause);
+  void put_member();
+  std::string render_member() const;
+
+  HaOptions o_;
+  std::unique_ptr<fleet::Kv> kv_;
+  HaActions* actions_;
+  std::chrono::milliseconds ttl_, guard_;
+
+  // Loop state (its thread only, status under mu_).
+  int64_t lease_ = 0;
+  std::chrono::steady_clock::time_point renewed_sent_{};  // send time of the last renewal
+  std::chrono::steady_clock::time_point hold_until_{};
+  bool member_written_ = false;
+  mutable bool written_holding_ = false;  // `holding` in the member key last written
+  std::string last_leader_;               // the leader seen at the last read
+  std::string last_leader_note_;          // and its member key's note
+  std::atomic<bool> active_{false};
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  HaStatus st_;
+  bool stop_ = false;
+  bool switchover_requested_ = false;
+  std::string switchover_cause_, switchover_result_;
+  bool switchover_done_ = false;
+  std::thread thread_;
+};
+
+}  // namespace xbng::agent

@@ -1,0 +1,381 @@
+// High availability: the [ha] config section, the group's keys, and the
+// election (HaMember) against an in-memory etcd with real leases: one active
+// at a time, a member cut off from etcd stops acting active (its data-plane
+// deadline passes) before the other can win, priority, switchover.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "config/config.h"
+#include "fleet/kv.h"
+#include "ha/ha.h"
+#include "xbng/abi.h"
+
+using namespace xbng::agent;
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+std::string write_tmp(const std::string& text) {
+  char path[] = "/tmp/xbng-ha-test-XXXXXX";
+  int fd = mkstemp(path);
+  EXPECT_GE(fd, 0);
+  close(fd);
+  std::ofstream(path) << text;
+  return path;
+}
+
+Config base() {
+  Config c;
+  c.access = {"acc0"};
+  c.uplink = {"upl0"};
+  c.gateway_ipv4 = "100.64.0.1";
+  c.etcd_endpoints = {"127.0.0.1:2379"};
+  c.etcd_node = "bng1";
+  c.ha_group = "bng-pair-1";
+  c.ha_member = "a";
+  return c;
+}
+
+std::string errors(const Config& c) {
+  std::string s;
+  for (const auto& e : check_config(c).errors) s += e + "\n";
+  return s;
+}
+
+// ---- an etcd in memory: keys, leases that expire, transactions -------------------
+struct FakeEtcd {
+  struct Entry {
+    std::string value;
+    int64_t lease = 0, create = 0;
+  };
+  std::mutex mu;
+  std::map<std::string, Entry> kv;
+  std::map<int64_t, Clock::time_point> leases;  // id -> expiry
+  std::map<int64_t, int64_t> ttl;
+  int64_t rev = 1, next_lease = 100;
+
+  void expire() {
+    const auto now = Clock::now();
+    for (auto it = leases.begin(); it != leases.end();) {
+      if (it->second <= now) {
+        for (auto k = kv.begin(); k != kv.end();)
+          k = k->second.lease == it->first ? kv.erase(k) : std::next(k);
+        it = leases.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+};
+
+class FakeConn final : public fleet::KvConn {
+ public:
+  FakeConn(FakeEtcd* e, std::atomic<bool>* up) : e_(e), up_(up) {}
+  const std::string& endpoint() const override { return ep_; }
+  absl::Status down() const { return absl::UnavailableError("cut off"); }
+  absl::Status range(const fleet::RangeRequest& rq, std::chrono::milliseconds,
+                     fleet::RangeResponse* out) override {
+    if (!*up_) return down();
+    std::lock_guard l(e_->mu);
+    e_->expire();
+    out->kvs.clear();
+    for (auto& [k, v] : e_->kv)
+      if (k >= rq.key && (rq.range_end.empty() ? k == rq.key : k < rq.range_end)) {
+        fleet::KeyValue o;
+        o.key = k;
+        o.value = v.value;
+        o.lease = v.lease;
+        o.create_revision = v.create;
+        out->kvs.push_back(o);
+      }
+    return absl::OkStatus();
+  }
+  absl::Status put(const std::string& key, const std::string& value, int64_t lease,
+                   std::chrono::milliseconds) override {
+    if (!*up_) return down();
+    std::lock_guard l(e_->mu);
+    e_->expire();
+    if (lease && !e_->leases.count(lease)) return absl::NotFoundError("lease not found");
+    auto& en = e_->kv[key];
+    if (!en.create) en.create = ++e_->rev;
+    en.value = value;
+    en.lease = lease;
+    return absl::OkStatus();
+  }
+  absl::Status txn(const std::vector<fleet::TxnOp>&, std::chrono::milliseconds) override {
+    return absl::UnimplementedError("txn");
+  }
+  absl::Status create_if_absent(const std::string& key, const std::string& value, int64_t lease,
+                                std::chrono::milliseconds, bool* created) override {
+    if (!*up_) return down();
+    std::lock_guard l(e_->mu);
+    e_->expire();
+    *created = !e_->kv.count(key) && e_->leases.count(lease);
+    if (*created) e_->kv[key] = {value, lease, ++e_->rev};
+    return absl::OkStatus();
+  }
+  absl::Status lease_grant(int64_t ttl, std::chrono::milliseconds, int64_t* id) override {
+    if (!*up_) return down();
+    std::lock_guard l(e_->mu);
+    *id = ++e_->next_lease;
+    e_->ttl[*id] = ttl;
+    e_->leases[*id] = Clock::now() + std::chrono::seconds(ttl);
+    return absl::OkStatus();
+  }
+  absl::Status lease_keepalive(int64_t id, std::chrono::milliseconds, int64_t* left) override {
+    if (!*up_) return down();
+    std::lock_guard l(e_->mu);
+    e_->expire();
+    auto it = e_->leases.find(id);
+    if (it == e_->leases.end()) {
+      *left = 0;
+      return absl::OkStatus();
+    }
+    it->second = Clock::now() + std::chrono::seconds(e_->ttl[id]);
+    *left = e_->ttl[id];
+    return absl::OkStatus();
+  }
+  absl::Status lease_revoke(int64_t id, std::chrono::milliseconds) override {
+    if (!*up_) return down();
+    std::lock_guard l(e_->mu);
+    e_->leases[id] = Clock::now();
+    e_->expire();
+    return absl::OkStatus();
+  }
+  absl::Status watch(std::unique_ptr<fleet::WatchStream>*) override {
+    return absl::UnimplementedError("watch");
+  }
+
+ private:
+  FakeEtcd* e_;
+  std::atomic<bool>* up_;
+  std::string ep_ = "fake";
+};
+
+class FakeKv final : public fleet::Kv {
+ public:
+  FakeKv(FakeEtcd* e, std::atomic<bool>* up) : c_(std::make_shared<FakeConn>(e, up)) {}
+  std::shared_ptr<fleet::KvConn> conn() override { return c_; }
+  void failed(const std::shared_ptr<fleet::KvConn>&, const absl::Status&) override {}
+
+ private:
+  std::shared_ptr<FakeConn> c_;
+};
+
+// The data plane of one member: its deadline, and whether it acts active now.
+struct FakeNode final : HaActions {
+  std::atomic<uint64_t> deadline{XBNG_HA_STANDBY};
+  std::atomic<int> actives{0}, standbys{0};
+  void set_deadline(uint64_t ns) override { deadline = ns; }
+  void became_active(const std::string&) override { ++actives; }
+  void became_standby(const std::string&) override { ++standbys; }
+  bool acting_active() const {
+    const uint64_t now = static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+            .count());
+    const uint64_t d = deadline;
+    return d != XBNG_HA_ALWAYS_ACTIVE && now < d;
+  }
+};
+
+HaOptions opts(const std::string& member, uint32_t priority, bool preempt = false) {
+  HaOptions o;
+  o.group = "g";
+  o.member = member;
+  o.priority = priority;
+  o.preempt = preempt;
+  o.lease_ttl_s = 2;
+  o.poll = 20ms;
+  return o;
+}
+
+bool wait_until(const std::function<bool()>& f, std::chrono::milliseconds t) {
+  for (auto end = Clock::now() + t; Clock::now() < end; std::this_thread::sleep_for(5ms))
+    if (f()) return true;
+  return f();
+}
+
+}  // namespace
+
+TEST(HaConfig, LoadsTheSection) {
+  const std::string p = write_tmp(
+      "[ports]\naccess = [\"acc0\"]\nuplink = [\"upl0\"]\n[gateway]\nipv4 = \"100.64.0.1\"\n"
+      "[etcd]\nendpoints = [\"127.0.0.1:2379\"]\nnode = \"bng1\"\n"
+      "[ha]\ngroup = \"bng-pair-1\"\nmember = \"a\"\npriority = 100\npreempt = false\n"
+      "lease_ttl_s = 2\nvirtual_mac = \"02:00:5e:00:01:01\"\nuplink_vip_v4 = \"192.0.2.1/24\"\n"
+      "uplink_vip_v6 = \"2001:db8:ffff::1/64\"\n");
+  Config c;
+  load_config_file(p, &c);
+  std::remove(p.c_str());
+  EXPECT_EQ(errors(c), "");
+  auto h = to_ha_options(c);
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->group, "bng-pair-1");
+  EXPECT_EQ(h->member, "a");
+  EXPECT_EQ(h->priority, 100u);
+  EXPECT_FALSE(h->preempt);
+  EXPECT_EQ(h->lease_ttl_s, 2u);
+  EXPECT_EQ(format_mac(h->virtual_mac.data()), "02:00:5e:00:01:01");
+  ASSERT_TRUE(h->vip4 && h->vip6);
+  EXPECT_EQ(format_interface_address(*h->vip4), "192.0.2.1/24");
+  EXPECT_EQ(format_interface_address(*h->vip6), "2001:db8:ffff::1/64");
+  auto f = to_fleet_options(c);
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->subscribers_of, "bng-pair-1");  // the group's desired state
+  DataplaneOptions d = to_dataplane_options(c);
+  EXPECT_TRUE(d.ha);
+  EXPECT_EQ(format_ipv4(d.ha_vip4), "192.0.2.1");
+  // Without the section: no HA.
+  EXPECT_FALSE(to_ha_options(Config{}));
+}
+
+TEST(HaConfig, DefaultVirtualMacFromTheGroup) {
+  Config c = base();
+  auto h = to_ha_options(c);
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->virtual_mac, ha_default_virtual_mac("bng-pair-1"));
+  EXPECT_EQ(h->virtual_mac[0], 0x02);  // locally administered, unicast
+  EXPECT_NE(ha_default_virtual_mac("bng-pair-1"), ha_default_virtual_mac("bng-pair-2"));
+}
+
+TEST(HaConfig, ChecksValues) {
+  EXPECT_EQ(errors(base()), "");
+  struct Case {
+    std::function<void(Config&)> mutate;
+    const char* expect;
+  };
+  const Case cases[] = {
+      {[](Config& c) { c.ha_member = ""; }, "ha.member: required"},
+      {[](Config& c) { c.ha_member = "a/b"; }, "ha.member"},
+      {[](Config& c) { c.ha_group = ""; }, "needs ha.group"},
+      {[](Config& c) { c.etcd_endpoints.clear(), c.etcd_node.clear(); }, "needs fleet mode"},
+      {[](Config& c) { c.ha_lease_ttl_s = 1; }, "ha.lease_ttl_s 1"},
+      {[](Config& c) { c.ha_lease_ttl_s = 61; }, "ha.lease_ttl_s 61"},
+      {[](Config& c) { c.ha_priority = 70000; }, "ha.priority 70000"},
+      {[](Config& c) { c.ha_virtual_mac = "01:00:5e:00:00:01"; }, "must be a unicast MAC"},
+      {[](Config& c) { c.ha_virtual_mac = "nope"; }, "not a MAC address"},
+      {[](Config& c) { c.ha_uplink_vip_v4 = "192.0.2.1"; }, "ha.uplink_vip_v4 192.0.2.1"},
+      {[](Config& c) { c.ha_uplink_vip_v4 = "2001:db8::1/64"; }, "ha.uplink_vip_v4"},
+      {[](Config& c) { c.ha_uplink_vip_v6 = "fe80::1/64"; }, "ha.uplink_vip_v6 fe80::1/64"},
+      {[](Config& c) {
+         c.ha_uplink_vip_v4 = "192.0.2.1/24";
+         c.uplink = {"upl0", "upl1"};
+       },
+       "exactly one uplink"},
+  };
+  for (const auto& k : cases) {
+    Config c = base();
+    k.mutate(c);
+    EXPECT_NE(errors(c).find(k.expect), std::string::npos) << k.expect << "\n" << errors(c);
+  }
+}
+
+TEST(HaKeys, Schema) {
+  EXPECT_EQ(ha_leader_key("g1"), "/xbng/v1/ha/g1/leader");
+  EXPECT_EQ(ha_member_key("g1", "a"), "/xbng/v1/ha/g1/members/a");
+  EXPECT_EQ(ha_last_takeover_key("g1"), "/xbng/v1/ha/g1/last_takeover");
+}
+
+// Two members: exactly one active.
+TEST(HaElection, OneActive) {
+  FakeEtcd etcd;
+  std::atomic<bool> up_a{true}, up_b{true};
+  FakeNode na, nb;
+  HaMember b(opts("b", 50), std::make_unique<FakeKv>(&etcd, &up_b), &nb);
+  std::this_thread::sleep_for(5ms);
+  HaMember a(opts("a", 100), std::make_unique<FakeKv>(&etcd, &up_a), &na);
+  ASSERT_TRUE(wait_until([&] { return a.active() || b.active(); }, 3s));
+  std::this_thread::sleep_for(300ms);
+  EXPECT_NE(a.active(), b.active());
+  EXPECT_NE(na.acting_active(), nb.acting_active());
+  EXPECT_EQ(a.status().members.size(), 2u);
+}
+
+// The active is cut off from etcd: its data plane stops acting active by
+// itself before the other member wins; never both at once.
+TEST(HaElection, CutOffActiveStopsBeforeTheOtherWins) {
+  FakeEtcd etcd;
+  std::atomic<bool> up_a{true}, up_b{true};
+  FakeNode na, nb;
+  HaMember a(opts("a", 100), std::make_unique<FakeKv>(&etcd, &up_a), &na);
+  ASSERT_TRUE(wait_until([&] { return a.active(); }, 3s));
+  HaMember b(opts("b", 50), std::make_unique<FakeKv>(&etcd, &up_b), &nb);
+  ASSERT_TRUE(wait_until([&] { return b.status().members.size() == 2; }, 3s));
+  EXPECT_FALSE(b.active());
+  up_a = false;  // a cannot renew any more
+  bool overlap = false;
+  const auto until = Clock::now() + 6s;
+  while (Clock::now() < until && !nb.acting_active()) {
+    overlap |= na.acting_active() && nb.acting_active();
+    std::this_thread::sleep_for(1ms);
+  }
+  ASSERT_TRUE(nb.acting_active()) << "b never took over";
+  EXPECT_FALSE(overlap);
+  EXPECT_FALSE(na.acting_active());
+  EXPECT_TRUE(wait_until([&] { return !a.active(); }, 3s)) << "a did not step down";
+  EXPECT_NE(b.status().last_takeover_cause.find("a"), std::string::npos);
+  up_a = true;  // a comes back: it stays standby (no preempt)
+  std::this_thread::sleep_for(500ms);
+  EXPECT_FALSE(a.active());
+  EXPECT_TRUE(b.active());
+}
+
+TEST(HaElection, SwitchoverHandsOver) {
+  FakeEtcd etcd;
+  std::atomic<bool> up_a{true}, up_b{true};
+  FakeNode na, nb;
+  HaMember a(opts("a", 100), std::make_unique<FakeKv>(&etcd, &up_a), &na);
+  ASSERT_TRUE(wait_until([&] { return a.active(); }, 3s));
+  // Alone: nobody to hand over to.
+  EXPECT_EQ(a.switchover("test", 2s), "no other member is ready to take over");
+  EXPECT_TRUE(a.active());
+  HaMember b(opts("b", 50), std::make_unique<FakeKv>(&etcd, &up_b), &nb);
+  ASSERT_TRUE(wait_until([&] { return a.status().members.size() == 2; }, 3s));
+  EXPECT_EQ(b.switchover("test", 1s), "this member is not active");
+  EXPECT_EQ(a.switchover("test", 3s), "");
+  EXPECT_FALSE(a.active());
+  EXPECT_FALSE(na.acting_active());
+  ASSERT_TRUE(wait_until([&] { return b.active(); }, 3s));
+  EXPECT_NE(b.status().last_takeover_cause.find("stepped down: test"), std::string::npos)
+      << b.status().last_takeover_cause;
+  // The higher priority member holds off: b stays active.
+  std::this_thread::sleep_for(500ms);
+  EXPECT_TRUE(b.active());
+  EXPECT_FALSE(a.active());
+}
+
+// preempt: a higher-priority member with preempt on takes over when it comes back.
+TEST(HaElection, PreemptTakesOver) {
+  FakeEtcd etcd;
+  std::atomic<bool> up_a{true}, up_b{true};
+  FakeNode na, nb;
+  HaMember b(opts("b", 50), std::make_unique<FakeKv>(&etcd, &up_b), &nb);
+  ASSERT_TRUE(wait_until([&] { return b.active(); }, 3s));
+  HaMember a(opts("a", 100, true), std::make_unique<FakeKv>(&etcd, &up_a), &na);
+  ASSERT_TRUE(wait_until([&] { return a.active(); }, 5s));
+  EXPECT_FALSE(b.active());
+  EXPECT_NE(a.status().last_takeover_cause.find("preempted by a"), std::string::npos)
+      << a.status().last_takeover_cause;
+}
+
+// Without preempt the active keeps its role.
+TEST(HaElection, NoPreemptKeepsTheActive) {
+  FakeEtcd etcd;
+  std::atomic<bool> up_a{true}, up_b{true};
+  FakeNode na, nb;
+  HaMember b(opts("b", 50), std::make_unique<FakeKv>(&etcd, &up_b), &nb);
+  ASSERT_TRUE(wait_until([&] { return b.active(); }, 3s));
+  HaMember a(opts("a", 100, false), std::make_unique<FakeKv>(&etcd, &up_a), &na);
+  ASSERT_TRUE(wait_until([&] { return a.status().members.size() == 2; }, 3s));
+  std::this_thread::sleep_for(500ms);
+  EXPECT_TRUE(b.active());
+  EXPECT_FALSE(a.active());
+}
