@@ -1,15 +1,24 @@
 // ClaimsIndex: who owns each address and prefix (the ownership index of the
 // subscriber store) and the ordered indexes that find nested overlaps: a
 // claim inside another subscriber's prefix, or a prefix containing another
-// subscriber's claim. Records are the store's record numbers; the index
-// knows nothing else of them.
+// subscriber's claim. Records are the store's record numbers.
+//
+// The host tables (/32, /128) hold only the owner's record number, and find
+// an address through the record: record r owns address a exactly when
+// records[r] has a as its IPv4 (IPv6). A slot is 4 bytes instead of 8 (/32)
+// and 20 (/128): ~40 MB less at 1M subscribers. The price is a rule for the
+// store: a record's IPv4 and IPv6 do not change while it owns them (release
+// the claim, change the record, take the claim).
 #pragma once
 
 #include <absl/container/btree_set.h>
 #include <absl/container/flat_hash_map.h>
+#include <absl/container/flat_hash_set.h>
+#include <absl/hash/hash.h>
 
 #include <cstdint>
 #include <optional>
+#include <type_traits>
 #include <vector>
 
 #include "common/route_key.h"
@@ -19,6 +28,9 @@ namespace xbng::agent {
 
 class ClaimsIndex {
  public:
+  // `records` (the store's, indexed by record number) outlives the index.
+  explicit ClaimsIndex(const std::vector<SubscriberSpec>* records);
+
   // Sizes the exact-match tables for `cap` subscribers up front (growing
   // one at 1M entries would briefly hold the old and the new table).
   void reserve(size_t cap);
@@ -58,8 +70,40 @@ class ClaimsIndex {
   void ord_insert(const RouteKey& k, uint32_t rec);
   void ord_erase(const RouteKey& k, uint32_t rec);
 
-  absl::flat_hash_map<uint32_t, uint32_t> own_v4_;     // /32 → record
-  absl::flat_hash_map<Ipv6, uint32_t> own_v6_;         // /128 → record
+  // Lookup keys of the host tables (an address, told from a record number).
+  struct V4 {
+    uint32_t a;  // network order
+  };
+  // Hash and equality of a host table's records by their address
+  // (`records[r].*Addr`), and of an address looked up (V4 or Ipv6).
+  template <typename Addr, typename Key, Addr SubscriberSpec::*kField>
+  struct ByAddr {
+    using is_transparent = void;
+    const std::vector<SubscriberSpec>* recs;
+    static const Addr& addr(const Key& k) {
+      if constexpr (std::is_same_v<Key, V4>)
+        return k.a;
+      else
+        return k;
+    }
+    size_t operator()(uint32_t rec) const { return absl::Hash<Addr>{}((*recs)[rec].*kField); }
+    size_t operator()(const Key& k) const { return absl::Hash<Addr>{}(addr(k)); }
+    bool operator()(uint32_t a, uint32_t b) const { return a == b; }
+    bool operator()(uint32_t rec, const Key& k) const { return (*recs)[rec].*kField == addr(k); }
+    bool operator()(const Key& k, uint32_t rec) const { return (*recs)[rec].*kField == addr(k); }
+  };
+  using ByV4 = ByAddr<uint32_t, V4, &SubscriberSpec::ipv4>;
+  using ByV6 = ByAddr<Ipv6, Ipv6, &SubscriberSpec::ipv6>;
+  template <typename By>
+  using HostTable = absl::flat_hash_set<uint32_t, By, By>;
+  // Makes `rec` the owner of host `key` in `t` (replacing another owner,
+  // whose record must still hold the address); true when it had none.
+  template <typename By, typename Key>
+  bool take_host(HostTable<By>& t, const Key& key, const RouteKey& k, uint32_t rec);
+
+  const std::vector<SubscriberSpec>* recs_;
+  HostTable<ByV4> own_v4_;                             // /32 → record
+  HostTable<ByV6> own_v6_;                             // /128 → record
   absl::flat_hash_map<uint64_t, uint32_t> own_v6_64_;  // /64 → record
   absl::flat_hash_map<Prefix, uint32_t> own_lpm_;      // other prefixes → record
   uint64_t lpm_v4_count_ = 0, lpm_v6_count_ = 0;
