@@ -153,10 +153,13 @@ def main() -> None:
         old_bin = os.path.abspath(a.old_bin)
     else:
         old_src, old_build = base_checkout(root, a.base, a.workdir, a.clean)
-        build(old_src, old_build, TARGETS, tests=False, jobs=a.jobs)
+        build(old_src, old_build,
+              [t for t in TARGETS if t != "xbng_bench_pktcost" or "pktcost" in only],
+              tests=False, jobs=a.jobs)
         old_bin = os.path.join(old_build, "bin")
     # The new build also builds the labs' pass-through XDP object (used for both).
-    build(root, new_build, TARGETS + ["xbng_xdp_pass_build"], tests=True, jobs=a.jobs)
+    targets = [t for t in TARGETS if t != "xbng_bench_pktcost" or "pktcost" in only]
+    build(root, new_build, targets + ["xbng_xdp_pass_build"], tests=True, jobs=a.jobs)
     bins = {"old": old_bin, "new": os.path.join(new_build, "bin")}
     os.environ["XBNG_XDP_PASS_OBJ"] = os.path.join(
         new_build, "tests", "integration", "xbng_xdp_pass_gen", "xdp_pass.bpf.o")

@@ -1,5 +1,7 @@
 #include "store/claims.h"
 
+#include <cassert>
+
 namespace xbng::agent {
 
 ClaimsIndex::ClaimsIndex(const std::vector<SubscriberSpec>* records)
@@ -81,7 +83,8 @@ int64_t ClaimsIndex::owner_of(const RouteKey& k) const {
     case MapId::kRoutesV6_64: {
       uint64_t a;
       std::memcpy(&a, k.b.data(), 8);
-      return find_owner(own_v6_64_, a);
+      auto it = own_v6_64_.find(a);
+      return it == own_v6_64_.end() ? int64_t{-1} : int64_t{it->rec};
     }
     default:
       return find_owner(own_lpm_, k.as_prefix());
@@ -91,23 +94,24 @@ int64_t ClaimsIndex::owner_of(const RouteKey& k) const {
 void ClaimsIndex::ord_insert(const RouteKey& k, uint32_t rec) {
   const Span sp = span_of(k.as_prefix());
   if (!sp.host) {
-    ord_pfx_[sp.fi].insert({sp.start, uint64_t{sp.len} << 32 | rec});
+    assert(rec < (1u << kLenShift));
+    ord_pfx_[sp.fi].insert(Ord(sp.start, sp.len << kLenShift | rec));
     ++pfx_len_[sp.fi][sp.len];
   } else if (sp.fi == 0) {
     ord_v4_host_.insert(sp.start << 32 | rec);
   } else {
-    ord_v6_host_.insert({sp.start, rec});
+    ord_v6_host_.insert(Ord(sp.start, rec));
   }
 }
 
 void ClaimsIndex::ord_erase(const RouteKey& k, uint32_t rec) {
   const Span sp = span_of(k.as_prefix());
   if (!sp.host) {
-    if (ord_pfx_[sp.fi].erase({sp.start, uint64_t{sp.len} << 32 | rec})) --pfx_len_[sp.fi][sp.len];
+    if (ord_pfx_[sp.fi].erase(Ord(sp.start, sp.len << kLenShift | rec))) --pfx_len_[sp.fi][sp.len];
   } else if (sp.fi == 0) {
     ord_v4_host_.erase(sp.start << 32 | rec);
   } else {
-    ord_v6_host_.erase({sp.start, rec});
+    ord_v6_host_.erase(Ord(sp.start, rec));
   }
 }
 
@@ -153,7 +157,17 @@ void ClaimsIndex::set_owner(const RouteKey& k, uint32_t rec) {
     case MapId::kRoutesV6_64: {
       uint64_t a;
       std::memcpy(&a, k.b.data(), 8);
-      take(own_v6_64_, a);
+      if (auto it = own_v6_64_.find(a); it != own_v6_64_.end()) {
+        if (it->rec == rec) break;
+        ord_erase(k, it->rec);
+        it->rec = rec;  // not part of the hash
+      } else {
+        Own64 o;
+        std::memcpy(o.a, &a, 8);
+        o.rec = rec;
+        own_v6_64_.insert(o);
+      }
+      ord_insert(k, rec);
       break;
     }
     default:
@@ -193,7 +207,10 @@ void ClaimsIndex::erase_owner(const RouteKey& k, uint32_t rec) {
     case MapId::kRoutesV6_64: {
       uint64_t a;
       std::memcpy(&a, k.b.data(), 8);
-      drop(own_v6_64_, a);
+      if (auto it = own_v6_64_.find(a); it != own_v6_64_.end() && it->rec == rec) {
+        own_v6_64_.erase(it);
+        ord_erase(k, rec);
+      }
       break;
     }
     default:
