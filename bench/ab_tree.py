@@ -10,9 +10,10 @@ both builds see the same spread of machine noise:
 
   pktcost    per-packet cost, xbng_bench_pktcost of each build (bench/ab.py),
              --pkt-rounds runs each at --sizes, --pkt-args passed through;
-  provision  --subscribers through StreamSubscribers, then deleted
-             (bench/provision.py's xbng part): load and delete time, xbngd's
-             peak RSS; --prov-rounds runs each;
+  provision  --subscribers through StreamSubscribers, the same again with a
+             rate plan added (an update of every subscriber), then deleted
+             (bench/provision.py's xbng part): wall time and xbngd's CPU time
+             of each step, xbngd's peak RSS; --prov-rounds runs each;
   rss        bench/upsert_rss.py: --subscribers streamed, one atomic
              UpsertSubscribers of at most --max-bytes, everything deleted;
              xbngd's peak RSS in each step and over the run; --rss-rounds each.
@@ -122,6 +123,8 @@ def main() -> None:
     ap.add_argument("--new-build", default=os.path.join(HERE, "..", "build"),
                     help="this checkout's build directory (new; configured if absent)")
     ap.add_argument("--workdir", default="/tmp/xbng-ab", help="where REV's worktree is built")
+    ap.add_argument("--old-bin", help="REV's binaries, already built (xbngd, xbngctl, "
+                    "xbng_bench_*): used instead of building REV")
     ap.add_argument("--clean", action="store_true", help="rebuild REV's worktree from scratch")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--only", default="pktcost,provision,rss",
@@ -146,16 +149,23 @@ def main() -> None:
 
     root = git(HERE, "rev-parse", "--show-toplevel")
     new_build = os.path.abspath(a.new_build)
-    old_src, old_build = base_checkout(root, a.base, a.workdir, a.clean)
-    build(old_src, old_build, TARGETS, tests=False, jobs=a.jobs)
+    if a.old_bin:
+        old_bin = os.path.abspath(a.old_bin)
+    else:
+        old_src, old_build = base_checkout(root, a.base, a.workdir, a.clean)
+        build(old_src, old_build,
+              [t for t in TARGETS if t != "xbng_bench_pktcost" or "pktcost" in only],
+              tests=False, jobs=a.jobs)
+        old_bin = os.path.join(old_build, "bin")
     # The new build also builds the labs' pass-through XDP object (used for both).
-    build(root, new_build, TARGETS + ["xbng_xdp_pass_build"], tests=True, jobs=a.jobs)
-    bins = {"old": os.path.join(old_build, "bin"), "new": os.path.join(new_build, "bin")}
+    targets = [t for t in TARGETS if t != "xbng_bench_pktcost" or "pktcost" in only]
+    build(root, new_build, targets + ["xbng_xdp_pass_build"], tests=True, jobs=a.jobs)
+    bins = {"old": old_bin, "new": os.path.join(new_build, "bin")}
     os.environ["XBNG_XDP_PASS_OBJ"] = os.path.join(
         new_build, "tests", "integration", "xbng_xdp_pass_gen", "xdp_pass.bpf.o")
     head = git(root, "rev-parse", "--short=12", "HEAD")
     dirty = " (with uncommitted changes)" if git(root, "status", "--porcelain", "-uno") else ""
-    print(f"old: {a.base} = {git(root, 'rev-parse', '--short=12', a.base)} ({old_build})\n"
+    print(f"old: {a.base} = {git(root, 'rev-parse', '--short=12', a.base)} ({old_bin})\n"
           f"new: {head}{dirty} ({new_build})\n"
           f"load average at the start: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} "
           f"{os.getloadavg()[2]:.2f}", flush=True)
@@ -173,16 +183,25 @@ def main() -> None:
         os.makedirs(os.path.join(a.workdir, "data"), exist_ok=True)
         for r, which in alternate(a.prov_rounds):
             os.environ["XBNG_BIN"] = bins[which]
-            res = provision.bench_xbng(a.subscribers, os.path.join(a.workdir, "data"))
+            res = provision.bench_xbng(a.subscribers, os.path.join(a.workdir, "data"),
+                                       update=True)
             runs[which].append(res)
-            print(f"# provision round {r + 1} {which}: load {res['add_s']:.2f} s, delete "
-                  f"{res['del_s']:.2f} s, peak RSS {res['agent_rss_peak_mb']:.0f} MB",
-                  file=sys.stderr, flush=True)
+            print(f"# provision round {r + 1} {which}: load {res['add_s']:.2f} s, update "
+                  f"{res['update_s']:.2f} s, delete {res['del_s']:.2f} s, peak RSS "
+                  f"{res['agent_rss_peak_mb']:.0f} MB", file=sys.stderr, flush=True)
         out["provision"] = summary(
-            f"## provision: {a.subscribers:,} subscribers streamed, then deleted; "
-            f"{a.prov_rounds} alternated rounds per build",
-            runs, [("add_s", "load s", ".2f"), ("del_s", "delete s", ".2f"),
-                   ("agent_rss_peak_mb", "peak RSS MB (load)", ".0f")])
+            f"## provision: {a.subscribers:,} subscribers streamed, streamed again with a rate "
+            f"plan added, then deleted; {a.prov_rounds} alternated rounds per build",
+            runs, [("add_s", "load (create) s", ".2f"), ("update_s", "update s", ".2f"),
+                   ("del_s", "delete s", ".2f"), ("add_cpu_s", "load xbngd CPU s", ".2f"),
+                   ("update_cpu_s", "update xbngd CPU s", ".2f"),
+                   ("del_cpu_s", "delete xbngd CPU s", ".2f"),
+                   ("agent_rss_peak_mb", "peak RSS MB (load)", ".0f"),
+                   ("agent_rss_update_peak_mb", "peak RSS MB (update)", ".0f")])
+        for which in ("old", "new"):
+            u = sorted(x["update_s"] / x["add_s"] for x in runs[which])
+            print(f"update/create, {which}: median {statistics.median(u):.2f} "
+                  f"(range {u[0]:.2f}-{u[-1]:.2f})")
 
     if "rss" in only:
         runs = {"old": [], "new": []}

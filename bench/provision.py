@@ -1,9 +1,11 @@
 """Provisioning benchmark: subscriber add/update/delete rates and agent memory.
 
 xbng: N subscribers (IPv4 + IPv6 + one /64 each) through the real gRPC
-StreamSubscribers (`xbngctl sub import`), client file to maps, then deleted
-(`xbngctl sub del --file`): wall time, subscribers/s, agent peak RSS, kernel
-map memory per subscriber (bpftool's per-map figure).
+StreamSubscribers (`xbngctl sub import`), client file to maps; then (with
+update=True) the same N imported again with a rate plan added (every
+subscriber changed: what an ISP that reprices a tier does); then deleted
+(`xbngctl sub del --file`): wall time of each step, subscribers/s, agent
+peak RSS, kernel map memory per subscriber (bpftool's per-map figure).
 
 The kernel's own way, side by side in a scratch namespace: the same count of
 /32, /128 and /64 routes added and deleted with `ip -batch` (time, slab
@@ -39,6 +41,13 @@ def proc_status_kb(pid: int, key: str) -> int:
     return 0
 
 
+def cpu_s(pid: int) -> float:
+    """CPU seconds (user + system, all threads) the process has used so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def map_memory(bpffs_dir: str) -> dict[str, int]:
     """bytes per pinned xbng map, from bpftool (bytes_memlock is the map's memory on 6.x)."""
     out = {}
@@ -51,7 +60,12 @@ def map_memory(bpffs_dir: str) -> dict[str, int]:
     return out
 
 
-def bench_xbng(n: int, workdir: str) -> dict:
+# The rate plan the update step adds to every subscriber (25/50 Mbit/s).
+UPDATE_POLICY = {"up_rate_bps": 25_000_000, "up_burst_bytes": 312_500,
+                 "down_rate_bps": 50_000_000, "down_burst_bytes": 625_000}
+
+
+def bench_xbng(n: int, workdir: str, update: bool = False) -> dict:
     with XbngLab(kind="xbngbench") as x:
         x.start(max_subscribers=max(n, 1024))
         pid = x.daemon.pid
@@ -59,23 +73,41 @@ def bench_xbng(n: int, workdir: str) -> dict:
         mem0 = map_memory(x.lab.bpffs)
         path = os.path.join(workdir, f"subs-{n}.jsonl")
         write_jsonl(path, (plan(i, c_per_s=4000) for i in range(n)))
-        t0 = time.monotonic()
+        t0, c0 = time.monotonic(), cpu_s(pid)
         out = x.ctl("sub", "import", path)
-        t_add = time.monotonic() - t0
+        t_add, c_add = time.monotonic() - t0, cpu_s(pid) - c0
         assert int(out["applied"]) == n, out
         rss_peak = proc_status_kb(pid, "VmHWM")
         rss_loaded = proc_status_kb(pid, "VmRSS")
         mem1 = map_memory(x.lab.bpffs)
         listed = x.ctl("sub", "list", "--page-size", "1")
-        t0 = time.monotonic()
+        t_upd = c_upd = rss_upd_peak = None
+        if update:
+            upath = os.path.join(workdir, f"subs-{n}-policy.jsonl")
+            write_jsonl(upath, ({**plan(i, c_per_s=4000), "policy": UPDATE_POLICY}
+                                for i in range(n)))
+            with open(f"/proc/{pid}/clear_refs", "w") as f:
+                f.write("5")  # VmHWM := VmRSS: the update's own peak
+            t0, c0 = time.monotonic(), cpu_s(pid)
+            out = x.ctl("sub", "import", upath)
+            t_upd, c_upd = time.monotonic() - t0, cpu_s(pid) - c0
+            os.unlink(upath)
+            assert int(out["applied"]) == n, out
+            rss_upd_peak = proc_status_kb(pid, "VmHWM") / 1024
+            got = x.ctl("sub", "get", "--port", "acc0", "--outer", "100", "--inner", "1")["subscriber"]
+            assert int(got["policy"]["down_rate_bps"]) == UPDATE_POLICY["down_rate_bps"], got
+        t0, c0 = time.monotonic(), cpu_s(pid)
         x.ctl("sub", "del", "--file", path)
-        t_del = time.monotonic() - t0
+        t_del, c_del = time.monotonic() - t0, cpu_s(pid) - c0
         after = x.ctl("sub", "list", "--page-size", "1")
         os.unlink(path)
         return {
             "n": n,
             "add_s": t_add, "add_per_s": n / t_add,
             "del_s": t_del, "del_per_s": n / t_del,
+            "add_cpu_s": c_add, "del_cpu_s": c_del, "update_cpu_s": c_upd,
+            "update_s": t_upd, "update_per_s": n / t_upd if t_upd else None,
+            "agent_rss_update_peak_mb": rss_upd_peak,
             "listed_total": int(listed["total_count"]),
             "remaining_after_delete": int(after.get("total_count", 0)),
             "agent_rss_idle_mb": rss_idle / 1024, "agent_rss_loaded_mb": rss_loaded / 1024,

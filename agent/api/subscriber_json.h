@@ -19,8 +19,9 @@ std::optional<std::string> subscriber_from_json(std::string_view json, xbng::v1:
 
 // The fast path of subscriber_from_json alone (~20x faster than
 // JsonStringToMessage): an object of the input fields, each at most once,
-// holding plain strings (ASCII, no escapes), plain decimal numbers and arrays
-// of plain strings. Anything else (escapes, quoted numbers, null, nested
+// holding plain strings (ASCII, no escapes), plain decimal numbers, arrays
+// of plain strings and the rate plan (an object of its four fields, plain or
+// quoted decimals below 2^53). Anything else (escapes, quoted numbers, null, nested
 // objects, output-only or unknown fields, bad syntax) returns false and
 // leaves *out unspecified; it never accepts what JsonStringToMessage refuses,
 // nor reads anything differently. Public for the tests.

@@ -1,6 +1,13 @@
 #include "store/claims.h"
 
+#include <cassert>
+
 namespace xbng::agent {
+
+ClaimsIndex::ClaimsIndex(const std::vector<SubscriberSpec>* records)
+    : recs_(records),
+      own_v4_(0, ByV4{records}, ByV4{records}),
+      own_v6_(0, ByV6{records}, ByV6{records}) {}
 
 void ClaimsIndex::reserve(size_t cap) {
   own_v4_.reserve(cap);
@@ -15,7 +22,7 @@ void ClaimsIndex::claims_of(const SubscriberSpec& s, std::vector<RouteKey>* out)
 }
 
 void ClaimsIndex::prefetch(const SubscriberSpec& s) const {
-  if (s.has_ipv4) own_v4_.prefetch(s.ipv4);
+  if (s.has_ipv4) own_v4_.prefetch(V4{s.ipv4});
   if (s.has_ipv6) own_v6_.prefetch(s.ipv6);
   for (const auto& p : s.prefixes) {
     if (p.family == 6 && p.len == 64) {
@@ -53,6 +60,12 @@ int64_t find_owner(const Table& t, const Addr& a) {
   return it == t.end() ? int64_t{-1} : int64_t{it->second};
 }
 
+template <typename Table, typename Addr>
+int64_t find_host(const Table& t, const Addr& a) {
+  auto it = t.find(a);
+  return it == t.end() ? int64_t{-1} : int64_t{*it};
+}
+
 }  // namespace
 
 int64_t ClaimsIndex::owner_of(const RouteKey& k) const {
@@ -60,17 +73,18 @@ int64_t ClaimsIndex::owner_of(const RouteKey& k) const {
     case MapId::kRoutesV4: {
       uint32_t a;
       std::memcpy(&a, k.b.data(), 4);
-      return find_owner(own_v4_, a);
+      return find_host(own_v4_, V4{a});
     }
     case MapId::kRoutesV6: {
       Ipv6 a;
       std::memcpy(a.data(), k.b.data(), 16);
-      return find_owner(own_v6_, a);
+      return find_host(own_v6_, a);
     }
     case MapId::kRoutesV6_64: {
       uint64_t a;
       std::memcpy(&a, k.b.data(), 8);
-      return find_owner(own_v6_64_, a);
+      auto it = own_v6_64_.find(a);
+      return it == own_v6_64_.end() ? int64_t{-1} : int64_t{it->rec};
     }
     default:
       return find_owner(own_lpm_, k.as_prefix());
@@ -80,24 +94,39 @@ int64_t ClaimsIndex::owner_of(const RouteKey& k) const {
 void ClaimsIndex::ord_insert(const RouteKey& k, uint32_t rec) {
   const Span sp = span_of(k.as_prefix());
   if (!sp.host) {
-    ord_pfx_[sp.fi].insert({sp.start, uint64_t{sp.len} << 32 | rec});
+    assert(rec < (1u << kLenShift));
+    ord_pfx_[sp.fi].insert(Ord(sp.start, sp.len << kLenShift | rec));
     ++pfx_len_[sp.fi][sp.len];
   } else if (sp.fi == 0) {
     ord_v4_host_.insert(sp.start << 32 | rec);
   } else {
-    ord_v6_host_.insert({sp.start, rec});
+    ord_v6_host_.insert(Ord(sp.start, rec));
   }
 }
 
 void ClaimsIndex::ord_erase(const RouteKey& k, uint32_t rec) {
   const Span sp = span_of(k.as_prefix());
   if (!sp.host) {
-    if (ord_pfx_[sp.fi].erase({sp.start, uint64_t{sp.len} << 32 | rec})) --pfx_len_[sp.fi][sp.len];
+    if (ord_pfx_[sp.fi].erase(Ord(sp.start, sp.len << kLenShift | rec))) --pfx_len_[sp.fi][sp.len];
   } else if (sp.fi == 0) {
     ord_v4_host_.erase(sp.start << 32 | rec);
   } else {
-    ord_v6_host_.erase({sp.start, rec});
+    ord_v6_host_.erase(Ord(sp.start, rec));
   }
+}
+
+template <typename By, typename Key>
+bool ClaimsIndex::take_host(HostTable<By>& t, const Key& key, const RouteKey& k, uint32_t rec) {
+  auto it = t.find(key);
+  const bool had = it != t.end();
+  if (had) {
+    if (*it == rec) return false;
+    ord_erase(k, *it);
+    t.erase(it);
+  }
+  t.insert(rec);
+  ord_insert(k, rec);
+  return !had;
 }
 
 void ClaimsIndex::set_owner(const RouteKey& k, uint32_t rec) {
@@ -116,19 +145,29 @@ void ClaimsIndex::set_owner(const RouteKey& k, uint32_t rec) {
     case MapId::kRoutesV4: {
       uint32_t a;
       std::memcpy(&a, k.b.data(), 4);
-      take(own_v4_, a);
+      take_host(own_v4_, V4{a}, k, rec);
       break;
     }
     case MapId::kRoutesV6: {
       Ipv6 a;
       std::memcpy(a.data(), k.b.data(), 16);
-      take(own_v6_, a);
+      take_host(own_v6_, a, k, rec);
       break;
     }
     case MapId::kRoutesV6_64: {
       uint64_t a;
       std::memcpy(&a, k.b.data(), 8);
-      take(own_v6_64_, a);
+      if (auto it = own_v6_64_.find(a); it != own_v6_64_.end()) {
+        if (it->rec == rec) break;
+        ord_erase(k, it->rec);
+        it->rec = rec;  // not part of the hash
+      } else {
+        Own64 o;
+        std::memcpy(o.a, &a, 8);
+        o.rec = rec;
+        own_v6_64_.insert(o);
+      }
+      ord_insert(k, rec);
       break;
     }
     default:
@@ -146,23 +185,32 @@ void ClaimsIndex::erase_owner(const RouteKey& k, uint32_t rec) {
     ord_erase(k, rec);
     return true;
   };
+  auto drop_host = [&](auto& table, const auto& key) {
+    auto it = table.find(key);
+    if (it == table.end() || *it != rec) return;
+    table.erase(it);
+    ord_erase(k, rec);
+  };
   switch (k.map) {
     case MapId::kRoutesV4: {
       uint32_t a;
       std::memcpy(&a, k.b.data(), 4);
-      drop(own_v4_, a);
+      drop_host(own_v4_, V4{a});
       break;
     }
     case MapId::kRoutesV6: {
       Ipv6 a;
       std::memcpy(a.data(), k.b.data(), 16);
-      drop(own_v6_, a);
+      drop_host(own_v6_, a);
       break;
     }
     case MapId::kRoutesV6_64: {
       uint64_t a;
       std::memcpy(&a, k.b.data(), 8);
-      drop(own_v6_64_, a);
+      if (auto it = own_v6_64_.find(a); it != own_v6_64_.end() && it->rec == rec) {
+        own_v6_64_.erase(it);
+        ord_erase(k, rec);
+      }
       break;
     }
     default:

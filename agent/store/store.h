@@ -241,9 +241,17 @@ class SubscriberStore {
 
   // ---- writing (writer.cpp)
   absl::Status apply(Plan& p);
-  // The values apply() writes, and what they replace.
+  // The values apply() writes, and what they replace: slots taken, every
+  // claim placed and the replaced routes listed (stage_*); the police and
+  // subscriber entries they replace read from the maps (one lookup each, the
+  // two maps on two threads for a large plan) and the new ones encoded; then,
+  // in write_staged(), each route map's old values read and new values
+  // encoded just before its write (a route that would not change dropped).
   void stage_entries(const Plan& p, Staged* w);
   void stage_routes(const Plan& p, Staged* w) const;
+  void read_old_entries(const Plan& p, Staged* w) const;
+  void encode_entries(const Plan& p, Staged* w);
+  void stage_route_map(const Plan& p, MapId m, Staged* w) const;
   absl::Status write_staged(const Plan& p, Staged* w);
   void undo(Staged* w, size_t police, size_t subs, const size_t* routes);
   void commit_index(Plan& p, const Staged& w);
@@ -306,7 +314,7 @@ class SubscriberStore {
   std::vector<SubscriberSpec> recs_;  // ifindex 0 = free slot
   std::vector<uint32_t> free_;
   absl::btree_map<uint64_t, uint32_t> index_;  // key_rank → record (sorted: stable pages)
-  ClaimsIndex claims_;                         // address/prefix → record
+  ClaimsIndex claims_{&recs_};                 // address/prefix → record
   absl::flat_hash_map<uint32_t, uint64_t> per_port_;
   absl::flat_hash_map<uint64_t, uint64_t> per_port_outer_;
 };

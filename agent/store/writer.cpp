@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "store/codec.h"
@@ -55,32 +56,80 @@ void SubscriberStore::stage_entries(const Plan& p, Staged* w) {
       w->slots[i] = next_slot++;
     }
   }
-  for (size_t i = 0; i < n; ++i) {
+}
+
+void SubscriberStore::stage_routes(const Plan& p, Staged* w) const {
+  // Every claim gets its place now, in plan order (its key written, its
+  // value and old value to come); encode_routes() then drops the routes
+  // that need no write. Sized up front (see plan()): growing by doubling
+  // was the largest transient of a maximal atomic upsert.
+  size_t claims[kMapCount] = {}, key_bytes[kMapCount] = {};
+  for (const auto& e : p.entries)
+    for (const auto& c : e.claims) {
+      ++claims[static_cast<int>(c.map)];
+      key_bytes[static_cast<int>(c.map)] += c.size;
+    }
+  for (int m = 0; m < kMapCount; ++m) {
+    w->w[m].keys.reserve(key_bytes[m]);
+    w->w[m].vals.resize(claims[m]);
+    w->w[m].old.resize(claims[m]);
+  }
+  std::vector<RouteKey> oc;
+  for (const auto& e : p.entries) {
+    for (const auto& c : e.claims) {
+      auto& keys = w->w[static_cast<int>(c.map)].keys;
+      keys.insert(keys.end(), c.b.begin(), c.b.begin() + c.size);
+    }
+    if (e.old_rec < 0) continue;
+    // The routes it replaces: its old claims it no longer makes.
+    oc.clear();
+    claims_of(recs_[e.old_rec], &oc);
+    for (const auto& c : oc)
+      if (!p.claims.contains(c)) {
+        auto& d = w->dels[static_cast<int>(c.map)];
+        d.insert(d.end(), c.b.begin(), c.b.begin() + c.size);
+      }
+  }
+}
+
+void SubscriberStore::read_old_entries(const Plan& p, Staged* w) const {
+  auto read = [&](MapId m) {
+    for (size_t i = 0; i < w->n; ++i) {
+      const auto& e = p.entries[i];
+      if (e.old_rec < 0) continue;
+      if (m == MapId::kPolice) {
+        struct xbng_police v;
+        if (maps_->lookup(m, &w->slots[i], &v) == 0) w->pold[i] = v;
+      } else {
+        struct xbng_subscriber v;
+        if (maps_->lookup(m, &e.spec.key, &v) == 0) w->sold[i] = v;
+      }
+    }
+  };
+  run_pair(
+      w->n >= kParallelApply, [&] { read(MapId::kPolice); }, [&] { read(MapId::kSubscribers); });
+}
+
+void SubscriberStore::encode_entries(const Plan& p, Staged* w) {
+  for (size_t i = 0; i < w->n; ++i) {
     const auto& e = p.entries[i];
     const SubscriberSpec& s = e.spec;
     const PolicySpec pol = ports_.policy_of(s);
-    if (e.old_rec >= 0) {
-      struct xbng_police opv;
-      if (maps_->lookup(MapId::kPolice, &w->slots[i], &opv) == 0) w->pold[i] = opv;
-    }
     w->pvals[i] = encode_police(pol, w->pold[i] ? &*w->pold[i] : nullptr);
     w->down_policed[i] = pol.down_rate != 0;
     struct xbng_subscriber v = encode_subscriber(s, w->slots[i], pol);
-    if (e.old_rec >= 0) {
-      struct xbng_subscriber ov;
-      if (maps_->lookup(MapId::kSubscribers, &s.key, &ov) == 0) {
-        w->sold[i] = ov;
-        v.up_packets = ov.up_packets;
-        v.up_bytes = ov.up_bytes;
-        if (ov.up.byte_ns_fp == v.up.byte_ns_fp && ov.up.burst_bytes == v.up.burst_bytes)
-          v.up.tat_ns = ov.up.tat_ns;
-        // Keep a learned MAC when the request still asks to learn, except
-        // under "follow": an upsert without MAC makes it learn again.
-        if (!s.has_mac && !recs_[e.old_rec].has_mac && (ov.flags & XBNG_SUB_F_MAC_VALID) &&
-            effective_mac_policy(s) != XBNG_MAC_POLICY_FOLLOW) {
-          v.flags |= XBNG_SUB_F_MAC_VALID;
-          std::memcpy(v.mac, ov.mac, 6);
-        }
+    if (e.old_rec >= 0 && w->sold[i]) {
+      const struct xbng_subscriber& ov = *w->sold[i];
+      v.up_packets = ov.up_packets;
+      v.up_bytes = ov.up_bytes;
+      if (ov.up.byte_ns_fp == v.up.byte_ns_fp && ov.up.burst_bytes == v.up.burst_bytes)
+        v.up.tat_ns = ov.up.tat_ns;
+      // Keep a learned MAC when the request still asks to learn, except
+      // under "follow": an upsert without MAC makes it learn again.
+      if (!s.has_mac && !recs_[e.old_rec].has_mac && (ov.flags & XBNG_SUB_F_MAC_VALID) &&
+          effective_mac_policy(s) != XBNG_MAC_POLICY_FOLLOW) {
+        v.flags |= XBNG_SUB_F_MAC_VALID;
+        std::memcpy(v.mac, ov.mac, 6);
       }
     }
     w->skeys[i] = s.key;
@@ -90,22 +139,10 @@ void SubscriberStore::stage_entries(const Plan& p, Staged* w) {
   }
 }
 
-void SubscriberStore::stage_routes(const Plan& p, Staged* w) const {
-  {
-    // Sized up front (see plan()): growing them by doubling was the largest
-    // transient of a maximal atomic upsert.
-    size_t claims[kMapCount] = {}, key_bytes[kMapCount] = {};
-    for (const auto& e : p.entries)
-      for (const auto& c : e.claims) {
-        ++claims[static_cast<int>(c.map)];
-        key_bytes[static_cast<int>(c.map)] += c.size;
-      }
-    for (int m = 0; m < kMapCount; ++m) {
-      w->w[m].keys.reserve(key_bytes[m]);
-      w->w[m].vals.reserve(claims[m]);
-      w->w[m].old.reserve(claims[m]);
-    }
-  }
+void SubscriberStore::stage_route_map(const Plan& p, MapId m, Staged* w) const {
+  auto& mw = w->w[static_cast<int>(m)];
+  const size_t ks = route_key_size(m);
+  size_t at = 0, out = 0;
   for (size_t i = 0; i < w->n; ++i) {
     const auto& e = p.entries[i];
     // A new downstream bucket (new plan): the routes are rewritten too, so
@@ -116,40 +153,36 @@ void SubscriberStore::stage_routes(const Plan& p, Staged* w) const {
           w->pold[i]->down.burst_bytes == w->pvals[i].down.burst_bytes);
     for (size_t ci = 0; ci < e.claims.size(); ++ci) {
       const RouteKey& c = e.claims[ci];
+      if (c.map != m) continue;
+      const size_t k = at++;
+      std::optional<struct xbng_route> old;
+      if (ci < 64 ? (e.owned >> ci) & 1 : claims_.owner_of(c) >= 0) {
+        struct xbng_route v;
+        if (maps_->lookup(m, c.b.data(), &v) == 0) old = v;
+      }
       // The first XBNG_CREDIT_ROUTES routes (host /32, /128, then prefixes)
       // hold prepaid credit; the shared bucket's depth leaves room for them.
       struct xbng_route r =
           encode_route(e.spec.key, w->slots[i], w->mac_valid[i] ? &w->mac[i] : nullptr,
                        w->down_policed[i], ci < XBNG_CREDIT_ROUTES);
-      std::optional<struct xbng_route> old;
-      if (ci < 64 ? (e.owned >> ci) & 1 : claims_.owner_of(c) >= 0) {
-        struct xbng_route orv;
-        if (maps_->lookup(c.map, c.b.data(), &orv) == 0) {
-          old = orv;
-          if (orv.sub == r.sub) {  // our own route, kept: keep its counters
-            r.down_packets = orv.down_packets;
-            r.down_bytes = orv.down_bytes;
-            if (std::memcmp(orv.mac, r.mac, 6) == 0 && orv.flags == r.flags && orv.slot == r.slot &&
-                !new_bucket)
-              continue;
-          }
-        }
+      if (old && old->sub == r.sub) {
+        // Our own route, kept: keep its counters.
+        r.down_packets = old->down_packets;
+        r.down_bytes = old->down_bytes;
+        if (std::memcmp(old->mac, r.mac, 6) == 0 && old->flags == r.flags && old->slot == r.slot &&
+            !new_bucket)
+          continue;  // nothing to write
       }
-      auto& mw = w->w[static_cast<int>(c.map)];
-      mw.keys.insert(mw.keys.end(), c.b.begin(), c.b.begin() + c.size);
-      mw.vals.push_back(r);
-      mw.old.push_back(old);
-    }
-    if (e.old_rec >= 0) {
-      std::vector<RouteKey> oc;
-      claims_of(recs_[e.old_rec], &oc);
-      for (const auto& c : oc)
-        if (!p.claims.contains(c)) {
-          auto& d = w->dels[static_cast<int>(c.map)];
-          d.insert(d.end(), c.b.begin(), c.b.begin() + c.size);
-        }
+      // Written: moved down over the routes dropped so far.
+      const size_t o = out++;
+      if (o != k) std::memmove(&mw.keys[o * ks], &mw.keys[k * ks], ks);
+      mw.old[o] = old;
+      mw.vals[o] = r;
     }
   }
+  mw.vals.resize(out);
+  mw.old.resize(out);
+  mw.keys.resize(out * ks);
 }
 
 // Restores what the first `routes[m]` route writes (of each route map, in
@@ -213,6 +246,9 @@ Status SubscriberStore::write_staged(const Plan& p, Staged* w) {
   auto write_map = [&](size_t mi) {
     const MapId m = kRouteMaps[mi];
     auto& mw = w->w[static_cast<int>(m)];
+    // Read what it replaces just before the write: the keys' buckets and
+    // entries are still in cache when the write comes.
+    stage_route_map(p, m, w);
     if (mw.vals.empty()) return;
     rc[mi] = maps_->update_many(m, mw.keys.data(), mw.vals.data(), mw.vals.size(),
                                 route_key_size(m), sizeof(struct xbng_route), &written[mi]);
@@ -241,13 +277,19 @@ Status SubscriberStore::write_staged(const Plan& p, Staged* w) {
 }
 
 // Index: release the old claims first, then take the new ones (an address
-// may move between two subscribers of the same request).
+// may move between two subscribers of the same request). A claim an updated
+// subscriber keeps is left as it is: no other entry of the plan can claim
+// it, and releasing and retaking it would cost an update of 1M subscribers
+// (a new rate plan, the same addresses) 6M index operations for nothing.
 void SubscriberStore::commit_index(Plan& p, const Staged& w) {
+  std::vector<RouteKey> oc;
   for (const auto& e : p.entries) {
     if (e.old_rec < 0) continue;
-    std::vector<RouteKey> oc;
+    oc.clear();
     claims_of(recs_[e.old_rec], &oc);
-    for (const auto& c : oc) claims_.erase_owner(c, static_cast<uint32_t>(e.old_rec));
+    for (const auto& c : oc)
+      if (std::find(e.claims.begin(), e.claims.end(), c) == e.claims.end())
+        claims_.erase_owner(c, static_cast<uint32_t>(e.old_rec));
   }
   const size_t n = p.entries.size();
   for (size_t i = 0; i < n; ++i) {
@@ -292,6 +334,8 @@ Status SubscriberStore::apply(Plan& p) {
   Staged w;
   stage_entries(p, &w);
   stage_routes(p, &w);
+  read_old_entries(p, &w);
+  encode_entries(p, &w);
   if (Status st = write_staged(p, &w); !st.ok()) return st;
   for (MapId m : kRouteMaps) {
     auto& d = w.dels[static_cast<int>(m)];

@@ -1,6 +1,7 @@
 // The store's claims index alone: exact ownership per route map, the owner
 // replaced and released, entry counts, and the ordered indexes that find a
 // claim nested inside a prefix.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
 
 #include "store/claims.h"
@@ -14,8 +15,25 @@ RouteKey v6(const char* a) { return RouteKey::host_v6(parse_ipv6(a)->data()); }
 RouteKey pfx(const char* p) { return RouteKey::prefix(*parse_prefix(p)); }
 auto anyone = [](uint32_t) { return true; };
 
+// The store's records, as the host tables read them: record r holds the
+// addresses it owns.
+struct Records {
+  std::vector<SubscriberSpec> recs = std::vector<SubscriberSpec>(16);
+  void v4(uint32_t r, const char* a) {
+    recs[r].has_ipv4 = true;
+    recs[r].ipv4 = *parse_ipv4(a);
+  }
+  void v6(uint32_t r, const char* a) {
+    recs[r].has_ipv6 = true;
+    recs[r].ipv6 = *parse_ipv6(a);
+  }
+};
+
 TEST(StoreClaims, OwnershipPerMap) {
-  ClaimsIndex ix;
+  Records r;
+  r.v4(1, "100.64.0.1");
+  r.v6(1, "2001:db8::1");
+  ClaimsIndex ix(&r.recs);
   ix.set_owner(v4("100.64.0.1"), 1);
   ix.set_owner(v6("2001:db8::1"), 1);
   ix.set_owner(pfx("2001:db8:1:2::/64"), 2);
@@ -37,7 +55,8 @@ TEST(StoreClaims, OwnershipPerMap) {
 }
 
 TEST(StoreClaims, EraseOnlyByItsOwner) {
-  ClaimsIndex ix;
+  Records r;
+  ClaimsIndex ix(&r.recs);
   ix.set_owner(pfx("198.51.100.0/24"), 3);
   ix.erase_owner(pfx("198.51.100.0/24"), 4);  // not the owner: kept
   EXPECT_EQ(ix.owner_of(pfx("198.51.100.0/24")), 3);
@@ -50,7 +69,8 @@ TEST(StoreClaims, EraseOnlyByItsOwner) {
 }
 
 TEST(StoreClaims, ReplacedOwnerLeavesTheOrderedIndex) {
-  ClaimsIndex ix;
+  Records r;
+  ClaimsIndex ix(&r.recs);
   ix.set_owner(pfx("198.51.100.0/24"), 1);
   ix.set_owner(pfx("198.51.100.0/24"), 2);  // moved to record 2
   EXPECT_EQ(ix.owner_of(pfx("198.51.100.0/24")), 2);
@@ -64,7 +84,10 @@ TEST(StoreClaims, ReplacedOwnerLeavesTheOrderedIndex) {
 }
 
 TEST(StoreClaims, NestedPrefixesAndHosts) {
-  ClaimsIndex ix;
+  Records r;
+  r.v4(6, "203.0.113.9");
+  r.v6(7, "2001:db8:7::1");
+  ClaimsIndex ix(&r.recs);
   ix.set_owner(pfx("198.51.100.0/28"), 5);
   ix.set_owner(v4("203.0.113.9"), 6);
   ix.set_owner(v6("2001:db8:7::1"), 7);
@@ -89,6 +112,64 @@ TEST(StoreClaims, NestedPrefixesAndHosts) {
   EXPECT_FALSE(ix.first_inside(span_of(*parse_prefix("2001:db8:8::/48")), anyone));
   EXPECT_FALSE(
       ix.first_inside(span_of(*parse_prefix("203.0.113.0/24")), [](uint32_t r) { return r != 6; }));
+}
+
+// The host tables hold record numbers and find an address through the
+// record: a host moves between records, is released only by its owner, and
+// a record that changes its address (after releasing the old one) is found
+// by the new one only.
+TEST(StoreClaims, HostsByRecordNumber) {
+  Records r;
+  r.v4(2, "100.64.0.9");
+  r.v4(3, "100.64.0.9");
+  r.v6(2, "2001:db8::9");
+  r.v6(3, "2001:db8::9");
+  ClaimsIndex ix(&r.recs);
+  ix.reserve(1000);
+  ix.set_owner(v4("100.64.0.9"), 2);
+  ix.set_owner(v6("2001:db8::9"), 2);
+  EXPECT_EQ(ix.owner_of(v4("100.64.0.9")), 2);
+  EXPECT_EQ(ix.owner_of(v6("2001:db8::9")), 2);
+  EXPECT_EQ(ix.owner_of(v4("100.64.0.10")), -1);
+  EXPECT_EQ(ix.owner_of(v6("2001:db8::10")), -1);
+  ix.set_owner(v4("100.64.0.9"), 3);  // moved to record 3
+  ix.set_owner(v6("2001:db8::9"), 3);
+  EXPECT_EQ(ix.owner_of(v4("100.64.0.9")), 3);
+  EXPECT_EQ(ix.owner_of(v6("2001:db8::9")), 3);
+  EXPECT_EQ(ix.entries(MapId::kRoutesV4), 1u);
+  EXPECT_EQ(ix.entries(MapId::kRoutesV6), 1u);
+  ix.erase_owner(v4("100.64.0.9"), 2);  // not the owner any more: kept
+  EXPECT_EQ(ix.owner_of(v4("100.64.0.9")), 3);
+  auto in = ix.first_inside(span_of(*parse_prefix("2001:db8::/48")), anyone);
+  ASSERT_TRUE(in);
+  EXPECT_EQ(in->rec, 3u);  // record 2 left the ordered index
+  // Record 3 releases its addresses, takes new ones.
+  ix.erase_owner(v4("100.64.0.9"), 3);
+  ix.erase_owner(v6("2001:db8::9"), 3);
+  r.v4(3, "100.64.0.77");
+  r.v6(3, "2001:db8::77");
+  ix.set_owner(v4("100.64.0.77"), 3);
+  ix.set_owner(v6("2001:db8::77"), 3);
+  EXPECT_EQ(ix.owner_of(v4("100.64.0.9")), -1);
+  EXPECT_EQ(ix.owner_of(v6("2001:db8::9")), -1);
+  EXPECT_EQ(ix.owner_of(v4("100.64.0.77")), 3);
+  EXPECT_EQ(ix.owner_of(v6("2001:db8::77")), 3);
+  // Many owners at once (the table grows; each record is found by its address).
+  std::vector<SubscriberSpec> many(5000);
+  ClaimsIndex big(&many);
+  for (uint32_t i = 0; i < many.size(); ++i) {
+    many[i].ipv4 = htonl(0x64400000u + i);
+    many[i].ipv6[15] = static_cast<uint8_t>(i);
+    many[i].ipv6[14] = static_cast<uint8_t>(i >> 8);
+    big.set_owner(RouteKey::host_v4(many[i].ipv4), i);
+    big.set_owner(RouteKey::host_v6(many[i].ipv6.data()), i);
+  }
+  for (uint32_t i = 0; i < many.size(); ++i) {
+    ASSERT_EQ(big.owner_of(RouteKey::host_v4(many[i].ipv4)), i);
+    ASSERT_EQ(big.owner_of(RouteKey::host_v6(many[i].ipv6.data())), i);
+  }
+  EXPECT_EQ(big.entries(MapId::kRoutesV4), many.size());
+  EXPECT_EQ(big.entries(MapId::kRoutesV6), many.size());
 }
 
 TEST(StoreClaims, ClaimsOfASpecInWriteOrder) {

@@ -35,6 +35,11 @@ TEST(SubscriberJson, FastPathTakesBothSpellings) {
       R"("ipv6_prefixes":["2001:db8:1::/56", "2001:db8:2::/56"],"ipv4Prefixes":[]})",
       "{\"port\":\"eth1\",\n\"outer_vlan\":100\n,\"inner_vlan\":7\r\n}",
       R"({})",
+      R"({"port":"eth1","outer_vlan":100,"inner_vlan":7,"policy":{"up_rate_bps":25000000,)"
+      R"("up_burst_bytes":312500,"down_rate_bps":50000000,"down_burst_bytes":625000}})",
+      R"({"port":"eth1","policy":{"upRateBps":"25000000","downBurstBytes":"0"},"innerVlan":7})",
+      R"({"port":"eth1","policy" : { } })",
+      R"({"policy":{ "down_rate_bps" : 9007199254740991 }})",
   };
   for (const char* c : common) {
     xbng::v1::Subscriber fast;
@@ -74,6 +79,17 @@ TEST(SubscriberJson, UnusualFormsGoToTheExactParser) {
       R"({"port":"eth1","ipv6_prefixes":["a",]})",                         // trailing comma
       R"({"port":"eth1")",                                                 // unterminated
       R"({"port":"ethé"})",                                                // non-ASCII
+      R"({"policy":{"up_rate_bps":1,"up_rate_bps":2}})",                   // twice in policy
+      R"({"policy":{"up_rate_bps":1,"upRateBps":2}})",                     // two spellings
+      R"({"policy":{"up_rate_bps":-1}})",                                  // sign
+      R"({"policy":{"up_rate_bps":0100}})",                                // leading zero
+      R"({"policy":{"up_rate_bps":"0100"}})",                              // quoted, leading 0
+      R"({"policy":{"up_rate_bps":9007199254740992}})",                    // >= 2^53
+      R"({"policy":{"up_rate_bps":1.5}})",                                 // fraction
+      R"({"policy":{"up_rate_bps":"1}})",                                  // unterminated
+      R"({"policy":{"bogus":1}})",                                         // unknown
+      R"({"policy":null})",                                                // null
+      R"({"policy":{"up_rate_bps":1,}})",                                  // trailing comma
       R"([])",
       "",
   };
