@@ -1141,7 +1141,7 @@ void refuse_dataplane_changes(const Config& a, const Config& b, ReloadPlan* p) {
                     "up at start); {}",
                     kRestart));
   if (!(a.relay == b.relay))
-    p.refused.push_back(fmt::format(
+    p->refused.push_back(fmt::format(
         "relay: changed: cannot change live (the relay and its socket are set up at start); {}",
         kRestart));
   if (a.plans != b.plans)
