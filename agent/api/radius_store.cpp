@@ -163,8 +163,8 @@ uint32_t StoreDynAuthBackend::change(const SubKey& k, const DynAuthChange& c, st
     policy = p;
   }
   if (policy)
-    if (auto e = agent::check_policy(*policy, max_packet)) {
-      *why = "rate plan: " + *e;
+    if (absl::Status st = agent::check_policy(*policy, max_packet); !st.ok()) {
+      *why = "rate plan: " + std::string(st.message());
       return error_cause::kInvalidAttributeValue;
     }
   // Session data first (durably): a crash before the upsert leaves the old
