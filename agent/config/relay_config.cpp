@@ -31,8 +31,8 @@ void check_relay_config(const RelayConfig& r, const std::vector<std::string>& re
     auto a = parse_ipv4(s);
     if (!a)
       err(fmt::format("relay.servers_v4 {}: not an IPv4 address", quote_value(s)));
-    else if (auto e = check_ipv4_host(*a))
-      err(fmt::format("relay.servers_v4 {}: {}", s, *e));
+    else if (absl::Status st = check_ipv4_host(*a); !st.ok())
+      err(fmt::format("relay.servers_v4 {}: {}", s, std::string(st.message())));
     else if (!seen4.insert(*a).second)
       err(fmt::format("relay.servers_v4 {}: listed twice", s));
   }
@@ -53,8 +53,9 @@ void check_relay_config(const RelayConfig& r, const std::vector<std::string>& re
     if (!a)
       err(fmt::format("relay.relay_address_v4 {}: not an IPv4 address",
                       quote_value(r.relay_address_v4)));
-    else if (auto e = check_ipv4_host(*a))
-      err(fmt::format("relay.relay_address_v4 {}: {}", r.relay_address_v4, *e));
+    else if (absl::Status st = check_ipv4_host(*a); !st.ok())
+      err(fmt::format("relay.relay_address_v4 {}: {}", r.relay_address_v4,
+                      std::string(st.message())));
   }
   if (auto e = relay::check_template(r.circuit_id, true))
     err(fmt::format("relay.circuit_id {}: {}", quote_value(r.circuit_id), *e));
