@@ -169,6 +169,9 @@ void Agent::start_bringup(const punt::BringupOptions& opts,
     const auto& d = *radius->dynauth;
     dynauth_backend_ = std::make_unique<radius::StoreDynAuthBackend>(
         store_.get(), radius_sessions_.get(), radius->access.plans);
+    if (radius_accounting_)
+      dynauth_backend_->set_timers_changed(
+          [a = radius_accounting_.get()](const SubKey& k) { a->timers_changed(k); });
     auto server = radius::DynAuthServer::start(d.host, d.port, d.options, dynauth_backend_.get());
     if (!server.ok()) throw std::runtime_error("radius: " + std::string(server.status().message()));
     dynauth_ = std::move(*server);
