@@ -159,6 +159,7 @@ void Agent::start_bringup(const punt::BringupOptions& opts,
         [res](uint32_t ifx) { return res.max_packet_of(ifx); },
         radius::store_creator(store_.get(), radius_sessions_.get()),
         [d = dispatcher_.get()](const punt::PuntedFrame& f) { d->handle(f); });
+    access_sessions_->set_workers(8);
     dispatcher_->set_unknown_handler(
         [s = access_sessions_.get()](const punt::PuntedFrame& f) { s->on_unknown(f); });
     spdlog::info("radius: subscribers created on demand on {} ({} server(s), User-Name {})",
