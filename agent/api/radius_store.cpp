@@ -214,6 +214,7 @@ uint32_t StoreDynAuthBackend::change(const SubKey& k, const DynAuthChange& c, st
                                                              : error_cause::kResourcesUnavailable;
     }
   }
+  if ((c.session_timeout || c.idle_timeout) && timers_changed_) timers_changed_(k);
   spdlog::info(
       "radius: CoA-Request: subscriber {}: {}{}{}", name,
       policy ? "rate plan " +

@@ -49,6 +49,9 @@ class StoreDynAuthBackend final : public DynAuthBackend {
   // went meanwhile, 506 when the store or the state file refuses.
   uint32_t change(const SubKey& k, const DynAuthChange& c, std::string* why) override;
   uint32_t disconnect(const SubKey& k, std::string* why) override;
+  // Called after a CoA changed a session's timers (Accounting::timers_changed
+  // in the agent), so that the new values count at once.
+  void set_timers_changed(std::function<void(const SubKey&)> f) { timers_changed_ = std::move(f); }
 
  private:
   bool is_radius(const SubKey& k, SubscriberSpec* spec) const;
@@ -58,6 +61,7 @@ class StoreDynAuthBackend final : public DynAuthBackend {
   SessionTable* sessions_;
   std::map<std::string, PolicySpec> plans_;
   WallClock wall_;
+  std::function<void(const SubKey&)> timers_changed_;
 };
 
 }  // namespace xbng::radius

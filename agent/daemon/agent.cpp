@@ -210,6 +210,9 @@ void Agent::start_radius_access(const AgentOptions::Radius& radius, const punt::
         [res](uint32_t ifx) { return res.max_packet_of(ifx); },
         radius::store_creator(store_.get(), radius_sessions_.get()),
         [d = dispatcher_.get()](const punt::PuntedFrame& f) { d->handle(f); });
+    // Accepts become subscribers on worker threads: concurrent Accepts
+    // share one durable write of the session table.
+    access_sessions_->set_workers(8);
     dispatcher_->set_unknown_handler(
         [s = access_sessions_.get()](const punt::PuntedFrame& f) { s->on_unknown(f); });
     spdlog::info("radius: subscribers created on demand on {} ({} server(s), User-Name {})",
@@ -220,6 +223,9 @@ void Agent::start_radius_access(const AgentOptions::Radius& radius, const punt::
     const auto& d = *radius.dynauth;
     dynauth_backend_ = std::make_unique<radius::StoreDynAuthBackend>(
         store_.get(), radius_sessions_.get(), radius.access.plans);
+    if (radius_accounting_)
+      dynauth_backend_->set_timers_changed(
+          [a = radius_accounting_.get()](const SubKey& k) { a->timers_changed(k); });
     auto server = radius::DynAuthServer::start(d.host, d.port, d.options, dynauth_backend_.get());
     if (!server.ok()) throw std::runtime_error("radius: " + std::string(server.status().message()));
     dynauth_ = std::move(*server);

@@ -182,8 +182,33 @@ AccessSessions::AccessSessions(Client* client, AccessOptions opts, PortName port
 
 AccessSessions::~AccessSessions() {
   // A completion still to come finds nobody; one running now finishes first.
-  std::lock_guard g(alive_->mu);
-  alive_->self = nullptr;
+  {
+    std::lock_guard g(alive_->mu);
+    alive_->self = nullptr;
+  }
+  {
+    std::lock_guard g(work_mu_);
+    stopping_ = true;
+  }
+  work_cv_.notify_all();
+  for (auto& t : workers_) t.join();
+}
+
+void AccessSessions::set_workers(unsigned n) {
+  for (unsigned i = 0; i < n; ++i)
+    workers_.emplace_back([this] {
+      for (;;) {
+        std::function<void()> job;
+        {
+          std::unique_lock g(work_mu_);
+          work_cv_.wait(g, [&] { return stopping_ || !work_.empty(); });
+          if (stopping_) return;
+          job = std::move(work_.front());
+          work_.pop_front();
+        }
+        job();
+      }
+    });
 }
 
 size_t AccessSessions::pending() const {
@@ -279,7 +304,18 @@ void AccessSessions::on_unknown(const agent::punt::PuntedFrame& f) {
     auto a = alive.lock();
     if (!a) return;
     std::lock_guard g(a->mu);
-    if (a->self) a->self->complete(k, generation, req, r);
+    AccessSessions* self = a->self;
+    if (!self) return;
+    if (self->workers_.empty()) {
+      self->complete(k, generation, req, r);
+      return;
+    }
+    {
+      std::lock_guard w(self->work_mu_);
+      self->work_.push_back(
+          [self, k, generation, req, r] { self->complete(k, generation, req, r); });
+    }
+    self->work_cv_.notify_one();
   });
 }
 
@@ -351,6 +387,8 @@ void AccessSessions::complete(const SubKey& k, uint64_t generation, const Access
   }
   // Outside the lock: the dispatcher may hand a frame back here (the key
   // deleted again in between) and must find the table free.
+  // One at a time, as from the single I/O thread (the workers run in parallel).
+  std::lock_guard rg(redispatch_mu_);
   for (const auto& fr : frames) redispatch_(fr.meta);
 }
 

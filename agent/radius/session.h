@@ -20,6 +20,10 @@
 // holds are swept when it fills.
 #pragma once
 
+#include <thread>
+
+#include <condition_variable>
+
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -122,6 +126,13 @@ class AccessSessions {
   // A punted frame of a key that is not provisioned, on an auth port.
   void on_unknown(const agent::punt::PuntedFrame& f);
 
+  // Runs the completions of Access-Requests (the durable session record,
+  // then the subscriber) on `n` threads of their own instead of the RADIUS
+  // client's I/O thread, so that the I/O thread never waits for an fsync and
+  // concurrent Accepts share one group commit of the session table. 0 (the
+  // default): inline. Call once, before the first request.
+  void set_workers(unsigned n);
+
   // Keys asking or held back (tests, metrics).
   size_t pending() const;
   bool held(const SubKey& k) const;
@@ -165,6 +176,14 @@ class AccessSessions {
   uint64_t next_generation_ = 1;
   AccessRequest last_request_;
   std::shared_ptr<Alive> alive_;
+  // The completion workers (set_workers): one completion per key at a time
+  // (a key has one request in flight), in arrival order.
+  std::mutex work_mu_;
+  std::condition_variable work_cv_;
+  std::deque<std::function<void()>> work_;
+  bool stopping_ = false;
+  std::mutex redispatch_mu_;
+  std::vector<std::thread> workers_;
 };
 
 }  // namespace xbng::radius

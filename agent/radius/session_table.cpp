@@ -3,6 +3,12 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "common/statefile.h"
@@ -64,69 +70,291 @@ bool from_json(const json& j, SubKey* k, SessionData* d) {
   return true;
 }
 
+json key_json(const SubKey& k) {
+  return {{"ifindex", k.ifindex}, {"outer_vlan", k.outer_vid}, {"inner_vlan", k.inner_vid}};
+}
+
+std::string put_line(const SubKey& k, const SessionData& d) {
+  json j = to_json(k, d);
+  j["op"] = "put";
+  return j.dump() + "\n";
+}
+
+std::string del_line(const SubKey& k) {
+  json j = key_json(k);
+  j["op"] = "del";
+  return j.dump() + "\n";
+}
+
+std::string header_line(uint64_t generation) {
+  return json{{"generation", generation}}.dump() + "\n";
+}
+
+bool write_all(int fd, const std::string& buf, uint64_t off, std::string* error) {
+  size_t done = 0;
+  while (done < buf.size()) {
+    const ssize_t n =
+        ::pwrite(fd, buf.data() + done, buf.size() - done, static_cast<off_t>(off + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      *error = std::strerror(errno);
+      return false;
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::fdatasync(fd) != 0) {
+    *error = std::string("fdatasync: ") + std::strerror(errno);
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 SessionTable::SessionTable(std::string path) : path_(std::move(path)) {}
 
+SessionTable::~SessionTable() {
+  if (log_fd_ >= 0) ::close(log_fd_);
+}
+
 std::optional<std::string> SessionTable::load() {
   std::lock_guard g(mu_);
   recs_.clear();
+  reindex_locked();
+  generation_ = 0;
+  log_bytes_ = 0;
+  log_state_ = LogState::kReset;
   if (path_.empty()) return std::nullopt;
+  auto fail = [&](std::string e) {
+    recs_.clear();
+    reindex_locked();
+    log_state_ = LogState::kDamaged;
+    return std::optional<std::string>(std::move(e));
+  };
   std::string text, error;
   switch (agent::statefile::read(path_, kMaxFileBytes, &text, &error)) {
     case agent::statefile::ReadStatus::kAbsent:
-      return std::nullopt;
-    case agent::statefile::ReadStatus::kError:
-      return error;
-    case agent::statefile::ReadStatus::kOk:
       break;
-  }
-  try {
-    const json j = json::parse(text);
-    for (const auto& e : j.at("sessions")) {
-      SubKey k;
-      SessionData d;
-      if (!from_json(e, &k, &d)) return fmt::format("{}: a malformed Class", path_);
-      recs_[agent::key_rank(k)] = std::move(d);
+    case agent::statefile::ReadStatus::kError:
+      return fail(error);
+    case agent::statefile::ReadStatus::kOk: {
+      size_t n = 0;
+      try {
+        const json j = json::parse(text);
+        if (j.contains("generation")) generation_ = j["generation"].get<uint64_t>();
+        for (const auto& e : j.at("sessions")) {
+          SubKey k;
+          SessionData d;
+          ++n;
+          if (!from_json(e, &k, &d))
+            return fail(fmt::format("{}: session {}: a malformed Class", path_, n));
+          recs_[agent::key_rank(k)] = std::move(d);
+        }
+      } catch (const std::exception& e) {
+        return fail(n ? fmt::format("{}: session {}: {}", path_, n, e.what())
+                      : fmt::format("{}: {}", path_, e.what()));
+      }
+      break;
     }
-  } catch (const std::exception& e) {
-    recs_.clear();
-    reindex_locked();
-    return fmt::format("{}: {}", path_, e.what());
+  }
+  text.clear();
+  switch (agent::statefile::read(log_path(), kMaxFileBytes, &text, &error)) {
+    case agent::statefile::ReadStatus::kAbsent:
+      break;
+    case agent::statefile::ReadStatus::kError:
+      return fail(error);
+    case agent::statefile::ReadStatus::kOk: {
+      size_t pos = 0, line = 0;
+      bool header = false;
+      while (pos < text.size()) {
+        const size_t nl = text.find('\n', pos);
+        if (nl == std::string::npos) {
+          // A write torn by a crash: never acknowledged, cut off.
+          spdlog::warn("radius: {}: a torn last record ({} bytes) dropped", log_path(),
+                       text.size() - pos);
+          break;
+        }
+        ++line;
+        const std::string_view l(text.data() + pos, nl - pos);
+        try {
+          const json j = json::parse(l);
+          if (!header) {
+            // A journal of another generation is contained in the snapshot.
+            if (j.at("generation").get<uint64_t>() != generation_) break;
+            header = true;
+          } else {
+            const std::string op = j.at("op").get<std::string>();
+            SubKey k;
+            SessionData d;
+            if (op == "put") {
+              if (!from_json(j, &k, &d))
+                return fail(fmt::format("{}: line {}: a malformed Class", log_path(), line));
+              recs_[agent::key_rank(k)] = std::move(d);
+            } else if (op == "del") {
+              k = SubKey{};
+              k.ifindex = j.at("ifindex").get<uint32_t>();
+              k.outer_vid = j.at("outer_vlan").get<uint16_t>();
+              k.inner_vid = j.at("inner_vlan").get<uint16_t>();
+              recs_.erase(agent::key_rank(k));
+            } else {
+              return fail(fmt::format("{}: line {}: unknown op \"{}\"", log_path(), line, op));
+            }
+          }
+        } catch (const std::exception& e) {
+          return fail(fmt::format("{}: line {}: {}", log_path(), line, e.what()));
+        }
+        pos = nl + 1;
+        log_bytes_ = pos;
+      }
+      if (header) log_state_ = LogState::kAppend;
+      break;
+    }
   }
   reindex_locked();
   return std::nullopt;
 }
 
 void SessionTable::retain(const std::function<bool(const SubKey&)>& live) {
-  std::lock_guard g(mu_);
+  std::unique_lock g(mu_);
   size_t dropped = 0;
   for (auto it = recs_.begin(); it != recs_.end();)
     if (live(key_of(it->first))) {
       ++it;
     } else {
       index_remove_locked(it->first, it->second);
+      pending_ += del_line(key_of(it->first));
+      ++staged_;
       it = recs_.erase(it);
       ++dropped;
     }
   if (dropped) {
     spdlog::info("radius: {} session record(s) without their subscriber dropped", dropped);
-    write_locked();
+    commit_wait(g);
   }
 }
 
-bool SessionTable::write_locked() {
-  dirty_ = false;
-  if (path_.empty()) return true;
-  json j = {{"sessions", json::array()}};
-  for (const auto& [rank, d] : recs_) j["sessions"].push_back(to_json(key_of(rank), d));
-  std::string error;
-  if (!agent::statefile::write_atomic(path_, j.dump(), 0600, /*durable=*/true, &error)) {
-    spdlog::error("radius: session state: {}", error);
-    dirty_ = true;
+bool SessionTable::open_log_locked(std::string* error) {
+  if (log_fd_ >= 0) return true;
+  if (log_state_ == LogState::kDamaged) {
+    // Left for inspection; the table starts again from what it holds.
+    for (const std::string& p : {path_, log_path()})
+      if (::access(p.c_str(), F_OK) == 0 && std::rename(p.c_str(), (p + ".damaged").c_str()) != 0) {
+        *error = fmt::format("{}: cannot be set aside: {}", p, std::strerror(errno));
+        return false;
+      }
+    spdlog::warn("radius: the damaged session state is kept as {}.damaged", path_);
+    log_state_ = LogState::kReset;
+  }
+  log_fd_ = agent::statefile::open_in_place(log_path(), 0600, error);
+  if (log_fd_ < 0) return false;
+  if (log_state_ == LogState::kAppend) {
+    // Cuts off a torn last record.
+    if (::ftruncate(log_fd_, static_cast<off_t>(log_bytes_)) != 0) {
+      *error = fmt::format("{}: {}", log_path(), std::strerror(errno));
+      ::close(log_fd_);
+      log_fd_ = -1;
+      return false;
+    }
+    return true;
+  }
+  // A new journal: its header names the snapshot's generation.
+  const std::string h = header_line(generation_);
+  std::string e;
+  if (::ftruncate(log_fd_, 0) != 0 || !write_all(log_fd_, h, 0, &e)) {
+    *error = fmt::format("{}: {}", log_path(), e.empty() ? std::strerror(errno) : e);
+    ::close(log_fd_);
+    log_fd_ = -1;
     return false;
   }
+  log_bytes_ = h.size();
+  log_state_ = LogState::kAppend;
   return true;
+}
+
+bool SessionTable::commit_wait(std::unique_lock<std::mutex>& g) {
+  if (path_.empty()) {
+    pending_.clear();
+    return true;
+  }
+  std::shared_ptr<Batch> mine = open_;
+  while (!mine->done) {
+    if (writing_) {
+      cv_.wait(g);
+      continue;
+    }
+    // This caller writes every change staged so far: one write + fsync.
+    writing_ = true;
+    std::shared_ptr<Batch> batch = std::move(open_);
+    open_ = std::make_shared<Batch>();
+    std::string buf;
+    buf.swap(pending_);
+    const uint64_t lines = staged_;
+    staged_ = 0;
+    std::string error;
+    bool ok = open_log_locked(&error);
+    const uint64_t off = log_bytes_;
+    g.unlock();
+    if (ok) ok = write_all(log_fd_, buf, off, &error);
+    g.lock();
+    if (ok) {
+      log_bytes_ += buf.size();
+      ++stats_.commits;
+      stats_.records += lines;
+    } else {
+      spdlog::error("radius: session state: {}: {}", log_path(), error);
+      // The journal is cut back to its last good record.
+      if (log_fd_ >= 0 && ::ftruncate(log_fd_, static_cast<off_t>(log_bytes_)) != 0) {
+        ::close(log_fd_);
+        log_fd_ = -1;
+        log_state_ = LogState::kReset;
+      }
+    }
+    batch->ok = ok;
+    batch->done = true;
+    if (ok && log_bytes_ > std::max(compact_min_bytes_, kCompactFactor * live_bytes_locked()))
+      compact_locked(g);
+    writing_ = false;
+    cv_.notify_all();
+  }
+  return mine->ok;
+}
+
+uint64_t SessionTable::live_bytes_locked() const {
+  return recs_.size() * (put_bytes_ / std::max<uint64_t>(1, puts_) + 1);
+}
+
+void SessionTable::compact_locked(std::unique_lock<std::mutex>& g) {
+  // writing_ is held: no other write to the journal meanwhile. Changes staged
+  // while the snapshot is written are in it and in the next journal too
+  // (replaying a full record twice is harmless).
+  const uint64_t gen = generation_ + 1;
+  json j = {{"generation", gen}, {"sessions", json::array()}};
+  for (const auto& [rank, d] : recs_) j["sessions"].push_back(to_json(key_of(rank), d));
+  const std::string text = j.dump();
+  j = json();
+  g.unlock();
+  std::string error;
+  bool ok = agent::statefile::write_atomic(path_, text, 0600, /*durable=*/true, &error);
+  const std::string h = header_line(gen);
+  if (ok && (::ftruncate(log_fd_, 0) != 0 || !write_all(log_fd_, h, 0, &error))) {
+    // The snapshot holds everything; a journal of the old generation is
+    // ignored at load, so start again with a new file.
+    ::close(log_fd_);
+    log_fd_ = -1;
+    g.lock();
+    generation_ = gen;
+    log_state_ = LogState::kReset;
+    spdlog::error("radius: session state: {}: {}", log_path(), error);
+    return;
+  }
+  g.lock();
+  if (!ok) {
+    spdlog::error("radius: session state: {}", error);
+    return;
+  }
+  generation_ = gen;
+  log_bytes_ = h.size();
+  ++stats_.compactions;
 }
 
 void SessionTable::index_add_locked(uint64_t rank, const SessionData& d) {
@@ -153,16 +381,36 @@ void SessionTable::reindex_locked() {
 }
 
 bool SessionTable::record(const SubKey& k, const SessionData& d) {
-  std::lock_guard g(mu_);
+  std::unique_lock g(mu_);
   const uint64_t rank = agent::key_rank(k);
-  if (auto it = recs_.find(rank); it != recs_.end()) index_remove_locked(rank, it->second);
+  std::optional<SessionData> before;
+  if (auto it = recs_.find(rank); it != recs_.end()) {
+    before = it->second;
+    index_remove_locked(rank, it->second);
+  }
   recs_[rank] = d;
   index_add_locked(rank, d);
-  return write_locked();
+  std::string line = put_line(k, d);
+  put_bytes_ += line.size();
+  ++puts_;
+  pending_ += line;
+  ++staged_;
+  if (commit_wait(g)) return true;
+  // Not on disk: the table is as before (unless changed again meanwhile).
+  if (auto it = recs_.find(rank); it != recs_.end() && it->second == d) {
+    index_remove_locked(rank, it->second);
+    if (before) {
+      it->second = *before;
+      index_add_locked(rank, *before);
+    } else {
+      recs_.erase(it);
+    }
+  }
+  return false;
 }
 
 bool SessionTable::update(const SubKey& k, const std::function<void(SessionData*)>& change) {
-  std::lock_guard g(mu_);
+  std::unique_lock g(mu_);
   const uint64_t rank = agent::key_rank(k);
   auto it = recs_.find(rank);
   if (it == recs_.end()) return false;
@@ -170,10 +418,16 @@ bool SessionTable::update(const SubKey& k, const std::function<void(SessionData*
   change(&it->second);
   index_remove_locked(rank, before);
   index_add_locked(rank, it->second);
-  if (write_locked()) return true;
-  index_remove_locked(rank, it->second);
-  it->second = before;
-  index_add_locked(rank, before);
+  const SessionData after = it->second;
+  pending_ += put_line(k, after);
+  ++staged_;
+  if (commit_wait(g)) return true;
+  it = recs_.find(rank);
+  if (it != recs_.end() && it->second == after) {
+    index_remove_locked(rank, it->second);
+    it->second = before;
+    index_add_locked(rank, before);
+  }
   return false;
 }
 
@@ -201,7 +455,10 @@ void SessionTable::on_subscriber_change(const SubKey& k, const SubscriberSpec* n
   if (it == recs_.end()) return;
   index_remove_locked(rank, it->second);
   recs_.erase(it);
-  dirty_ = true;
+  // Written with the next commit (a record without its subscriber is
+  // dropped at the next start anyway).
+  pending_ += del_line(k);
+  ++staged_;
 }
 
 std::optional<SessionData> SessionTable::get(const SubKey& k) const {
@@ -217,14 +474,19 @@ void SessionTable::for_each(const std::function<void(const SubKey&, const Sessio
 }
 
 bool SessionTable::mark_acct_started(const SubKey& k) {
-  std::lock_guard g(mu_);
-  auto it = recs_.find(agent::key_rank(k));
+  std::unique_lock g(mu_);
+  const uint64_t rank = agent::key_rank(k);
+  auto it = recs_.find(rank);
   if (it == recs_.end()) return false;
-  if (!it->second.acct_started) {
-    it->second.acct_started = true;
-    dirty_ = true;
-  }
-  return true;
+  if (it->second.acct_started) return true;
+  it->second.acct_started = true;
+  const SessionData after = it->second;
+  pending_ += put_line(k, after);
+  ++staged_;
+  if (commit_wait(g)) return true;
+  it = recs_.find(rank);
+  if (it != recs_.end() && it->second == after) it->second.acct_started = false;
+  return false;
 }
 
 size_t SessionTable::size() const {
@@ -246,9 +508,17 @@ std::optional<uint32_t> SessionTable::take_end_cause(const SubKey& k) {
   return c;
 }
 
-void SessionTable::flush() {
+bool SessionTable::flush() {
+  std::unique_lock g(mu_);
+  if (pending_.empty()) return true;
+  return commit_wait(g);
+}
+
+SessionTable::Stats SessionTable::stats() const {
   std::lock_guard g(mu_);
-  if (dirty_) write_locked();
+  Stats s = stats_;
+  s.log_bytes = log_bytes_;
+  return s;
 }
 
 }  // namespace xbng::radius

@@ -8,11 +8,30 @@
 // (retain), never a RADIUS subscriber without its data. Records of
 // subscribers deleted or re-provisioned by another source leave the table
 // at once and the file at the next write.
+//
+// On disk: a snapshot (`path`, JSON, replaced atomically through
+// common/statefile) and a journal beside it (`path` + ".log"), one JSON line
+// per change ({"op":"put",...record} or {"op":"del",key}), appended. Writes
+// are group-committed: a caller that needs its change durable (record,
+// update, mark_acct_started, flush) waits until a write + fdatasync that
+// contains it has finished; the first waiter performs the write for every
+// change queued meanwhile, so N concurrent callers cost one fsync, not N.
+// When the journal grows beyond kCompactFactor times the live size (and at
+// least kCompactMinBytes) it is folded into a new snapshot. The snapshot
+// names a generation and the journal's first line repeats it: a journal of
+// another generation (a crash between the snapshot's rename and the
+// journal's reset) is already contained in the snapshot and is ignored. At
+// load: the snapshot, then the journal replayed in order; a last line
+// without its newline is a write torn by a crash (never acknowledged) and is
+// cut off; any other line that does not parse is refused with the file and
+// its line number.
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -27,6 +46,9 @@ namespace xbng::radius {
 class SessionTable {
  public:
   explicit SessionTable(std::string path);  // "" = in memory only
+  ~SessionTable();
+  SessionTable(const SessionTable&) = delete;
+  SessionTable& operator=(const SessionTable&) = delete;
 
   // Reads the file (absent: empty). Error text when it cannot be read or
   // parsed (the table is then empty and the file left for inspection).
@@ -50,8 +72,9 @@ class SessionTable {
   // Every record, in key order (the table's lock is held: `f` must not call
   // back into the table).
   void for_each(const std::function<void(const SubKey&, const SessionData&)>& f) const;
-  // Notes that the accounting Start of k was sent; written with the next
-  // flush(). False when k has no record.
+  // Notes that the accounting Start of k is being sent, durably: it returns
+  // once the note is on disk (so that a restart never sends a second
+  // Start). False when k has no record or the note cannot be written.
   bool mark_acct_started(const SubKey& k);
   // Why the session of k is about to end (an Acct-Terminate-Cause value,
   // RFC 2866 5.10), noted by whoever ends it (a Disconnect-Request, a
@@ -60,11 +83,35 @@ class SessionTable {
   // deletion.
   void set_end_cause(const SubKey& k, uint32_t acct_terminate_cause);
   std::optional<uint32_t> take_end_cause(const SubKey& k);
-  // Writes the table if records left it since the last write.
-  void flush();
+  // Writes the changes not yet on disk (removals are not waited for
+  // otherwise); false when they cannot be written.
+  bool flush();
+
+  // Journal figures (tests, metrics).
+  struct Stats {
+    uint64_t commits = 0;      // write + fsync of the journal
+    uint64_t records = 0;      // journal lines written
+    uint64_t compactions = 0;  // snapshots written
+    uint64_t log_bytes = 0;    // the journal's current size
+  };
+  Stats stats() const;
+  static constexpr uint64_t kCompactFactor = 4;
+  static constexpr uint64_t kCompactMinBytes = 1 << 20;
+  // Tests: the compaction threshold's floor.
+  void set_compact_min_bytes(uint64_t b) { compact_min_bytes_ = b; }
 
  private:
-  bool write_locked();
+  struct Batch {
+    bool done = false;
+    bool ok = false;
+  };
+  // Waits (mu_ held through `g`, released while writing) until the changes
+  // staged so far are on disk; false when their write failed.
+  bool commit_wait(std::unique_lock<std::mutex>& g);
+  bool open_log_locked(std::string* error);
+  void compact_locked(std::unique_lock<std::mutex>& g);
+  uint64_t live_bytes_locked() const;
+  std::string log_path() const { return path_ + ".log"; }
   void index_add_locked(uint64_t rank, const SessionData& d);
   void index_remove_locked(uint64_t rank, const SessionData& d);
   void reindex_locked();
@@ -75,7 +122,21 @@ class SessionTable {
   // Acct-Session-Id and User-Name -> key rank (several sessions may share
   // a User-Name, depending on the template).
   std::unordered_multimap<std::string, uint64_t> by_session_id_, by_user_name_;
-  bool dirty_ = false;
+  // Group commit: lines staged under mu_, written by one caller at a time
+  // (writing_) with mu_ released; every caller waits for its batch.
+  std::condition_variable cv_;
+  std::string pending_;                                      // staged lines not yet written
+  uint64_t staged_ = 0;                                      // lines in pending_
+  std::shared_ptr<Batch> open_ = std::make_shared<Batch>();  // pending_'s batch
+  bool writing_ = false;
+  enum class LogState { kReset, kAppend, kDamaged };
+  LogState log_state_ = LogState::kReset;  // what the next open does to the journal
+  int log_fd_ = -1;
+  uint64_t log_bytes_ = 0;  // journal bytes known good
+  uint64_t generation_ = 0;
+  uint64_t put_bytes_ = 0, puts_ = 0;  // the mean record size (compaction threshold)
+  uint64_t compact_min_bytes_ = kCompactMinBytes;
+  Stats stats_;
 };
 
 }  // namespace xbng::radius

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <thread>
 #include <memory>
 #include <vector>
 
@@ -393,4 +395,175 @@ TEST(SpecFromAccept, AddressesPrefixesAndPlans) {
 }
 
 }  // namespace
+}  // namespace xbng::test
+
+namespace xbng::test {
+namespace {
+
+std::string journal_path(const char* name) {
+  const std::string p = (std::filesystem::temp_directory_path() /
+                         (std::string("xbng-journal-") + name + "-" + std::to_string(getpid())))
+                            .string();
+  for (const char* s : {"", ".log", ".damaged", ".log.damaged"}) std::filesystem::remove(p + s);
+  return p;
+}
+
+agent::SubKey jkey(uint16_t inner) {
+  agent::SubKey k{};
+  k.ifindex = 3;
+  k.outer_vid = 100;
+  k.inner_vid = inner;
+  return k;
+}
+
+radius::SessionData jdata(uint16_t inner) {
+  radius::SessionData d;
+  d.session_id = "sid-" + std::to_string(inner);
+  d.user_name = "u" + std::to_string(inner);
+  d.start_unix = 1700000000 + inner;
+  d.classes = {std::string("c\0x", 3)};
+  return d;
+}
+
+}  // namespace
+
+TEST(SessionJournal, ReplaysRecordsUpdatesAndRemovals) {
+  const std::string p = journal_path("replay");
+  {
+    radius::SessionTable t(p);
+    ASSERT_FALSE(t.load());
+    for (uint16_t i = 1; i <= 5; ++i) ASSERT_TRUE(t.record(jkey(i), jdata(i)));
+    ASSERT_TRUE(t.mark_acct_started(jkey(2)));
+    ASSERT_TRUE(t.update(jkey(3), [](radius::SessionData* d) { d->idle_timeout = 60; }));
+    t.on_subscriber_change(jkey(4), nullptr);
+    ASSERT_TRUE(t.flush());
+  }
+  radius::SessionTable t(p);
+  ASSERT_FALSE(t.load());
+  EXPECT_EQ(t.size(), 4u);
+  EXPECT_TRUE(t.get(jkey(2))->acct_started);
+  EXPECT_EQ(t.get(jkey(3))->idle_timeout, 60u);
+  EXPECT_FALSE(t.get(jkey(4)));
+  EXPECT_EQ(*t.get(jkey(5)), jdata(5));
+  EXPECT_EQ(t.find_by_session_id("sid-5").size(), 1u);
+}
+
+TEST(SessionJournal, ConcurrentRecordsShareCommits) {
+  const std::string p = journal_path("group");
+  radius::SessionTable t(p);
+  ASSERT_FALSE(t.load());
+  constexpr int kThreads = 8, kEach = 50;
+  std::vector<std::thread> th;
+  for (int i = 0; i < kThreads; ++i)
+    th.emplace_back([&, i] {
+      for (int j = 0; j < kEach; ++j) {
+        const auto inner = static_cast<uint16_t>(1 + i * kEach + j);
+        EXPECT_TRUE(t.record(jkey(inner), jdata(inner)));
+      }
+    });
+  for (auto& x : th) x.join();
+  const auto s = t.stats();
+  EXPECT_EQ(s.records, uint64_t{kThreads * kEach});
+  // Every record waited for its commit; a commit never holds more lines
+  // than were staged, and at least one held more than one (8 writers).
+  EXPECT_LE(s.commits, s.records);
+  radius::SessionTable t2(p);
+  ASSERT_FALSE(t2.load());
+  EXPECT_EQ(t2.size(), size_t{kThreads * kEach});
+}
+
+TEST(SessionJournal, TornLastRecordIsCutOff) {
+  const std::string p = journal_path("torn");
+  {
+    radius::SessionTable t(p);
+    ASSERT_FALSE(t.load());
+    ASSERT_TRUE(t.record(jkey(1), jdata(1)));
+    ASSERT_TRUE(t.record(jkey(2), jdata(2)));
+  }
+  const auto full = std::filesystem::file_size(p + ".log");
+  std::filesystem::resize_file(p + ".log", full - 7);  // the second line torn
+  {
+    radius::SessionTable t(p);
+    ASSERT_FALSE(t.load());
+    EXPECT_EQ(t.size(), 1u);
+    EXPECT_TRUE(t.get(jkey(1)));
+    // Appending after a torn tail: the tail is cut first.
+    ASSERT_TRUE(t.record(jkey(3), jdata(3)));
+  }
+  radius::SessionTable t(p);
+  ASSERT_FALSE(t.load());
+  EXPECT_EQ(t.size(), 2u);
+  EXPECT_TRUE(t.get(jkey(3)));
+}
+
+TEST(SessionJournal, CompactsIntoASnapshot) {
+  const std::string p = journal_path("compact");
+  {
+    radius::SessionTable t(p);
+    t.set_compact_min_bytes(4096);
+    ASSERT_FALSE(t.load());
+    for (int round = 0; round < 40; ++round)
+      for (uint16_t i = 1; i <= 4; ++i) {
+        auto d = jdata(i);
+        d.idle_timeout = static_cast<uint32_t>(round + 1);
+        ASSERT_TRUE(t.record(jkey(i), d));
+      }
+    const auto s = t.stats();
+    EXPECT_GE(s.compactions, 1u);
+    EXPECT_LE(s.log_bytes, 4096u + 1024u);
+    EXPECT_TRUE(std::filesystem::exists(p));
+  }
+  radius::SessionTable t(p);
+  ASSERT_FALSE(t.load());
+  EXPECT_EQ(t.size(), 4u);
+  for (uint16_t i = 1; i <= 4; ++i) EXPECT_EQ(t.get(jkey(i))->idle_timeout, 40u);
+}
+
+TEST(SessionJournal, AJournalOfAnOlderGenerationIsIgnored) {
+  const std::string p = journal_path("gen");
+  {
+    std::ofstream(p) << R"({"generation":2,"sessions":[]})";
+    std::ofstream(p + ".log")
+        << R"({"generation":1})"
+        << "\n"
+        << R"({"op":"put","ifindex":3,"outer_vlan":100,"inner_vlan":9,"session_id":"s","user_name":"u","classes":[],"start_unix":1})"
+        << "\n";
+  }
+  radius::SessionTable t(p);
+  ASSERT_FALSE(t.load());
+  EXPECT_EQ(t.size(), 0u);
+}
+
+TEST(SessionJournal, ADamagedEntryIsRefusedWithFileAndLine) {
+  const std::string p = journal_path("damaged");
+  {
+    std::ofstream(p + ".log")
+        << R"({"generation":0})"
+        << "\n"
+        << R"({"op":"put","ifindex":3,"outer_vlan":100,"inner_vlan":9,"session_id":"s","user_name":"u","classes":[],"start_unix":1})"
+        << "\n"
+        << R"({"op":"put","ifindex":3})"
+        << "\n"
+        << R"({"op":"del","ifindex":3,"outer_vlan":100,"inner_vlan":9})"
+        << "\n";
+  }
+  radius::SessionTable t(p);
+  auto e = t.load();
+  ASSERT_TRUE(e);
+  EXPECT_NE(e->find(p + ".log: line 3"), std::string::npos) << *e;
+  EXPECT_EQ(t.size(), 0u);
+  // The next write sets the damaged file aside rather than appending to it.
+  ASSERT_TRUE(t.record(jkey(1), jdata(1)));
+  EXPECT_TRUE(std::filesystem::exists(p + ".log.damaged"));
+  radius::SessionTable t2(p);
+  ASSERT_FALSE(t2.load());
+  EXPECT_EQ(t2.size(), 1u);
+
+  std::ofstream(p) << R"({"sessions":[{"ifindex":3}]})";
+  radius::SessionTable t3(p);
+  e = t3.load();
+  ASSERT_TRUE(e);
+  EXPECT_NE(e->find(p + ": session 1"), std::string::npos) << *e;
+}
+
 }  // namespace xbng::test
