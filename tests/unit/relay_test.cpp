@@ -480,5 +480,48 @@ TEST(Dhcpv6Relay, ForwardWrapsAndReplyUnwraps) {
   EXPECT_EQ(e, Relay6Error::kNoRelayMessage);
 }
 
+TEST(Dhcpv6Relay, ReplyLeases) {
+  // REPLY: IA_NA with 2001:db8:1000::64 (7200/10800), IA_PD with
+  // 2001:db8:2000:100::/56 (7200/10800).
+  const Bytes reply =
+      hex("07 abcdef 0003 0028 00000001 00000e10 00001c20 0005 0018 "
+          "20010db8100000000000000000000064 00001c20 00002a30 "
+          "0019 0029 00000002 00000e10 00001c20 001a 0019 00001c20 00002a30 38 "
+          "20010db8200001000000000000000000");
+  auto l = parse_reply_leases(reply);
+  ASSERT_TRUE(l);
+  EXPECT_EQ(l->message_type, 7);
+  EXPECT_EQ(l->transaction_id, 0xabcdefu);
+  ASSERT_EQ(l->addresses.size(), 1u);
+  EXPECT_EQ(l->addresses[0].address, *parse_ipv6("2001:db8:1000::64"));
+  EXPECT_EQ(l->addresses[0].preferred, 7200u);
+  EXPECT_EQ(l->addresses[0].valid, 10800u);
+  ASSERT_EQ(l->prefixes.size(), 1u);
+  EXPECT_EQ(l->prefixes[0].prefix, *parse_ipv6("2001:db8:2000:100::"));
+  EXPECT_EQ(l->prefixes[0].length, 56);
+  EXPECT_EQ(l->prefixes[0].valid, 10800u);
+  // An IA_NA whose status is NoBinding (3) holds nothing.
+  const Bytes nobinding =
+      hex("07 000001 0003 002e 00000001 00000000 00000000 0005 0018 "
+          "20010db8100000000000000000000064 00000000 00000000 000d 0002 0003");
+  l = parse_reply_leases(nobinding);
+  ASSERT_TRUE(l);
+  EXPECT_TRUE(l->addresses.empty());
+  // Lifetime 0 is kept: the server takes the address back.
+  Bytes zero = reply;
+  for (size_t i = 0; i < 4; ++i) zero[4 + 4 + 12 + 4 + 16 + 4 + i] = 0;
+  l = parse_reply_leases(zero);
+  ASSERT_TRUE(l);
+  EXPECT_EQ(l->addresses[0].valid, 0u);
+  // Malformed: cut short, a prefix length over 128, not a server message.
+  EXPECT_FALSE(parse_reply_leases(Bytes(reply.begin(), reply.end() - 1)));
+  Bytes long_prefix = reply;
+  long_prefix[reply.size() - 17] = 129;
+  EXPECT_FALSE(parse_reply_leases(long_prefix));
+  Bytes solicit = reply;
+  solicit[0] = 1;
+  EXPECT_FALSE(parse_reply_leases(solicit));
+}
+
 }  // namespace
 }  // namespace xbng::agent::relay
