@@ -4,8 +4,7 @@
 // the client's link-local address, Interface-ID, Remote-ID);
 // parse_relay_reply unwraps a server's Relay-Reply.
 // parse_reply_leases reads the addresses and prefixes a REPLY hands out.
-// The codec only: the DHCPv6 relay flow (sockets, sessions from IA_NA/IA_PD
-// replies) is not built yet (docs/relay.md).
+// The engine over it is Relay6 (relay/relay6.h).
 #pragma once
 
 #include <cstdint>
