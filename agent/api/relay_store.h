@@ -14,11 +14,12 @@
 
 #include "bringup/lease/lease.h"
 #include "relay/relay4.h"
+#include "relay/relay6.h"
 #include "store/store.h"
 
 namespace xbng::agent {
 
-class RelaySessions : public relay::Sessions {
+class RelaySessions : public relay::Sessions, public relay::Sessions6 {
  public:
   using Clock = std::function<uint64_t()>;  // unix seconds
   RelaySessions(SubscriberStore* store, LeaseTable* leases, Clock clock = nullptr);
@@ -26,6 +27,12 @@ class RelaySessions : public relay::Sessions {
                      uint32_t server) override;
   void ended(const SubKey& k, const char* why) override;
   std::optional<uint32_t> lease_server(const SubKey& k) override;
+  // A DHCPv6 REPLY: the first IA_NA address becomes the /128, every IA_PD
+  // prefix a delegated route to the subscriber (the same validation as
+  // above), the IPv6 lease bound with the shortest valid lifetime.
+  absl::Status bound6(const SubKey& k, const Mac& mac, const relay::Reply6Leases& l,
+                      const Ipv6& server) override;
+  void ended6(const SubKey& k, const char* why) override;
   // A lease of family f of k ended by expiry (LeaseTable's expiry hook).
   void expired(const SubKey& k, LeaseFamily f);
   // At start: relay-created subscribers whose IPv4 lease is gone (expired
@@ -35,6 +42,10 @@ class RelaySessions : public relay::Sessions {
  private:
   // Takes the IPv4 address from k's subscriber when relay created it.
   void drop_ipv4(const SubKey& k, const char* why);
+  // Takes the /128 and the IPv6 prefixes from k's relay-created subscriber.
+  void drop_ipv6(const SubKey& k, const char* why);
+  // Writes spec back, or removes the subscriber when it has nothing left.
+  void shrink(const SubKey& k, SubscriberSpec spec, const char* what, const char* why);
   SubscriberStore* store_;
   LeaseTable* leases_;
   Clock clock_;

@@ -123,4 +123,81 @@ std::optional<RelayReply6> parse_relay_reply(std::span<const uint8_t> b, Relay6E
   return r;
 }
 
+namespace {
+
+constexpr uint16_t kOptIaNa = 3, kOptIaAddr = 5, kOptStatus = 13, kOptIaPd = 25, kOptIaPrefix = 26;
+
+// Walks the options of [b, e): f(code, value, len) for each; false when one
+// runs past the end.
+template <typename F>
+bool each_option(const uint8_t* b, const uint8_t* e, F&& f) {
+  while (b < e) {
+    if (e - b < 4) return false;
+    const uint16_t code = be::get16(b), len = be::get16(b + 2);
+    if (static_cast<size_t>(e - b - 4) < len) return false;
+    if (!f(code, b + 4, len)) return false;
+    b += 4 + len;
+  }
+  return true;
+}
+
+// One IA_NA or IA_PD's options (after IAID, T1, T2) into r.
+bool read_ia(uint16_t ia, const uint8_t* v, size_t len, Reply6Leases& r) {
+  std::vector<Lease6Address> addrs;
+  std::vector<Lease6Prefix> prefixes;
+  uint16_t status = 0;
+  const bool ok = each_option(v, v + len, [&](uint16_t code, const uint8_t* o, uint16_t n) {
+    if (code == kOptStatus) {
+      if (n < 2) return false;
+      status = be::get16(o);
+    } else if (ia == kOptIaNa && code == kOptIaAddr) {
+      if (n < 24) return false;
+      Lease6Address a;
+      std::memcpy(a.address.data(), o, 16);
+      a.preferred = be::get32(o + 16);
+      a.valid = be::get32(o + 20);
+      addrs.push_back(a);
+    } else if (ia == kOptIaPd && code == kOptIaPrefix) {
+      if (n < 25 || o[8] > 128) return false;
+      Lease6Prefix p;
+      p.preferred = be::get32(o);
+      p.valid = be::get32(o + 4);
+      p.length = o[8];
+      std::memcpy(p.prefix.data(), o + 9, 16);
+      prefixes.push_back(p);
+    }
+    return true;
+  });
+  if (!ok) return false;
+  if (status != 0) return true;  // NoAddrsAvail, NoBinding, ...: the IA holds nothing
+  for (const auto& a : addrs)
+    if (r.addresses.size() < kMaxLeases6) r.addresses.push_back(a);
+  for (const auto& p : prefixes)
+    if (r.prefixes.size() < kMaxLeases6) r.prefixes.push_back(p);
+  return true;
+}
+
+}  // namespace
+
+std::optional<Reply6Leases> parse_reply_leases(std::span<const uint8_t> msg) {
+  if (msg.size() < 4) return std::nullopt;
+  if (msg[0] != 2 && msg[0] != 7) return std::nullopt;  // ADVERTISE, REPLY
+  Reply6Leases r;
+  r.message_type = msg[0];
+  r.transaction_id = (uint32_t{msg[1]} << 16) | (uint32_t{msg[2]} << 8) | msg[3];
+  const bool ok = each_option(msg.data() + 4, msg.data() + msg.size(),
+                              [&](uint16_t code, const uint8_t* v, uint16_t n) {
+                                if (code == kOptStatus) {
+                                  if (n < 2) return false;
+                                  r.status = be::get16(v);
+                                } else if (code == kOptIaNa || code == kOptIaPd) {
+                                  if (n < 12) return false;  // IAID, T1, T2
+                                  return read_ia(code, v + 12, n - 12u, r);
+                                }
+                                return true;
+                              });
+  if (!ok) return std::nullopt;
+  return r;
+}
+
 }  // namespace xbng::agent::relay

@@ -3,8 +3,8 @@
 // Relay-Forward (link-address = the port's global gateway, peer-address =
 // the client's link-local address, Interface-ID, Remote-ID);
 // parse_relay_reply unwraps a server's Relay-Reply.
-// The codec only: the DHCPv6 relay flow (sockets, sessions from IA_NA/IA_PD
-// replies) is not built yet (docs/relay.md).
+// parse_reply_leases reads the addresses and prefixes a REPLY hands out.
+// The engine over it is Relay6 (relay/relay6.h).
 #pragma once
 
 #include <cstdint>
@@ -51,5 +51,32 @@ struct RelayReply6 {
   uint8_t message_type = 0;      // its first byte
 };
 std::optional<RelayReply6> parse_relay_reply(std::span<const uint8_t> b, Relay6Error* err);
+
+// What a server's REPLY (or ADVERTISE) gives the client, read from its
+// IA_NA (option 3, IA Address 5) and IA_PD (option 25, IA Prefix 26):
+// the source of the sessions born from DHCPv6 leases. An IA whose Status
+// Code (13) is not Success carries nothing; an address or prefix with a
+// valid lifetime of 0 is one the server takes back (RFC 8415 section 18.3.7).
+inline constexpr size_t kMaxLeases6 = 16;  // addresses and prefixes kept per message
+struct Lease6Address {
+  Ipv6 address{};
+  uint32_t preferred = 0, valid = 0;
+};
+struct Lease6Prefix {
+  Ipv6 prefix{};
+  uint8_t length = 0;
+  uint32_t preferred = 0, valid = 0;
+};
+struct Reply6Leases {
+  uint8_t message_type = 0;
+  uint32_t transaction_id = 0;  // 24 bits
+  uint16_t status = 0;          // the message's top-level Status Code, 0 when absent
+  std::vector<Lease6Address> addresses;
+  std::vector<Lease6Prefix> prefixes;
+};
+// nullopt: not a server message (ADVERTISE 2, REPLY 7), truncated, an
+// option running past its end, an IA or address option shorter than its
+// fixed fields, or a prefix length over 128.
+std::optional<Reply6Leases> parse_reply_leases(std::span<const uint8_t> msg);
 
 }  // namespace xbng::agent::relay

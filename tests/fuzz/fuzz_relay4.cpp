@@ -48,6 +48,11 @@ std::vector<Bytes> seeds() {
             kRelay),
       bootp(2, v4::kAck, "3604 c0000243 3304 00000e10 520c 010a 616363303a3130303a31", kRelay),
       bootp(2, v4::kNak, "3604 c0000243", kRelay),
+      // a DHCPv6 REPLY with IA_NA (one address) and IA_PD (one /56)
+      from_hex("07 abcdef 0003 0028 00000001 00000e10 00001c20 0005 0018 "
+               "20010db8100000000000000000000064 00001c20 00002a30 "
+               "0019 0029 00000002 00000e10 00001c20 001a 0019 00001c20 00002a30 38 "
+               "20010db8200001000000000000000000"),
       // circuit-id strings and agent info values, raw
       from_hex("616363303a3130303a31"),
       from_hex("010a616363303a3130303a3102113032 3a63633a30303a36343a30303a3031"),
@@ -131,7 +136,13 @@ void run_one(const uint8_t* data, size_t size) {
     auto r6 = rl::parse_relay_reply(rep, &e6);
     XBNG_FUZZ_CHECK(r6 && r6->message == in && r6->interface_id == "acc0:100:1");
   }
-  (void)rl::parse_relay_reply(in, &e6);
+  if (auto r6 = rl::parse_relay_reply(in, &e6)) (void)rl::parse_reply_leases(r6->message);
+  // The leases of a REPLY: bounded, prefix lengths in range.
+  if (auto l6 = rl::parse_reply_leases(in)) {
+    XBNG_FUZZ_CHECK(l6->addresses.size() <= rl::kMaxLeases6);
+    XBNG_FUZZ_CHECK(l6->prefixes.size() <= rl::kMaxLeases6);
+    for (const auto& p : l6->prefixes) XBNG_FUZZ_CHECK(p.length <= 128);
+  }
 }
 
 }  // namespace

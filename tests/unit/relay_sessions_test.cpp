@@ -90,5 +90,74 @@ TEST_F(RelaySessionsTest, ProvisionedSubscriberKeepsItsOriginAndStays) {
   EXPECT_FALSE(leases_.get(key(6), LeaseFamily::kV4)->bound);
 }
 
+agent::relay::Reply6Leases leases6(const char* addr, const char* prefix, uint8_t len,
+                                   uint32_t valid) {
+  agent::relay::Reply6Leases l;
+  l.message_type = 7;
+  if (addr) l.addresses.push_back({*agent::parse_ipv6(addr), valid, valid});
+  if (prefix) l.prefixes.push_back({*agent::parse_ipv6(prefix), len, valid, valid});
+  return l;
+}
+
+TEST_F(RelaySessionsTest, Dhcpv6ReplyInstallsAddressAndPrefixAndSharesTheSubscriber) {
+  const agent::Ipv6 server = *agent::parse_ipv6("2001:db8:ffff::547");
+  ASSERT_TRUE(sessions_.bound(key(6), mac_, ip("100.64.20.16"), 60, ip("198.51.100.67")).ok());
+  ASSERT_TRUE(
+      sessions_
+          .bound6(key(6), mac_, leases6("2001:db8:1000::64", "2001:db8:2000:100::", 56, 90), server)
+          .ok());
+  agent::SubscriberSpec s;
+  ASSERT_TRUE(spec(6, &s));
+  EXPECT_EQ(s.origin, agent::kOriginRelay);
+  EXPECT_TRUE(s.has_ipv4);
+  EXPECT_TRUE(s.has_ipv6);
+  EXPECT_EQ(s.ipv6, *agent::parse_ipv6("2001:db8:1000::64"));
+  ASSERT_EQ(s.prefixes.size(), 1u);
+  EXPECT_EQ(agent::format_prefix(s.prefixes[0]), "2001:db8:2000:100::/56");
+  auto l = leases_.get(key(6), LeaseFamily::kV6);
+  ASSERT_TRUE(l && l->bound);
+  EXPECT_EQ(l->server, "2001:db8:ffff::547");
+  EXPECT_EQ(l->expires_unix, now_ + 90);
+  // Renewal extends.
+  now_ += 30;
+  ASSERT_TRUE(
+      sessions_
+          .bound6(key(6), mac_, leases6("2001:db8:1000::64", "2001:db8:2000:100::", 56, 90), server)
+          .ok());
+  EXPECT_EQ(leases_.get(key(6), LeaseFamily::kV6)->expires_unix, now_ + 90);
+  // The end of the IPv6 lease leaves the IPv4 family; the end of both, nothing.
+  sessions_.ended6(key(6), "release");
+  ASSERT_TRUE(spec(6, &s));
+  EXPECT_FALSE(s.has_ipv6);
+  EXPECT_TRUE(s.prefixes.empty());
+  EXPECT_TRUE(s.has_ipv4);
+  sessions_.ended(key(6), "release");
+  EXPECT_FALSE(spec(6, &s));
+}
+
+TEST_F(RelaySessionsTest, Dhcpv6ExpiryAndRefusal) {
+  const agent::Ipv6 server = *agent::parse_ipv6("2001:db8:ffff::547");
+  leases_.set_expiry_hook([this](const agent::SubKey& k, LeaseFamily f, const agent::Lease&) {
+    sessions_.expired(k, f);
+  });
+  // A prefix alone makes no subscriber (the store wants an address).
+  EXPECT_FALSE(
+      sessions_.bound6(key(7), mac_, leases6(nullptr, "2001:db8:2000:200::", 56, 10), server).ok());
+  const absl::Status st7 = sessions_.bound6(
+      key(7), mac_, leases6("2001:db8:1000::77", "2001:db8:2000:200::", 56, 10), server);
+  ASSERT_TRUE(st7.ok()) << st7.message();
+  agent::SubscriberSpec s;
+  ASSERT_TRUE(spec(7, &s));
+  EXPECT_EQ(leases_.expire(now_ + 11), 1u);
+  EXPECT_FALSE(spec(7, &s));
+  // Another subscriber's /128 is refused, nothing installed.
+  ASSERT_TRUE(
+      sessions_.bound6(key(8), mac_, leases6("2001:db8:1000::88", nullptr, 0, 60), server).ok());
+  EXPECT_FALSE(
+      sessions_.bound6(key(9), mac_, leases6("2001:db8:1000::88", nullptr, 0, 60), server).ok());
+  EXPECT_FALSE(spec(9, &s));
+  EXPECT_FALSE(leases_.get(key(9), LeaseFamily::kV6));
+}
+
 }  // namespace
 }  // namespace xbng::test

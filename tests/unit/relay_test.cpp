@@ -13,6 +13,7 @@
 #include "relay/dhcpv4_relay.h"
 #include "relay/dhcpv6_relay.h"
 #include "relay/relay4.h"
+#include "relay/relay6.h"
 
 namespace xbng::agent::relay {
 namespace {
@@ -478,6 +479,210 @@ TEST(Dhcpv6Relay, ForwardWrapsAndReplyUnwraps) {
   EXPECT_EQ(e, Relay6Error::kOptionOverflow);
   EXPECT_FALSE(parse_relay_reply(Bytes(reply.begin(), reply.begin() + 34), &e));
   EXPECT_EQ(e, Relay6Error::kNoRelayMessage);
+}
+
+TEST(Dhcpv6Relay, ReplyLeases) {
+  // REPLY: IA_NA with 2001:db8:1000::64 (7200/10800), IA_PD with
+  // 2001:db8:2000:100::/56 (7200/10800).
+  const Bytes reply =
+      hex("07 abcdef 0003 0028 00000001 00000e10 00001c20 0005 0018 "
+          "20010db8100000000000000000000064 00001c20 00002a30 "
+          "0019 0029 00000002 00000e10 00001c20 001a 0019 00001c20 00002a30 38 "
+          "20010db8200001000000000000000000");
+  auto l = parse_reply_leases(reply);
+  ASSERT_TRUE(l);
+  EXPECT_EQ(l->message_type, 7);
+  EXPECT_EQ(l->transaction_id, 0xabcdefu);
+  ASSERT_EQ(l->addresses.size(), 1u);
+  EXPECT_EQ(l->addresses[0].address, *parse_ipv6("2001:db8:1000::64"));
+  EXPECT_EQ(l->addresses[0].preferred, 7200u);
+  EXPECT_EQ(l->addresses[0].valid, 10800u);
+  ASSERT_EQ(l->prefixes.size(), 1u);
+  EXPECT_EQ(l->prefixes[0].prefix, *parse_ipv6("2001:db8:2000:100::"));
+  EXPECT_EQ(l->prefixes[0].length, 56);
+  EXPECT_EQ(l->prefixes[0].valid, 10800u);
+  // An IA_NA whose status is NoBinding (3) holds nothing.
+  const Bytes nobinding =
+      hex("07 000001 0003 002e 00000001 00000000 00000000 0005 0018 "
+          "20010db8100000000000000000000064 00000000 00000000 000d 0002 0003");
+  l = parse_reply_leases(nobinding);
+  ASSERT_TRUE(l);
+  EXPECT_TRUE(l->addresses.empty());
+  // Lifetime 0 is kept: the server takes the address back.
+  Bytes zero = reply;
+  for (size_t i = 0; i < 4; ++i) zero[4 + 4 + 12 + 4 + 16 + 4 + i] = 0;
+  l = parse_reply_leases(zero);
+  ASSERT_TRUE(l);
+  EXPECT_EQ(l->addresses[0].valid, 0u);
+  // Malformed: cut short, a prefix length over 128, not a server message.
+  EXPECT_FALSE(parse_reply_leases(Bytes(reply.begin(), reply.end() - 1)));
+  Bytes long_prefix = reply;
+  long_prefix[reply.size() - 17] = 129;
+  EXPECT_FALSE(parse_reply_leases(long_prefix));
+  Bytes solicit = reply;
+  solicit[0] = 1;
+  EXPECT_FALSE(parse_reply_leases(solicit));
+}
+
+struct FakeSessions6 : Sessions6 {
+  absl::Status bound6(const SubKey& k, const Mac&, const Reply6Leases& l,
+                      const Ipv6& server) override {
+    if (refuse) return absl::AlreadyExistsError("owned by another subscriber");
+    bound.push_back({key_rank(k), l});
+    last_server = server;
+    return absl::OkStatus();
+  }
+  void ended6(const SubKey& k, const char* why) override { ended.push_back({key_rank(k), why}); }
+  bool refuse = false;
+  Ipv6 last_server{};
+  std::vector<std::pair<uint64_t, Reply6Leases>> bound;
+  std::vector<std::pair<uint64_t, std::string>> ended;
+};
+
+struct Relay6Harness {
+  Relay6Harness() {
+    Relay6Options o;
+    o.servers = {*parse_ipv6("2001:db8:ffff::547")};
+    RelayPort6 p;
+    p.ifindex = 7;
+    p.name = "acc0";
+    p.gateway = *parse_ipv6("2001:db8:1000::1");
+    relay = std::make_unique<Relay6>(
+        o, std::vector<RelayPort6>{p}, &sessions,
+        [this](const RelayPort6&, const SubKey& k, const Mac&, const Ipv6& c,
+               std::span<const uint8_t> m) {
+          to_client.push_back({key_rank(k), Bytes(m.begin(), m.end())});
+          client_addr = c;
+          return true;
+        },
+        [this](const Ipv6&, std::span<const uint8_t> b) {
+          to_server.emplace_back(b.begin(), b.end());
+          return true;
+        },
+        [this] { return now; });
+    key.ifindex = 7, key.outer_vid = 100, key.inner_vid = 1;
+  }
+  // The server's Relay-Reply to the last Relay-Forward, around `inner`.
+  Bytes answer(const Bytes& inner, const char* iid = nullptr) {
+    Relay6Error e;
+    auto fw = parse_relay_reply(
+        [&] {
+          Bytes b = to_server.back();
+          b[0] = 13;
+          return b;
+        }(),
+        &e);
+    Bytes b(34);
+    b[0] = 13;
+    std::memcpy(&b[2], fw->link_address.data(), 16);
+    std::memcpy(&b[18], fw->peer_address.data(), 16);
+    const std::string id = iid ? iid : fw->interface_id;
+    b.insert(b.end(), {0, 18, 0, static_cast<uint8_t>(id.size())});
+    b.insert(b.end(), id.begin(), id.end());
+    b.insert(b.end(),
+             {0, 9, static_cast<uint8_t>(inner.size() >> 8), static_cast<uint8_t>(inner.size())});
+    b.insert(b.end(), inner.begin(), inner.end());
+    return b;
+  }
+  FakeSessions6 sessions;
+  std::unique_ptr<Relay6> relay;
+  std::vector<Bytes> to_server;
+  std::vector<std::pair<uint64_t, Bytes>> to_client;
+  Ipv6 client_addr{};
+  uint64_t now = 1;
+  SubKey key{};
+  Mac mac{0x02, 0xcc, 0, 0x64, 0, 1};
+  Ipv6 ll = *parse_ipv6("fe80::cc:64ff:fe00:1");
+  Ipv6 server = *parse_ipv6("2001:db8:ffff::547");
+};
+
+const char* kReply6 =
+    "07 abcdef 0003 0028 00000001 00000e10 00001c20 0005 0018 "
+    "20010db8100000000000000000000064 00001c20 00002a30 "
+    "0019 0029 00000002 00000e10 00001c20 001a 0019 00001c20 00002a30 38 "
+    "20010db8200001000000000000000000";
+
+TEST(Relay6, RequestReplyBindsAndForwards) {
+  Relay6Harness h;
+  h.relay->on_client(h.key, h.mac, h.ll, hex("03 abcdef 0008 0002 0000"));
+  ASSERT_EQ(h.to_server.size(), 1u);
+  Relay6Error e;
+  Bytes fw = h.to_server[0];
+  fw[0] = 13;
+  auto parsed = parse_relay_reply(fw, &e);
+  ASSERT_TRUE(parsed);
+  EXPECT_EQ(parsed->interface_id, "acc0:100:1");
+  EXPECT_EQ(parsed->link_address, *parse_ipv6("2001:db8:1000::1"));
+  EXPECT_EQ(parsed->peer_address, h.ll);
+  h.relay->on_server(h.server, 547, h.answer(hex(kReply6)));
+  ASSERT_EQ(h.sessions.bound.size(), 1u);
+  EXPECT_EQ(h.sessions.bound[0].first, key_rank(h.key));
+  EXPECT_EQ(h.sessions.bound[0].second.addresses.size(), 1u);
+  EXPECT_EQ(h.sessions.bound[0].second.prefixes.size(), 1u);
+  EXPECT_EQ(h.sessions.last_server, h.server);
+  ASSERT_EQ(h.to_client.size(), 1u);
+  EXPECT_EQ(h.to_client[0].second, hex(kReply6));
+  EXPECT_EQ(h.client_addr, h.ll);
+}
+
+TEST(Relay6, RefusedReplyIsNotForwarded) {
+  Relay6Harness h;
+  h.sessions.refuse = true;
+  h.relay->on_client(h.key, h.mac, h.ll, hex("03 abcdef 0008 0002 0000"));
+  h.relay->on_server(h.server, 547, h.answer(hex(kReply6)));
+  EXPECT_TRUE(h.to_client.empty());
+  EXPECT_EQ(h.relay->counters().reply_refused.load(), 1u);
+}
+
+TEST(Relay6, ReleaseAndLifetimeZeroEnd) {
+  Relay6Harness h;
+  h.relay->on_client(h.key, h.mac, h.ll, hex("08 abcdef 0008 0002 0000"));
+  ASSERT_EQ(h.sessions.ended.size(), 1u);
+  EXPECT_EQ(h.sessions.ended[0].second, "release");
+  // A RENEW answered with every lifetime 0 ends the lease too.
+  h.relay->on_client(h.key, h.mac, h.ll, hex("05 abcdef 0008 0002 0000"));
+  Bytes zero = hex(kReply6);
+  for (size_t off : {40u, 44u, 68u, 72u})  // preferred/valid of the address and prefix
+    for (size_t i = 0; i < 4; ++i) zero[off + i] = 0;
+  h.relay->on_server(h.server, 547, h.answer(zero));
+  EXPECT_TRUE(h.sessions.bound.empty());
+  ASSERT_EQ(h.sessions.ended.size(), 2u);
+  EXPECT_EQ(h.sessions.ended[1].second, "lifetime 0");
+  EXPECT_EQ(h.to_client.size(), 1u);
+}
+
+TEST(Relay6, BadRepliesDroppedAndCounted) {
+  Relay6Harness h;
+  h.relay->on_client(h.key, h.mac, h.ll, hex("01 abcdef 0008 0002 0000"));
+  const Bytes good = h.answer(hex(kReply6));
+  h.relay->on_server(*parse_ipv6("2001:db8:ffff::666"), 547, good);
+  EXPECT_EQ(h.relay->counters().reply_unknown_server.load(), 1u);
+  h.relay->on_server(h.server, 547, h.answer(hex(kReply6), "acc9:100:1"));
+  h.relay->on_server(h.server, 547, h.answer(hex(kReply6), "garbage"));
+  EXPECT_EQ(h.relay->counters().reply_bad_interface_id.load(), 2u);
+  h.relay->on_server(h.server, 547, h.answer(hex(kReply6), "acc0:100:2"));
+  Bytes other_xid = hex(kReply6);
+  other_xid[1] = 0x11;
+  h.relay->on_server(h.server, 547, h.answer(other_xid));
+  EXPECT_EQ(h.relay->counters().reply_unknown_client.load(), 2u);
+  h.relay->on_server(h.server, 547, Bytes(good.begin(), good.end() - 1));
+  EXPECT_EQ(h.relay->counters().reply_malformed.load(), 1u);
+  EXPECT_TRUE(h.to_client.empty());
+  EXPECT_TRUE(h.sessions.bound.empty());
+  // Hop count at the limit, and a client message not from a relay port.
+  Bytes nested(34, 0);
+  nested[0] = 12;
+  nested[1] = kHopCountLimit;
+  h.relay->on_client(h.key, h.mac, h.ll, nested);
+  EXPECT_EQ(h.relay->counters().client_hop_limit.load(), 1u);
+  SubKey other = h.key;
+  other.ifindex = 8;
+  h.relay->on_client(other, h.mac, h.ll, hex("01 abcdef 0008 0002 0000"));
+  EXPECT_EQ(h.relay->counters().client_not_relay_port.load(), 1u);
+  // The exchange is forgotten after its time.
+  h.now += 61ull * 1000000000ull;
+  h.relay->tick();
+  EXPECT_EQ(h.relay->exchanges(), 0u);
 }
 
 }  // namespace

@@ -1,0 +1,177 @@
+#include "relay/relay6.h"
+
+#include <ctime>
+#include <utility>
+
+namespace xbng::agent::relay {
+
+namespace {
+
+uint64_t monotonic_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+constexpr uint8_t kReply = 7, kRelease = 8, kDecline = 9;
+
+uint32_t xid_of(std::span<const uint8_t> m) {
+  return (uint32_t{m[1]} << 16) | (uint32_t{m[2]} << 8) | m[3];
+}
+
+}  // namespace
+
+Relay6::Relay6(Relay6Options opts, std::vector<RelayPort6> ports, Sessions6* sessions,
+               ToClient6 to_client, ToServer6 to_server, Clock clock)
+    : opts_(std::move(opts)),
+      sessions_(sessions),
+      to_client_(std::move(to_client)),
+      to_server_(std::move(to_server)),
+      clock_(clock ? std::move(clock) : Clock(monotonic_ns)) {
+  if (opts_.servers.size() > kMaxServers6) opts_.servers.resize(kMaxServers6);
+  for (auto& p : ports) {
+    port_by_name_[p.name] = p.ifindex;
+    ports_[p.ifindex] = std::move(p);
+  }
+}
+
+const RelayPort6* Relay6::port(uint32_t ifindex) const {
+  auto it = ports_.find(ifindex);
+  return it == ports_.end() ? nullptr : &it->second;
+}
+
+void Relay6::on_client(const SubKey& k, const Mac& mac, const Ipv6& src,
+                       std::span<const uint8_t> payload) {
+  const RelayPort6* p = port(k.ifindex);
+  if (!p) {
+    ++counters_.client_not_relay_port;
+    return;
+  }
+  TemplateVars tv;
+  tv.port = p->name;
+  tv.svlan = k.outer_vid;
+  tv.cvlan = k.inner_vid;
+  tv.mac = mac;
+  Forward6Params fp;
+  fp.link_address = p->gateway;
+  fp.peer_address = src;
+  fp.interface_id = expand(opts_.circuit_id, tv);
+  fp.enterprise = opts_.enterprise;
+  fp.remote_id = opts_.remote_id.empty() ? std::string() : expand(opts_.remote_id, tv);
+  Relay6Error err;
+  auto fw = relay_forward(payload, fp, &err);
+  if (!fw) {
+    if (err == Relay6Error::kHopLimit)
+      ++counters_.client_hop_limit;
+    else
+      ++counters_.client_malformed;
+    return;
+  }
+  const uint8_t type = payload[0];
+  if (type == kRelease || type == kDecline) {
+    ++counters_.ended;
+    sessions_->ended6(k, type == kRelease ? "release" : "decline");
+  }
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    const uint64_t r = key_rank(k);
+    if (exchanges_.size() < opts_.max_exchanges || exchanges_.count(r)) {
+      Exchange& e = exchanges_[r];
+      e.xid = type == 12 ? 0 : xid_of(payload);  // a nested Relay-Forward has none
+      e.type = type;
+      e.mac = mac;
+      e.client = src;
+      e.sent_ns = clock_();
+    }
+  }
+  for (const auto& s : opts_.servers) {
+    if (to_server_(s, *fw))
+      ++counters_.forwarded;
+    else
+      ++counters_.send_failed;
+  }
+}
+
+void Relay6::on_server(const Ipv6& src, uint16_t sport, std::span<const uint8_t> payload) {
+  bool known = false;
+  for (const auto& s : opts_.servers) known = known || s == src;
+  if (!known || sport != 547) {
+    ++counters_.reply_unknown_server;
+    return;
+  }
+  Relay6Error err;
+  auto r = parse_relay_reply(payload, &err);
+  if (!r || r->message.size() < 4) {
+    ++counters_.reply_malformed;
+    return;
+  }
+  TemplateVars tv;
+  if (!match_template(opts_.circuit_id, r->interface_id, &tv)) {
+    ++counters_.reply_bad_interface_id;
+    return;
+  }
+  auto pit = port_by_name_.find(tv.port);
+  if (pit == port_by_name_.end()) {
+    ++counters_.reply_bad_interface_id;
+    return;
+  }
+  SubKey k{};
+  k.ifindex = pit->second;
+  k.outer_vid = tv.svlan;
+  k.inner_vid = tv.cvlan;
+  Exchange e;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = exchanges_.find(key_rank(k));
+    if (it == exchanges_.end() || it->second.xid != xid_of(r->message) ||
+        it->second.client != r->peer_address) {
+      ++counters_.reply_unknown_client;
+      return;
+    }
+    e = it->second;
+  }
+  if (r->message_type == kReply) {
+    auto l = parse_reply_leases(r->message);
+    if (!l) {
+      ++counters_.reply_malformed;
+      return;
+    }
+    Reply6Leases live;
+    bool any = false;
+    for (const auto& a : l->addresses) {
+      any = true;
+      if (a.valid) live.addresses.push_back(a);
+    }
+    for (const auto& p : l->prefixes) {
+      any = true;
+      if (p.valid) live.prefixes.push_back(p);
+    }
+    if (!live.addresses.empty() || !live.prefixes.empty()) {
+      if (!sessions_->bound6(k, e.mac, live, src).ok()) {
+        ++counters_.reply_refused;
+        return;
+      }
+      ++counters_.bound;
+    } else if (any && e.type != kRelease && e.type != kDecline) {
+      ++counters_.ended;
+      sessions_->ended6(k, "lifetime 0");
+    }
+  }
+  ++counters_.replies;
+  if (!to_client_(ports_.at(k.ifindex), k, e.mac, e.client, r->message)) ++counters_.send_failed;
+}
+
+void Relay6::tick() {
+  const uint64_t now = clock_();
+  const uint64_t ttl = uint64_t{opts_.exchange_ttl_s} * 1000000000ull;
+  std::lock_guard<std::mutex> lk(mu_);
+  for (auto it = exchanges_.begin(); it != exchanges_.end();)
+    it = now - it->second.sent_ns > ttl ? exchanges_.erase(it) : std::next(it);
+}
+
+size_t Relay6::exchanges() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return exchanges_.size();
+}
+
+}  // namespace xbng::agent::relay

@@ -1,0 +1,130 @@
+// Relay6: the DHCPv6 relay engine of the `dhcp = "relay"` access ports
+// (RFC 8415 section 19, RFC 4649), the counterpart of Relay4. It owns no
+// socket and no thread: the caller hands it each client message of a relay
+// port (on_client) and each datagram received on the relay socket
+// (on_server); the sends are functions.
+//
+// Per client message: a Relay-Forward with link-address = the port's
+// global gateway, peer-address = the client's source (its link-local),
+// Interface-ID from the circuit_id template and Remote-ID from the
+// remote_id template after the enterprise number `enterprise`, sent to
+// every configured server. The exchange is remembered per subscriber key
+// (its transaction id, the client's MAC and address) for a bounded time.
+//
+// Per server Relay-Reply: it must come from a configured server's port 547,
+// parse, carry an Interface-ID that decodes to a relay port and a
+// subscriber with an exchange of that transaction id. A REPLY's IA_NA
+// addresses and IA_PD prefixes with a non-zero valid lifetime go to
+// Sessions6::bound first (a refusal: the REPLY is not forwarded); a REPLY
+// whose addresses and prefixes all have lifetime 0 ends the lease, as a
+// client's RELEASE or DECLINE does. The inner message then goes to the
+// client.
+//
+// Not wired into xbngd yet: no relay socket on port 547, no punt hand-off,
+// no store implementation of Sessions6 (docs/relay.md).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "common/net.h"
+#include "common/sub_key.h"
+#include "relay/agent_info.h"
+#include "relay/dhcpv6_relay.h"
+
+namespace xbng::agent::relay {
+
+// IANA enterprise number 32473 is the one RFC 5612 reserves for
+// documentation: a deployment sets its own.
+inline constexpr uint32_t kDefaultRemoteIdEnterprise = 32473;
+
+struct Relay6Options {
+  std::vector<Ipv6> servers;  // unicast, at most kMaxServers6
+  std::string circuit_id = kDefaultCircuitId;
+  std::string remote_id = kDefaultRemoteId;
+  uint32_t enterprise = kDefaultRemoteIdEnterprise;
+  uint32_t exchange_ttl_s = 60;
+  size_t max_exchanges = 65536;
+};
+inline constexpr size_t kMaxServers6 = 32;
+
+struct RelayPort6 {
+  uint32_t ifindex = 0;
+  std::string name;
+  Ipv6 gateway{};  // the port's global IPv6 gateway: the link-address
+};
+
+// The sessions born from DHCPv6 leases.
+class Sessions6 {
+ public:
+  virtual ~Sessions6() = default;
+  // A REPLY's addresses and prefixes (valid lifetime > 0) from `server`.
+  // An error: refused, nothing installed, the REPLY is not forwarded.
+  virtual absl::Status bound6(const SubKey& k, const Mac& mac, const Reply6Leases& l,
+                              const Ipv6& server) = 0;
+  // RELEASE, DECLINE, or lifetimes of 0: the IPv6 lease of k ends.
+  virtual void ended6(const SubKey& k, const char* why) = 0;
+};
+
+// The inner message to the client: on k's tags, to `client` (its address).
+using ToClient6 = std::function<bool(const RelayPort6& port, const SubKey& k, const Mac& mac,
+                                     const Ipv6& client, std::span<const uint8_t> message)>;
+// A Relay-Forward to a server's port 547.
+using ToServer6 = std::function<bool(const Ipv6& server, std::span<const uint8_t> payload)>;
+
+struct Relay6Counters {
+  std::atomic<uint64_t> forwarded{0}, replies{0}, bound{0}, ended{0};
+  std::atomic<uint64_t> client_malformed{0}, client_hop_limit{0}, client_not_relay_port{0};
+  std::atomic<uint64_t> reply_unknown_server{0}, reply_malformed{0}, reply_bad_interface_id{0};
+  std::atomic<uint64_t> reply_unknown_client{0}, reply_refused{0}, send_failed{0};
+};
+
+class Relay6 {
+ public:
+  using Clock = std::function<uint64_t()>;  // CLOCK_MONOTONIC ns
+  Relay6(Relay6Options opts, std::vector<RelayPort6> ports, Sessions6* sessions,
+         ToClient6 to_client, ToServer6 to_server, Clock clock = nullptr);
+
+  // A DHCPv6 client message of a relay port, from `src` (the client's
+  // link-local address) with source MAC `mac`.
+  void on_client(const SubKey& k, const Mac& mac, const Ipv6& src,
+                 std::span<const uint8_t> payload);
+  // A datagram received on the relay socket.
+  void on_server(const Ipv6& src, uint16_t sport, std::span<const uint8_t> payload);
+  // Forgets expired exchanges; call about once a second.
+  void tick();
+
+  size_t exchanges() const;
+  const Relay6Counters& counters() const { return counters_; }
+
+ private:
+  struct Exchange {
+    uint32_t xid = 0;
+    uint8_t type = 0;
+    Mac mac{};
+    Ipv6 client{};
+    uint64_t sent_ns = 0;
+  };
+  const RelayPort6* port(uint32_t ifindex) const;
+
+  Relay6Options opts_;
+  std::map<uint32_t, RelayPort6> ports_;
+  std::map<std::string, uint32_t> port_by_name_;
+  Sessions6* sessions_;
+  ToClient6 to_client_;
+  ToServer6 to_server_;
+  Clock clock_;
+  Relay6Counters counters_;
+
+  mutable std::mutex mu_;
+  std::map<uint64_t, Exchange> exchanges_;  // by key_rank
+};
+
+}  // namespace xbng::agent::relay

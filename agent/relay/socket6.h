@@ -1,0 +1,42 @@
+// The relay's uplink side for DHCPv6: one UDP socket bound to port 547
+// (servers answer a Relay-Forward to its source address on port 547), and
+// the thread that reads it. Replies reach it through the kernel: xdp_uplink passes
+// every packet that is not for a subscriber or a pool (XDP_PASS).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <thread>
+
+#include "common/net.h"
+
+namespace xbng::agent::relay {
+
+class Socket6 {
+ public:
+  using OnDatagram = std::function<void(const Ipv6& src, uint16_t sport, std::span<const uint8_t>)>;
+  using OnTick = std::function<void()>;
+  // Binds address:port (an all-zero address: any; host order port) and starts
+  // the reader; on_tick runs on it about once a second. Throws
+  // std::runtime_error naming the address.
+  Socket6(const Ipv6& address, uint16_t port, OnDatagram on_datagram, OnTick on_tick);
+  ~Socket6();
+  Socket6(const Socket6&) = delete;
+  Socket6& operator=(const Socket6&) = delete;
+  // To dst:port (host order port). Thread-safe.
+  bool send(const Ipv6& dst, uint16_t port, std::span<const uint8_t> payload);
+  uint16_t port() const { return port_; }
+
+ private:
+  void run();
+  int fd_ = -1;
+  int wake_ = -1;  // eventfd: stops the reader
+  uint16_t port_ = 0;
+  OnDatagram on_datagram_;
+  OnTick on_tick_;
+  std::thread thread_;
+};
+
+}  // namespace xbng::agent::relay
