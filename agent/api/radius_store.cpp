@@ -133,15 +133,47 @@ std::optional<SubKey> StoreDynAuthBackend::by_framed_ip(uint32_t be) {
   return k;
 }
 
-uint32_t StoreDynAuthBackend::change(const SubKey& k, const DynAuthChange& c, std::string* why) {
-  SubscriberSpec spec;
-  if (!is_radius(k, &spec)) {
-    *why = "the session ended meanwhile";
-    return error_cause::kSessionContextNotFound;
+namespace {
+
+// A CoA's changes to the session data. Its Session-Timeout counts from now
+// (stored as time elapsed since the start plus the new value); 0 removes a
+// limit.
+void apply_to_session_data(const DynAuthChange& c, uint64_t now, SessionData* d) {
+  if (c.filter_id)
+    d->filter_id = *c.filter_id;
+  else if (c.wispr_up || c.wispr_down)
+    d->filter_id.reset();
+  if (c.session_timeout) {
+    if (*c.session_timeout == 0) {
+      d->session_timeout.reset();
+    } else {
+      const uint64_t elapsed = now > d->start_unix ? now - d->start_unix : 0;
+      d->session_timeout =
+          static_cast<uint32_t>(std::min<uint64_t>(elapsed + *c.session_timeout, UINT32_MAX));
+    }
   }
-  const std::string name = agent::key_to_string(k, store_->ports());
-  // The new policy, when the plan changes.
-  std::optional<PolicySpec> policy;
+  if (c.idle_timeout) {
+    if (*c.idle_timeout == 0)
+      d->idle_timeout.reset();
+    else
+      d->idle_timeout = *c.idle_timeout;
+  }
+}
+
+uint32_t cause_of(const absl::Status& st) {
+  return st.code() == absl::StatusCode::kInvalidArgument ? error_cause::kInvalidAttributeValue
+         : st.code() == absl::StatusCode::kNotFound      ? error_cause::kSessionContextNotFound
+                                                         : error_cause::kResourcesUnavailable;
+}
+
+}  // namespace
+
+// The policy a CoA asks for (none when the plan does not change), checked
+// as a gRPC upsert's would be. 0, or the Error-Cause with *why.
+uint32_t StoreDynAuthBackend::policy_of_change(const SubKey& k, const SubscriberSpec& spec,
+                                               const DynAuthChange& c,
+                                               std::optional<PolicySpec>* policy,
+                                               std::string* why) const {
   const uint32_t max_packet = store_->ports().max_packet_of(k.ifindex);
   if (c.filter_id) {
     auto it = plans_.find(*c.filter_id);
@@ -149,7 +181,7 @@ uint32_t StoreDynAuthBackend::change(const SubKey& k, const DynAuthChange& c, st
       *why = fmt::format("Filter-Id {} names no plan in [plans]", agent::quote_value(*c.filter_id));
       return error_cause::kInvalidAttributeValue;
     }
-    policy = it->second;
+    *policy = it->second;
   } else if (c.wispr_up || c.wispr_down) {
     PolicySpec p = store_->ports().policy_of(spec);
     if (c.wispr_up) {
@@ -160,13 +192,25 @@ uint32_t StoreDynAuthBackend::change(const SubKey& k, const DynAuthChange& c, st
       p.down_rate = *c.wispr_down;
       p.down_burst = burst_for(p.down_rate, max_packet);
     }
-    policy = p;
+    *policy = p;
   }
-  if (policy)
-    if (absl::Status st = agent::check_policy(*policy, max_packet); !st.ok()) {
+  if (*policy)
+    if (absl::Status st = agent::check_policy(**policy, max_packet); !st.ok()) {
       *why = "rate plan: " + std::string(st.message());
       return error_cause::kInvalidAttributeValue;
     }
+  return 0;
+}
+
+uint32_t StoreDynAuthBackend::change(const SubKey& k, const DynAuthChange& c, std::string* why) {
+  SubscriberSpec spec;
+  if (!is_radius(k, &spec)) {
+    *why = "the session ended meanwhile";
+    return error_cause::kSessionContextNotFound;
+  }
+  const std::string name = agent::key_to_string(k, store_->ports());
+  std::optional<PolicySpec> policy;
+  if (uint32_t cause = policy_of_change(k, spec, c, &policy, why)) return cause;
   // Session data first (durably): a crash before the upsert leaves the old
   // plan in the maps and the new timers, which the next CoA restates.
   auto before = sessions_->get(k);
@@ -177,27 +221,8 @@ uint32_t StoreDynAuthBackend::change(const SubKey& k, const DynAuthChange& c, st
   const uint64_t now = wall_();
   const bool data_changes =
       c.filter_id || c.wispr_up || c.wispr_down || c.session_timeout || c.idle_timeout;
-  if (data_changes && !sessions_->update(k, [&](SessionData* d) {
-        if (c.filter_id)
-          d->filter_id = *c.filter_id;
-        else if (c.wispr_up || c.wispr_down)
-          d->filter_id.reset();
-        if (c.session_timeout) {
-          if (*c.session_timeout == 0) {
-            d->session_timeout.reset();
-          } else {
-            const uint64_t elapsed = now > d->start_unix ? now - d->start_unix : 0;
-            d->session_timeout =
-                static_cast<uint32_t>(std::min<uint64_t>(elapsed + *c.session_timeout, UINT32_MAX));
-          }
-        }
-        if (c.idle_timeout) {
-          if (*c.idle_timeout == 0)
-            d->idle_timeout.reset();
-          else
-            d->idle_timeout = *c.idle_timeout;
-        }
-      })) {
+  if (data_changes &&
+      !sessions_->update(k, [&](SessionData* d) { apply_to_session_data(c, now, d); })) {
     *why = "the session state file cannot be written";
     return error_cause::kResourcesUnavailable;
   }
@@ -209,9 +234,7 @@ uint32_t StoreDynAuthBackend::change(const SubKey& k, const DynAuthChange& c, st
     if (!st.ok()) {
       sessions_->update(k, [&](SessionData* d) { *d = *before; });
       *why = std::string(st.message());
-      return st.code() == absl::StatusCode::kInvalidArgument ? error_cause::kInvalidAttributeValue
-             : st.code() == absl::StatusCode::kNotFound      ? error_cause::kSessionContextNotFound
-                                                             : error_cause::kResourcesUnavailable;
+      return cause_of(st);
     }
   }
   if ((c.session_timeout || c.idle_timeout) && timers_changed_) timers_changed_(k);

@@ -54,6 +54,8 @@ class StoreDynAuthBackend final : public DynAuthBackend {
   void set_timers_changed(std::function<void(const SubKey&)> f) { timers_changed_ = std::move(f); }
 
  private:
+  uint32_t policy_of_change(const SubKey& k, const SubscriberSpec& spec, const DynAuthChange& c,
+                            std::optional<PolicySpec>* policy, std::string* why) const;
   bool is_radius(const SubKey& k, SubscriberSpec* spec) const;
   std::vector<SubKey> only_radius(std::vector<SubKey> ks) const;
 

@@ -235,6 +235,26 @@ void AccessSessions::sweep_locked(uint64_t now) {
       ++it;
 }
 
+// The Access-Request of key k, whose first punted frame is `frame`
+// (the source MAC and any DHCPv4 option 82 fill the template).
+static AccessRequest request_of(const AccessOptions& opts, std::string port, const SubKey& k,
+                                std::span<const uint8_t> frame) {
+  TemplateVars v;
+  v.port = std::move(port);
+  v.svlan = k.outer_vid;
+  v.cvlan = k.inner_vid;
+  if (frame.size() >= 12) std::copy(frame.begin() + 6, frame.begin() + 12, v.mac.begin());
+  relay_ids_of(frame, &v.circuit_id, &v.remote_id);
+  AccessRequest req;
+  req.user_name = expand_template(opts.username, v);
+  req.password = opts.password;
+  req.nas_port_id = nas_port_id(v);
+  req.calling_station_id = agent::format_mac(v.mac.data());
+  req.circuit_id = v.circuit_id;
+  req.remote_id = v.remote_id;
+  return req;
+}
+
 void AccessSessions::on_unknown(const agent::punt::PuntedFrame& f) {
   SubKey k{};
   k.ifindex = f.ifindex;
@@ -282,18 +302,8 @@ void AccessSessions::on_unknown(const agent::punt::PuntedFrame& f) {
     e.generation = generation = next_generation_++;
     keep(e);
 
-    TemplateVars v;
-    v.port = port_name_ ? port_name_(k.ifindex) : std::to_string(k.ifindex);
-    v.svlan = k.outer_vid;
-    v.cvlan = k.inner_vid;
-    if (f.frame.size() >= 12) std::copy(f.frame.begin() + 6, f.frame.begin() + 12, v.mac.begin());
-    relay_ids_of(f.frame, &v.circuit_id, &v.remote_id);
-    req.user_name = expand_template(opts_.username, v);
-    req.password = opts_.password;
-    req.nas_port_id = nas_port_id(v);
-    req.calling_station_id = agent::format_mac(v.mac.data());
-    req.circuit_id = v.circuit_id;
-    req.remote_id = v.remote_id;
+    req = request_of(opts_, port_name_ ? port_name_(k.ifindex) : std::to_string(k.ifindex), k,
+                     f.frame);
     last_request_ = req;
   }
   count(AgentReason::kAUTH_REQUESTED);

@@ -117,6 +117,81 @@ SessionTable::~SessionTable() {
   if (log_fd_ >= 0) ::close(log_fd_);
 }
 
+// The snapshot's records (text: the whole file). Error text naming the
+// file and the session otherwise.
+std::optional<std::string> SessionTable::load_snapshot_locked(const std::string& text) {
+  size_t n = 0;
+  try {
+    const json j = json::parse(text);
+    if (j.contains("generation")) generation_ = j["generation"].get<uint64_t>();
+    for (const auto& e : j.at("sessions")) {
+      SubKey k;
+      SessionData d;
+      ++n;
+      if (!from_json(e, &k, &d)) return fmt::format("{}: session {}: a malformed Class", path_, n);
+      recs_[agent::key_rank(k)] = std::move(d);
+    }
+  } catch (const std::exception& e) {
+    return n ? fmt::format("{}: session {}: {}", path_, n, e.what())
+             : fmt::format("{}: {}", path_, e.what());
+  }
+  return std::nullopt;
+}
+
+// One journal line after the header: a record put or deleted.
+std::optional<std::string> SessionTable::replay_line_locked(const json& j, size_t line) {
+  const std::string op = j.at("op").get<std::string>();
+  SubKey k;
+  SessionData d;
+  if (op == "put") {
+    if (!from_json(j, &k, &d))
+      return fmt::format("{}: line {}: a malformed Class", log_path(), line);
+    recs_[agent::key_rank(k)] = std::move(d);
+  } else if (op == "del") {
+    k = SubKey{};
+    k.ifindex = j.at("ifindex").get<uint32_t>();
+    k.outer_vid = j.at("outer_vlan").get<uint16_t>();
+    k.inner_vid = j.at("inner_vlan").get<uint16_t>();
+    recs_.erase(agent::key_rank(k));
+  } else {
+    return fmt::format("{}: line {}: unknown op \"{}\"", log_path(), line, op);
+  }
+  return std::nullopt;
+}
+
+// The journal replayed over the snapshot (text: the whole file). A journal
+// of another generation is contained in the snapshot; a torn last line is
+// a write cut off by a crash, never acknowledged, and dropped.
+std::optional<std::string> SessionTable::replay_log_locked(const std::string& text) {
+  size_t pos = 0, line = 0;
+  bool header = false;
+  while (pos < text.size()) {
+    const size_t nl = text.find('\n', pos);
+    if (nl == std::string::npos) {
+      spdlog::warn("radius: {}: a torn last record ({} bytes) dropped", log_path(),
+                   text.size() - pos);
+      break;
+    }
+    ++line;
+    const std::string_view l(text.data() + pos, nl - pos);
+    try {
+      const json j = json::parse(l);
+      if (!header) {
+        if (j.at("generation").get<uint64_t>() != generation_) break;
+        header = true;
+      } else if (auto e = replay_line_locked(j, line)) {
+        return e;
+      }
+    } catch (const std::exception& e) {
+      return fmt::format("{}: line {}: {}", log_path(), line, e.what());
+    }
+    pos = nl + 1;
+    log_bytes_ = pos;
+  }
+  if (header) log_state_ = LogState::kAppend;
+  return std::nullopt;
+}
+
 std::optional<std::string> SessionTable::load() {
   std::lock_guard g(mu_);
   recs_.clear();
@@ -137,25 +212,9 @@ std::optional<std::string> SessionTable::load() {
       break;
     case agent::statefile::ReadStatus::kError:
       return fail(error);
-    case agent::statefile::ReadStatus::kOk: {
-      size_t n = 0;
-      try {
-        const json j = json::parse(text);
-        if (j.contains("generation")) generation_ = j["generation"].get<uint64_t>();
-        for (const auto& e : j.at("sessions")) {
-          SubKey k;
-          SessionData d;
-          ++n;
-          if (!from_json(e, &k, &d))
-            return fail(fmt::format("{}: session {}: a malformed Class", path_, n));
-          recs_[agent::key_rank(k)] = std::move(d);
-        }
-      } catch (const std::exception& e) {
-        return fail(n ? fmt::format("{}: session {}: {}", path_, n, e.what())
-                      : fmt::format("{}: {}", path_, e.what()));
-      }
+    case agent::statefile::ReadStatus::kOk:
+      if (auto e = load_snapshot_locked(text)) return fail(*e);
       break;
-    }
   }
   text.clear();
   switch (agent::statefile::read(log_path(), kMaxFileBytes, &text, &error)) {
@@ -163,52 +222,9 @@ std::optional<std::string> SessionTable::load() {
       break;
     case agent::statefile::ReadStatus::kError:
       return fail(error);
-    case agent::statefile::ReadStatus::kOk: {
-      size_t pos = 0, line = 0;
-      bool header = false;
-      while (pos < text.size()) {
-        const size_t nl = text.find('\n', pos);
-        if (nl == std::string::npos) {
-          // A write torn by a crash: never acknowledged, cut off.
-          spdlog::warn("radius: {}: a torn last record ({} bytes) dropped", log_path(),
-                       text.size() - pos);
-          break;
-        }
-        ++line;
-        const std::string_view l(text.data() + pos, nl - pos);
-        try {
-          const json j = json::parse(l);
-          if (!header) {
-            // A journal of another generation is contained in the snapshot.
-            if (j.at("generation").get<uint64_t>() != generation_) break;
-            header = true;
-          } else {
-            const std::string op = j.at("op").get<std::string>();
-            SubKey k;
-            SessionData d;
-            if (op == "put") {
-              if (!from_json(j, &k, &d))
-                return fail(fmt::format("{}: line {}: a malformed Class", log_path(), line));
-              recs_[agent::key_rank(k)] = std::move(d);
-            } else if (op == "del") {
-              k = SubKey{};
-              k.ifindex = j.at("ifindex").get<uint32_t>();
-              k.outer_vid = j.at("outer_vlan").get<uint16_t>();
-              k.inner_vid = j.at("inner_vlan").get<uint16_t>();
-              recs_.erase(agent::key_rank(k));
-            } else {
-              return fail(fmt::format("{}: line {}: unknown op \"{}\"", log_path(), line, op));
-            }
-          }
-        } catch (const std::exception& e) {
-          return fail(fmt::format("{}: line {}: {}", log_path(), line, e.what()));
-        }
-        pos = nl + 1;
-        log_bytes_ = pos;
-      }
-      if (header) log_state_ = LogState::kAppend;
+    case agent::statefile::ReadStatus::kOk:
+      if (auto e = replay_log_locked(text)) return fail(*e);
       break;
-    }
   }
   reindex_locked();
   return std::nullopt;

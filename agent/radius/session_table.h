@@ -33,6 +33,8 @@
 #include <map>
 #include <memory>
 #include <mutex>
+
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -115,6 +117,9 @@ class SessionTable {
   void index_add_locked(uint64_t rank, const SessionData& d);
   void index_remove_locked(uint64_t rank, const SessionData& d);
   void reindex_locked();
+  std::optional<std::string> load_snapshot_locked(const std::string& text);
+  std::optional<std::string> replay_log_locked(const std::string& text);
+  std::optional<std::string> replay_line_locked(const nlohmann::json& j, size_t line);
   std::string path_;
   mutable std::mutex mu_;
   std::map<uint64_t, SessionData> recs_;     // by agent::key_rank
