@@ -198,8 +198,10 @@ std::optional<std::string> check_username_template(const std::string& t) {
   return std::nullopt;
 }
 
-void check_radius_config(const RadiusConfig& r, const PlanTable& plans,
-                         std::vector<std::string>* errors, std::vector<std::string>* warnings) {
+namespace {
+
+// The plans Filter-Id may name.
+void check_plans(const PlanTable& plans, std::vector<std::string>* errors) {
   auto err = [&](std::string s) { errors->push_back(std::move(s)); };
   for (const auto& [name, p] : plans) {
     if (name.empty() || name.size() > 253)
@@ -210,7 +212,10 @@ void check_radius_config(const RadiusConfig& r, const PlanTable& plans,
     if (auto st = check_policy(p, kDefaultMaxPacket); !st.ok())
       err(fmt::format("plans.{}: {}", name, status_message(st)));
   }
-  if (!r.present) return;
+}
+
+void check_radius_servers(const RadiusConfig& r, std::vector<std::string>* errors) {
+  auto err = [&](std::string s) { errors->push_back(std::move(s)); };
   if (r.servers.empty()) err("radius.servers: at least one server is needed");
   std::set<std::pair<std::string, uint64_t>> seen;
   for (size_t i = 0; i < r.servers.size(); ++i) {
@@ -227,6 +232,12 @@ void check_radius_config(const RadiusConfig& r, const PlanTable& plans,
     if (auto st = secret_problem(s.secret, s.secret_file); !st.ok())
       err(fmt::format("{}: {}", w, status_message(st)));
   }
+}
+
+// The scalar settings of [radius].
+void check_radius_settings(const RadiusConfig& r, std::vector<std::string>* errors,
+                           std::vector<std::string>* warnings) {
+  auto err = [&](std::string s) { errors->push_back(std::move(s)); };
   if (r.nas_identifier.size() > 253)
     err(fmt::format("radius.nas_identifier: {} characters, at most 253", r.nas_identifier.size()));
   if (auto e = check_username_template(r.username))
@@ -257,6 +268,12 @@ void check_radius_config(const RadiusConfig& r, const PlanTable& plans,
     warnings->push_back(
         "radius.require_message_authenticator = false: replies without Message-Authenticator are "
         "accepted, which leaves the BlastRADIUS forgery (CVE-2024-3596) open");
+}
+
+// The CoA/Disconnect listener and the clients it accepts.
+void check_radius_coa(const RadiusConfig& r, std::vector<std::string>* errors,
+                      std::vector<std::string>* warnings) {
+  auto err = [&](std::string s) { errors->push_back(std::move(s)); };
   if (!r.coa_listen.empty()) {
     std::string host;
     uint16_t port = 0;
@@ -280,6 +297,17 @@ void check_radius_config(const RadiusConfig& r, const PlanTable& plans,
   }
   if (!r.coa_clients.empty() && r.coa_listen.empty())
     warnings->push_back("radius.coa_clients are set but coa_listen is \"\": no CoA listener");
+}
+
+}  // namespace
+
+void check_radius_config(const RadiusConfig& r, const PlanTable& plans,
+                         std::vector<std::string>* errors, std::vector<std::string>* warnings) {
+  check_plans(plans, errors);
+  if (!r.present) return;
+  check_radius_servers(r, errors);
+  check_radius_settings(r, errors, warnings);
+  check_radius_coa(r, errors, warnings);
 }
 
 absl::StatusOr<std::string> read_secret(const std::string& inline_secret, const std::string& file) {

@@ -286,6 +286,16 @@ void HaMember::run() {
   }
 }
 
+// The group's keys as read in one tick.
+struct HaMember::GroupView {
+  std::optional<fleet::KeyValue> leader;
+  nlohmann::json last_takeover;
+  std::vector<HaMemberView> members;
+  std::map<std::string, std::string> notes;  // member -> the note in its key
+  std::string leader_member;
+  double leader_since = 0;
+};
+
 void HaMember::tick() {
   const auto now = Clock::now();
   const bool alive = renew(now);
@@ -301,30 +311,40 @@ void HaMember::tick() {
   // read `holding` from it.
   if (!member_written_ || written_holding_ != (Clock::now() < hold_until_)) put_member();
 
-  // Read the group.
+  auto c = kv_->conn();
+  GroupView g;
+  if (!read_group(c, &g)) return;
+
+  std::string request_cause;
+  bool requested = false;
+  publish_group(g, &requested, &request_cause);
+
+  if (active_) {
+    tick_active(g, requested, request_cause);
+    return;
+  }
+  tick_standby(c, g, requested);
+}
+
+bool HaMember::read_group(const std::shared_ptr<fleet::KvConn>& c, GroupView* g) {
   fleet::RangeRequest rq;
   rq.key = ha_group_prefix(o_.group);
   rq.range_end = prefix_range_end(rq.key);
   fleet::RangeResponse rs;
-  auto c = kv_->conn();
   if (absl::Status s = c->range(rq, ttl_ / 4, &rs); !s.ok()) {
     kv_->failed(c, s);
     std::lock_guard l(mu_);
     st_.etcd_ok = false;
     st_.last_error = "read group: " + fleet::status_text(s);
-    return;
+    return false;
   }
   const std::string leader_key = ha_leader_key(o_.group);
   const std::string members_prefix = ha_group_prefix(o_.group) + "members/";
-  std::optional<fleet::KeyValue> leader;
-  nlohmann::json last_takeover;
-  std::vector<HaMemberView> members;
-  std::map<std::string, std::string> notes;
   for (auto& kv : rs.kvs) {
     if (kv.key == leader_key) {
-      leader = kv;
+      g->leader = kv;
     } else if (kv.key == ha_last_takeover_key(o_.group)) {
-      last_takeover = parse_json(kv.value);
+      g->last_takeover = parse_json(kv.value);
     } else if (kv.key.rfind(members_prefix, 0) == 0) {
       auto j = parse_json(kv.value);
       HaMemberView m;
@@ -334,76 +354,75 @@ void HaMember::tick() {
       m.priority = j.value("priority", 0u);
       m.preempt = j.value("preempt", false);
       m.holding = j.value("holding", false);
-      notes[m.member] = j.value("note", "");
-      members.push_back(std::move(m));
+      g->notes[m.member] = j.value("note", "");
+      g->members.push_back(std::move(m));
     }
   }
-  std::string leader_member;
-  double leader_since = 0;
-  if (leader) {
-    auto j = parse_json(leader->value);
-    leader_member = j.value("member", "");
-    leader_since = j.value("since", 0.0);
+  if (g->leader) {
+    auto j = parse_json(g->leader->value);
+    g->leader_member = j.value("member", "");
+    g->leader_since = j.value("since", 0.0);
   }
+  return true;
+}
 
-  std::string request_cause;
-  bool requested = false;
-  {
-    std::lock_guard l(mu_);
-    st_.etcd_ok = true;
-    st_.members = members;
-    st_.active_member = leader_member;
-    st_.active_since = leader_since;
-    if (last_takeover.contains("member")) {
-      st_.last_takeover_member = last_takeover.value("member", "");
-      st_.last_takeover_cause = last_takeover.value("cause", "");
-      st_.last_takeover_at = last_takeover.value("at", 0.0);
-    }
-    requested = switchover_requested_;
-    request_cause = switchover_cause_;
+void HaMember::publish_group(const GroupView& g, bool* requested, std::string* request_cause) {
+  std::lock_guard l(mu_);
+  st_.etcd_ok = true;
+  st_.members = g.members;
+  st_.active_member = g.leader_member;
+  st_.active_since = g.leader_since;
+  if (g.last_takeover.contains("member")) {
+    st_.last_takeover_member = g.last_takeover.value("member", "");
+    st_.last_takeover_cause = g.last_takeover.value("cause", "");
+    st_.last_takeover_at = g.last_takeover.value("at", 0.0);
   }
+  *requested = switchover_requested_;
+  *request_cause = switchover_cause_;
+}
 
-  if (active_) {
-    if (!leader || leader->lease != lease_) {
-      step_down("the leader key is no longer ours", false);
-      return;
-    }
-    std::string handover;
-    if (requested) {
-      handover = request_cause;
-    } else {
-      for (const auto& m : members)
-        if (m.member != o_.member && m.preempt && m.priority > o_.priority && m.role == "standby" &&
-            !m.holding)
-          handover =
-              fmt::format("preempted by {} (priority {} > {})", m.member, m.priority, o_.priority);
-    }
-    if (!handover.empty()) {
-      bool other = false;
-      for (const auto& m : members)
-        other |= m.member != o_.member && m.role == "standby" && !m.holding;
-      std::lock_guard l(mu_);
-      if (!other && requested) {
-        switchover_result_ = "no other member is ready to take over";
-        switchover_requested_ = false;
-        switchover_done_ = true;
-        cv_.notify_all();
-        return;
-      }
-    }
-    if (!handover.empty()) {
-      step_down(handover, true);
-      std::lock_guard l(mu_);
-      if (requested) {
-        switchover_requested_ = false;
-        switchover_done_ = true;
-        switchover_result_ = "";
-        cv_.notify_all();
-      }
-    }
+void HaMember::tick_active(const GroupView& g, bool requested, const std::string& request_cause) {
+  if (!g.leader || g.leader->lease != lease_) {
+    step_down("the leader key is no longer ours", false);
     return;
   }
+  std::string handover;
+  if (requested) {
+    handover = request_cause;
+  } else {
+    for (const auto& m : g.members)
+      if (m.member != o_.member && m.preempt && m.priority > o_.priority && m.role == "standby" &&
+          !m.holding)
+        handover =
+            fmt::format("preempted by {} (priority {} > {})", m.member, m.priority, o_.priority);
+  }
+  if (!handover.empty()) {
+    bool other = false;
+    for (const auto& m : g.members)
+      other |= m.member != o_.member && m.role == "standby" && !m.holding;
+    std::lock_guard l(mu_);
+    if (!other && requested) {
+      switchover_result_ = "no other member is ready to take over";
+      switchover_requested_ = false;
+      switchover_done_ = true;
+      cv_.notify_all();
+      return;
+    }
+  }
+  if (!handover.empty()) {
+    step_down(handover, true);
+    std::lock_guard l(mu_);
+    if (requested) {
+      switchover_requested_ = false;
+      switchover_done_ = true;
+      switchover_result_ = "";
+      cv_.notify_all();
+    }
+  }
+}
 
+void HaMember::tick_standby(const std::shared_ptr<fleet::KvConn>& c, const GroupView& g,
+                            bool requested) {
   if (requested) {
     std::lock_guard l(mu_);
     switchover_requested_ = false;
@@ -411,23 +430,29 @@ void HaMember::tick() {
     switchover_result_ = "this member is not active";
     cv_.notify_all();
   }
-  if (leader) {
-    last_leader_ = leader_member;
+  if (g.leader) {
+    last_leader_ = g.leader_member;
     return;
   }
   if (Clock::now() < hold_until_) return;
   // Campaign only when no ready member ranks higher (equal: the first
   // transaction wins).
-  for (const auto& m : members)
+  for (const auto& m : g.members)
     if (m.member != o_.member && !m.holding && m.role == "standby" && m.priority > o_.priority)
       return;
+  campaign(c, g);
+}
+
+void HaMember::campaign(const std::shared_ptr<fleet::KvConn>& c, const GroupView& g) {
   nlohmann::json j;
   j["member"] = o_.member;
   j["node"] = o_.node;
   j["priority"] = o_.priority;
   j["since"] = unix_now();
   bool won = false;
-  if (absl::Status s = c->create_if_absent(leader_key, j.dump(), lease_, ttl_ / 4, &won); !s.ok()) {
+  if (absl::Status s =
+          c->create_if_absent(ha_leader_key(o_.group), j.dump(), lease_, ttl_ / 4, &won);
+      !s.ok()) {
     kv_->failed(c, s);
     std::lock_guard l(mu_);
     st_.last_error = "campaign: " + fleet::status_text(s);
@@ -437,11 +462,12 @@ void HaMember::tick() {
   std::string cause;
   if (last_leader_.empty())
     cause = "no active member";
-  else if (!notes.count(last_leader_))
+  else if (!g.notes.count(last_leader_))
     cause = fmt::format("active member {} lost (its lease expired)", last_leader_);
   else
-    cause = fmt::format("active member {} stepped down: {}", last_leader_,
-                        notes[last_leader_].empty() ? "no reason given" : notes[last_leader_]);
+    cause = fmt::format(
+        "active member {} stepped down: {}", last_leader_,
+        g.notes.at(last_leader_).empty() ? "no reason given" : g.notes.at(last_leader_));
   last_leader_.clear();
   become_active(cause);
 }

@@ -38,7 +38,8 @@ namespace xbng::agent {
 
 namespace fleet {
 class Kv;
-}
+class KvConn;
+}  // namespace fleet
 
 // An address with its prefix length, as given to an interface ("192.0.2.1/24").
 struct InterfaceAddress {
@@ -129,7 +130,13 @@ class HaMember {
 
  private:
   void run();
+  struct GroupView;
   void tick();
+  bool read_group(const std::shared_ptr<fleet::KvConn>& c, GroupView* g);
+  void publish_group(const GroupView& g, bool* requested, std::string* request_cause);
+  void tick_active(const GroupView& g, bool requested, const std::string& request_cause);
+  void tick_standby(const std::shared_ptr<fleet::KvConn>& c, const GroupView& g, bool requested);
+  void campaign(const std::shared_ptr<fleet::KvConn>& c, const GroupView& g);
   bool renew(std::chrono::steady_clock::time_point now);
   void step_down(const std::string& cause, bool hold);
   void become_active(const std::string& cause);

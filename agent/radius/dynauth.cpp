@@ -92,127 +92,163 @@ const char* drop_name(int r) {
   return "unknown";
 }
 
+namespace {
+
+// Notes why the request is refused; the first fault found is the one reported.
+void refuse(DynAuthRequest* r, uint32_t cause, std::string why) {
+  if (r->error_cause == 0) {
+    r->error_cause = cause;
+    r->why = std::move(why);
+  }
+}
+
+void unsupported(DynAuthRequest* r, uint8_t code, uint8_t type) {
+  refuse(r, error_cause::kUnsupportedAttribute,
+         "attribute " + std::to_string(type) + " is not supported in a " + code_name(code));
+}
+
+// The attributes that name the session (and the NAS asked): true when `a` is
+// one of them.
+bool read_identity(const Attribute& a, DynAuthRequest* r) {
+  const std::string& v = a.value;
+  switch (a.type) {
+    case attr::kNasIdentifier:
+      r->nas_identifier = v;
+      return true;
+    case attr::kNasIpAddress: {
+      uint32_t be;
+      std::memcpy(&be, v.data(), 4);
+      r->nas_ipv4 = be;
+      return true;
+    }
+    case attr::kNasIpv6Address: {
+      agent::Ipv6 x;
+      std::memcpy(x.data(), v.data(), 16);
+      r->nas_ipv6 = x;
+      return true;
+    }
+    case attr::kUserName:
+      r->user_name = v;
+      return true;
+    case attr::kAcctSessionId:
+      r->session_id = v;
+      return true;
+    case attr::kNasPortId:
+      r->nas_port_id = v;
+      return true;
+    case attr::kFramedIpAddress: {
+      uint32_t be;
+      std::memcpy(&be, v.data(), 4);
+      r->framed_ip = be;
+      return true;
+    }
+    default:
+      return false;
+  }
+}
+
+// The WISPr sub-attributes of a CoA's Vendor-Specific attribute `v`.
+absl::Status read_wispr(const std::string& v, DynAuthRequest* r) {
+  const auto* b = reinterpret_cast<const uint8_t*>(v.data());
+  for (size_t off = 4; off + 2 <= v.size();) {
+    const uint8_t vt = b[off], vl = b[off + 1];
+    if (vl < 2 || off + vl > v.size()) break;  // decode() refused these already
+    auto val = as_u32(std::string_view(v).substr(off + 2, vl - 2u));
+    if (vt == kWisprBandwidthMaxUp && val) {
+      if (r->change.wispr_up) return repeat("WISPr-Bandwidth-Max-Up");
+      r->change.wispr_up = *val;
+    } else if (vt == kWisprBandwidthMaxDown && val) {
+      if (r->change.wispr_down) return repeat("WISPr-Bandwidth-Max-Down");
+      r->change.wispr_down = *val;
+    } else {
+      refuse(r, error_cause::kUnsupportedAttribute,
+             "WISPr attribute " + std::to_string(vt) + " is not supported");
+    }
+    off += vl;
+  }
+  return absl::OkStatus();
+}
+
+// Any attribute but those naming the session: what to change, and what is
+// refused in a request of `code`.
+absl::Status read_request_attribute(const Attribute& a, uint8_t code, DynAuthRequest* r) {
+  const bool coa = code == kCoaRequest;
+  const std::string& v = a.value;
+  switch (a.type) {
+    case attr::kMessageAuthenticator:
+    case attr::kEventTimestamp:  // checked by the handler
+      break;
+    case attr::kProxyState:
+      r->proxy_states.push_back(v);
+      break;
+    case attr::kAcctTerminateCause:  // a Disconnect's reason: Admin-Reset is noted
+      if (coa) unsupported(r, code, a.type);
+      break;
+    case attr::kServiceType:
+      // Authorize-Only (17) asks for a new Access-Request round trip.
+      if (as_u32(v) == 17u)
+        refuse(r, error_cause::kUnsupportedService, "Service-Type Authorize-Only");
+      else
+        unsupported(r, code, a.type);
+      break;
+    case attr::kFilterId:
+      if (!coa) {
+        unsupported(r, code, a.type);
+        break;
+      }
+      if (r->change.filter_id) return repeat("Filter-Id (11)");
+      r->change.filter_id = v;
+      break;
+    case attr::kSessionTimeout:
+      if (coa)
+        r->change.session_timeout = as_u32(v);
+      else
+        unsupported(r, code, a.type);
+      break;
+    case attr::kIdleTimeout:
+      if (coa)
+        r->change.idle_timeout = as_u32(v);
+      else
+        unsupported(r, code, a.type);
+      break;
+    case attr::kVendorSpecific:
+      if (!coa || v.size() < 4 || as_u32(std::string_view(v).substr(0, 4)) != kVendorWispr) {
+        unsupported(r, code, a.type);
+        break;
+      }
+      return read_wispr(v, r);
+    default:
+      unsupported(r, code, a.type);
+      break;
+  }
+  return absl::OkStatus();
+}
+
+// What the whole request must hold.
+void check_request(bool coa, DynAuthRequest* r) {
+  if (!r->session_id && !r->user_name && !r->nas_port_id && !r->framed_ip)
+    refuse(r, error_cause::kMissingAttribute,
+           "no Acct-Session-Id, User-Name, NAS-Port-Id or Framed-IP-Address");
+  if (coa && r->change.empty())
+    refuse(r, error_cause::kMissingAttribute,
+           "nothing to change (Filter-Id, WISPr-Bandwidth-Max-Up/Down, Session-Timeout, "
+           "Idle-Timeout)");
+  if (r->change.filter_id && (r->change.wispr_up || r->change.wispr_down))
+    refuse(r, error_cause::kInvalidRequest,
+           "both Filter-Id and a WISPr rate: the plan is ambiguous");
+}
+
+}  // namespace
+
 absl::StatusOr<DynAuthRequest> parse_dynauth(const Packet& p) {
   DynAuthRequest r;
   r.code = p.code;
   const bool coa = p.code == kCoaRequest;
-  auto refuse = [&r](uint32_t cause, std::string why) {
-    if (r.error_cause == 0) {  // the first fault found is reported
-      r.error_cause = cause;
-      r.why = std::move(why);
-    }
-  };
-  auto unsupported = [&](uint8_t type) {
-    refuse(error_cause::kUnsupportedAttribute,
-           "attribute " + std::to_string(type) + " is not supported in a " + code_name(p.code));
-  };
   for (const auto& a : p.attrs) {
-    const std::string& v = a.value;
-    switch (a.type) {
-      case attr::kMessageAuthenticator:
-      case attr::kEventTimestamp:  // checked by the handler
-        break;
-      case attr::kProxyState:
-        r.proxy_states.push_back(v);
-        break;
-      case attr::kAcctTerminateCause:  // a Disconnect's reason: Admin-Reset is noted
-        if (coa) unsupported(a.type);
-        break;
-      case attr::kNasIdentifier:
-        r.nas_identifier = v;
-        break;
-      case attr::kNasIpAddress: {
-        uint32_t be;
-        std::memcpy(&be, v.data(), 4);
-        r.nas_ipv4 = be;
-        break;
-      }
-      case attr::kNasIpv6Address: {
-        agent::Ipv6 x;
-        std::memcpy(x.data(), v.data(), 16);
-        r.nas_ipv6 = x;
-        break;
-      }
-      case attr::kUserName:
-        r.user_name = v;
-        break;
-      case attr::kAcctSessionId:
-        r.session_id = v;
-        break;
-      case attr::kNasPortId:
-        r.nas_port_id = v;
-        break;
-      case attr::kFramedIpAddress: {
-        uint32_t be;
-        std::memcpy(&be, v.data(), 4);
-        r.framed_ip = be;
-        break;
-      }
-      case attr::kServiceType:
-        // Authorize-Only (17) asks for a new Access-Request round trip.
-        if (as_u32(v) == 17u)
-          refuse(error_cause::kUnsupportedService, "Service-Type Authorize-Only");
-        else
-          unsupported(a.type);
-        break;
-      case attr::kFilterId:
-        if (!coa) {
-          unsupported(a.type);
-          break;
-        }
-        if (r.change.filter_id) return repeat("Filter-Id (11)");
-        r.change.filter_id = v;
-        break;
-      case attr::kSessionTimeout:
-        if (coa)
-          r.change.session_timeout = as_u32(v);
-        else
-          unsupported(a.type);
-        break;
-      case attr::kIdleTimeout:
-        if (coa)
-          r.change.idle_timeout = as_u32(v);
-        else
-          unsupported(a.type);
-        break;
-      case attr::kVendorSpecific: {
-        if (!coa || v.size() < 4 || as_u32(std::string_view(v).substr(0, 4)) != kVendorWispr) {
-          unsupported(a.type);
-          break;
-        }
-        const auto* b = reinterpret_cast<const uint8_t*>(v.data());
-        for (size_t off = 4; off + 2 <= v.size();) {
-          const uint8_t vt = b[off], vl = b[off + 1];
-          if (vl < 2 || off + vl > v.size()) break;  // decode() refused these already
-          auto val = as_u32(std::string_view(v).substr(off + 2, vl - 2u));
-          if (vt == kWisprBandwidthMaxUp && val) {
-            if (r.change.wispr_up) return repeat("WISPr-Bandwidth-Max-Up");
-            r.change.wispr_up = *val;
-          } else if (vt == kWisprBandwidthMaxDown && val) {
-            if (r.change.wispr_down) return repeat("WISPr-Bandwidth-Max-Down");
-            r.change.wispr_down = *val;
-          } else {
-            refuse(error_cause::kUnsupportedAttribute,
-                   "WISPr attribute " + std::to_string(vt) + " is not supported");
-          }
-          off += vl;
-        }
-        break;
-      }
-      default:
-        unsupported(a.type);
-        break;
-    }
+    if (read_identity(a, &r)) continue;
+    if (absl::Status s = read_request_attribute(a, p.code, &r); !s.ok()) return s;
   }
-  if (!r.session_id && !r.user_name && !r.nas_port_id && !r.framed_ip)
-    refuse(error_cause::kMissingAttribute,
-           "no Acct-Session-Id, User-Name, NAS-Port-Id or Framed-IP-Address");
-  if (coa && r.change.empty())
-    refuse(error_cause::kMissingAttribute,
-           "nothing to change (Filter-Id, WISPr-Bandwidth-Max-Up/Down, Session-Timeout, "
-           "Idle-Timeout)");
-  if (r.change.filter_id && (r.change.wispr_up || r.change.wispr_down))
-    refuse(error_cause::kInvalidRequest, "both Filter-Id and a WISPr rate: the plan is ambiguous");
+  check_request(coa, &r);
   return r;
 }
 

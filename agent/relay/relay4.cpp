@@ -116,19 +116,7 @@ void Relay4::on_client(const SubKey& key, const punt::FrameView& v) {
     count(AgentReason::kDHCPV4_CHADDR_REFUSED);
     return;
   }
-  TemplateVars tv;
-  tv.port = p->name;
-  tv.svlan = key.outer_vid;
-  tv.cvlan = key.inner_vid;
-  tv.mac = v.l2.src;
-  RequestParams rp;
-  rp.giaddr = opts_.relay_address;
-  rp.max_hops = opts_.max_hops;
-  rp.policy = opts_.policy;
-  rp.ours.circuit_id = expand(opts_.circuit_id, tv);
-  rp.ours.remote_id = expand(opts_.remote_id, tv);
-  rp.ours.link_selection = p->gateway;
-  rp.ours.server_id_override = p->gateway;
+  RequestParams rp = request_params(*p, key, v);
 
   // A REQUEST selecting an offer names the gateway (the alias the client
   // saw): restore the server that made the offer, so that the others learn
@@ -137,20 +125,7 @@ void Relay4::on_client(const SubKey& key, const punt::FrameView& v) {
   const uint64_t id = exchange_id(xid, v.l2.src.data());
   std::optional<uint32_t> lease_server;
   if (sessions_) lease_server = sessions_->lease_server(key);
-  {
-    std::lock_guard g(mu_);
-    auto it = exchanges_.find(id);
-    if (it != exchanges_.end() && key_rank(it->second.key) == key_rank(key)) {
-      // the requested address picks the offer
-      dhcpv4::ParseError pe;
-      std::vector<uint8_t> copy(v.payload.begin(), v.payload.end());
-      if (copy.size() > 3) copy[3] = 0;
-      if (auto m = dhcpv4::parse(copy, &pe); m && m->type == dhcpv4::kRequest && m->server_id &&
-                                             *m->server_id == p->gateway && m->requested_ip)
-        for (const auto& o : it->second.offers)
-          if (o.yiaddr == *m->requested_ip) rp.server_id = o.server_id;
-    }
-  }
+  restore_offer_server(*p, key, v, id, &rp);
   dhcpv4::Message m;
   RequestError err;
   dhcpv4::ParseError perr;
@@ -165,68 +140,118 @@ void Relay4::on_client(const SubKey& key, const punt::FrameView& v) {
     return;
   }
 
-  // Who gets it, and whose answer is expected.
-  const bool renewing = m.type == dhcpv4::kRequest && !m.server_id && !m.requested_ip;
-  const bool directed = renewing || m.type == dhcpv4::kRelease || m.type == dhcpv4::kDecline;
-  uint32_t targets, expect = 0;
-  {
-    std::lock_guard g(mu_);
-    const int li = lease_server ? server_index(*lease_server) : -1;
-    if (directed && li >= 0 && servers_[static_cast<size_t>(li)].up) {
-      targets = 1u << li;
-      if (renewing) expect = targets;
-    } else {
-      targets = all_mask();
-      if (m.type == dhcpv4::kDiscover) expect = up_mask_locked();
-      if (m.type == dhcpv4::kRequest && rp.server_id) {
-        const int si = server_index(*rp.server_id);
-        if (si >= 0) expect = 1u << si;
-      }
-    }
-    const bool answered =
-        m.type == dhcpv4::kDiscover || m.type == dhcpv4::kRequest || m.type == dhcpv4::kInform;
-    if (answered) {
-      auto it = exchanges_.find(id);
-      if (it == exchanges_.end() && exchanges_.size() >= opts_.max_exchanges) {
-        const uint64_t now = clock_();
-        for (auto e = exchanges_.begin(); e != exchanges_.end();)
-          e = now - e->second.sent_ns > uint64_t{opts_.exchange_ttl_s} * 1000000000ull
-                  ? exchanges_.erase(e)
-                  : std::next(e);
-        if (exchanges_.size() >= opts_.max_exchanges) {
-          count(AgentReason::kRELAY4_TABLE_FULL);
-          return;
-        }
-      }
-      Exchange& e = exchanges_[id];
-      if (key_rank(e.key) != key_rank(key) || m.type == dhcpv4::kDiscover) e = Exchange{};
-      e.key = key;
-      e.client = v.l2.src;
-      e.type = m.type;
-      e.sent_ns = clock_();
-      e.sent_to = targets;
-      e.expect = expect;
-      e.answered = 0;
-      e.judged = false;
-      e.done = false;
-      e.theirs = m.has_relay_agent_info && opts_.policy == Policy::kKeep;
-    }
-    for (size_t i = 0; i < servers_.size(); ++i)
-      if (targets & (1u << i)) ++servers_[i].sent;
-  }
-  for (size_t i = 0; i < opts_.servers.size(); ++i) {
-    if (!(targets & (1u << i))) continue;
-    if (to_server_(opts_.servers[i], *out))
-      count(AgentReason::kRELAY4_FORWARDED);
-    else
-      count(AgentReason::kRELAY4_SEND_ERROR);
-  }
+  uint32_t targets = 0;
+  if (!route_request(key, v, m, rp, id, lease_server, &targets)) return;
+  send_request(targets, *out);
   spdlog::debug("relay4 {}/{}/{}: {} xid {:08x} relayed to {} server(s)", p->name, key.outer_vid,
                 key.inner_vid, dhcpv4::message_type_name(m.type), xid, __builtin_popcount(targets));
   if (m.type == dhcpv4::kRelease || m.type == dhcpv4::kDecline) {
     // The client does not wait for an answer: its lease ends now.
     if (sessions_) sessions_->ended(key, m.type == dhcpv4::kRelease ? "released" : "declined");
     count(AgentReason::kRELAY4_ENDED);
+  }
+}
+
+RequestParams Relay4::request_params(const RelayPort& p, const SubKey& key,
+                                     const punt::FrameView& v) const {
+  TemplateVars tv;
+  tv.port = p.name;
+  tv.svlan = key.outer_vid;
+  tv.cvlan = key.inner_vid;
+  tv.mac = v.l2.src;
+  RequestParams rp;
+  rp.giaddr = opts_.relay_address;
+  rp.max_hops = opts_.max_hops;
+  rp.policy = opts_.policy;
+  rp.ours.circuit_id = expand(opts_.circuit_id, tv);
+  rp.ours.remote_id = expand(opts_.remote_id, tv);
+  rp.ours.link_selection = p.gateway;
+  rp.ours.server_id_override = p.gateway;
+  return rp;
+}
+
+void Relay4::restore_offer_server(const RelayPort& p, const SubKey& key, const punt::FrameView& v,
+                                  uint64_t id, RequestParams* rp) {
+  std::lock_guard g(mu_);
+  auto it = exchanges_.find(id);
+  if (it != exchanges_.end() && key_rank(it->second.key) == key_rank(key)) {
+    // the requested address picks the offer
+    dhcpv4::ParseError pe;
+    std::vector<uint8_t> copy(v.payload.begin(), v.payload.end());
+    if (copy.size() > 3) copy[3] = 0;
+    if (auto m = dhcpv4::parse(copy, &pe); m && m->type == dhcpv4::kRequest && m->server_id &&
+                                           *m->server_id == p.gateway && m->requested_ip)
+      for (const auto& o : it->second.offers)
+        if (o.yiaddr == *m->requested_ip) rp->server_id = o.server_id;
+  }
+}
+
+// Who gets it, and whose answer is expected.
+bool Relay4::route_request(const SubKey& key, const punt::FrameView& v, const dhcpv4::Message& m,
+                           const RequestParams& rp, uint64_t id,
+                           const std::optional<uint32_t>& lease_server, uint32_t* targets_out) {
+  const bool renewing = m.type == dhcpv4::kRequest && !m.server_id && !m.requested_ip;
+  const bool directed = renewing || m.type == dhcpv4::kRelease || m.type == dhcpv4::kDecline;
+  uint32_t targets, expect = 0;
+  std::lock_guard g(mu_);
+  const int li = lease_server ? server_index(*lease_server) : -1;
+  if (directed && li >= 0 && servers_[static_cast<size_t>(li)].up) {
+    targets = 1u << li;
+    if (renewing) expect = targets;
+  } else {
+    targets = all_mask();
+    if (m.type == dhcpv4::kDiscover) expect = up_mask_locked();
+    if (m.type == dhcpv4::kRequest && rp.server_id) {
+      const int si = server_index(*rp.server_id);
+      if (si >= 0) expect = 1u << si;
+    }
+  }
+  const bool answered =
+      m.type == dhcpv4::kDiscover || m.type == dhcpv4::kRequest || m.type == dhcpv4::kInform;
+  if (answered && !record_exchange_locked(key, v, m, id, targets, expect)) return false;
+  for (size_t i = 0; i < servers_.size(); ++i)
+    if (targets & (1u << i)) ++servers_[i].sent;
+  *targets_out = targets;
+  return true;
+}
+
+bool Relay4::record_exchange_locked(const SubKey& key, const punt::FrameView& v,
+                                    const dhcpv4::Message& m, uint64_t id, uint32_t targets,
+                                    uint32_t expect) {
+  auto it = exchanges_.find(id);
+  if (it == exchanges_.end() && exchanges_.size() >= opts_.max_exchanges) {
+    const uint64_t now = clock_();
+    for (auto e = exchanges_.begin(); e != exchanges_.end();)
+      e = now - e->second.sent_ns > uint64_t{opts_.exchange_ttl_s} * 1000000000ull
+              ? exchanges_.erase(e)
+              : std::next(e);
+    if (exchanges_.size() >= opts_.max_exchanges) {
+      count(AgentReason::kRELAY4_TABLE_FULL);
+      return false;
+    }
+  }
+  Exchange& e = exchanges_[id];
+  if (key_rank(e.key) != key_rank(key) || m.type == dhcpv4::kDiscover) e = Exchange{};
+  e.key = key;
+  e.client = v.l2.src;
+  e.type = m.type;
+  e.sent_ns = clock_();
+  e.sent_to = targets;
+  e.expect = expect;
+  e.answered = 0;
+  e.judged = false;
+  e.done = false;
+  e.theirs = m.has_relay_agent_info && opts_.policy == Policy::kKeep;
+  return true;
+}
+
+void Relay4::send_request(uint32_t targets, const std::vector<uint8_t>& out) {
+  for (size_t i = 0; i < opts_.servers.size(); ++i) {
+    if (!(targets & (1u << i))) continue;
+    if (to_server_(opts_.servers[i], out))
+      count(AgentReason::kRELAY4_FORWARDED);
+    else
+      count(AgentReason::kRELAY4_SEND_ERROR);
   }
 }
 
@@ -248,11 +273,27 @@ void Relay4::on_server(uint32_t src, uint16_t sport, std::span<const uint8_t> pa
     count(AgentReason::kRELAY4_REPLY_UNKNOWN_CLIENT);
     return;
   }
-  // The circuit-id (when the server echoed ours) names the subscriber.
+  const std::optional<SubKey> named = named_subscriber(*r);
+  const uint64_t id = exchange_id(r->xid, r->chaddr.data());
+  Exchange e;
+  if (!take_reply(src, si, *r, named, id, &e)) return;
+  const RelayPort* p = port(e.key.ifindex);
+  if (!p) return;
+  if (!update_session(*p, src, *r, e)) return;
+  if (r->type != dhcpv4::kOffer) {
+    std::lock_guard g(mu_);
+    auto it = exchanges_.find(id);
+    if (it != exchanges_.end()) it->second.done = true;
+  }
+  deliver(*p, e.key, e.client, *r, payload);
+}
+
+// The circuit-id (when the server echoed ours) names the subscriber.
+std::optional<SubKey> Relay4::named_subscriber(const ServerReply& r) const {
   std::optional<SubKey> named;
-  if (r->agent_info && !r->agent_info->circuit_id.empty()) {
+  if (r.agent_info && !r.agent_info->circuit_id.empty()) {
     TemplateVars tv;
-    if (match_template(opts_.circuit_id, r->agent_info->circuit_id, &tv)) {
+    if (match_template(opts_.circuit_id, r.agent_info->circuit_id, &tv)) {
       auto it = port_by_name_.find(tv.port);
       if (it != port_by_name_.end()) {
         SubKey k{};
@@ -263,69 +304,72 @@ void Relay4::on_server(uint32_t src, uint16_t sport, std::span<const uint8_t> pa
       }
     }
   }
-  const uint64_t id = exchange_id(r->xid, r->chaddr.data());
-  Exchange e;
-  {
-    std::lock_guard g(mu_);
-    auto it = exchanges_.find(id);
-    if (it == exchanges_.end() || !(it->second.sent_to & (1u << si)) ||
-        std::memcmp(it->second.client.data(), r->chaddr.data(), 6) != 0) {
-      count(AgentReason::kRELAY4_REPLY_UNKNOWN_CLIENT);
-      return;
-    }
-    Exchange& x = it->second;
-    if (!x.theirs && r->agent_info && (!named || key_rank(*named) != key_rank(x.key))) {
-      count(AgentReason::kRELAY4_REPLY_BAD_OPTION82);
-      return;
-    }
-    ServerState& s = servers_[static_cast<size_t>(si)];
-    if (!s.up) spdlog::info("relay4: server {} answers again: up", format_ipv4(src));
-    s.up = true;
-    s.misses = 0;
-    ++s.answered;
-    x.answered |= 1u << si;
-    if (r->type != dhcpv4::kOffer) {
-      if (x.done) {
-        count(AgentReason::kRELAY4_REPLY_DUPLICATE);
-        return;
-      }
-    } else if (r->server_id) {
-      x.offers.push_back({src, r->yiaddr, *r->server_id});
-    }
-    e = x;  // a copy: the sessions are called without the lock
+  return named;
+}
+
+// Matches a reply to its exchange and records the answer; false (counted)
+// when the reply is not forwarded. *e gets a copy of the exchange.
+bool Relay4::take_reply(uint32_t src, int si, const ServerReply& r,
+                        const std::optional<SubKey>& named, uint64_t id, Exchange* e) {
+  std::lock_guard g(mu_);
+  auto it = exchanges_.find(id);
+  if (it == exchanges_.end() || !(it->second.sent_to & (1u << si)) ||
+      std::memcmp(it->second.client.data(), r.chaddr.data(), 6) != 0) {
+    count(AgentReason::kRELAY4_REPLY_UNKNOWN_CLIENT);
+    return false;
   }
-  const RelayPort* p = port(e.key.ifindex);
-  if (!p) return;
-  const std::string who = fmt::format("{}/{}/{}", p->name, e.key.outer_vid, e.key.inner_vid);
-  if (r->type == dhcpv4::kNak && sessions_) {
+  Exchange& x = it->second;
+  if (!x.theirs && r.agent_info && (!named || key_rank(*named) != key_rank(x.key))) {
+    count(AgentReason::kRELAY4_REPLY_BAD_OPTION82);
+    return false;
+  }
+  ServerState& s = servers_[static_cast<size_t>(si)];
+  if (!s.up) spdlog::info("relay4: server {} answers again: up", format_ipv4(src));
+  s.up = true;
+  s.misses = 0;
+  ++s.answered;
+  x.answered |= 1u << si;
+  if (r.type != dhcpv4::kOffer) {
+    if (x.done) {
+      count(AgentReason::kRELAY4_REPLY_DUPLICATE);
+      return false;
+    }
+  } else if (r.server_id) {
+    x.offers.push_back({src, r.yiaddr, *r.server_id});
+  }
+  *e = x;  // a copy: the sessions are called without the lock
+  return true;
+}
+
+// Tells the sessions what a NAK or ACK means; false (counted) when the reply
+// is not forwarded.
+bool Relay4::update_session(const RelayPort& p, uint32_t src, const ServerReply& r,
+                            const Exchange& e) {
+  const std::string who = fmt::format("{}/{}/{}", p.name, e.key.outer_vid, e.key.inner_vid);
+  if (r.type == dhcpv4::kNak && sessions_) {
     const auto holder = sessions_->lease_server(e.key);
     if (holder && *holder != src) {
       // Another server's lease: this one does not know it (several servers).
       count(AgentReason::kRELAY4_NAK_IGNORED);
-      return;
+      return false;
     }
     sessions_->ended(e.key, "naked");
     count(AgentReason::kRELAY4_ENDED);
   }
-  if (r->type == dhcpv4::kAck && r->yiaddr != 0 && sessions_) {
-    const uint32_t lifetime = r->lease_time.value_or(0);
-    absl::Status st = sessions_->bound(e.key, e.client, r->yiaddr, lifetime, src);
+  if (r.type == dhcpv4::kAck && r.yiaddr != 0 && sessions_) {
+    const uint32_t lifetime = r.lease_time.value_or(0);
+    absl::Status st = sessions_->bound(e.key, e.client, r.yiaddr, lifetime, src);
     if (!st.ok()) {
       count(AgentReason::kRELAY4_ACK_REFUSED);
       spdlog::warn("relay4 {}: DHCPACK of {} from {} refused, not forwarded: {}", who,
-                   format_ipv4(r->yiaddr), format_ipv4(src), std::string(st.message()));
-      return;
+                   format_ipv4(r.yiaddr), format_ipv4(src), std::string(st.message()));
+      return false;
     }
     count(AgentReason::kRELAY4_BOUND);
-    spdlog::debug("relay4 {}: {} bound for {} s by {}", who, format_ipv4(r->yiaddr), lifetime,
+    spdlog::debug("relay4 {}: {} bound for {} s by {}", who, format_ipv4(r.yiaddr), lifetime,
                   format_ipv4(src));
   }
-  if (r->type != dhcpv4::kOffer) {
-    std::lock_guard g(mu_);
-    auto it = exchanges_.find(id);
-    if (it != exchanges_.end()) it->second.done = true;
-  }
-  deliver(*p, e.key, e.client, *r, payload);
+  return true;
 }
 
 void Relay4::deliver(const RelayPort& p, const SubKey& k, const Mac& client, const ServerReply& r,

@@ -134,6 +134,20 @@ class Relay4 {
   const RelayPort* port(uint32_t ifindex) const;
   void deliver(const RelayPort& p, const SubKey& k, const Mac& client, const ServerReply& r,
                std::span<const uint8_t> payload);
+  RequestParams request_params(const RelayPort& p, const SubKey& key,
+                               const punt::FrameView& v) const;
+  void restore_offer_server(const RelayPort& p, const SubKey& key, const punt::FrameView& v,
+                            uint64_t id, RequestParams* rp);
+  bool route_request(const SubKey& key, const punt::FrameView& v, const dhcpv4::Message& m,
+                     const RequestParams& rp, uint64_t id,
+                     const std::optional<uint32_t>& lease_server, uint32_t* targets_out);
+  bool record_exchange_locked(const SubKey& key, const punt::FrameView& v, const dhcpv4::Message& m,
+                              uint64_t id, uint32_t targets, uint32_t expect);
+  void send_request(uint32_t targets, const std::vector<uint8_t>& out);
+  std::optional<SubKey> named_subscriber(const ServerReply& r) const;
+  bool take_reply(uint32_t src, int si, const ServerReply& r, const std::optional<SubKey>& named,
+                  uint64_t id, Exchange* e);
+  bool update_session(const RelayPort& p, uint32_t src, const ServerReply& r, const Exchange& e);
 
   Relay4Options opts_;
   std::map<uint32_t, RelayPort> ports_;           // by ifindex
