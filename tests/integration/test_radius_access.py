@@ -11,6 +11,7 @@ from xbnglab.cpe import cpe_sub
 from xbnglab.fixture import BringupSuite
 from xbnglab.lab import wait_for
 from xbnglab.radius import FreeRadius
+from xbnglab.radius import user_name as user
 from xbnglab.xbngd import GW4, UPLINK_DUT4, UPLINK_NET4, CtlError
 
 SECRET = "xbng-lab-secret"
@@ -29,10 +30,6 @@ reject_hold_s = 3
 coa_listen = ""
 """
 
-
-def user(s: dict) -> str:
-    """The default User-Name template, {port}:{svlan}:{cvlan}."""
-    return f"acc0:{s['outer_vlan']}:{s['inner_vlan']}"
 
 
 def ping(tc, ns, dst):

@@ -19,6 +19,7 @@ from xbnglab.cpe import cpe_sub
 from xbnglab.fixture import BringupSuite
 from xbnglab.lab import read_text, sh, wait_for
 from xbnglab.radius import FreeRadius
+from xbnglab.radius import user_name as user
 from xbnglab.xbngd import GW4, UPLINK_DUT4, UPLINK_NET4, CtlError
 
 SECRET = "xbng-lab-secret"
@@ -38,9 +39,6 @@ interim_min_s = 1
 coa_listen = ""
 """
 
-
-def user(s: dict) -> str:
-    return f"acc0:{s['outer_vlan']}:{s['inner_vlan']}"
 
 
 def records(path_glob: str) -> list[dict]:

@@ -26,6 +26,7 @@ from xbnglab.cpe import cpe_sub
 from xbnglab.fixture import BringupSuite
 from xbnglab.lab import wait_for
 from xbnglab.radius import FreeRadius
+from xbnglab.radius import user_name as user
 from xbnglab.xbngd import GW4, UPLINK_DUT4, UPLINK_NET4, CtlError
 
 SECRET = "xbng-lab-secret"
@@ -64,9 +65,6 @@ slow = {plan_toml(SLOW)}
 fast = {plan_toml(FAST)}
 """
 
-
-def user(s: dict) -> str:
-    return f"acc0:{s['outer_vlan']}:{s['inner_vlan']}"
 
 
 def signed_request(code: int, ident: int, attrs: list[tuple[int, bytes]], secret: str) -> bytes:

@@ -18,6 +18,11 @@ PACKAGED = "/etc/freeradius/3.0"
 MA_REPLY = "\tupdate reply {\n\t\t&Message-Authenticator := 0x00\n\t}\n"
 
 
+def user_name(s: dict, port: str = "acc0") -> str:
+    """xbngd's default User-Name for subscriber plan s: {port}:{svlan}:{cvlan}."""
+    return f"{port}:{s['outer_vlan']}:{s['inner_vlan']}"
+
+
 class FreeRadius:
     def __init__(self, lab, ns: Netns, clients: list[tuple[str, str]], users: str,
                  name: str = "freeradius"):
