@@ -5,7 +5,6 @@ Run through scripts/demo (which installs and builds first)."""
 import ipaddress
 import random
 import subprocess
-import time
 
 from xbnglab.frames import (ARP, Ether, ICMPv6ND_NA, IP, IPv6, arp_request, down_v4, down_v6,
                             neighbour_solicit, tags, up_v4, up_v6)
@@ -168,17 +167,26 @@ def bringup():
 def radius():
     """A port with auth = "radius": nobody provisioned the CPE's QinQ pair; its
     first DISCOVER is punted, xbngd asks Debian's FreeRADIUS (in the upstream
-    namespace) and the Access-Accept's Framed-IP-Address becomes the
-    subscriber, which the DHCP server then answers like any other."""
+    namespace) and the Access-Accept's Framed-IP-Address and Filter-Id become
+    the subscriber and its rate plan, which the DHCP server then answers like
+    any other. Accounting goes to FreeRADIUS's detail file from the XDP
+    counters; radclient changes the plan live (CoA) and ends the session
+    (Disconnect-Request), as an ISP's billing and self-care systems do."""
     from xbnglab.bringup import BringupLab
     from xbnglab.cpe import cpe_sub
-    from xbnglab.radius import FreeRadius
+    from xbnglab.radius import FreeRadius, octets
     from xbnglab.xbngd import UPLINK_DUT4
-    step("RADIUS: an unprovisioned CPE asks; FreeRADIUS authorizes it and gives its address")
-    secret = "xbng-demo-secret"
+    step("RADIUS: an unprovisioned CPE asks; FreeRADIUS authorizes it and gives its address and plan")
+    secret, coa_secret = "xbng-demo-secret", "xbng-demo-coa"
+    plans = {"basic": 10_000_000, "premium": 50_000_000}
+    plan_toml = "".join(f"{n} = {{ up_rate_bps = {r}, up_burst_bytes = {r // 40}, "
+                        f"down_rate_bps = {r}, down_burst_bytes = {r // 40} }}\n"
+                        for n, r in plans.items())
     b = BringupLab(f"[dhcp]\nlease_time = 600\n[radius]\n"
                    f'servers = [{{ address = "{UPLINK_NET4}", secret = "{secret}" }}]\n'
-                   f'nas_identifier = "xbng-demo"\ncoa_listen = ""\n',
+                   f'nas_identifier = "xbng-demo"\ncoa_listen = "[::]:3799"\n'
+                   f'coa_clients = [{{ address = "{UPLINK_NET4}", secret = "{coa_secret}" }}]\n'
+                   f"[plans]\n{plan_toml}",
                    '{ name = "acc0", subscriber_mtu = 1492, auth = "radius" }')
     rad = None
     try:
@@ -187,22 +195,55 @@ def radius():
         user = f"acc0:{s['outer_vlan']}:{s['inner_vlan']}"
         framed = "100.64.77.7"
         rad = FreeRadius(x.lab, x.net, [(UPLINK_DUT4, secret)],
-                         f'"{user}" Auth-Type := Accept\n\tFramed-IP-Address = {framed}\n')
+                         f'"{user}" Auth-Type := Accept\n\tFramed-IP-Address = {framed},\n'
+                         f'\tFilter-Id = "basic"\n')
         rad.start()
-        print(f"  FreeRADIUS users file: {user} -> Framed-IP-Address {framed}; "
+        print(f"  FreeRADIUS users file: {user} -> Framed-IP-Address {framed}, Filter-Id basic; "
               f"no subscriber provisioned on {s['outer_vlan']}/{s['inner_vlan']}")
         ns = b.cpe(s)
         b.dhclient(ns)
         b.wait_addr(ns, f"{framed}/32", timeout=40)
         wait_for(lambda: b.default_via(ns) == GW4, 10, 0.2, "the CPE's default route")
         print(f"  dhclient CPE on {s['outer_vlan']}/{s['inner_vlan']}: {' '.join(b.addrs(ns))}")
-        show(f"xbngctl sub get --port acc0 --outer {s['outer_vlan']} --inner {s['inner_vlan']}",
-             "\n".join(l for l in x.ctl_raw("sub", "get", "--port", "acc0", "--outer",
-                                             str(s["outer_vlan"]), "--inner",
-                                             str(s["inner_vlan"])).stdout.splitlines()
-                       if l.startswith(("subscriber", "origin", "ipv4  ", "lease v4"))))
-        r = ns.exec(["ping", "-c1", "-W2", UPLINK_NET4], check=False)
+        get = ["sub", "get", "--port", "acc0", "--outer", str(s["outer_vlan"]),
+               "--inner", str(s["inner_vlan"])]
+
+        def sub_lines(*prefixes):
+            r = x.ctl_raw(*get)
+            return "\n".join(l for l in r.stdout.splitlines() if l.startswith(prefixes)) \
+                or r.stderr.strip()
+        show(f"xbngctl {' '.join(get)}", sub_lines("subscriber", "origin", "ipv4  ", "lease v4",
+                                                   "policy", "radius"))
+        r = ns.exec(["ping", "-c3", "-i0.2", "-W2", UPLINK_NET4], check=False)
         print(f"  the CPE pings {UPLINK_NET4}: {'ok' if r.returncode == 0 else 'FAILED'}")
+        wait_for(lambda: any(a.get("Acct-Status-Type") == "Start" for a in rad.accounting()),
+                 10, 0.2, "the accounting Start")
+        start = next(a for a in rad.accounting() if a.get("Acct-Status-Type") == "Start")
+        print(f"  accounting in FreeRADIUS's detail file: Start, Acct-Session-Id "
+              f"{start.get('Acct-Session-Id')}, User-Name {start.get('User-Name')}, "
+              f"Framed-IP-Address {start.get('Framed-IP-Address')}")
+
+        step("RADIUS CoA: the customer upgrades; radclient switches the plan live")
+        out = rad.radclient(f"{UPLINK_DUT4}:3799", "coa", coa_secret,
+                            f'User-Name = "{user}", Filter-Id = "premium"')
+        print(f"  radclient coa Filter-Id=premium: "
+              f"{'CoA-ACK' if 'CoA-ACK' in out else 'no ACK: ' + out[-300:]}")
+        show(f"xbngctl {' '.join(get)}", sub_lines("subscriber", "policy"))
+
+        step("RADIUS Disconnect: the session ends, its Stop carries the XDP counters")
+        out = rad.radclient(f"{UPLINK_DUT4}:3799", "disconnect", coa_secret,
+                            f"Framed-IP-Address = {framed}")
+        print(f"  radclient disconnect Framed-IP-Address={framed}: "
+              f"{'Disconnect-ACK' if 'Disconnect-ACK' in out else 'no ACK: ' + out[-300:]}")
+        wait_for(lambda: any(a.get("Acct-Status-Type") == "Stop" for a in rad.accounting()),
+                 10, 0.2, "the accounting Stop")
+        stop = next(a for a in rad.accounting() if a.get("Acct-Status-Type") == "Stop")
+        print(f"  Stop: cause {stop.get('Acct-Terminate-Cause')}, in {octets(stop, 'Input')} B / "
+              f"{stop.get('Acct-Input-Packets')} pkts, out {octets(stop, 'Output')} B / "
+              f"{stop.get('Acct-Output-Packets')} pkts, {stop.get('Acct-Session-Time')} s")
+        show(f"xbngctl {' '.join(get)}", sub_lines("subscriber"))
+        r = ns.exec(["ping", "-c1", "-W1", UPLINK_NET4], check=False)
+        print(f"  the CPE pings {UPLINK_NET4}: {'ok' if r.returncode == 0 else 'no service (as it should)'}")
         st = x.stats()
         print("  " + ", ".join(f"{k}={v}" for k, v in st.items()
                                if k != "_raw" and v and k.startswith(("auth_", "punt_unknown"))))

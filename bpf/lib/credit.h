@@ -21,7 +21,7 @@
 
 #include "lib/bucket.h"
 
-/* Bytes a route draws at once: burst / 64, or 0 (no credit: every packet
+/* Bytes a route draws at once: burst / 128, or 0 (no credit: every packet
  * charges the bucket, as without credit) when that is under
  * XBNG_CREDIT_CHUNK_MIN. */
 static __always_inline __u32 credit_chunk(__u32 burst)
@@ -31,14 +31,20 @@ static __always_inline __u32 credit_chunk(__u32 burst)
 	return chunk >= XBNG_CREDIT_CHUNK_MIN ? chunk : 0;
 }
 
-/* Most a route's credit may hold: a deposit that would pass it is refused. */
+/* Most a route's credit may hold: one chunk plus the leftover a route has
+ * when it draws (less than the packet that made it draw; a leftover over
+ * XBNG_CREDIT_SLACK, only after jumbo frames, makes the deposit refused and
+ * the packet charged alone). A deposit that would pass it is refused. Kept
+ * small because what routes may hold is taken from the bucket's depth, and
+ * a single busy route (one TCP flow) sees depth + cap as its burst. 0 with
+ * no credit. */
 static __always_inline __u32 credit_cap(__u32 chunk)
 {
-	return 2 * chunk;
+	return chunk ? chunk + XBNG_CREDIT_SLACK : 0;
 }
 
 /* Depth of the shared bucket: the plan's burst less what the routes with
- * credit may hold (at most 6/64 of the burst). */
+ * credit may hold (3 x (burst / 128 + 2 KiB)). */
 static __always_inline __u32 credit_depth(__u32 burst)
 {
 	return burst - XBNG_CREDIT_ROUTES * credit_cap(credit_chunk(burst));

@@ -95,8 +95,9 @@ struct xbng_route {
  * with credit 0. See bpf/lib/credit.h and docs/policing.md. */
 #define XBNG_ROUTE_F_CREDIT (1u << 2)
 #define XBNG_CREDIT_ROUTES 3	   /* routes of a subscriber with F_CREDIT, at most */
-#define XBNG_CREDIT_CHUNK_SHIFT 6  /* a chunk is burst / 64 */
+#define XBNG_CREDIT_CHUNK_SHIFT 7  /* a chunk is burst / 128 */
 #define XBNG_CREDIT_CHUNK_MIN 2048 /* smaller chunks: no credit, every packet at the bucket */
+#define XBNG_CREDIT_SLACK 2048	   /* a route holds at most a chunk and this leftover */
 
 /* Keys of the downstream maps. */
 struct xbng_v6_key {   /* routes_v6: IPv6 /128 */

@@ -10,15 +10,13 @@ release gives a Stop (User-Request) whose octets match what the CPE sent;
 Session-Timeout and Idle-Timeout end their sessions on time;
 `xbngd --teardown` sends Accounting-Off.
 """
-import glob
-import os
 import signal
 import time
 
 from xbnglab.cpe import cpe_sub
 from xbnglab.fixture import BringupSuite
-from xbnglab.lab import read_text, sh, wait_for
-from xbnglab.radius import FreeRadius
+from xbnglab.lab import sh, wait_for
+from xbnglab.radius import FreeRadius, octets
 from xbnglab.radius import user_name as user
 from xbnglab.xbngd import GW4, UPLINK_DUT4, UPLINK_NET4, CtlError
 
@@ -39,26 +37,6 @@ interim_min_s = 1
 coa_listen = ""
 """
 
-
-
-def records(path_glob: str) -> list[dict]:
-    """Every request of the detail files, in order: {attribute: value}."""
-    out = []
-    for path in sorted(glob.glob(path_glob)):
-        for block in read_text(path).split("\n\n"):
-            rec = {}
-            for line in block.splitlines()[1:]:
-                if " = " in line:
-                    k, v = line.strip().split(" = ", 1)
-                    rec[k] = v.strip('"')
-            if rec:
-                out.append(rec)
-    return out
-
-
-def octets(rec: dict, direction: str) -> int:
-    return (int(rec.get(f"Acct-{direction}-Gigawords", 0)) << 32) + \
-        int(rec.get(f"Acct-{direction}-Octets", 0))
 
 
 class RadiusAcctTest(BringupSuite):
@@ -82,10 +60,9 @@ class RadiusAcctTest(BringupSuite):
         cls.radius = FreeRadius(cls.x.lab, cls.x.net, [(UPLINK_DUT4, SECRET)], users)
         cls.addClassCleanup(cls.radius.stop)
         cls.radius.start()
-        cls.detail = os.path.join(cls.radius.dir, "log", "radacct", "*", "detail-*")
 
     def recs(self, s=None, status=None) -> list[dict]:
-        out = records(self.detail)
+        out = self.radius.accounting()
         if s is not None:
             out = [r for r in out if r.get("User-Name") == user(s)]
         if status is not None:

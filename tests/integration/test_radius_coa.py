@@ -17,7 +17,6 @@ from the RADIUS server's namespace.
 import hashlib
 import socket
 import struct
-import subprocess
 import time
 
 from test_police import MBIT, UDP_GOODPUT, Iperf
@@ -110,10 +109,7 @@ class RadiusCoaTest(BringupSuite):
 
     def radclient(self, kind: str, attrs: str) -> str:
         """radclient in the RADIUS namespace to xbngd's CoA port; its output."""
-        r = subprocess.run(self.x.net.nsenter_argv(["radclient", "-x", "-r", "1", "-t", "3",
-                                                    f"{UPLINK_DUT4}:3799", kind, COA_SECRET]),
-                           input=attrs + "\n", capture_output=True, text=True, timeout=20)
-        return r.stdout + r.stderr
+        return self.radius.radclient(f"{UPLINK_DUT4}:3799", kind, COA_SECRET, attrs)
 
     def metrics(self) -> dict:
         import urllib.request

@@ -32,10 +32,10 @@ TEST(Credit, ChunkCapDepth) {
   const Row rows[] = {
       {0, 0, 0, 0},
       {1500, 0, 0, 1500},
-      {131071, 0, 0, 131071},                        // burst/64 = 2047: under the minimum
-      {131072, 2048, 4096, 131072 - 3 * 4096},       // the smallest burst with credit
-      {1000000, 15625, 31250, 1000000 - 3 * 31250},  // 1 MB: 6/64 held back
-      {0xffffffffu, 67108863, 134217726, 0xffffffffu - 3 * 134217726u},
+      {262143, 0, 0, 262143},                    // burst/128 = 2047: under the minimum
+      {262144, 2048, 4096, 262144 - 3 * 4096},   // the smallest burst with credit
+      {1000000, 7812, 9860, 1000000 - 3 * 9860},  // 1 MB: 3% held back
+      {0xffffffffu, 33554431, 33556479, 0xffffffffu - 3 * 33556479u},
   };
   for (const Row& r : rows) {
     SCOPED_TRACE(r.burst);
@@ -81,9 +81,9 @@ TEST(Credit, Deposit) {
   }
 }
 
-// Burst 1 MB at 1 ns per byte: chunk 15625, depth 906250 (906250 ns).
+// Burst 1 MB at 1 ns per byte: chunk 7812, depth 970420 (970420 ns).
 TEST(Credit, Draw) {
-  constexpr uint32_t kBurst = 1000000, kChunk = 15625, kDepth = 906250;
+  constexpr uint32_t kBurst = 1000000, kChunk = 7812, kDepth = 970420;
   struct Row {
     const char* what;
     uint64_t tat;     // bucket before (now = kT0)
@@ -98,7 +98,10 @@ TEST(Credit, Draw) {
       {"full bucket: packet and chunk", 0, true, 0, 100, 1, kT0 + 100 + kChunk, kChunk},
       {"full bucket, route without credit", 0, false, 0, 100, 1, kT0 + 100, 0},
       {"leftover kept, chunk added", 0, true, 99, 100, 1, kT0 + 100 + kChunk, 99 + kChunk},
-      {"chunk would pass the cap: refunded", 0, true, kChunk + 1, 100, 1, kT0 + 100, kChunk + 1},
+      {"leftover at the slack: chunk added", 0, true, XBNG_CREDIT_SLACK, 100, 1,
+       kT0 + 100 + kChunk, XBNG_CREDIT_SLACK + kChunk},
+      {"chunk would pass the cap: refunded", 0, true, XBNG_CREDIT_SLACK + 1, 100, 1, kT0 + 100,
+       XBNG_CREDIT_SLACK + 1},
       {"room for the packet only", kT0 + kDepth - 100, true, 0, 100, 1, kT0 + kDepth, 0},
       {"room for packet and chunk exactly", kT0 + kDepth - 100 - kChunk, true, 0, 100, 1,
        kT0 + kDepth, kChunk},

@@ -8,6 +8,7 @@ default). Started in the foreground (-X) and stopped by PID; the directory
 goes with the lab's run dir."""
 from __future__ import annotations
 
+import glob
 import os
 import shutil
 import subprocess
@@ -16,6 +17,27 @@ from xbnglab.lab import Netns, read_text, wait_for
 
 PACKAGED = "/etc/freeradius/3.0"
 MA_REPLY = "\tupdate reply {\n\t\t&Message-Authenticator := 0x00\n\t}\n"
+
+
+def detail_records(path_glob: str) -> list[dict]:
+    """Every request of FreeRADIUS detail files, in order: {attribute: value}."""
+    out = []
+    for path in sorted(glob.glob(path_glob)):
+        for block in read_text(path).split("\n\n"):
+            rec = {}
+            for line in block.splitlines()[1:]:
+                if " = " in line:
+                    k, v = line.strip().split(" = ", 1)
+                    rec[k] = v.strip('"')
+            if rec:
+                out.append(rec)
+    return out
+
+
+def octets(rec: dict, direction: str) -> int:
+    """Acct-{Input,Output}-Octets of an accounting record, with its Gigawords."""
+    return (int(rec.get(f"Acct-{direction}-Gigawords", 0)) << 32) + \
+        int(rec.get(f"Acct-{direction}-Octets", 0))
 
 
 def user_name(s: dict, port: str = "acc0") -> str:
@@ -65,6 +87,23 @@ class FreeRadius:
         wait_for(lambda: "Ready to process requests" in self.read_log() or
                  self.proc.poll() is not None, timeout=timeout, what="freeradius ready")
         assert self.proc.poll() is None, "freeradius exited:\n" + self.read_log()[-4000:]
+
+    @property
+    def detail_glob(self) -> str:
+        """The detail files the default site writes each Accounting-Request to."""
+        return os.path.join(self.dir, "log", "radacct", "*", "detail-*")
+
+    def accounting(self) -> list[dict]:
+        """Every Accounting-Request received so far, in order."""
+        return detail_records(self.detail_glob)
+
+    def radclient(self, dst: str, kind: str, secret: str, attrs: str) -> str:
+        """Debian's radclient, from this server's namespace, sends one
+        request of `kind` (coa, disconnect, ...) to dst (HOST:PORT); its output."""
+        r = subprocess.run(self.ns.nsenter_argv(["radclient", "-x", "-r", "1", "-t", "3",
+                                                 dst, kind, secret]),
+                           input=attrs + "\n", capture_output=True, text=True, timeout=20)
+        return r.stdout + r.stderr
 
     def read_log(self) -> str:
         try:
