@@ -32,8 +32,8 @@ TEST(Credit, ChunkCapDepth) {
   const Row rows[] = {
       {0, 0, 0, 0},
       {1500, 0, 0, 1500},
-      {262143, 0, 0, 262143},                    // burst/128 = 2047: under the minimum
-      {262144, 2048, 4096, 262144 - 3 * 4096},   // the smallest burst with credit
+      {262143, 0, 0, 262143},                     // burst/128 = 2047: under the minimum
+      {262144, 2048, 4096, 262144 - 3 * 4096},    // the smallest burst with credit
       {1000000, 7812, 9860, 1000000 - 3 * 9860},  // 1 MB: 3% held back
       {0xffffffffu, 33554431, 33556479, 0xffffffffu - 3 * 33556479u},
   };
@@ -98,8 +98,8 @@ TEST(Credit, Draw) {
       {"full bucket: packet and chunk", 0, true, 0, 100, 1, kT0 + 100 + kChunk, kChunk},
       {"full bucket, route without credit", 0, false, 0, 100, 1, kT0 + 100, 0},
       {"leftover kept, chunk added", 0, true, 99, 100, 1, kT0 + 100 + kChunk, 99 + kChunk},
-      {"leftover at the slack: chunk added", 0, true, XBNG_CREDIT_SLACK, 100, 1,
-       kT0 + 100 + kChunk, XBNG_CREDIT_SLACK + kChunk},
+      {"leftover at the slack: chunk added", 0, true, XBNG_CREDIT_SLACK, 100, 1, kT0 + 100 + kChunk,
+       XBNG_CREDIT_SLACK + kChunk},
       {"chunk would pass the cap: refunded", 0, true, XBNG_CREDIT_SLACK + 1, 100, 1, kT0 + 100,
        XBNG_CREDIT_SLACK + 1},
       {"room for the packet only", kT0 + kDepth - 100, true, 0, 100, 1, kT0 + kDepth, 0},
