@@ -79,8 +79,9 @@ std::vector<uint8_t> ha_group_duid(std::string_view group) {
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
   EVP_Digest(in.data(), in.size(), md, &len, EVP_sha1(), nullptr);
-  std::vector<uint8_t> d = {0x00, 0x04};  // DUID-UUID
-  d.insert(d.end(), md, md + 16);
+  std::vector<uint8_t> d(18, 0);
+  d[1] = 0x04;  // DUID-UUID
+  std::memcpy(d.data() + 2, md, 16);
   d[2 + 6] = static_cast<uint8_t>((d[2 + 6] & 0x0f) | 0x50);  // version 5
   d[2 + 8] = static_cast<uint8_t>((d[2 + 8] & 0x3f) | 0x80);  // RFC 4122 variant
   return d;
