@@ -460,13 +460,14 @@ void Agent::set_reserved_ranges(const std::vector<std::string>& ranges) {
 }
 
 void Agent::stop() {
-  // The replication sends what is queued, then an active hands over, while
+  // The metrics endpoint first: it reads the HA member below. Then the
+  // replication sends what is queued, then an active hands over, while
   // everything else still serves.
+  metrics_.reset();
   replica_raw_ = nullptr;
   if (replica_) replica_->stop();
   ha_.reset();
   addr_watcher_.reset();
-  metrics_.reset();
   if (fleet_) fleet_->stop();
   if (server_) server_->shutdown();
   rb_.reset();

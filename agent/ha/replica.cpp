@@ -176,8 +176,14 @@ void HaReplica::flush() {
     }
     kv_->failed(c, s);
     ++st_.write_errors;
-    spdlog::warn("ha: state replication: a transaction of {} operation(s) failed: {}; {} kept",
-                 ops.size(), fleet::status_text(s), items.size() - i);
+    const auto now = Clock::now();
+    if (now - last_warn_ >= std::chrono::seconds(30)) {  // not at every flush of an outage
+      last_warn_ = now;
+      spdlog::warn(
+          "ha: state replication: a transaction of {} operation(s) failed: {}; {} change(s) "
+          "kept for the next flush ({} failed transactions so far)",
+          ops.size(), fleet::status_text(s), items.size() - i, st_.write_errors);
+    }
     for (size_t j = i; j < items.size(); ++j) pending_.try_emplace(items[j].first, items[j].second);
     return;
   }

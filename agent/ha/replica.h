@@ -115,6 +115,7 @@ class HaReplica {
   // flush, whatever the number of its changes meanwhile.
   absl::flat_hash_map<std::pair<uint8_t, uint64_t>, Pending> pending_;
   HaReplicaStats st_;
+  std::chrono::steady_clock::time_point last_warn_{};
   bool stop_ = false;
   fleet::WatchStream* watch_ = nullptr;  // cancelled by stop()
   std::thread writer_, watcher_;
