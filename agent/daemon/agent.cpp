@@ -43,6 +43,8 @@ Agent::Agent(const AgentOptions& o)
   refresh_reserved();
   rb_ =
       std::make_unique<RingbufReader>(dp_->fd(MapId::kEvents), &hub_, [this](const AgentEvent& e) {
+        if (e.type == EventType::kMacLearned || e.type == EventType::kMacChanged)
+          if (HaReplica* r = replica_raw_.load()) r->mac_learned(e.key, e.mac);
         if (e.type == EventType::kMacChanged)
           store_->follow_mac(e.key, e.mac);
         else if (e.type == EventType::kMacConflict)
@@ -60,7 +62,10 @@ Agent::Agent(const AgentOptions& o)
         o.fleet->node,
         node_subscribers_prefix(o.fleet->subscribers_of.empty() ? o.fleet->node
                                                                 : o.fleet->subscribers_of));
-  if (o.bringup.enabled) start_bringup(o.bringup, o.radius, o.relay4);
+  store_->set_mac_hook([this](const SubKey& k, const Mac& mac) {
+    if (HaReplica* r = replica_raw_.load()) r->mac_learned(k, mac);
+  });
+  if (o.bringup.enabled) start_bringup(o.bringup, o.radius, o.relay4, o.ha);
   ServerOptions so = o.server;
   so.metrics = &grpc_metrics_;
   service_->set_watch_limits(o.server.max_watchers, o.server.watcher_queue);
@@ -73,21 +78,47 @@ Agent::Agent(const AgentOptions& o)
       if (p.role == XBNG_ROLE_ACCESS) fo.access_ports.push_back(p.name);
     fleet_ = std::make_unique<Fleet>(fo, store_.get(), boot_id_, fleet::connect_etcd(fo.etcd),
                                      subscriber_value_codec());
-    if (o.ha) {
-      ha_ = std::make_unique<HaMember>(*o.ha, fleet::connect_etcd(fo.etcd), ha_node_.get());
-      service_->set_ha(ha_.get());
-    }
+    if (o.ha) start_ha(*o.ha, fo);
   }
   set_metrics_listen(o.metrics_listen);
+}
+
+// The HA member, then the replication of its dynamic state: the lease
+// table's and the store's hooks queue changes from now on (while active).
+void Agent::start_ha(const HaOptions& opts, const FleetOptions& fo) {
+  HaOptions ho = opts;
+  ho.etcd_endpoints = fo.etcd.endpoints;
+  ha_ = std::make_unique<HaMember>(ho, fleet::connect_etcd(fo.etcd), ha_node_.get());
+  service_->set_ha(ha_.get());
+  HaReplica::Hooks h;
+  h.active = [m = ha_.get()] { return m->active(); };
+  h.ready = [f = fleet_.get()] { return f->state().full_syncs > 0; };
+  h.leases = leases_.get();
+  h.apply_mac = [s = store_.get()](const SubKey& k, const Mac& mac) {
+    return s->apply_replica_mac(k, mac);
+  };
+  replica_ = std::make_unique<HaReplica>(ho.group, ho.member, fleet::connect_etcd(fo.etcd),
+                                         dp_->resolver(), std::move(h));
+  replica_raw_ = replica_.get();
 }
 
 namespace {
 
 // The DHCPv6 server DUID stays the same across restarts and upgrades
-// (dhcpv6::load_or_create_server_duid).
-void set_server_duid(punt::BringupOptions& o) {
+// (dhcpv6::load_or_create_server_duid); an HA group's members share the
+// group's (ha_group_duid), so that a client renews with whichever is active.
+void set_server_duid(punt::BringupOptions& o, const std::optional<HaOptions>& ha) {
   std::string err;
   std::optional<dhcpv6::Duid> duid;
+  if (ha) {
+    dhcpv6::Duid d;
+    const std::vector<uint8_t> b = ha_group_duid(ha->group);
+    d.assign(b);
+    o.dhcpv6_settings.server_duid = d;
+    spdlog::info("DHCPv6 server DUID {} (the HA group {}'s)", dhcpv6::format_duid_hex(d),
+                 ha->group);
+    return;
+  }
   if (o.duid_file.empty()) {  // embedded use (tests): a DUID for this process only
     duid = dhcpv6::make_duid_uuid();
     spdlog::warn("no DHCPv6 DUID file: the server DUID changes at every start");
@@ -150,10 +181,14 @@ std::vector<punt::PortBringup> access_port_bringup(const std::vector<PortInfo>& 
 
 void Agent::start_bringup(const punt::BringupOptions& opts,
                           const std::optional<AgentOptions::Radius>& radius,
-                          const std::optional<relay::Relay4Options>& relay4) {
+                          const std::optional<relay::Relay4Options>& relay4,
+                          const std::optional<HaOptions>& ha) {
   punt::BringupOptions o = opts;
-  if (o.dhcpv6) set_server_duid(o);
+  if (o.dhcpv6) set_server_duid(o, ha);
   leases_ = std::make_unique<LeaseTable>(&hub_, dp_->resolver(), o.lease_file);
+  leases_->set_change_sink([this](const SubKey& k, LeaseFamily f, const Lease* now) {
+    if (HaReplica* r = replica_raw_.load()) r->lease_changed(k, f, now);
+  });
   // A lease never outlives its subscriber: restored leases of subscribers
   // gone (or changed) while xbngd was stopped are dropped, and from now on
   // every change of a subscriber ends the leases it loses.
@@ -170,9 +205,11 @@ void Agent::start_bringup(const punt::BringupOptions& opts,
     start_accounting(*radius, o.lease_file);
   }
   store_->set_change_hook(
-      [l = leases_.get(), r = radius_sessions_.get(), a = radius_accounting_.get()](
+      [this, l = leases_.get(), r = radius_sessions_.get(), a = radius_accounting_.get()](
           const SubKey& k, const SubscriberSpec* now, bool created) {
         l->on_subscriber_change(k, now, created);
+        if (!now || created)
+          if (HaReplica* rep = replica_raw_.load()) rep->subscriber_gone(k);
         if (a) a->on_subscriber_change(k, now);  // reads the record: before the table drops it
         r->on_subscriber_change(k, now);
       });
@@ -357,6 +394,8 @@ std::string Agent::render_metrics() const {
   if (radius_accounting_ && radius_client_)
     out += radius::render_acct_metrics(radius_accounting_->counters(), radius_client_->counters());
   if (fleet_) out += fleet_->render_metrics();
+  if (ha_) out += ha_->render_metrics();
+  if (replica_) out += replica_->render_metrics();
   if (dynauth_) out += dynauth_->render_metrics();
   return out;
 }
@@ -421,9 +460,14 @@ void Agent::set_reserved_ranges(const std::vector<std::string>& ranges) {
 }
 
 void Agent::stop() {
-  ha_.reset();  // an active hands over first, while everything else still serves
-  addr_watcher_.reset();
+  // The metrics endpoint first: it reads the HA member below. Then the
+  // replication sends what is queued, then an active hands over, while
+  // everything else still serves.
   metrics_.reset();
+  replica_raw_ = nullptr;
+  if (replica_) replica_->stop();
+  ha_.reset();
+  addr_watcher_.reset();
   if (fleet_) fleet_->stop();
   if (server_) server_->shutdown();
   rb_.reset();

@@ -17,6 +17,7 @@
 #include "fleet/fleet.h"
 #include "ha/ha.h"
 #include "ha/node.h"
+#include "ha/replica.h"
 #include "bringup/lease/lease.h"
 #include "telemetry/metrics.h"
 #include "bringup/punt/dispatcher.h"
@@ -112,7 +113,9 @@ class Agent {
   std::unique_ptr<SubscriberStore> store_;
   std::unique_ptr<RingbufReader> rb_;
   void start_bringup(const punt::BringupOptions& o, const std::optional<AgentOptions::Radius>& r,
-                     const std::optional<relay::Relay4Options>& relay4);
+                     const std::optional<relay::Relay4Options>& relay4,
+                     const std::optional<HaOptions>& ha);
+  void start_ha(const HaOptions& o, const FleetOptions& fo);
   void start_accounting(const AgentOptions::Radius& r, const std::string& lease_file);
   void start_radius_access(const AgentOptions::Radius& r, const punt::BringupOptions& o);
   void start_relay4(const punt::BringupOptions& o, relay::Relay4Options ro);
@@ -138,8 +141,11 @@ class Agent {
   std::unique_ptr<SubscribersService> service_;
   GrpcMetrics grpc_metrics_;  // outlives the server's interceptors
   std::unique_ptr<GrpcServer> server_;
-  std::unique_ptr<Fleet> fleet_;            // writes the store: stopped before the server goes
-  std::unique_ptr<HaMember> ha_;            // first to stop: an active hands over
+  std::unique_ptr<Fleet> fleet_;  // writes the store: stopped before the server goes
+  std::unique_ptr<HaMember> ha_;  // first to stop: an active hands over
+  // HA state replication (its hooks, set before it exists, read replica_raw_).
+  std::unique_ptr<HaReplica> replica_;
+  std::atomic<HaReplica*> replica_raw_{nullptr};
   std::unique_ptr<MetricsServer> metrics_;  // first to go: it reads everything above
   // Reserved addresses (the host's own and the operator's), re-read on address changes.
   void refresh_reserved();

@@ -3,7 +3,14 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <netdb.h>
+#include <openssl/evp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
@@ -59,6 +66,88 @@ Mac ha_default_virtual_mac(std::string_view group) {
              static_cast<uint8_t>(h >> 24),
              static_cast<uint8_t>(h >> 16),
              static_cast<uint8_t>(h >> 8)};
+}
+
+std::vector<uint8_t> ha_group_duid(std::string_view group) {
+  // RFC 4122 name-based UUID, version 5: SHA-1 of a namespace UUID and the
+  // name. The namespace is xbng's own (a fixed random UUID): no other
+  // generator derives the same UUID from a group name.
+  static constexpr uint8_t kNamespace[16] = {0x5b, 0x1e, 0x0c, 0x8a, 0x3f, 0x6d, 0x4e, 0x21,
+                                             0x9a, 0x47, 0xc2, 0x10, 0x7e, 0x95, 0xd3, 0x08};
+  std::string in(reinterpret_cast<const char*>(kNamespace), sizeof kNamespace);
+  in.append(group);
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_Digest(in.data(), in.size(), md, &len, EVP_sha1(), nullptr);
+  std::vector<uint8_t> d(18, 0);
+  d[1] = 0x04;  // DUID-UUID
+  std::memcpy(d.data() + 2, md, 16);
+  d[2 + 6] = static_cast<uint8_t>((d[2 + 6] & 0x0f) | 0x50);  // version 5
+  d[2 + 8] = static_cast<uint8_t>((d[2 + 8] & 0x3f) | 0x80);  // RFC 4122 variant
+  return d;
+}
+
+namespace {
+
+// HOST and PORT of "HOST:PORT", "[V6]:PORT", "http(s)://HOST:PORT".
+bool split_endpoint(std::string_view e, std::string* host, std::string* port) {
+  for (std::string_view scheme : {"http://", "https://"})
+    if (e.substr(0, scheme.size()) == scheme) e.remove_prefix(scheme.size());
+  while (!e.empty() && e.back() == '/') e.remove_suffix(1);
+  const size_t colon = e.rfind(':');
+  if (colon == std::string_view::npos || colon + 1 == e.size()) return false;
+  std::string_view h = e.substr(0, colon);
+  if (h.size() >= 2 && h.front() == '[' && h.back() == ']') h = h.substr(1, h.size() - 2);
+  *host = std::string(h);
+  *port = std::string(e.substr(colon + 1));
+  return !host->empty();
+}
+
+// A non-blocking connect to one address: 0, or the errno that ended it
+// (ETIMEDOUT when `timeout` passed).
+int try_connect(const addrinfo* a, std::chrono::milliseconds timeout) {
+  int fd = socket(a->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return errno;
+  int err = 0;
+  if (connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
+    err = errno;
+    if (err == EINPROGRESS) {
+      pollfd p{fd, POLLOUT, 0};
+      const int n = poll(&p, 1, static_cast<int>(timeout.count()));
+      if (n == 1) {
+        socklen_t sl = sizeof err;
+        getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &sl);
+      } else {
+        err = ETIMEDOUT;
+      }
+    }
+  }
+  close(fd);
+  return err;
+}
+
+}  // namespace
+
+EndpointProbe probe_endpoint(const std::string& endpoint, std::chrono::milliseconds timeout) {
+  std::string host, port;
+  if (!split_endpoint(endpoint, &host, &port)) return EndpointProbe::kUnknown;
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV;
+  addrinfo* res = nullptr;
+  if (getaddrinfo(host.c_str(), port.c_str(), &hints, &res) != 0 || !res)
+    return EndpointProbe::kUnknown;
+  EndpointProbe out = EndpointProbe::kRefused;
+  for (const addrinfo* a = res; a; a = a->ai_next) {
+    const int err = try_connect(a, timeout);
+    if (err == 0) {
+      out = EndpointProbe::kAccepted;
+      break;
+    }
+    if (err != ECONNREFUSED) out = EndpointProbe::kUnknown;
+  }
+  freeaddrinfo(res);
+  return out;
 }
 
 std::string ha_group_prefix(std::string_view group) {
@@ -176,9 +265,12 @@ bool HaMember::renew(Clock::time_point now) {
     absl::Status s = c->lease_grant(o_.lease_ttl_s, ttl_ / 3, &id);
     if (!s.ok()) {
       kv_->failed(c, s);
-      std::lock_guard l(mu_);
-      st_.etcd_ok = false;
-      st_.last_error = "lease grant: " + fleet::status_text(s);
+      {
+        std::lock_guard l(mu_);
+        st_.etcd_ok = false;
+        st_.last_error = "lease grant: " + fleet::status_text(s);
+      }
+      etcd_failed();
       return false;
     }
     lease_ = id;
@@ -191,10 +283,24 @@ bool HaMember::renew(Clock::time_point now) {
   absl::Status s = c->lease_keepalive(lease_, ttl_ / 4, &left);
   if (!s.ok()) {
     kv_->failed(c, s);
-    std::lock_guard l(mu_);
-    st_.etcd_ok = false;
-    st_.last_error = "lease keepalive: " + fleet::status_text(s);
+    {
+      std::lock_guard l(mu_);
+      st_.etcd_ok = false;
+      st_.last_error = "lease keepalive: " + fleet::status_text(s);
+    }
+    etcd_failed();
+    if (active_) {
+      const auto probed = Clock::now();
+      if (etcd_down_entirely()) renewed_sent_ = std::max(renewed_sent_, probed);
+    }
     return false;
+  }
+  if (left > 0) {
+    std::lock_guard l(mu_);
+    if (st_.etcd_down)
+      spdlog::warn("ha: group {}: etcd is back: member {} renewed its lease, still active",
+                   o_.group, o_.member);
+    st_.etcd_down = false;
   }
   if (left <= 0) {
     spdlog::warn("ha: lease {:x} expired", lease_);
@@ -203,6 +309,37 @@ bool HaMember::renew(Clock::time_point now) {
     return false;
   }
   renewed_sent_ = sent;
+  return true;
+}
+
+void HaMember::etcd_failed() { etcd_failed_ = true; }
+
+// etcd down entirely, as opposed to this member cut off from it: every
+// endpoint refused a TCP connection (its host answered, no etcd listens),
+// all of them after `probed` (taken by the caller before this call). Then
+// no etcd member was serving at some moment after `probed`, so no leader
+// that was serving before it still is: whichever member leads next
+// refreshes every lease to a full TTL when it is elected (etcd's lessor
+// Promote), after `probed`. The leader key, this member's, cannot expire
+// before probed + TTL: the active may keep its role, with its data plane
+// deadline counted from `probed` exactly as from a keepalive sent then. A
+// timeout, an unreachable host or an unresolvable name is not evidence
+// (this member may be the one cut off): the active steps down at its
+// deadline as before.
+bool HaMember::etcd_down_entirely() {
+  if (o_.etcd_endpoints.empty()) return false;
+  for (const auto& e : o_.etcd_endpoints)
+    if (probe_endpoint(e, std::max(milliseconds(50), ttl_ / 10)) != EndpointProbe::kRefused)
+      return false;
+  std::lock_guard l(mu_);
+  if (!st_.etcd_down) {
+    ++st_.etcd_down_kept;
+    spdlog::warn(
+        "ha: group {}: etcd is down entirely (every endpoint refuses connections): member {} "
+        "stays active and goes on forwarding; no member can take over until etcd is back",
+        o_.group, o_.member);
+  }
+  st_.etcd_down = true;
   return true;
 }
 
@@ -222,8 +359,10 @@ void HaMember::become_active(const std::string& cause) {
     st_.last_takeover_cause = cause;
     st_.last_takeover_at = now;
     ++st_.takeovers;
+    ++st_.takeovers_by_cause[last_takeover_class_];
   }
-  spdlog::warn("ha: group {}: member {} is now ACTIVE ({})", o_.group, o_.member, cause);
+  spdlog::warn("ha: role change: group {} member {}: standby -> ACTIVE ({})", o_.group, o_.member,
+               cause);
   nlohmann::json j;
   j["member"] = o_.member;
   j["node"] = o_.node;
@@ -247,7 +386,9 @@ void HaMember::step_down(const std::string& cause, bool hold) {
     if (was) ++st_.step_downs;
     last_leader_note_ = cause;
   }
-  if (was) spdlog::warn("ha: group {}: member {} steps down: {}", o_.group, o_.member, cause);
+  if (was)
+    spdlog::warn("ha: role change: group {} member {}: active -> STANDBY ({})", o_.group, o_.member,
+                 cause);
   // Revoking the lease deletes the leader key at once: the others need not
   // wait for it to expire. The member key moves to a new lease first, with
   // the note saying why (the next active names it as the cause).
@@ -333,6 +474,7 @@ bool HaMember::read_group(const std::shared_ptr<fleet::KvConn>& c, GroupView* g)
   fleet::RangeResponse rs;
   if (absl::Status s = c->range(rq, ttl_ / 4, &rs); !s.ok()) {
     kv_->failed(c, s);
+    etcd_failed();
     std::lock_guard l(mu_);
     st_.etcd_ok = false;
     st_.last_error = "read group: " + fleet::status_text(s);
@@ -367,6 +509,10 @@ bool HaMember::read_group(const std::shared_ptr<fleet::KvConn>& c, GroupView* g)
 }
 
 void HaMember::publish_group(const GroupView& g, bool* requested, std::string* request_cause) {
+  if (etcd_failed_) {
+    etcd_failed_ = false;
+    etcd_ok_since_ = Clock::now();
+  }
   std::lock_guard l(mu_);
   st_.etcd_ok = true;
   st_.members = g.members;
@@ -435,6 +581,11 @@ void HaMember::tick_standby(const std::shared_ptr<fleet::KvConn>& c, const Group
     return;
   }
   if (Clock::now() < hold_until_) return;
+  // After etcd failed this member (or at start), a whole TTL of etcd
+  // answering first: an active that kept its role through an outage of
+  // etcd has a data plane deadline at most a TTL after etcd went down, and
+  // this member saw etcd back only after that.
+  if (Clock::now() - etcd_ok_since_ < ttl_) return;
   // Campaign only when no ready member ranks higher (equal: the first
   // transaction wins).
   for (const auto& m : g.members)
@@ -454,20 +605,25 @@ void HaMember::campaign(const std::shared_ptr<fleet::KvConn>& c, const GroupView
           c->create_if_absent(ha_leader_key(o_.group), j.dump(), lease_, ttl_ / 4, &won);
       !s.ok()) {
     kv_->failed(c, s);
+    etcd_failed();
     std::lock_guard l(mu_);
     st_.last_error = "campaign: " + fleet::status_text(s);
     return;
   }
   if (!won) return;
   std::string cause;
-  if (last_leader_.empty())
+  if (last_leader_.empty()) {
     cause = "no active member";
-  else if (!g.notes.count(last_leader_))
+    last_takeover_class_ = "no_active";
+  } else if (!g.notes.count(last_leader_)) {
     cause = fmt::format("active member {} lost (its lease expired)", last_leader_);
-  else
+    last_takeover_class_ = "lease_expired";
+  } else {
     cause = fmt::format(
         "active member {} stepped down: {}", last_leader_,
         g.notes.at(last_leader_).empty() ? "no reason given" : g.notes.at(last_leader_));
+    last_takeover_class_ = "stepped_down";
+  }
   last_leader_.clear();
   become_active(cause);
 }
@@ -496,6 +652,42 @@ std::string HaMember::switchover(const std::string& cause, milliseconds wait) {
 HaStatus HaMember::status() const {
   std::lock_guard l(mu_);
   return st_;
+}
+
+std::string HaMember::render_metrics() const {
+  const HaStatus s = status();
+  std::string out;
+  const std::string labels = fmt::format("group=\"{}\",member=\"{}\"", o_.group, o_.member);
+  auto head = [&](const char* name, const char* type, const char* help) {
+    fmt::format_to(std::back_inserter(out), "# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+  };
+  head("xbng_ha_active", "gauge", "1 when this member is the group's active, 0 when standby");
+  fmt::format_to(std::back_inserter(out), "xbng_ha_active{{{}}} {}\n", labels,
+                 s.role == "active" ? 1 : 0);
+  head("xbng_ha_role_since_seconds", "gauge", "unix time of this member's last role change");
+  fmt::format_to(std::back_inserter(out), "xbng_ha_role_since_seconds{{{}}} {:.3f}\n", labels,
+                 s.role_since);
+  head("xbng_ha_takeovers_total", "counter",
+       "takeovers by this member, by cause (no_active, lease_expired, stepped_down)");
+  for (const char* c : {"no_active", "lease_expired", "stepped_down"}) {
+    auto it = s.takeovers_by_cause.find(c);
+    fmt::format_to(std::back_inserter(out), "xbng_ha_takeovers_total{{{},cause=\"{}\"}} {}\n",
+                   labels, c, it == s.takeovers_by_cause.end() ? 0 : it->second);
+  }
+  head("xbng_ha_last_takeover_seconds", "gauge",
+       "unix time of the group's last takeover (any member; 0: none seen)");
+  fmt::format_to(std::back_inserter(out), "xbng_ha_last_takeover_seconds{{{}}} {:.3f}\n", labels,
+                 s.last_takeover_at);
+  head("xbng_ha_step_downs_total", "counter", "times this member stopped being active");
+  fmt::format_to(std::back_inserter(out), "xbng_ha_step_downs_total{{{}}} {}\n", labels,
+                 s.step_downs);
+  head("xbng_ha_etcd_ok", "gauge", "1 when this member's last etcd request succeeded");
+  fmt::format_to(std::back_inserter(out), "xbng_ha_etcd_ok{{{}}} {}\n", labels, s.etcd_ok ? 1 : 0);
+  head("xbng_ha_etcd_down_kept_total", "counter",
+       "outages of etcd (down entirely) through which this member stayed active");
+  fmt::format_to(std::back_inserter(out), "xbng_ha_etcd_down_kept_total{{{}}} {}\n", labels,
+                 s.etcd_down_kept);
+  return out;
 }
 
 }  // namespace xbng::agent

@@ -24,6 +24,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -65,10 +66,25 @@ struct HaOptions {
   Mac virtual_mac{};
   std::optional<InterfaceAddress> vip4, vip6;
   std::string node;  // this member's fleet node name (shown in status)
+  // etcd's client endpoints (HOST:PORT, http(s)://HOST:PORT): probed to
+  // tell etcd down entirely from this member cut off (docs/fleet.md).
+  std::vector<std::string> etcd_endpoints;
   // How often a member reads the group's keys (standby: how soon it sees
   // the leader key go).
   std::chrono::milliseconds poll{100};
 };
+
+// The group's DHCPv6 server DUID: a DUID-UUID (type 4, RFC 6355) whose
+// UUID is the name-based (SHA-1, version 5) UUID of the group name, the
+// same on every member, so that a client's Renew names the new active too.
+std::vector<uint8_t> ha_group_duid(std::string_view group);
+
+// What an etcd endpoint said to a TCP connection attempt.
+enum class EndpointProbe { kRefused, kAccepted, kUnknown };
+// Connects to `endpoint` (HOST:PORT, http(s)://HOST:PORT; a numeric host or
+// a name) within `timeout`: kRefused when every address of it refused the
+// connection (the host answered, nothing listens: etcd is down there).
+EndpointProbe probe_endpoint(const std::string& endpoint, std::chrono::milliseconds timeout);
 
 // Keys of a group (docs/fleet.md).
 std::string ha_group_prefix(std::string_view group);  // /xbng/v1/ha/<group>/
@@ -108,6 +124,14 @@ struct HaStatus {
   bool etcd_ok = false;
   std::string last_error;
   uint64_t takeovers = 0, step_downs = 0;  // by this member since its start
+  // Takeovers by this member by cause class: "no_active" (none was),
+  // "lease_expired" (the active was lost), "stepped_down" (it handed over or
+  // could not renew).
+  std::map<std::string, uint64_t> takeovers_by_cause;
+  // The active kept its role while etcd was down entirely (count of the
+  // outages, and whether one is going on).
+  uint64_t etcd_down_kept = 0;
+  bool etcd_down = false;
 };
 
 class HaMember {
@@ -127,6 +151,8 @@ class HaMember {
   void stop();
   HaStatus status() const;
   bool active() const { return active_.load(); }
+  // Prometheus exposition lines (xbng_ha_*).
+  std::string render_metrics() const;
 
  private:
   void run();
@@ -138,6 +164,8 @@ class HaMember {
   void tick_standby(const std::shared_ptr<fleet::KvConn>& c, const GroupView& g, bool requested);
   void campaign(const std::shared_ptr<fleet::KvConn>& c, const GroupView& g);
   bool renew(std::chrono::steady_clock::time_point now);
+  bool etcd_down_entirely();
+  void etcd_failed();
   void step_down(const std::string& cause, bool hold);
   void become_active(const std::string& cause);
   void put_member();
@@ -152,10 +180,15 @@ class HaMember {
   int64_t lease_ = 0;
   std::chrono::steady_clock::time_point renewed_sent_{};  // send time of the last renewal
   std::chrono::steady_clock::time_point hold_until_{};
+  // A standby campaigns only once etcd has answered it for a whole TTL
+  // since its last failure (docs/fleet.md, "etcd down entirely").
+  std::chrono::steady_clock::time_point etcd_ok_since_{};
+  bool etcd_failed_ = true;
   bool member_written_ = false;
   mutable bool written_holding_ = false;  // `holding` in the member key last written
   std::string last_leader_;               // the leader seen at the last read
   std::string last_leader_note_;          // and its member key's note
+  std::string last_takeover_class_;       // the cause class of the last campaign won
   std::atomic<bool> active_{false};
 
   mutable std::mutex mu_;

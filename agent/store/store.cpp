@@ -133,7 +133,28 @@ Status SubscriberStore::learn_mac(const SubKey& k, const Mac& mac) {
     return Status(StatusCode::kInternal, fmt::format("{}: writing the learned MAC: {}",
                                                      key_to_string(k, ports_), std::strerror(-rc)));
   publish(EventType::kMacLearned, k, &mac);
+  if (mac_hook_) mac_hook_(k, mac);
   return absl::OkStatus();
+}
+
+bool SubscriberStore::apply_replica_mac(const SubKey& k, const Mac& mac) {
+  {
+    std::unique_lock l(mu_);
+    auto it = index_.find(key_rank(k));
+    if (it == index_.end() || recs_[it->second].has_mac) return false;
+    struct xbng_subscriber v;
+    if (maps_->lookup(MapId::kSubscribers, &k, &v)) return false;
+    if ((v.flags & XBNG_SUB_F_MAC_VALID) && std::memcmp(v.mac, mac.data(), 6) == 0) return false;
+    std::memcpy(v.mac, mac.data(), 6);
+    v.flags |= XBNG_SUB_F_MAC_VALID;
+    if (int rc = maps_->update(MapId::kSubscribers, &k, &v, BPF_EXIST)) {
+      spdlog::warn("{}: writing the replicated MAC: {}", key_to_string(k, ports_),
+                   std::strerror(-rc));
+      return false;
+    }
+  }
+  follow_mac(k, mac);
+  return true;
 }
 
 uint64_t SubscriberStore::map_entries(MapId id) const {

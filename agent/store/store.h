@@ -176,6 +176,15 @@ class SubscriberStore {
   // from there on first use) and MAC_LEARNED is published. FAILED_PRECONDITION
   // when another MAC is already known; NOT_FOUND when not provisioned.
   absl::Status learn_mac(const SubKey& k, const Mac& mac);
+  // A MAC learned on the group's active member (HA state replication), for
+  // a subscriber provisioned without one: the subscriber entry takes it
+  // (replacing one learned before: policy follow moves it) and its routes
+  // follow. False when not provisioned or provisioned with a MAC.
+  bool apply_replica_mac(const SubKey& k, const Mac& mac);
+  // Told of every MAC learn_mac() records, under the store's lock: it must
+  // only queue (HA state replication). Set once, before the first change.
+  using MacHook = std::function<void(const SubKey& k, const Mac& mac)>;
+  void set_mac_hook(MacHook h) { mac_hook_ = std::move(h); }
   // Entries of each subscriber-sized map as the index knows them.
   uint64_t map_entries(MapId id) const;
   const PortResolver& ports() const { return ports_; }
@@ -299,6 +308,7 @@ class SubscriberStore {
   std::unique_ptr<MapOps> maps_;
   PortResolver ports_;
   ChangeHook change_hook_;
+  MacHook mac_hook_;
   uint8_t removal_origin_ = 0;
   RemovalHook removal_hook_;
   EventHub* hub_;

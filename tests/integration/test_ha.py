@@ -14,7 +14,14 @@ via the VIP); the active agent is killed (kill -9), the standby takes over;
 the loss in each direction (lost packets / rate) is printed, and a capture on
 the access bridge (ARP requests for the gateway every 50 ms) shows that the
 two members never both answer one of them. Then a planned switchover, and
-SIGSTOP of the active."""
+SIGSTOP of the active.
+
+State replication: a real dhclient CPE (dcpe ns, the TC tag emulator, its
+subscriber provisioned without MAC) binds through the active; the standby
+gets the lease and the learned MAC through etcd; after a kill -9 of the
+active the CPE's unicast renewal at T1 is accepted by the new active with the
+same address, and the killed member rejoins with the renewed lease. etcd
+stopped entirely: both members keep their roles and traffic keeps flowing."""
 import ipaddress
 import json
 import os
@@ -25,6 +32,7 @@ import threading
 import time
 import unittest
 
+from xbnglab.cpe import cpe_sub
 from xbnglab.etcd import CLIENT_PORTS, EtcdCluster, import_to_etcd
 from xbnglab.frames import arp_request, up_v4
 from xbnglab.lab import Lab, drain, recv_frames, wait_for
@@ -38,6 +46,9 @@ N_SUBS = 20
 PPS = 500  # per direction
 MAGIC_UP = b"XBNGHAUP"
 MAGIC_DOWN = b"XBNGHADN"
+LEASE = 20  # DHCPv4 lease time: T1 = 10 s, T2 = 17.5 s
+# The dhclient CPE's subscriber, provisioned without MAC (learned from DHCP).
+DSUB = cpe_sub(0, base=100)
 
 
 class Member(Daemon):
@@ -73,13 +84,15 @@ class Member(Daemon):
         with open(self.conf, "w") as f:
             f.write(f'[ha]\ngroup = "{GROUP}"\nmember = "{self.name}"\npriority = {100 - k}\n'
                     f'lease_ttl_s = 2\nvirtual_mac = "{VMAC}"\n'
-                    f'uplink_vip_v4 = "{VIP4}/24"\nuplink_vip_v6 = "2001:db8:ffff::1/64"\n')
+                    f'uplink_vip_v4 = "{VIP4}/24"\nuplink_vip_v6 = "2001:db8:ffff::1/64"\n'
+                    f'\n[dhcp]\nlease_time = {LEASE}\n')
 
     def start(self):
         argv = [self.xbngd, "--config", self.conf, "--access", "acc0", "--uplink", "upl0",
                 "--gateway-ipv4", GW4, "--gateway-ipv6", GW6, "--grpc", self.grpc,
                 "--bpffs", self.bpffs, "--max-subscribers", "4096", "--metrics-listen", "",
-                "--etcd", f"{self.etcd_host}:{CLIENT_PORTS[0]}", "--node", self.name]
+                "--etcd", f"{self.etcd_host}:{CLIENT_PORTS[0]}", "--node", self.name,
+                "--lease-file", os.path.join(self.lab.rundir, f"{self.name}-leases.json")]
         self.launch(self.ns.nsenter_argv(argv), 60)
 
     def ha(self):
@@ -97,6 +110,15 @@ class Member(Daemon):
     def has_vip(self):
         out = self.ns.ip("-o", "addr", "show", "dev", "upl0").stdout
         return f" {VIP4}/24 " in out
+
+    def sub(self, s):
+        out = self.ctl("sub", "get", "--port", s["port"], "--outer", str(s["outer_vlan"]),
+                       "--inner", str(s["inner_vlan"]))
+        return out["subscriber"]
+
+    def lease4(self, s):
+        sub = self.sub(s)
+        return sub.get("leaseV4") or sub.get("lease_v4") or {}
 
     def counter(self, reason):
         for r in self.ctl("stats").get("reasons", []):
@@ -206,6 +228,64 @@ class ArpWatch:
         return sum(1 for r in self.rounds if r[1] or r[2])
 
 
+class DhcpCpe:
+    """A CPE namespace on DSUB's tags (the TC tag emulator on c0, as in
+    xbnglab.bringup) on the access bridge, running Debian's dhclient with
+    private files in the lab's run dir."""
+
+    def __init__(self, lab, acc):
+        self.lab = lab
+        self.ns = ns = lab.netns("dcpe")
+        lab.veth(ns, "c0", acc, "dcpe0")
+        acc.ip("link", "set", "dcpe0", "master", "br0")
+        acc.exec(["ethtool", "-K", "dcpe0", "txvlan", "off", "tx-vlan-stag-hw-insert", "off"])
+        ns.sysctl("net.ipv6.conf.c0.disable_ipv6", "1")
+        ns.ip("link", "set", "c0", "down")
+        ns.ip("link", "set", "c0", "address", DSUB["mac"])
+        ns.exec(["ethtool", "-K", "c0", "tx", "off"])
+        ns.exec(["tc", "qdisc", "add", "dev", "c0", "clsact"])
+        ns.exec(["tc", "filter", "add", "dev", "c0", "egress", "bpf", "da", "obj",
+                 os.environ["XBNG_CPE_EGRESS_OBJ"], "sec", "tc"])
+        ns.ip("link", "set", "dev", "c0", "xdpdrv", "obj", os.environ["XBNG_CPE_XDP_UNTAG_OBJ"],
+              "sec", "xdp")
+        ns.ip("link", "set", "c0", "up")
+        d = os.path.join(lab.rundir, "dcpe-dhclient")
+        os.makedirs(d, exist_ok=True)
+        self.f = {k: os.path.join(d, v) for k, v in (("conf", "client.conf"),
+                  ("leases", "client.leases"), ("pid", "client.pid"), ("log", "client.log"),
+                  ("script", "client-script"))}
+        with open(self.f["conf"], "w") as c:
+            c.write("request subnet-mask, broadcast-address, routers;\n")
+        # Debian's dhclient-script without make_resolv_conf (/etc/resolv.conf is not ours).
+        with open("/sbin/dhclient-script") as src:
+            text = src.read().replace("make_resolv_conf() {",
+                                      "make_resolv_conf() { return 0; }\n_unused_mrc() {", 1)
+        with open(self.f["script"], "w") as out:
+            out.write(text)
+        os.chmod(self.f["script"], 0o755)
+        self.p = None
+
+    def start(self):
+        f = self.f
+        argv = ["dhclient", "-4", "-d", "-v", "-cf", f["conf"], "-lf", f["leases"], "-pf", f["pid"],
+                "-sf", f["script"], "c0"]
+        self.p = self.lab.spawn(self.ns.nsenter_argv(argv), log=f["log"])
+
+    def stop(self):
+        if self.p:
+            self.lab.stop(self.p, signal.SIGTERM, timeout=5)
+            self.p = None
+
+    def addrs(self):
+        out = json.loads(self.ns.exec(["ip", "-j", "-4", "addr", "show", "dev", "c0"]).stdout)
+        return [a["local"] for i in out for a in i.get("addr_info", [])
+                if a.get("scope") == "global"]
+
+    def log(self):
+        with open(self.f["log"]) as f:
+            return f.read()
+
+
 class HaTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -232,7 +312,9 @@ class HaTest(unittest.TestCase):
         cls.cluster.start()
         cls.m = [Member(lab, k, cls.etcd_ns, cls.acc, cls.up, obj) for k in (0, 1)]
         cls.subs = [plan(i) for i in range(N_SUBS)]
-        r = import_to_etcd(cls.cluster, GROUP, cls.subs, os.path.join(lab.rundir, "subs.jsonl"))
+        dsub = {k: v for k, v in DSUB.items() if k != "mac"}
+        r = import_to_etcd(cls.cluster, GROUP, cls.subs + [dsub],
+                           os.path.join(lab.rundir, "subs.jsonl"))
         if r.returncode != 0:
             raise RuntimeError(r.stderr)
         # m0 first (priority 100): it wins the first election.
@@ -240,7 +322,7 @@ class HaTest(unittest.TestCase):
         wait_for(lambda: cls.m[0].role() == "active", 30, 0.2, "m0 to become active")
         cls.m[1].start()
         for m in cls.m:
-            wait_for(lambda m=m: m.subscribers() == N_SUBS, 60, 0.2,
+            wait_for(lambda m=m: m.subscribers() == N_SUBS + 1, 60, 0.2,
                      f"{m.name} to apply the group's subscribers")
         wait_for(lambda: cls.m[1].role() == "standby", 30, 0.2, "m1 standby")
 
@@ -386,6 +468,114 @@ class HaTest(unittest.TestCase):
         wait_for(lambda: old.role() == "standby", 30, 0.2, f"{old.name} to step down")
         wait_for(lambda: not old.has_vip(), 10, 0.1, f"{old.name} to drop the VIP")
         self.assertEqual(len(self.active_member()), 1)
+
+    def test_5_lease_replicated_renewal_after_takeover(self):
+        """A dhclient lease bound through the active reaches the standby (lease
+        and learned MAC); after kill -9 of the active, the CPE's renewal at T1
+        is accepted by the new active with the same address; the killed
+        member rejoins with the renewed lease."""
+        act = self.active_member()
+        self.assertEqual(len(act), 1)
+        old = act[0]
+        new = self.m[1 - old.k]
+        wait_for(lambda: not any(m.get("holding") for m in old.ha().get("members", [])), 30, 0.2,
+                 "no member holding")
+        # Both members serve DHCPv6 with the group's DUID.
+        duids = []
+        for m in self.m:
+            with open(m.log) as f:
+                line = [ln for ln in f.read().splitlines() if "DHCPv6 server DUID" in ln][-1]
+            duids.append(line.split("DHCPv6 server DUID ")[1].split()[0])
+            self.assertIn(f"the HA group {GROUP}", line)
+        self.assertEqual(duids[0], duids[1])
+        cpe = DhcpCpe(self.lab, self.acc)
+        self.addCleanup(cpe.stop)
+        cpe.start()
+        wait_for(lambda: DSUB["ipv4"] in cpe.addrs(), 40, 0.2, "the CPE's DHCPv4 address")
+        wait_for(lambda: old.lease4(DSUB).get("bound"), 10, 0.05, "the lease on the active")
+        t_seen = time.monotonic()
+        la = old.lease4(DSUB)
+        wait_for(lambda: new.lease4(DSUB).get("boundUnix", new.lease4(DSUB).get("bound_unix"))
+                 == la.get("boundUnix", la.get("bound_unix")), 10, 0.02,
+                 "the lease replicated to the standby")
+        print(f"\nha replication: the standby had the lease {time.monotonic() - t_seen:.2f} s "
+              "after the active showed it", flush=True)
+        lb = new.lease4(DSUB)
+        self.assertEqual(lb.get("address"), DSUB["ipv4"])
+        self.assertEqual(lb.get("expiresUnix", lb.get("expires_unix")),
+                         la.get("expiresUnix", la.get("expires_unix")))
+        sub = new.sub(DSUB)
+        self.assertEqual(sub.get("mac", "").lower(), DSUB["mac"])
+        self.assertTrue(sub.get("macLearned", sub.get("mac_learned")))
+        bound0 = int(la.get("boundUnix", la.get("bound_unix")))
+        # kill -9 of the active before the CPE's T1.
+        old.daemon.send_signal(signal.SIGKILL)
+        old.daemon.wait(10)
+        t_kill = time.time()
+        wait_for(lambda: new.role() == "active", 30, 0.1, f"{new.name} to take over")
+        self.assertLess(t_kill, bound0 + LEASE / 2, "the takeover came after T1: test too slow")
+
+        def renewed():
+            lease = new.lease4(DSUB)
+            return int(lease.get("boundUnix", lease.get("bound_unix", 0))) > bound0
+        wait_for(renewed, LEASE, 0.2, "the CPE's renewal through the new active")
+        ln = new.lease4(DSUB)
+        bound1 = int(ln.get("boundUnix", ln.get("bound_unix")))
+        self.assertEqual(ln.get("address"), DSUB["ipv4"])
+        # A renewal (unicast at T1), not a rebind at T2 nor a new DISCOVER.
+        self.assertLess(bound1 - bound0, LEASE * 7 / 8, f"renewed {bound1 - bound0} s after bind")
+        self.assertEqual(cpe.log().count("DHCPDISCOVER"), 1, cpe.log())
+        self.assertIn(DSUB["ipv4"], cpe.addrs())
+        # The killed member rejoins as standby and gets the renewed lease.
+        old.start()
+        wait_for(lambda: old.role() == "standby", 30, 0.2, f"{old.name} to rejoin as standby")
+        wait_for(lambda: int(old.lease4(DSUB).get("boundUnix", old.lease4(DSUB).get(
+            "bound_unix", 0))) >= bound1, 20, 0.2, "the rejoined member to have the renewal")
+        cpe.stop()
+
+    def test_6_etcd_down_roles_kept(self):
+        """etcd stopped entirely: no takeover, the active goes on forwarding;
+        etcd back: the same roles."""
+        self.warm()
+        act = self.active_member()
+        self.assertEqual(len(act), 1)
+        active = act[0]
+        standby = self.m[1 - active.k]
+        wait_for(lambda: not any(m.get("holding") for m in active.ha().get("members", [])), 30,
+                 0.2, "no member holding")
+        try:
+            with ArpWatch(self.cpe, self.acc, self.subs[1]) as arp, \
+                    Flows(self.cpe, self.net, self.subs) as flows:
+                time.sleep(1)
+                self.cluster.kill_member(0)
+                t_down = time.monotonic()
+                roles = []
+                while time.monotonic() - t_down < 8:  # four TTLs
+                    roles.append((active.role(), standby.role()))
+                    time.sleep(0.25)
+                self.cluster.start_member(0)
+                self.cluster.wait_healthy()
+                t_up = time.monotonic()
+                while time.monotonic() - t_up < 6:
+                    roles.append((active.role(), standby.role()))
+                    time.sleep(0.25)
+        finally:
+            if 0 not in self.cluster.procs:
+                self.cluster.start_member(0)
+        self.report("etcd down entirely", flows, arp)
+        self.assertEqual(set(roles), {("active", "standby")}, roles)
+        self.assertEqual(arp.both(), [])
+        for d in ("up", "down"):
+            lost, secs = flows.loss(d)
+            self.assertLess(secs, 0.5, f"{d}stream lost {lost} while etcd was down")
+            late = [t for t in flows.seen[d].values() if t > t_down + 4]
+            self.assertTrue(late, f"no {d}stream traffic with etcd down")
+        self.assertTrue(active.has_vip())
+        self.assertFalse(standby.has_vip())
+        with open(active.log) as f:
+            self.assertIn("etcd is down entirely", f.read())
+        wait_for(lambda: active.ha().get("etcdOk", active.ha().get("etcd_ok")), 20, 0.2,
+                 "the active to reach etcd again")
 
 
 if __name__ == "__main__":

@@ -2,7 +2,10 @@
 // election (HaMember) against an in-memory etcd with real leases: one active
 // at a time, a member cut off from etcd stops acting active (its data-plane
 // deadline passes) before the other can win, priority, switchover.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -14,6 +17,7 @@
 
 #include "config/config.h"
 #include "fleet/kv.h"
+#include "bringup/lease/lease.h"
 #include "ha/ha.h"
 #include "xbng/abi.h"
 
@@ -378,4 +382,161 @@ TEST(HaElection, NoPreemptKeepsTheActive) {
   std::this_thread::sleep_for(500ms);
   EXPECT_TRUE(b.active());
   EXPECT_FALSE(a.active());
+}
+
+// The group's DHCPv6 DUID: a DUID-UUID (version 5) of the group name, the
+// same on every member, another for another group.
+TEST(HaDuid, DerivedFromTheGroup) {
+  const auto a = ha_group_duid("bng-pair-1");
+  ASSERT_EQ(a.size(), 18u);
+  EXPECT_EQ(a[0], 0);
+  EXPECT_EQ(a[1], 4);
+  EXPECT_EQ(a[2 + 6] >> 4, 5);       // version 5
+  EXPECT_EQ(a[2 + 8] & 0xc0, 0x80);  // RFC 4122 variant
+  EXPECT_EQ(ha_group_duid("bng-pair-1"), a);
+  EXPECT_NE(ha_group_duid("bng-pair-2"), a);
+}
+
+namespace {
+
+// A listening TCP socket on 127.0.0.1 (port chosen by the kernel).
+struct TcpListener {
+  int fd = -1;
+  uint16_t port = 0;
+  TcpListener() {
+    fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    EXPECT_EQ(listen(fd, 4), 0);
+    socklen_t l = sizeof a;
+    getsockname(fd, reinterpret_cast<sockaddr*>(&a), &l);
+    port = ntohs(a.sin_port);
+  }
+  ~TcpListener() { close(); }
+  void close() {
+    if (fd >= 0) ::close(fd);
+    fd = -1;
+  }
+};
+
+}  // namespace
+
+TEST(HaEtcdProbe, RefusedAcceptedUnknown) {
+  TcpListener l;
+  const std::string ep = "127.0.0.1:" + std::to_string(l.port);
+  EXPECT_EQ(probe_endpoint(ep, 200ms), EndpointProbe::kAccepted);
+  EXPECT_EQ(probe_endpoint("http://" + ep, 200ms), EndpointProbe::kAccepted);
+  l.close();
+  EXPECT_EQ(probe_endpoint(ep, 200ms), EndpointProbe::kRefused);
+  EXPECT_EQ(probe_endpoint("https://" + ep + "/", 200ms), EndpointProbe::kRefused);
+  EXPECT_EQ(probe_endpoint("no-port", 200ms), EndpointProbe::kUnknown);
+}
+
+// etcd down entirely (every endpoint refuses connections): the active keeps
+// its role and its data plane deadline moves on, well past a TTL; the
+// standby does not take over. etcd back: the same roles.
+TEST(HaElection, EtcdDownEntirelyKeepsTheRoles) {
+  TcpListener l;
+  const std::string ep = "127.0.0.1:" + std::to_string(l.port);
+  l.close();  // nothing listens there: refused
+  FakeEtcd etcd;
+  std::atomic<bool> up_a{true}, up_b{true};
+  FakeNode na, nb;
+  HaOptions oa = opts("a", 100), ob = opts("b", 50);
+  oa.etcd_endpoints = ob.etcd_endpoints = {ep};
+  HaMember a(oa, std::make_unique<FakeKv>(&etcd, &up_a), &na);
+  ASSERT_TRUE(wait_until([&] { return a.active(); }, 4s));
+  HaMember b(ob, std::make_unique<FakeKv>(&etcd, &up_b), &nb);
+  ASSERT_TRUE(wait_until([&] { return b.status().members.size() == 2; }, 3s));
+  up_a = up_b = false;                   // etcd down for both
+  const auto until = Clock::now() + 5s;  // 2.5 TTLs
+  bool dropped = false;
+  while (Clock::now() < until) {
+    dropped |= !na.acting_active();
+    EXPECT_FALSE(nb.acting_active());
+    std::this_thread::sleep_for(5ms);
+  }
+  EXPECT_FALSE(dropped) << "the active's data plane stopped with etcd down entirely";
+  EXPECT_TRUE(a.active());
+  EXPECT_FALSE(b.active());
+  EXPECT_TRUE(a.status().etcd_down);
+  EXPECT_EQ(a.status().etcd_down_kept, 1u);
+  // Back (the fake etcd kept a's lease, as a restarted etcd does).
+  {
+    std::lock_guard g(etcd.mu);
+    for (auto& [id, exp] : etcd.leases) exp = Clock::now() + 2s;
+  }
+  up_a = up_b = true;
+  std::this_thread::sleep_for(3s);
+  EXPECT_TRUE(a.active());
+  EXPECT_FALSE(b.active());
+  EXPECT_FALSE(a.status().etcd_down);
+  EXPECT_NE(a.render_metrics().find("xbng_ha_etcd_down_kept_total{group=\"g\",member=\"a\"} 1"),
+            std::string::npos)
+      << a.render_metrics();
+}
+
+// The same cut-off with an endpoint that accepts connections (etcd up, this
+// member cut off at the etcd level): no evidence, the active steps down.
+TEST(HaElection, CutOffWithEtcdListeningStepsDown) {
+  TcpListener l;
+  FakeEtcd etcd;
+  std::atomic<bool> up_a{true};
+  FakeNode na;
+  HaOptions oa = opts("a", 100);
+  oa.etcd_endpoints = {"127.0.0.1:" + std::to_string(l.port)};
+  HaMember a(oa, std::make_unique<FakeKv>(&etcd, &up_a), &na);
+  ASSERT_TRUE(wait_until([&] { return a.active(); }, 4s));
+  up_a = false;
+  EXPECT_TRUE(wait_until([&] { return !na.acting_active(); }, 3s));
+  EXPECT_TRUE(wait_until([&] { return !a.active(); }, 3s));
+  EXPECT_EQ(a.status().etcd_down_kept, 0u);
+}
+
+// A replicated lease: applied when not older than the one held, ignored when
+// already expired, removed by a delete; a change told to the sink, a
+// replica not.
+TEST(HaReplicaLeases, ApplyReplica) {
+  PortResolver ports;
+  ports.name = [](uint32_t) { return std::string("acc0"); };
+  ports.access_ifindex = [](std::string_view) -> std::optional<uint32_t> { return 1; };
+  LeaseTable t(nullptr, ports, "");
+  int told = 0;
+  t.set_change_sink([&](const SubKey&, LeaseFamily, const Lease*) { ++told; });
+  SubKey k{};
+  k.ifindex = 1;
+  k.outer_vid = 100;
+  k.inner_vid = 7;
+  Lease l;
+  l.bound = true;
+  l.address = "100.64.0.7";
+  l.bound_unix = 1000;
+  l.expires_unix = 1600;
+  EXPECT_TRUE(t.apply_replica(k, LeaseFamily::kV4, &l, 1100));
+  EXPECT_FALSE(t.apply_replica(k, LeaseFamily::kV4, &l, 1100));  // the same again
+  Lease older = l;
+  older.bound_unix = 900;
+  older.expires_unix = 1500;
+  EXPECT_FALSE(t.apply_replica(k, LeaseFamily::kV4, &older, 1100));
+  EXPECT_EQ(t.get(k, LeaseFamily::kV4)->bound_unix, 1000u);
+  Lease renewed = l;
+  renewed.bound_unix = 1300;
+  renewed.expires_unix = 1900;
+  EXPECT_TRUE(t.apply_replica(k, LeaseFamily::kV4, &renewed, 1300));
+  EXPECT_EQ(t.get(k, LeaseFamily::kV4)->expires_unix, 1900u);
+  Lease gone = l;
+  gone.bound_unix = 1400;
+  gone.expires_unix = 1450;
+  EXPECT_FALSE(t.apply_replica(k, LeaseFamily::kV4, &gone, 1500));  // expired already
+  EXPECT_EQ(t.size(), 1u);
+  EXPECT_EQ(told, 0);
+  EXPECT_TRUE(t.apply_replica(k, LeaseFamily::kV4, nullptr, 1500));
+  EXPECT_EQ(t.size(), 0u);
+  EXPECT_FALSE(t.get(k, LeaseFamily::kV4));
+  // The table's own changes reach the sink: a bind, a release.
+  t.bind(k, LeaseFamily::kV4, "100.64.0.7", {}, 600, 2000);
+  t.release(k, LeaseFamily::kV4, 2001);
+  EXPECT_EQ(told, 2);
 }

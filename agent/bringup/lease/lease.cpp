@@ -100,6 +100,7 @@ void LeaseTable::bind(const SubKey& k, LeaseFamily f, std::string address,
   dirty_ = true;
   publish(renew ? EventType::kLeaseRenewed : EventType::kLeaseBound, k, f, l, now_unix);
   if (observer_ && !renew) observer_(k, f, EventType::kLeaseBound);
+  if (sink_) sink_(k, f, &l);
 }
 
 void LeaseTable::release(const SubKey& k, LeaseFamily f, uint64_t now_unix) {
@@ -113,6 +114,7 @@ void LeaseTable::release(const SubKey& k, LeaseFamily f, uint64_t now_unix) {
   dirty_ = true;
   publish(EventType::kLeaseReleased, k, f, l, now_unix);
   if (observer_) observer_(k, f, EventType::kLeaseReleased);
+  if (sink_) sink_(k, f, nullptr);
 }
 
 bool LeaseTable::holds(const SubscriberSpec& s, LeaseFamily f, const Lease& l) {
@@ -133,6 +135,7 @@ void LeaseTable::end_locked(uint64_t rank, Slot& slot, int f) {
   dirty_ = true;
   count(AgentReason::kLEASE_ENDED_DEPROVISIONED);
   publish(EventType::kLeaseReleased, key_of_rank(rank), static_cast<LeaseFamily>(f), l, 0);
+  if (sink_) sink_(key_of_rank(rank), static_cast<LeaseFamily>(f), nullptr);
   l = Lease{};  // its address is no longer this subscriber's to show
 }
 
@@ -224,12 +227,39 @@ size_t LeaseTable::expire(uint64_t now_unix) {
               now_unix);
       if (observer_)
         observer_(key_of_rank(rank), static_cast<LeaseFamily>(fam), EventType::kLeaseExpired);
+      if (sink_) sink_(key_of_rank(rank), static_cast<LeaseFamily>(fam), nullptr);
       ended.emplace_back(key_of_rank(rank), static_cast<LeaseFamily>(fam), l);
     }
   }
   if (expiry_hook_)
     for (const auto& [k, f, l] : ended) expiry_hook_(k, f, l);
   return ended.size();
+}
+
+bool LeaseTable::apply_replica(const SubKey& k, LeaseFamily f, const Lease* in, uint64_t now_unix) {
+  std::lock_guard g(mu_);
+  const uint64_t rank = key_rank(k);
+  const int fi = static_cast<int>(f);
+  auto it = leases_.find(rank);
+  if (!in) {
+    if (it == leases_.end() || !it->second[fi].bound) return false;
+    by_expiry_.erase({it->second[fi].expires_unix, rank, fi});
+    it->second[fi] = Lease{};
+    if (it->second[0] == Lease{} && it->second[1] == Lease{}) leases_.erase(it);
+    dirty_ = true;
+    return true;
+  }
+  if (!in->bound || in->expires_unix <= now_unix) return false;
+  if (it != leases_.end()) {
+    const Lease& cur = it->second[fi];
+    if (cur.bound && (cur.bound_unix > in->bound_unix || cur == *in)) return false;
+  }
+  Lease& l = leases_[rank][fi];
+  if (l.bound) by_expiry_.erase({l.expires_unix, rank, fi});
+  l = *in;
+  by_expiry_.insert({l.expires_unix, rank, fi});
+  dirty_ = true;
+  return true;
 }
 
 size_t LeaseTable::size() const {

@@ -107,6 +107,17 @@ class LeaseTable {
   size_t expire(uint64_t now_unix);
   using ExpiryHook = std::function<void(const SubKey&, LeaseFamily, const Lease&)>;
   void set_expiry_hook(ExpiryHook h) { expiry_hook_ = std::move(h); }
+  // Told of every change of a lease as it happens (bind, renewal, release,
+  // expiry, end by deprovisioning; `now` null = no longer bound), under the
+  // table's lock: it must only queue (HA state replication). Not told of
+  // apply_replica(). Set before start().
+  using ChangeSink = std::function<void(const SubKey& k, LeaseFamily f, const Lease* now)>;
+  void set_change_sink(ChangeSink s) { sink_ = std::move(s); }
+  // A lease replicated from the group's active member (`l` null: it ended):
+  // applied without events, observer or sink. A bound lease older than the
+  // one held (bound_unix) or already expired is ignored. Returns whether
+  // anything changed.
+  bool apply_replica(const SubKey& k, LeaseFamily f, const Lease* l, uint64_t now_unix);
   // Writes the state file if something changed. Returns false on error.
   bool flush();
   size_t size() const;
@@ -124,6 +135,7 @@ class LeaseTable {
   Observer observer_;
   PortResolver ports_;
   ExpiryHook expiry_hook_;
+  ChangeSink sink_;
   std::string file_;
   mutable std::mutex mu_;
   absl::flat_hash_map<uint64_t, Slot> leases_;                      // key_rank -> per family
