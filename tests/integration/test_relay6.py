@@ -189,6 +189,17 @@ class Relay6Test(BringupSuite):
                  "relay6_reply_unknown_server")
         self.assertEqual(self.get(s)["ipv6"], addr, "the forged reply changed nothing")
 
+    def test_4b_spoofed_source_is_dropped(self):
+        ns, _, addr, _, s = self.up(0)
+        before = self.x.stats().get("drop_spoofed_ipv6", 0)
+        spoof = "2001:db8:1000:1::9999"  # in Kea's pool, never leased to this CPE
+        ns.ip("-6", "addr", "add", f"{spoof}/128", "dev", "c0", "nodad")
+        try:
+            self.ping(ns, UPLINK_NET6, ok=False, src=spoof)
+        finally:
+            ns.ip("-6", "addr", "del", f"{spoof}/128", "dev", "c0")
+        self.assertGreaterEqual(self.x.stats().get("drop_spoofed_ipv6", 0), before + 2)
+
     def test_5_restart_mid_lease_keeps_the_session_and_relays_the_renewal(self):
         ns, _, addr, prefix, s = self.up(0)
         self.b.restart()
@@ -218,6 +229,16 @@ class Relay6Test(BringupSuite):
         self.ping(self.x.net, host, ok=False)
         wait_for(lambda: "RELEASE" in self.kea.read_log(), 10, 0.2, "Kea saw the RELEASE")
         del self.cpes[0]
+
+    def test_7_expiry_without_renewal_removes_the_subscriber(self):
+        ns, client, addr, prefix, s = self.up(1)
+        host = self.host_in_prefix(ns, prefix)
+        # Killed: no RELEASE, no renewal; xbngd ends the lease at its valid lifetime.
+        self.x.lab.stop(client, signal.SIGKILL)
+        wait_for(lambda: self.get(s) is None, VALID + 15, 0.5, "the subscriber removed on expiry")
+        self.ping(self.x.net, addr, ok=False)
+        self.ping(self.x.net, host, ok=False)
+        del self.cpes[1]
 
 
 if __name__ == "__main__":
