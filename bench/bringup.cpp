@@ -177,6 +177,7 @@ struct Options {
   // DHCPv4 only, any address accepted: CPEs of a dhcp = "relay" port, whose
   // addresses come from the relay's servers (a CPE is bound on its ACK).
   bool v4_only = false;
+  bool v6_only = false;
   double timeout = 60, retransmit = 1.0;
   bool rapid_commit = true;
   int pid = 0;
@@ -267,7 +268,7 @@ Results run_storm(const Options& o, PacketSocket& sock, FwdProbe* fwd) {
     Session& s = ss[k];
     uint32_t i = o.first + k;
     Cpe c = cpe_of(i);
-    if (!(s.flags & kV4Bound)) {
+    if (!o.v6_only && !(s.flags & kV4Bound)) {
       if (s.flags & kV4Offered)
         sock.queue(dhcp4_request(c, 0x10000000u + i, s.offered_be, s.server_be));
       else
@@ -280,6 +281,7 @@ Results run_storm(const Options& o, PacketSocket& sock, FwdProbe* fwd) {
       else
         sock.queue(dhcp6_solicit(c, i & 0xffffff, o.rapid_commit));
     }
+    if (o.v6_only) return;
     if (!(s.flags & kRaSeen)) sock.queue(router_solicit(c));
   };
   auto arm = [&](uint32_t k, double now) {
@@ -290,7 +292,7 @@ Results run_storm(const Options& o, PacketSocket& sock, FwdProbe* fwd) {
   };
   auto done = [&](uint32_t k, double now) {
     Session& s = ss[k];
-    const uint8_t need = o.v4_only ? uint8_t{kV4Bound} : kAllDone;
+    const uint8_t need = o.v4_only ? uint8_t{kV4Bound} : o.v6_only ? uint8_t{kV6Bound} : kAllDone;
     if ((s.flags & need) == need && s.t_done < 0) {
       s.t_done = now;
       r.ttb.push_back(now - s.t_start);
@@ -396,7 +398,10 @@ Results run_storm(const Options& o, PacketSocket& sock, FwdProbe* fwd) {
             s.flags |= kV6Requested;
             sock.queue(dhcp6_request(cpe_of(uint32_t(i)), p.xid, {duid.data(), duid_len}));
           } else if (p.dhcp6_type == 7 && !(s.flags & kV6Bound)) {  // REPLY
-            if (!p.has_na || p.na != sub_addr6(uint32_t(i)))
+            if (o.v6_only) {  // any address and prefix (the relay's servers chose them)
+              if (!p.has_na || !p.has_pd)
+                wrong(i, "IA_NA + IA_PD", p.has_na ? "no prefix" : "no address");
+            } else if (!p.has_na || p.na != sub_addr6(uint32_t(i)))
               wrong(i, "IA_NA", p.has_na ? fmt_v6(p.na) : std::string("none"));
             else if (!p.has_pd || p.pd != sub_pfx64(uint32_t(i)) || p.pd_len != 64)
               wrong(i, "IA_PD",
@@ -475,6 +480,9 @@ int main(int argc, char** argv) {
   app.add_flag("!--no-rapid-commit", o.rapid_commit, "SOLICIT without Rapid Commit (4-message v6)");
   app.add_flag("--v4-only", o.v4_only,
                "DHCPv4 only, any offered address (CPEs of a dhcp = \"relay\" port)");
+  app.add_flag("--v6-only", o.v6_only,
+               "DHCPv6 only (IA_NA + IA_PD), any address and prefix, no RS (CPEs of a "
+               "dhcp = \"relay\" port with relay.servers_v6)");
   app.add_flag("--self-test", self_test, "answer from an in-process responder (xbng_protocols)");
   app.add_option("--netns", o.netns, "namespace holding --iface");
   app.add_option("--iface", o.iface, "the veth facing xbngd's access port");
@@ -549,8 +557,8 @@ int main(int argc, char** argv) {
            pmax = percentile(r.ttb, 1.0) * 1e3;
     double rate = r.wall > 0 ? r.bound / r.wall : 0;
     std::printf(
-        "bring-up storm: %u CPEs (DORA + SOLICIT/REPLY%s + RS/RA each), %s\n", o.n,
-        o.rapid_commit ? " rapid commit" : "/ADVERTISE/REQUEST",
+        "bring-up storm: %u CPEs (%sSOLICIT/REPLY%s%s each), %s\n", o.n, o.v6_only ? "" : "DORA + ",
+        o.rapid_commit ? " rapid commit" : "/ADVERTISE/REQUEST", o.v6_only ? "" : " + RS/RA",
         self_test ? "self-test responder (xbng_protocols in-process, AF_PACKET)" : "against xbngd");
     std::printf("  bound %u, failed %u in %.2f s: %.0f sessions/s\n", r.bound, r.failed, r.wall,
                 rate);

@@ -627,6 +627,12 @@ void check_security(const Config& c, Checker& k) {
           "ports.access {} dhcp relay: needs an IPv4 gateway (gateway_ipv4 or gateway.ipv4): "
           "it selects the servers' subnet and stands for them toward the client",
           name);
+    if (dhcp == "relay" && !c.relay.servers_v6.empty() && it->second.gateway_ipv6.empty() &&
+        c.gateway_ipv6.empty())
+      k.err(
+          "ports.access {} dhcp relay: relay.servers_v6 needs an IPv6 gateway (gateway_ipv6 or "
+          "gateway.ipv6): it is the link-address that selects the servers' subnet",
+          name);
   }
   for (const auto& a : c.allow_to_host) {
     LocalService ls;
@@ -937,7 +943,10 @@ punt::BringupOptions to_bringup_options_unchecked(const Config& c) {
   b.lease_file = c.lease_file;
   for (const auto& [name, a] : c.access_options)
     if (a.auth == "radius") b.auth_ports.insert(name);
-  for (const auto& name : relay_ports_of(c)) b.relay4_ports.insert(name);
+  for (const auto& name : relay_ports_of(c)) {
+    b.relay4_ports.insert(name);
+    if (!c.relay.servers_v6.empty()) b.relay6_ports.insert(name);
+  }
   // Defaults: /var/lib/xbng for the production pin directory; another bpffs
   // (a lab, a test) keeps its state under /run/xbng/<its name>/, so that
   // throwaway instances never share nor accumulate state in /var/lib.

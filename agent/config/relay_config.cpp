@@ -41,13 +41,14 @@ void check_relay_config(const RelayConfig& r, const std::vector<std::string>& re
     auto a = parse_ipv6(s);
     if (!a)
       err(fmt::format("relay.servers_v6 {}: not an IPv6 address", quote_value(s)));
+    else if ((*a)[0] == 0xff || ((*a)[0] == 0xfe && ((*a)[1] & 0xc0) == 0x80) || *a == Ipv6{})
+      err(fmt::format("relay.servers_v6 {}: not a global unicast address", s));
     else if (!seen6.insert(format_ipv6(a->data())).second)
       err(fmt::format("relay.servers_v6 {}: listed twice", s));
   }
-  if (!r.servers_v6.empty())
-    warnings->push_back(
-        "relay.servers_v6: the DHCPv6 relay is not built yet; DHCPv6 on relay ports is "
-        "answered by xbngd's own server for provisioned subscribers");
+  if (r.servers_v6.size() > relay::kMaxServers6)
+    err(fmt::format("relay.servers_v6: {} servers, at most {}", r.servers_v6.size(),
+                    relay::kMaxServers6));
   if (!r.relay_address_v4.empty()) {
     auto a = parse_ipv4(r.relay_address_v4);
     if (!a)
@@ -74,6 +75,15 @@ relay::Relay4Options to_relay4_options(const RelayConfig& r) {
   o.circuit_id = r.circuit_id;
   o.remote_id = r.remote_id;
   o.policy = relay::parse_policy(r.option82_policy).value_or(relay::Policy::kReplace);
+  return o;
+}
+
+relay::Relay6Options to_relay6_options(const RelayConfig& r) {
+  relay::Relay6Options o;
+  for (const auto& s : r.servers_v6)
+    if (auto a = parse_ipv6(s)) o.servers.push_back(*a);
+  o.circuit_id = r.circuit_id;
+  o.remote_id = r.remote_id;
   return o;
 }
 

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "relay/relay4.h"
+#include "relay/relay6.h"
 
 namespace xbng::agent {
 
@@ -38,5 +39,10 @@ void check_relay_config(const RelayConfig& r, const std::vector<std::string>& re
 // 0 when relay_address_v4 is "" (the agent takes the uplink's). The config
 // must have passed check_relay_config.
 relay::Relay4Options to_relay4_options(const RelayConfig& r);
+
+// The DHCPv6 relay's options (servers_v6, Interface-ID = the circuit_id
+// template, Remote-ID = the remote_id template). Only used when servers_v6
+// is not empty; the config must have passed check_relay_config.
+relay::Relay6Options to_relay6_options(const RelayConfig& r);
 
 }  // namespace xbng::agent

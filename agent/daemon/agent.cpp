@@ -12,6 +12,7 @@
 #include "xbng/abi.h"
 #include "xbng/v1/xbng.pb.h"
 #include "bringup/dhcpv6/duid.h"
+#include "bringup/punt/counters.h"
 #include "common/status.h"
 #include "api/radius_store.h"
 #include "etcd/etcd_kv.h"
@@ -65,7 +66,7 @@ Agent::Agent(const AgentOptions& o)
   store_->set_mac_hook([this](const SubKey& k, const Mac& mac) {
     if (HaReplica* r = replica_raw_.load()) r->mac_learned(k, mac);
   });
-  if (o.bringup.enabled) start_bringup(o.bringup, o.radius, o.relay4, o.ha);
+  if (o.bringup.enabled) start_bringup(o);
   ServerOptions so = o.server;
   so.metrics = &grpc_metrics_;
   service_->set_watch_limits(o.server.max_watchers, o.server.watcher_queue);
@@ -171,6 +172,7 @@ std::vector<punt::PortBringup> access_port_bringup(const std::vector<PortInfo>& 
     if (b.ra.mtu && cap && b.ra.mtu > cap) b.ra.mtu = cap;
     b.auth = o.auth_ports.count(p.name) > 0;
     b.relay4 = o.relay4_ports.count(p.name) > 0;
+    b.relay6 = o.relay6_ports.count(p.name) > 0;
     ports.push_back(b);
     ifindexes->push_back(p.ifindex);
   }
@@ -179,11 +181,10 @@ std::vector<punt::PortBringup> access_port_bringup(const std::vector<PortInfo>& 
 
 }  // namespace
 
-void Agent::start_bringup(const punt::BringupOptions& opts,
-                          const std::optional<AgentOptions::Radius>& radius,
-                          const std::optional<relay::Relay4Options>& relay4,
-                          const std::optional<HaOptions>& ha) {
-  punt::BringupOptions o = opts;
+void Agent::start_bringup(const AgentOptions& ao) {
+  const auto& radius = ao.radius;
+  const auto& ha = ao.ha;
+  punt::BringupOptions o = ao.bringup;
   if (o.dhcpv6) set_server_duid(o, ha);
   leases_ = std::make_unique<LeaseTable>(&hub_, dp_->resolver(), o.lease_file);
   leases_->set_change_sink([this](const SubKey& k, LeaseFamily f, const Lease* now) {
@@ -223,10 +224,7 @@ void Agent::start_bringup(const punt::BringupOptions& opts,
         return tx->send(ifx, f);
       });
   if (radius) start_radius_access(*radius, o);
-  if (!o.relay4_ports.empty()) {
-    if (!relay4) throw std::runtime_error("access ports with dhcp = \"relay\" need [relay]");
-    start_relay4(o, *relay4);
-  }
+  start_relays(o, ao.relay4, ao.relay6);
   punt_rx_ = std::make_unique<punt::PuntRx>(
       dp_->fd(MapId::kPunt), [d = dispatcher_.get()](const punt::PuntedFrame& f) { d->handle(f); });
   leases_->start();
@@ -341,9 +339,6 @@ void Agent::start_relay4(const punt::BringupOptions& o, relay::Relay4Options ro)
     r.gateway = p.cfg.gw_ipv4;
     ports.push_back(std::move(r));
   }
-  relay_sessions_ = std::make_unique<RelaySessions>(store_.get(), leases_.get());
-  leases_->set_expiry_hook([s = relay_sessions_.get()](const SubKey& k, LeaseFamily f,
-                                                       const Lease&) { s->expired(k, f); });
   relay4_ = std::make_unique<relay::Relay4>(
       ro, std::move(ports), relay_sessions_.get(),
       [tx = punt_tx_.get(), ha = ha_node_.get()](uint32_t ifx, std::span<const uint8_t> f) {
@@ -361,14 +356,93 @@ void Agent::start_relay4(const punt::BringupOptions& o, relay::Relay4Options ro)
       [r = relay4_.get()] { r->tick(); });
   dispatcher_->set_relay4_handler(
       [r = relay4_.get()](const SubKey& k, const punt::FrameView& v) { r->on_client(k, v); });
-  if (size_t n = relay_sessions_->reconcile())
-    spdlog::info("relay: {} subscriber(s) lost their IPv4 address: lease gone while stopped", n);
   std::vector<std::string> servers;
   for (uint32_t a : ro.servers) servers.push_back(format_ipv4(a));
   spdlog::info(
       "relay: DHCPv4 of {} relayed from {} to {} (circuit-id {}, remote-id {}, option 82 {})",
       fmt::join(o.relay4_ports, ","), format_ipv4(ro.relay_address), fmt::join(servers, ","),
       ro.circuit_id, ro.remote_id, relay::policy_name(ro.policy));
+}
+
+// The relays of the dhcp = "relay" ports and the sessions they share.
+void Agent::start_relays(const punt::BringupOptions& o,
+                         const std::optional<relay::Relay4Options>& relay4,
+                         const std::optional<relay::Relay6Options>& relay6) {
+  if (o.relay4_ports.empty() && o.relay6_ports.empty()) return;
+  if (!relay4) throw std::runtime_error("access ports with dhcp = \"relay\" need [relay]");
+  if (!o.relay6_ports.empty() && !relay6)
+    throw std::runtime_error("the DHCPv6 relay needs relay.servers_v6");
+  relay_sessions_ = std::make_unique<RelaySessions>(store_.get(), leases_.get());
+  leases_->set_expiry_hook([s = relay_sessions_.get()](const SubKey& k, LeaseFamily f,
+                                                       const Lease&) { s->expired(k, f); });
+  if (!o.relay4_ports.empty()) start_relay4(o, *relay4);
+  if (!o.relay6_ports.empty()) start_relay6(o, *relay6);
+  if (size_t n = relay_sessions_->reconcile())
+    spdlog::info("relay: {} subscriber(s) lost addresses whose lease ended while xbngd was stopped",
+                 n);
+}
+
+void Agent::start_relay6(const punt::BringupOptions& o, relay::Relay6Options ro) {
+  std::vector<relay::RelayPort6> ports;
+  for (const auto& p : dp_->ports()) {
+    if (p.role != XBNG_ROLE_ACCESS || !o.relay6_ports.count(p.name)) continue;
+    relay::RelayPort6 r;
+    r.ifindex = p.ifindex;
+    r.name = p.name;
+    std::memcpy(r.gateway.data(), p.cfg.gw_ipv6, 16);
+    if (r.gateway == Ipv6{})
+      throw std::runtime_error("relay: access port " + p.name +
+                               " has no IPv6 gateway (the Relay-Forward's link-address)");
+    ports.push_back(std::move(r));
+  }
+  relay6_ = std::make_unique<relay::Relay6>(
+      ro, std::move(ports), relay_sessions_.get(),
+      [this](const relay::RelayPort6&, const SubKey& k, const Mac& mac, const Ipv6& client,
+             std::span<const uint8_t> m) { return send_relay6_reply(k, mac, client, m); },
+      [this](const Ipv6& server, std::span<const uint8_t> payload) {
+        return relay_socket6_ && relay_socket6_->send(server, 547, payload);
+      });
+  // Any address of the host, port 547: the kernel picks the uplink's
+  // address toward the servers, and their replies come back to it.
+  relay_socket6_ = std::make_unique<relay::Socket6>(
+      Ipv6{}, 547,
+      [r = relay6_.get()](const Ipv6& src, uint16_t sport, std::span<const uint8_t> b) {
+        r->on_server(src, sport, b);
+      },
+      [r = relay6_.get()] { r->tick(); });
+  dispatcher_->set_relay6_handler([r = relay6_.get()](const SubKey& k, const punt::FrameView& v) {
+    if (v.ip_version != 6 || v.proto != 17 || v.dport != 547) {
+      count(AgentReason::kDHCPV6_BAD_PORTS);
+      return;
+    }
+    r->on_client(k, v.l2.src, v.src6, v.payload);
+  });
+  std::vector<std::string> servers;
+  for (const auto& a : ro.servers) servers.push_back(format_ipv6(a.data()));
+  spdlog::info("relay: DHCPv6 of {} relayed from port 547 to {} (Interface-ID {}, Remote-ID {})",
+               fmt::join(o.relay6_ports, ","), fmt::join(servers, ","), ro.circuit_id,
+               ro.remote_id);
+}
+
+bool Agent::send_relay6_reply(const SubKey& k, const Mac& mac, const Ipv6& client,
+                              std::span<const uint8_t> message) {
+  // From the gateway's link-local address, as xbngd's own DHCPv6 replies.
+  constexpr Ipv6 kLinkLocalGateway{0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+  if (ha_node_ && !ha_node_->active()) return true;  // a standby sends nothing on the access side
+  const punt::PortBringup* port = dispatcher_->port(k.ifindex);
+  if (!port) return false;
+  punt::L2 l2;
+  l2.src = port->mac;
+  l2.dst = mac;
+  l2.outer_tpid = port->outer_tpid;
+  l2.outer_vid = k.outer_vid;
+  l2.inner_vid = k.inner_vid;
+  const bool sent =
+      punt_tx_->send(k.ifindex, punt::build_udp6(l2, kLinkLocalGateway, client, 547, 546, message));
+  // A subscriber the relay gave IPv6 hears unsolicited RAs (its default
+  // route); the schedule drops keys without IPv6.
+  dispatcher_->schedule_ra(k);
+  return sent;
 }
 
 std::string Agent::render_metrics() const {
@@ -474,6 +548,7 @@ void Agent::stop() {
   punt_rx_.reset();       // no frame reaches the servers after this
   dynauth_.reset();       // no CoA or Disconnect after this
   relay_socket_.reset();  // no server reply after this
+  relay_socket6_.reset();
   // Accounting sends what it has, then the client answers what is still
   // outstanding as undelivered (queued), then the queue is written.
   if (radius_accounting_) radius_accounting_->stop();

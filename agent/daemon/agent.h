@@ -32,7 +32,9 @@
 #include "radius/session.h"
 #include "radius/session_table.h"
 #include "relay/relay4.h"
+#include "relay/relay6.h"
 #include "relay/socket4.h"
+#include "relay/socket6.h"
 #include "api/relay_store.h"
 
 namespace xbng::agent {
@@ -65,6 +67,8 @@ struct AgentOptions {
   // The DHCPv4 relay of the access ports in bringup.relay4_ports
   // (relay_address 0 = the uplink's first global IPv4 address).
   std::optional<relay::Relay4Options> relay4;
+  // The DHCPv6 relay of the access ports in bringup.relay6_ports.
+  std::optional<relay::Relay6Options> relay6;
   // High availability ([ha], fleet mode only): this node is a member of an
   // active/standby group elected through etcd.
   std::optional<HaOptions> ha;
@@ -112,13 +116,20 @@ class Agent {
   EventHub hub_;
   std::unique_ptr<SubscriberStore> store_;
   std::unique_ptr<RingbufReader> rb_;
-  void start_bringup(const punt::BringupOptions& o, const std::optional<AgentOptions::Radius>& r,
-                     const std::optional<relay::Relay4Options>& relay4,
-                     const std::optional<HaOptions>& ha);
+  // The punt path and what hangs off it: leases, DHCP/RA servers, RADIUS
+  // sessions, the relays (o.bringup, o.radius, o.relay4, o.relay6, o.ha).
+  void start_bringup(const AgentOptions& o);
   void start_ha(const HaOptions& o, const FleetOptions& fo);
   void start_accounting(const AgentOptions::Radius& r, const std::string& lease_file);
   void start_radius_access(const AgentOptions::Radius& r, const punt::BringupOptions& o);
+  void start_relays(const punt::BringupOptions& o,
+                    const std::optional<relay::Relay4Options>& relay4,
+                    const std::optional<relay::Relay6Options>& relay6);
   void start_relay4(const punt::BringupOptions& o, relay::Relay4Options ro);
+  void start_relay6(const punt::BringupOptions& o, relay::Relay6Options ro);
+  // A DHCPv6 message of the relay to the client, on k's tags.
+  bool send_relay6_reply(const SubKey& k, const Mac& mac, const Ipv6& client,
+                         std::span<const uint8_t> message);
   std::unique_ptr<LeaseTable> leases_;
   std::unique_ptr<punt::PuntTx> punt_tx_;
   std::unique_ptr<punt::Dispatcher> dispatcher_;
@@ -132,10 +143,12 @@ class Agent {
   // CoA and Disconnect on the session table and the store (gone before both).
   std::unique_ptr<radius::StoreDynAuthBackend> dynauth_backend_;
   std::unique_ptr<radius::DynAuthServer> dynauth_;
-  // The DHCPv4 relay: its socket's thread goes before it, it before the sessions.
+  // The DHCP relays: their sockets' threads go before them, they before the sessions.
   std::unique_ptr<RelaySessions> relay_sessions_;
   std::unique_ptr<relay::Relay4> relay4_;
   std::unique_ptr<relay::Socket4> relay_socket_;
+  std::unique_ptr<relay::Relay6> relay6_;
+  std::unique_ptr<relay::Socket6> relay_socket6_;
   std::unique_ptr<punt::PuntRx> punt_rx_;
   std::unique_ptr<Tracer> tracer_;  // used by service_: declared before it
   std::unique_ptr<SubscribersService> service_;

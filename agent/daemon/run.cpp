@@ -106,7 +106,10 @@ AgentOptions agent_options(const Config& cfg) {
   o.reserved = cfg.reserved;
   o.bringup = to_bringup_options(cfg);
   o.journal_file = store_journal_path(cfg);
-  if (!relay_ports_of(cfg).empty()) o.relay4 = to_relay4_options(cfg.relay);
+  if (!relay_ports_of(cfg).empty()) {
+    o.relay4 = to_relay4_options(cfg.relay);
+    if (!cfg.relay.servers_v6.empty()) o.relay6 = to_relay6_options(cfg.relay);
+  }
   if (cfg.radius.present) {
     auto client = to_radius_client_config(cfg.radius);
     if (!client.ok()) throw std::runtime_error(std::string(client.status().message()));

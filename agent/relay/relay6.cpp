@@ -1,7 +1,11 @@
 #include "relay/relay6.h"
 
+#include <spdlog/spdlog.h>
+
 #include <ctime>
 #include <utility>
+
+#include "bringup/punt/counters.h"
 
 namespace xbng::agent::relay {
 
@@ -11,6 +15,13 @@ uint64_t monotonic_ns() {
   timespec ts{};
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// The engine's own counter (tests read it) and the agent reason it is
+// exported as (GetStats, Prometheus).
+void bump(std::atomic<uint64_t>& c, AgentReason r) {
+  ++c;
+  count(r);
 }
 
 constexpr uint8_t kReply = 7, kRelease = 8, kDecline = 9;
@@ -44,7 +55,7 @@ void Relay6::on_client(const SubKey& k, const Mac& mac, const Ipv6& src,
                        std::span<const uint8_t> payload) {
   const RelayPort6* p = port(k.ifindex);
   if (!p) {
-    ++counters_.client_not_relay_port;
+    bump(counters_.client_not_relay_port, AgentReason::kRELAY6_NOT_RELAY_PORT);
     return;
   }
   TemplateVars tv;
@@ -62,14 +73,14 @@ void Relay6::on_client(const SubKey& k, const Mac& mac, const Ipv6& src,
   auto fw = relay_forward(payload, fp, &err);
   if (!fw) {
     if (err == Relay6Error::kHopLimit)
-      ++counters_.client_hop_limit;
+      bump(counters_.client_hop_limit, AgentReason::kRELAY6_HOP_LIMIT);
     else
-      ++counters_.client_malformed;
+      bump(counters_.client_malformed, AgentReason::kRELAY6_CLIENT_MALFORMED);
     return;
   }
   const uint8_t type = payload[0];
   if (type == kRelease || type == kDecline) {
-    ++counters_.ended;
+    bump(counters_.ended, AgentReason::kRELAY6_ENDED);
     sessions_->ended6(k, type == kRelease ? "release" : "decline");
   }
   {
@@ -86,9 +97,9 @@ void Relay6::on_client(const SubKey& k, const Mac& mac, const Ipv6& src,
   }
   for (const auto& s : opts_.servers) {
     if (to_server_(s, *fw))
-      ++counters_.forwarded;
+      bump(counters_.forwarded, AgentReason::kRELAY6_FORWARDED);
     else
-      ++counters_.send_failed;
+      bump(counters_.send_failed, AgentReason::kRELAY6_SEND_ERROR);
   }
 }
 
@@ -96,23 +107,23 @@ void Relay6::on_server(const Ipv6& src, uint16_t sport, std::span<const uint8_t>
   bool known = false;
   for (const auto& s : opts_.servers) known = known || s == src;
   if (!known || sport != 547) {
-    ++counters_.reply_unknown_server;
+    bump(counters_.reply_unknown_server, AgentReason::kRELAY6_REPLY_UNKNOWN_SERVER);
     return;
   }
   Relay6Error err;
   auto r = parse_relay_reply(payload, &err);
   if (!r || r->message.size() < 4) {
-    ++counters_.reply_malformed;
+    bump(counters_.reply_malformed, AgentReason::kRELAY6_REPLY_MALFORMED);
     return;
   }
   TemplateVars tv;
   if (!match_template(opts_.circuit_id, r->interface_id, &tv)) {
-    ++counters_.reply_bad_interface_id;
+    bump(counters_.reply_bad_interface_id, AgentReason::kRELAY6_REPLY_BAD_INTERFACE_ID);
     return;
   }
   auto pit = port_by_name_.find(tv.port);
   if (pit == port_by_name_.end()) {
-    ++counters_.reply_bad_interface_id;
+    bump(counters_.reply_bad_interface_id, AgentReason::kRELAY6_REPLY_BAD_INTERFACE_ID);
     return;
   }
   SubKey k{};
@@ -125,7 +136,7 @@ void Relay6::on_server(const Ipv6& src, uint16_t sport, std::span<const uint8_t>
     auto it = exchanges_.find(key_rank(k));
     if (it == exchanges_.end() || it->second.xid != xid_of(r->message) ||
         it->second.client != r->peer_address) {
-      ++counters_.reply_unknown_client;
+      bump(counters_.reply_unknown_client, AgentReason::kRELAY6_REPLY_UNKNOWN_CLIENT);
       return;
     }
     e = it->second;
@@ -133,7 +144,7 @@ void Relay6::on_server(const Ipv6& src, uint16_t sport, std::span<const uint8_t>
   if (r->message_type == kReply) {
     auto l = parse_reply_leases(r->message);
     if (!l) {
-      ++counters_.reply_malformed;
+      bump(counters_.reply_malformed, AgentReason::kRELAY6_REPLY_MALFORMED);
       return;
     }
     Reply6Leases live;
@@ -147,18 +158,21 @@ void Relay6::on_server(const Ipv6& src, uint16_t sport, std::span<const uint8_t>
       if (p.valid) live.prefixes.push_back(p);
     }
     if (!live.addresses.empty() || !live.prefixes.empty()) {
-      if (!sessions_->bound6(k, e.mac, live, src).ok()) {
-        ++counters_.reply_refused;
+      if (absl::Status st = sessions_->bound6(k, e.mac, live, src); !st.ok()) {
+        bump(counters_.reply_refused, AgentReason::kRELAY6_REPLY_REFUSED);
+        spdlog::warn("relay6: {}/{}/{}: REPLY of server {} not forwarded: {}", k.ifindex,
+                     k.outer_vid, k.inner_vid, format_ipv6(src.data()), std::string(st.message()));
         return;
       }
-      ++counters_.bound;
+      bump(counters_.bound, AgentReason::kRELAY6_BOUND);
     } else if (any && e.type != kRelease && e.type != kDecline) {
-      ++counters_.ended;
+      bump(counters_.ended, AgentReason::kRELAY6_ENDED);
       sessions_->ended6(k, "lifetime 0");
     }
   }
-  ++counters_.replies;
-  if (!to_client_(ports_.at(k.ifindex), k, e.mac, e.client, r->message)) ++counters_.send_failed;
+  bump(counters_.replies, AgentReason::kRELAY6_REPLIED);
+  if (!to_client_(ports_.at(k.ifindex), k, e.mac, e.client, r->message))
+    bump(counters_.send_failed, AgentReason::kRELAY6_SEND_ERROR);
 }
 
 void Relay6::tick() {

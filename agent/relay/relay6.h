@@ -20,8 +20,10 @@
 // client's RELEASE or DECLINE does. The inner message then goes to the
 // client.
 //
-// Not wired into xbngd yet: no relay socket on port 547, no punt hand-off,
-// no store implementation of Sessions6 (docs/relay.md).
+// Every counter is also counted as an agent reason (relay6_*, GetStats and
+// Prometheus). In xbngd (Agent::start_relay6): the punt path of the relay
+// ports hands it the DHCPv6 frames, Socket6 on UDP 547 its datagrams, and
+// RelaySessions is its Sessions6 (docs/relay.md).
 #pragma once
 
 #include <atomic>

@@ -3,15 +3,6 @@
 #include <arpa/inet.h>
 #include <fmt/format.h>
 #include <netinet/in.h>
-#include <poll.h>
-#include <sys/eventfd.h>
-#include <sys/socket.h>
-#include <time.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
-#include <stdexcept>
 
 #include "common/net.h"
 
@@ -19,87 +10,35 @@ namespace xbng::agent::relay {
 
 namespace {
 
-uint64_t monotonic_ms() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000u + static_cast<uint64_t>(ts.tv_nsec) / 1000000u;
-}
-
-}  // namespace
-
-Socket4::Socket4(uint32_t address, uint16_t port, OnDatagram on_datagram, OnTick on_tick)
-    : on_datagram_(std::move(on_datagram)), on_tick_(std::move(on_tick)) {
-  fd_ = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd_ < 0) throw std::runtime_error(fmt::format("relay socket: {}", std::strerror(errno)));
-  const int one = 1;
-  setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+sockaddr_in sockaddr_of(uint32_t address, uint16_t port) {
   sockaddr_in sa{};
   sa.sin_family = AF_INET;
   sa.sin_addr.s_addr = address;
   sa.sin_port = htons(port);
-  if (bind(fd_, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0) {
-    const int e = errno;
-    close(fd_);
-    throw std::runtime_error(
-        fmt::format("relay socket: bind {}:{}: {}", format_ipv4(address), port, std::strerror(e)));
-  }
-  socklen_t len = sizeof(sa);
-  getsockname(fd_, reinterpret_cast<sockaddr*>(&sa), &len);
-  port_ = ntohs(sa.sin_port);
-  wake_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (wake_ < 0) {
-    close(fd_);
-    throw std::runtime_error(fmt::format("relay socket: eventfd: {}", std::strerror(errno)));
-  }
-  thread_ = std::thread([this] { run(); });
+  return sa;
 }
 
-Socket4::~Socket4() {
-  if (thread_.joinable()) {
-    const uint64_t one = 1;
-    (void)!write(wake_, &one, sizeof(one));
-    thread_.join();
-  }
-  if (fd_ >= 0) close(fd_);
-  if (wake_ >= 0) close(wake_);
+}  // namespace
+
+Socket4::Socket4(uint32_t address, uint16_t port, OnDatagram on_datagram, OnTick on_tick) {
+  const sockaddr_in sa = sockaddr_of(address, port);
+  socket_ = std::make_unique<UdpSocket>(
+      reinterpret_cast<const sockaddr*>(&sa), sizeof(sa),
+      fmt::format("{}:{}", format_ipv4(address), port), 2048,
+      [f = std::move(on_datagram)](const sockaddr_storage& from, std::span<const uint8_t> b) {
+        const auto& in = reinterpret_cast<const sockaddr_in&>(from);
+        f(in.sin_addr.s_addr, ntohs(in.sin_port), b);
+      },
+      std::move(on_tick));
 }
+
+Socket4::~Socket4() = default;
 
 bool Socket4::send(uint32_t dst, uint16_t port, std::span<const uint8_t> payload) {
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = dst;
-  sa.sin_port = htons(port);
-  return sendto(fd_, payload.data(), payload.size(), MSG_DONTWAIT, reinterpret_cast<sockaddr*>(&sa),
-                sizeof(sa)) == static_cast<ssize_t>(payload.size());
+  const sockaddr_in sa = sockaddr_of(dst, port);
+  return socket_->send_to(reinterpret_cast<const sockaddr*>(&sa), sizeof(sa), payload);
 }
 
-void Socket4::run() {
-  uint8_t buf[2048];
-  uint64_t next_tick = monotonic_ms() + 1000;
-  for (;;) {
-    pollfd p[2] = {{fd_, POLLIN, 0}, {wake_, POLLIN, 0}};
-    const uint64_t now = monotonic_ms();
-    const int wait = now >= next_tick ? 0 : static_cast<int>(next_tick - now);
-    const int n = poll(p, 2, wait);
-    if (n < 0 && errno != EINTR) break;
-    if (p[1].revents) break;
-    if (n > 0 && (p[0].revents & POLLIN)) {
-      // Drain what is there (bounded per wake-up, so the tick keeps its pace).
-      for (int i = 0; i < 256; ++i) {
-        sockaddr_in from{};
-        socklen_t fl = sizeof(from);
-        const ssize_t r =
-            recvfrom(fd_, buf, sizeof(buf), 0, reinterpret_cast<sockaddr*>(&from), &fl);
-        if (r < 0) break;
-        on_datagram_(from.sin_addr.s_addr, ntohs(from.sin_port),
-                     std::span<const uint8_t>(buf, static_cast<size_t>(r)));
-      }
-    }
-    if (monotonic_ms() >= next_tick) {
-      if (on_tick_) on_tick_();
-      next_tick = monotonic_ms() + 1000;
-    }
-  }
-}
+uint16_t Socket4::port() const { return socket_->port(); }
 
 }  // namespace xbng::agent::relay

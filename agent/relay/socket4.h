@@ -4,11 +4,12 @@
 // every packet that is not for a subscriber or a pool (XDP_PASS).
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
-#include <thread>
+
+#include "relay/udp_socket.h"
 
 namespace xbng::agent::relay {
 
@@ -25,16 +26,10 @@ class Socket4 {
   Socket4& operator=(const Socket4&) = delete;
   // To dst:port (network order address, host order port). Thread-safe.
   bool send(uint32_t dst, uint16_t port, std::span<const uint8_t> payload);
-  uint16_t port() const { return port_; }
+  uint16_t port() const;
 
  private:
-  void run();
-  int fd_ = -1;
-  int wake_ = -1;  // eventfd: stops the reader
-  uint16_t port_ = 0;
-  OnDatagram on_datagram_;
-  OnTick on_tick_;
-  std::thread thread_;
+  std::unique_ptr<UdpSocket> socket_;
 };
 
 }  // namespace xbng::agent::relay

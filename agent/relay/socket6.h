@@ -4,13 +4,13 @@
 // every packet that is not for a subscriber or a pool (XDP_PASS).
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
-#include <thread>
 
 #include "common/net.h"
+#include "relay/udp_socket.h"
 
 namespace xbng::agent::relay {
 
@@ -27,16 +27,10 @@ class Socket6 {
   Socket6& operator=(const Socket6&) = delete;
   // To dst:port (host order port). Thread-safe.
   bool send(const Ipv6& dst, uint16_t port, std::span<const uint8_t> payload);
-  uint16_t port() const { return port_; }
+  uint16_t port() const;
 
  private:
-  void run();
-  int fd_ = -1;
-  int wake_ = -1;  // eventfd: stops the reader
-  uint16_t port_ = 0;
-  OnDatagram on_datagram_;
-  OnTick on_tick_;
-  std::thread thread_;
+  std::unique_ptr<UdpSocket> socket_;
 };
 
 }  // namespace xbng::agent::relay

@@ -576,13 +576,39 @@ ipv4 = "100.64.0.1"
     EXPECT_FALSE(chk.ok()) << tc.expect;
     EXPECT_THAT(errors_of(chk), testing::HasSubstr(tc.expect));
   }
-  // servers_v6 alone is accepted with a warning (no DHCPv6 relay yet).
-  auto v6 = check_with([&](Config& x) {
+  // servers_v6: the DHCPv6 relay of the same ports, from their IPv6 gateway.
+  auto relay6 = [&](Config& x) {
     relay(x);
+    x.gateway_ipv6 = "2001:db8:1000::1";
     x.relay.servers_v6 = {"2001:db8:ffff::547"};
-  });
-  EXPECT_TRUE(v6.ok());
-  EXPECT_FALSE(v6.warnings.empty());
+  };
+  auto v6 = check_with(relay6);
+  EXPECT_TRUE(v6.ok()) << errors_of(v6);
+  EXPECT_TRUE(v6.warnings.empty());
+  const Case cases6[] = {
+      {[](Config& x) { x.relay.servers_v6 = {"ff02::1:2"}; }, "not a global unicast address"},
+      {[](Config& x) { x.relay.servers_v6 = {"fe80::1"}; }, "not a global unicast address"},
+      {[](Config& x) {
+         x.relay.servers_v6 = {"2001:db8::1", "2001:db8:0::1"};
+       },
+       "listed twice"},
+      {[](Config& x) { x.gateway_ipv6.clear(); }, "needs an IPv6 gateway"},
+  };
+  for (const auto& tc : cases6) {
+    auto chk = check_with([&](Config& x) {
+      relay6(x);
+      tc.mutate(x);
+    });
+    EXPECT_FALSE(chk.ok()) << tc.expect;
+    EXPECT_THAT(errors_of(chk), testing::HasSubstr(tc.expect));
+  }
+  {
+    Config c = valid_config();
+    relay6(c);
+    const punt::BringupOptions b = to_bringup_options(c);
+    EXPECT_EQ(b.relay6_ports, b.relay4_ports);
+    EXPECT_EQ(to_relay6_options(c.relay).servers.size(), 1u);
+  }
   // A [relay] change is refused live.
   Config a = valid_config(), b = valid_config();
   relay(a);

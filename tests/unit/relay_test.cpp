@@ -1,11 +1,16 @@
 // The DHCPv4 relay: option 82 codec and templates, the message rewrites,
 // and the relay engine (Relay4) against fake servers, a fake client port
 // and fake sessions: no socket, no store.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 
 #include <cctype>
+#include <chrono>
 #include <cstring>
 #include <map>
+#include <mutex>
+#include <thread>
 
 #include "bringup/punt/counters.h"
 #include "bringup/punt/frame.h"
@@ -14,6 +19,8 @@
 #include "relay/dhcpv6_relay.h"
 #include "relay/relay4.h"
 #include "relay/relay6.h"
+#include "relay/socket4.h"
+#include "relay/socket6.h"
 
 namespace xbng::agent::relay {
 namespace {
@@ -655,8 +662,11 @@ TEST(Relay6, BadRepliesDroppedAndCounted) {
   Relay6Harness h;
   h.relay->on_client(h.key, h.mac, h.ll, hex("01 abcdef 0008 0002 0000"));
   const Bytes good = h.answer(hex(kReply6));
+  const uint64_t exported = agent_reason_value(AgentReason::kRELAY6_REPLY_UNKNOWN_SERVER);
   h.relay->on_server(*parse_ipv6("2001:db8:ffff::666"), 547, good);
   EXPECT_EQ(h.relay->counters().reply_unknown_server.load(), 1u);
+  // Exported as the agent reason too (GetStats, Prometheus).
+  EXPECT_EQ(agent_reason_value(AgentReason::kRELAY6_REPLY_UNKNOWN_SERVER), exported + 1);
   h.relay->on_server(h.server, 547, h.answer(hex(kReply6), "acc9:100:1"));
   h.relay->on_server(h.server, 547, h.answer(hex(kReply6), "garbage"));
   EXPECT_EQ(h.relay->counters().reply_bad_interface_id.load(), 2u);
@@ -683,6 +693,51 @@ TEST(Relay6, BadRepliesDroppedAndCounted) {
   h.now += 61ull * 1000000000ull;
   h.relay->tick();
   EXPECT_EQ(h.relay->exchanges(), 0u);
+}
+
+// Both sockets over loopback: bound on an ephemeral port, a datagram to
+// themselves arrives with its source, the tick runs.
+template <typename Socket, typename Addr>
+void loopback_roundtrip(const Addr& lo) {
+  std::mutex mu;
+  std::vector<Bytes> got;
+  Addr from{};
+  uint16_t sport = 0;
+  std::atomic<int> ticks{0};
+  Socket s(
+      lo, 0,
+      [&](const Addr& src, uint16_t p, std::span<const uint8_t> b) {
+        std::lock_guard l(mu);
+        got.emplace_back(b.begin(), b.end());
+        from = src;
+        sport = p;
+      },
+      [&] { ++ticks; });
+  ASSERT_NE(s.port(), 0);
+  const Bytes payload{1, 2, 3, 4, 5};
+  ASSERT_TRUE(s.send(lo, s.port(), payload));
+  for (int i = 0; i < 300 && (ticks.load() == 0 || got.empty()); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  std::lock_guard l(mu);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0], payload);
+  EXPECT_EQ(from, lo);
+  EXPECT_EQ(sport, s.port());
+  EXPECT_GE(ticks.load(), 1);
+}
+
+TEST(RelaySocket, Socket4Loopback) { loopback_roundtrip<Socket4>(htonl(INADDR_LOOPBACK)); }
+
+TEST(RelaySocket, Socket6Loopback) { loopback_roundtrip<Socket6>(*parse_ipv6("::1")); }
+
+TEST(RelaySocket, BindErrorNamesTheAddress) {
+  try {
+    Socket6 s(
+        *parse_ipv6("2001:db8::dead"), 0, [](const Ipv6&, uint16_t, auto) {}, nullptr);
+    FAIL() << "bound an address the host does not have";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("[2001:db8::dead]:0"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

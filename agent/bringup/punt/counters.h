@@ -91,7 +91,21 @@ namespace xbng::agent {
   X(RELAY4_REPLY_DUPLICATE, "relay4_reply_duplicate", "drop")                         \
   X(RELAY4_NAK_IGNORED, "relay4_nak_ignored", "drop")                                 \
   X(RELAY4_SERVER_MISS, "relay4_server_misses", "info")                               \
-  X(RELAY4_SERVER_DOWN, "relay4_server_down", "info")
+  X(RELAY4_SERVER_DOWN, "relay4_server_down", "info")                                 \
+  /* DHCPv6 relay (dhcp = "relay" ports with relay.servers_v6, docs/relay.md) */      \
+  X(RELAY6_FORWARDED, "relay6_forwarded", "info")                                     \
+  X(RELAY6_REPLIED, "relay6_replies_forwarded", "answered")                           \
+  X(RELAY6_BOUND, "relay6_bound", "info")                                             \
+  X(RELAY6_ENDED, "relay6_ended", "info")                                             \
+  X(RELAY6_REPLY_REFUSED, "relay6_reply_refused", "refused")                          \
+  X(RELAY6_CLIENT_MALFORMED, "relay6_client_malformed", "drop")                       \
+  X(RELAY6_HOP_LIMIT, "relay6_hop_limit", "drop")                                     \
+  X(RELAY6_NOT_RELAY_PORT, "relay6_client_not_relay_port", "drop")                    \
+  X(RELAY6_SEND_ERROR, "relay6_send_error", "drop")                                   \
+  X(RELAY6_REPLY_UNKNOWN_SERVER, "relay6_reply_unknown_server", "drop")               \
+  X(RELAY6_REPLY_MALFORMED, "relay6_reply_malformed", "drop")                         \
+  X(RELAY6_REPLY_BAD_INTERFACE_ID, "relay6_reply_bad_interface_id", "drop")           \
+  X(RELAY6_REPLY_UNKNOWN_CLIENT, "relay6_reply_unknown_client", "drop")
 
 enum class AgentReason : int {
 #define XBNG_AGENT_REASON_ENUM_(name, str, kind) k##name,

@@ -138,6 +138,13 @@ void Dispatcher::handle(const PuntedFrame& pf) {
       count(AgentReason::kPUNT_DISABLED);
     return;
   }
+  if (port->relay6 && pf.kind == XBNG_PUNT_KIND_DHCPV6 && (known || !port->auth)) {
+    if (relay6_ && opts_.dhcpv6)
+      relay6_(key, *v);
+    else
+      count(AgentReason::kPUNT_DISABLED);
+    return;
+  }
   if (!known) {
     if (port->auth) {
       // Not provisioned yet: the session flow asks whether it may be.

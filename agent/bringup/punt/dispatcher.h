@@ -47,6 +47,8 @@ struct PortBringup {
   // dhcp = "relay": every DHCPv4 frame (provisioned key or not) goes to the
   // relay handler (after RADIUS, for an unknown key of an auth port).
   bool relay4 = false;
+  // The same for DHCPv6 (a relay port when relay.servers_v6 is set).
+  bool relay6 = false;
 };
 
 struct BringupOptions {
@@ -67,6 +69,8 @@ struct BringupOptions {
   std::set<std::string> auth_ports;
   // Access ports whose DHCPv4 is relayed (dhcp = "relay").
   std::set<std::string> relay4_ports;
+  // Access ports whose DHCPv6 is relayed (dhcp = "relay" and relay.servers_v6).
+  std::set<std::string> relay6_ports;
 };
 
 class Dispatcher {
@@ -96,6 +100,10 @@ class Dispatcher {
   // Receives the DHCPv4 frames of relay4 ports. Set before the RX thread starts.
   using RelayHandler = std::function<void(const SubKey&, const FrameView&)>;
   void set_relay4_handler(RelayHandler h) { relay4_ = std::move(h); }
+  // Receives the DHCPv6 frames of relay6 ports. Set before the RX thread starts.
+  void set_relay6_handler(RelayHandler h) { relay6_ = std::move(h); }
+  // Unsolicited RAs for k from now on (a subscriber the DHCPv6 relay bound).
+  void schedule_ra(const SubKey& key);
 
  private:
   void on_dhcpv4(const FrameView& v, const PortBringup& port, const SubKey& key,
@@ -106,7 +114,6 @@ class Dispatcher {
              const SubscriberSpec& spec);
   bool send_ra(const PortBringup& port, const SubKey& key, const SubscriberSpec& spec,
                const Mac& dst_mac, const Ipv6& dst);
-  void schedule_ra(const SubKey& key);
   void confirm(const SubKey& key, LeaseFamily f);
   L2 l2_to(const PortBringup& port, const SubKey& key, const Mac& dst) const;
 
@@ -118,6 +125,7 @@ class Dispatcher {
   Clock clock_;
   UnknownHandler unknown_;
   RelayHandler relay4_;
+  RelayHandler relay6_;
 
   mutable std::mutex ra_mu_;  // the scheduler has one owner at a time
   std::unique_ptr<ra::RaScheduler> ra_sched_;

@@ -1,0 +1,44 @@
+// The part Socket4 and Socket6 share: one non-blocking UDP socket bound to
+// an address, the thread that reads it (a bounded drain per wake-up) and a
+// tick about once a second on that thread. An eventfd stops the reader.
+#pragma once
+
+#include <sys/socket.h>
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace xbng::agent::relay {
+
+class UdpSocket {
+ public:
+  using OnDatagram = std::function<void(const sockaddr_storage& from, std::span<const uint8_t>)>;
+  using OnTick = std::function<void()>;
+  // Binds `sa` (AF_INET, or AF_INET6 with IPV6_V6ONLY) and starts the
+  // reader; a datagram longer than max_datagram is cut to it. Throws
+  // std::runtime_error naming `what` (the address, as the caller writes it).
+  UdpSocket(const sockaddr* sa, socklen_t len, const std::string& what, size_t max_datagram,
+            OnDatagram on_datagram, OnTick on_tick);
+  ~UdpSocket();
+  UdpSocket(const UdpSocket&) = delete;
+  UdpSocket& operator=(const UdpSocket&) = delete;
+  // Thread-safe, never blocks.
+  bool send_to(const sockaddr* sa, socklen_t len, std::span<const uint8_t> payload);
+  uint16_t port() const { return port_; }
+
+ private:
+  void run();
+  int fd_ = -1;
+  int wake_ = -1;
+  uint16_t port_ = 0;
+  std::vector<uint8_t> buf_;
+  OnDatagram on_datagram_;
+  OnTick on_tick_;
+  std::thread thread_;
+};
+
+}  // namespace xbng::agent::relay

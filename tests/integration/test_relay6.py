@@ -1,0 +1,246 @@
+"""The DHCPv6 relay with real Kea: acc0 has dhcp = "relay" and
+relay.servers_v6; Debian's kea-dhcp6 runs in a namespace of its own behind
+the uplink, with memfile leases and a config the test writes: one subnet
+(picked by the Relay-Forward's link-address, the port's IPv6 gateway), an
+IA_NA pool, an IA_PD pool, and a reservation by DUID. Real dhcpcds (IA_NA +
+IA_PD) on QinQ pairs nobody provisioned get their leases from Kea through
+xbngd, which creates their subscribers (origin relay) from the REPLYs.
+"""
+import ipaddress
+import os
+import signal
+import socket
+
+from xbnglab.cpe import cpe_sub
+from xbnglab.fixture import BringupSuite
+from xbnglab.kea import Kea6
+from xbnglab.lab import wait_for
+from xbnglab.xbngd import GW6, UPLINK_DUT6, UPLINK_NET6, CtlError
+
+KEA6 = "2001:db8:ffff:60::3"  # Kea6(index 0)
+NA_POOL = "2001:db8:1000:1::/64"
+PD_POOL = "2001:db8:2000::/40"
+RESERVED_NA, RESERVED_PD = "2001:db8:1000:1::77", "2001:db8:2000:7700::/56"
+PREFERRED, VALID, T1, T2 = 30, 40, 6, 18
+
+# servers_v4 names no running server: these CPEs speak DHCPv6 only.
+CONFIG = f"""
+[relay]
+servers_v4 = ["198.51.100.67"]
+servers_v6 = ["{KEA6}"]
+"""
+
+
+def duid_of(mac: str) -> str:
+    """DUID-LL (type 3, hardware type 1) of a MAC, as dhcpcd's duid file holds it."""
+    return "00:03:00:01:" + mac
+
+
+def subnet() -> list:
+    return [{
+        "id": 1, "subnet": "2001:db8:1000::/48",
+        "pools": [{"pool": "2001:db8:1000:1::100 - 2001:db8:1000:1::1ff"}],
+        "pd-pools": [{"prefix": "2001:db8:2000::", "prefix-len": 40, "delegated-len": 56}],
+        "reservations": [{"duid": duid_of(cpe_sub(1)["mac"]), "ip-addresses": [RESERVED_NA],
+                          "prefixes": [RESERVED_PD]}],
+    }]
+
+
+class Relay6Test(BringupSuite):
+    DHCP_TOML = CONFIG
+    ACCESS_PORT = '{ name = "acc0", subscriber_mtu = 1492, dhcp = "relay" }'
+
+    @classmethod
+    def setUpLab(cls):
+        x = cls.x
+        cls.kea = Kea6(x.lab, x.net, "kea6", 0, subnet(), VALID, PREFERRED, T1, T2)
+        assert cls.kea.address == KEA6
+        cls.addClassCleanup(cls.kea.stop)
+        cls.kea.start()
+        cls.cpes = {}
+
+    # -- helpers ------------------------------------------------------------------
+    def get(self, s):
+        try:
+            return self.x.ctl("sub", "get", "--port", "acc0", "--outer", str(s["outer_vlan"]),
+                              "--inner", str(s["inner_vlan"]))["subscriber"]
+        except CtlError:
+            return None
+
+    def up(self, i):
+        """CPE i with a running dhcpcd (IA_NA 1, IA_PD 2), its /128 and its
+        delegated prefix: (ns, client, address, prefix, s)."""
+        if i in self.cpes:
+            return self.cpes[i]
+        b, s = self.b, cpe_sub(i)
+        ns = b.cpe(s)
+        ns.ip("link", "set", "lo", "up")
+        # A DUID of its MAC (Kea's reservation names it), in dhcpcd's state dir.
+        db = os.path.join(b.client_files(ns, "dhcpcd")["dir"], "db")
+        os.makedirs(db, exist_ok=True)
+        with open(os.path.join(db, "duid"), "w") as f:
+            f.write(duid_of(s["mac"]) + "\n")
+        client, _ = b.dhcpcd(ns, ["-6"], iface_conf="ia_na 1\nia_pd 2\n")
+        wait_for(lambda: self.na(ns), 40, 0.2, f"an IA_NA address on {ns.name}")
+        addr = self.na(ns)
+        wait_for(lambda: (self.get(s) or {}).get("ipv6_prefixes"), 20, 0.2,
+                 "the delegated prefix in xbngd")
+        prefix = self.get(s)["ipv6_prefixes"][0]
+        self.cpes[i] = (ns, client, addr, prefix, s)
+        return self.cpes[i]
+
+    def na(self, ns):
+        a = [x.split("/")[0] for x in self.b.addrs(ns, "-6") if x.endswith("/128")]
+        return a[0] if a else None
+
+    def default6(self, ns):
+        return self.b.default_via(ns, "-6")
+
+    def ping(self, ns, dst, ok=True, src=None):
+        argv = ["ping", "-6", "-c2", "-i0.2", "-W2", *(["-I", src] if src else []), dst]
+        r = ns.exec(argv, check=False)
+        if ok:
+            self.assertEqual(r.returncode, 0, f"ping {dst} from {ns.name}: {r.stdout}{r.stderr}")
+        else:
+            self.assertNotEqual(r.returncode, 0, f"ping {dst} from {ns.name} went through")
+
+    def kea_lines(self, addr):
+        return [ln for ln in self.kea.leases() if ln.get("address") == addr]
+
+    def host_in_prefix(self, ns, prefix):
+        """The delegated prefix's ::1 on the CPE's loopback (a host behind it)."""
+        host = str(ipaddress.ip_network(prefix)[1])
+        ns.ip("-6", "addr", "replace", f"{host}/128", "dev", "lo")
+        return host
+
+    # -- tests --------------------------------------------------------------------
+    def test_1_lease_from_kea_becomes_a_subscriber_and_traffic_flows(self):
+        ns, _, addr, prefix, s = self.up(0)
+        self.assertIn(ipaddress.ip_address(addr), ipaddress.ip_network(NA_POOL))
+        self.assertTrue(ipaddress.ip_network(prefix).subnet_of(ipaddress.ip_network(PD_POOL)),
+                        prefix)
+        self.assertEqual(ipaddress.ip_network(prefix).prefixlen, 56)
+        sub = self.get(s)
+        self.assertEqual(sub.get("origin"), "ORIGIN_RELAY", sub)
+        self.assertEqual(sub["ipv6"], addr)
+        lease = sub.get("lease_v6", {})
+        self.assertTrue(lease.get("bound"), sub)
+        self.assertEqual(lease.get("server"), KEA6)
+        self.assertIn(prefix, lease.get("prefixes", []))
+        self.assertTrue(self.kea_lines(addr), "Kea's lease file has the address")
+        self.assertTrue(self.kea_lines(prefix.split("/")[0]), "Kea's lease file has the prefix")
+        # Kea picked its subnet by the link-address (the port's gateway) and
+        # saw the Interface-ID of the CPE's port and tags.
+        log = self.kea.read_log().lower()
+        iid = b"acc0:100:1"
+        self.assertTrue(iid.hex() in log or iid.hex(":") in log, "Interface-ID in Kea's log")
+        # The CPE hears RAs now that it is a subscriber: its default route.
+        self.b.wait_dad(ns)
+        wait_for(lambda: self.default6(ns) == "fe80::1", 30, 0.3, "IPv6 default route via fe80::1")
+        self.ping(ns, UPLINK_NET6)
+        self.ping(self.x.net, addr)
+        host = self.host_in_prefix(ns, prefix)
+        self.ping(self.x.net, host)
+        self.ping(ns, UPLINK_NET6, src=host)
+        st = self.x.stats()
+        self.assertGreaterEqual(st.get("relay6_bound", 0), 1, st)
+        self.assertGreater(st.get("punt_unknown_dhcpv6", 0), 0, st)
+        self.assertEqual(st.get("relay6_reply_refused", 0), 0, st)
+
+    def test_2_reserved_cpe_gets_its_reserved_address_and_prefix(self):
+        ns, _, addr, prefix, s = self.up(1)
+        self.assertEqual(addr, RESERVED_NA)
+        self.assertEqual(prefix, RESERVED_PD)
+        self.assertEqual(self.get(s)["ipv6"], RESERVED_NA)
+        self.b.wait_dad(ns)
+        wait_for(lambda: self.default6(ns) == "fe80::1", 30, 0.3, "IPv6 default route via fe80::1")
+        self.ping(ns, UPLINK_NET6)
+        self.ping(self.x.net, self.host_in_prefix(ns, prefix))
+
+    def test_3_renewal_reaches_kea_and_extends_the_lease(self):
+        ns, _, addr, _, s = self.up(0)
+        first = self.get(s)["lease_v6"]
+        n = len(self.kea_lines(addr))
+        # T1 is a few seconds: the RENEW is relayed by xbngd to Kea.
+        wait_for(lambda: len(self.kea_lines(addr)) > n, 3 * T1, 0.5, "a renewal in Kea's file")
+        wait_for(lambda: int(self.get(s)["lease_v6"]["bound_unix"]) > int(first["bound_unix"]),
+                 3 * T1, 0.5, "xbngd's lease renewed")
+        later = self.get(s)["lease_v6"]
+        self.assertGreater(int(later["expires_unix"]), int(first["expires_unix"]))
+        self.assertEqual(self.get(s)["ipv6"], addr)
+
+    def test_4_reply_from_a_host_that_is_no_server_is_dropped(self):
+        ns, _, addr, _, s = self.up(0)
+        before = self.x.stats().get("relay6_reply_unknown_server", 0)
+        with self.x.net.entered():
+            sk = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+        try:
+            sk.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sk.bind((UPLINK_NET6, 547))
+            # A Relay-Reply naming acc0:100:1 around a REPLY with no options.
+            iid = b"acc0:100:1"
+            inner = bytes([7, 0x12, 0x34, 0x56])
+            pkt = (bytes([13, 0]) + ipaddress.ip_address(GW6).packed + bytes(16) +
+                   bytes([0, 18, 0, len(iid)]) + iid + bytes([0, 9, 0, len(inner)]) + inner)
+            sk.sendto(pkt, (UPLINK_DUT6, 547))
+        finally:
+            sk.close()
+        wait_for(lambda: self.x.stats().get("relay6_reply_unknown_server", 0) > before, 10, 0.2,
+                 "relay6_reply_unknown_server")
+        self.assertEqual(self.get(s)["ipv6"], addr, "the forged reply changed nothing")
+
+    def test_4b_spoofed_source_is_dropped(self):
+        ns, _, addr, _, s = self.up(0)
+        before = self.x.stats().get("drop_spoofed_ipv6", 0)
+        spoof = "2001:db8:1000:1::9999"  # in Kea's pool, never leased to this CPE
+        ns.ip("-6", "addr", "add", f"{spoof}/128", "dev", "c0", "nodad")
+        try:
+            self.ping(ns, UPLINK_NET6, ok=False, src=spoof)
+        finally:
+            ns.ip("-6", "addr", "del", f"{spoof}/128", "dev", "c0")
+        self.assertGreaterEqual(self.x.stats().get("drop_spoofed_ipv6", 0), before + 2)
+
+    def test_5_restart_mid_lease_keeps_the_session_and_relays_the_renewal(self):
+        ns, _, addr, prefix, s = self.up(0)
+        self.b.restart()
+        sub = self.get(s)
+        self.assertIsNotNone(sub, "the subscriber survived the restart")
+        self.assertEqual(sub["ipv6"], addr)
+        self.assertEqual(sub.get("origin"), "ORIGIN_RELAY")
+        self.assertIn(prefix, sub.get("ipv6_prefixes", []))
+        self.assertTrue(sub["lease_v6"].get("bound"), sub)
+        n = len(self.kea_lines(addr))
+        wait_for(lambda: self.x.stats().get("relay6_bound", 0) >= 1, 3 * T1, 0.5,
+                 "a renewal relayed by the new xbngd")
+        wait_for(lambda: len(self.kea_lines(addr)) > n, 3 * T1, 0.5, "the renewal in Kea's file")
+        self.ping(ns, UPLINK_NET6)
+        self.ping(self.x.net, self.host_in_prefix(ns, prefix))
+
+    def test_6_release_removes_the_subscriber_and_its_routes(self):
+        ns, client, addr, prefix, s = self.up(0)
+        host = self.host_in_prefix(ns, prefix)
+        self.ping(self.x.net, addr)
+        before = self.x.stats().get("relay6_ended", 0)
+        # SIGALRM: dhcpcd releases its leases (RELEASE, relayed) and exits.
+        client.send_signal(signal.SIGALRM)
+        wait_for(lambda: self.get(s) is None, 15, 0.2, "the subscriber removed on RELEASE")
+        self.assertGreater(self.x.stats().get("relay6_ended", 0), before)
+        self.ping(self.x.net, addr, ok=False)
+        self.ping(self.x.net, host, ok=False)
+        wait_for(lambda: "RELEASE" in self.kea.read_log(), 10, 0.2, "Kea saw the RELEASE")
+        del self.cpes[0]
+
+    def test_7_expiry_without_renewal_removes_the_subscriber(self):
+        ns, client, addr, prefix, s = self.up(1)
+        host = self.host_in_prefix(ns, prefix)
+        # Killed: no RELEASE, no renewal; xbngd ends the lease at its valid lifetime.
+        self.x.lab.stop(client, signal.SIGKILL)
+        wait_for(lambda: self.get(s) is None, VALID + 15, 0.5, "the subscriber removed on expiry")
+        self.ping(self.x.net, addr, ok=False)
+        self.ping(self.x.net, host, ok=False)
+        del self.cpes[1]
+
+
+if __name__ == "__main__":
+    import unittest
+    unittest.main()
