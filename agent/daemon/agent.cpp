@@ -210,9 +210,10 @@ void Agent::start_radius_access(const AgentOptions::Radius& radius, const punt::
         [res](uint32_t ifx) { return res.max_packet_of(ifx); },
         radius::store_creator(store_.get(), radius_sessions_.get()),
         [d = dispatcher_.get()](const punt::PuntedFrame& f) { d->handle(f); });
-    // Accepts become subscribers on worker threads: concurrent Accepts
-    // share one durable write of the session table.
-    access_sessions_->set_workers(8);
+    // Accepts become subscribers on worker threads, in batches: the Accepts
+    // a worker takes at once share one durable write of the session table.
+    access_sessions_->set_workers(
+        8, radius::store_creator_many(store_.get(), radius_sessions_.get()));
     dispatcher_->set_unknown_handler(
         [s = access_sessions_.get()](const punt::PuntedFrame& f) { s->on_unknown(f); });
     spdlog::info("radius: subscribers created on demand on {} ({} server(s), User-Name {})",

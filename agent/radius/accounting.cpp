@@ -373,7 +373,9 @@ void Accounting::tick() {
     std::lock_guard g(in_mu_);
     events.swap(inbox_);
   }
+  prepare_starts(events);
   for (auto& e : events) process(e, now);
+  starting_.clear();
   // Sessions due (each wake-up may end a session: the deletion comes back
   // as an event at the next tick).
   std::vector<uint64_t> due;
@@ -444,17 +446,45 @@ void Accounting::process(Event& e, uint64_t now) {
   }
 }
 
+// The sessions this pass starts (a first lease bound, no Start sent yet):
+// their "Start sent" notes are made durable together, with one write,
+// before any of their Starts goes out (starting_ keeps what was noted).
+void Accounting::prepare_starts(const std::vector<Event>& events) {
+  std::vector<SubKey> keys;
+  for (const auto& e : events) {
+    const uint64_t rank = agent::key_rank(e.key);
+    if (e.kind != Event::kLeaseBound || sess_.contains(rank) || starting_.contains(rank)) continue;
+    auto d = sessions_->get(e.key);
+    if (!d || d->acct_started) continue;  // not RADIUS's, or started by an earlier process
+    AcctView v;
+    if (hooks_.view && !hooks_.view(e.key, &v)) continue;  // deleted meanwhile
+    d->acct_started = true;
+    starting_.emplace(rank, std::make_pair(std::move(*d), std::move(v)));
+    keys.push_back(e.key);
+  }
+  if (keys.empty()) return;
+  const std::vector<bool> noted = sessions_->mark_acct_started_many(keys);
+  for (size_t i = 0; i < keys.size(); ++i)
+    if (!noted[i]) starting_.erase(agent::key_rank(keys[i]));
+}
+
 void Accounting::start_session(const SubKey& k, uint64_t now) {
-  auto d = sessions_->get(k);
-  if (!d) return;  // not (or no longer) a RADIUS session
   const uint64_t rank = agent::key_rank(k);
-  if (d->acct_started) {  // started before (by an earlier process): go on
+  std::optional<SessionData> d;
+  AcctView v;
+  if (auto it = starting_.find(rank); it != starting_.end()) {  // noted by prepare_starts
+    d = std::move(it->second.first);
+    v = std::move(it->second.second);
+    starting_.erase(it);
+  } else if (d = sessions_->get(k); !d) {
+    return;  // not (or no longer) a RADIUS session
+  } else if (d->acct_started) {  // started before (by an earlier process): go on
     adopt_session(k, *d, now);
     return;
+  } else {
+    if (hooks_.view && !hooks_.view(k, &v)) return;  // deleted meanwhile
+    if (!sessions_->mark_acct_started(k)) return;
   }
-  AcctView v;
-  if (hooks_.view && !hooks_.view(k, &v)) return;  // deleted meanwhile
-  if (!sessions_->mark_acct_started(k)) return;
   d->acct_started = true;
   Sess& s = sess_[rank];
   s.interval_ms = uint64_t{effective_interim_s(*d, opts_)} * 1000;

@@ -214,6 +214,7 @@ class Accounting {
 
   uint64_t now_ms() const;
   void process(Event& e, uint64_t now);
+  void prepare_starts(const std::vector<Event>& events);
   void start_session(const SubKey& k, uint64_t now);
   void adopt_session(const SubKey& k, const SessionData& d, uint64_t now);
   // Checks timers and sends a due interim; schedules the next wake-up.
@@ -240,6 +241,8 @@ class Accounting {
   // Nodes: a flat table of 80-byte slots would hold 2M of them at 1M sessions.
   absl::node_hash_map<uint64_t, Sess> sess_;              // by key_rank
   absl::btree_set<std::pair<uint64_t, uint64_t>> wheel_;  // (due_ms, rank)
+  // This pass's Starts, noted durably by prepare_starts: the record and the view.
+  absl::flat_hash_map<uint64_t, std::pair<SessionData, AcctView>> starting_;
   uint64_t next_flush_ms_ = 0;
 
   // The queue (also touched by the client's completions).
