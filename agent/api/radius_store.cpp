@@ -61,6 +61,33 @@ absl::Status check_accept(agent::SubscriberStore* store, const SubscriberSpec& s
   return absl::OkStatus();
 }
 
+// The checked subscribers of a batch (those whose status is OK) in one
+// store upsert: one pass over the maps for the whole batch. The upsert is
+// all or nothing, so when the store refuses it (an overlap, capacity) each
+// is upserted on its own for its own status. A refused subscriber's session
+// record goes again.
+void upsert_batch(agent::SubscriberStore* store, SessionTable* sessions,
+                  const std::vector<std::pair<SubscriberSpec, SessionData>>& in,
+                  std::vector<SubscriberSpec> checked, std::vector<absl::Status>* st) {
+  std::vector<SubscriberSpec> all;
+  for (size_t i = 0; i < in.size(); ++i)
+    if ((*st)[i].ok()) all.push_back(checked[i]);
+  agent::UpsertResult res;
+  if (all.empty() || (all.size() > 1 && store->upsert(std::move(all), &res).ok())) return;
+  bool undone = false;
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (!(*st)[i].ok()) continue;
+    std::vector<SubscriberSpec> one;
+    one.push_back(std::move(checked[i]));
+    (*st)[i] = store->upsert(std::move(one), &res);
+    if (!(*st)[i].ok() && sessions) {
+      sessions->on_subscriber_change(in[i].first.key, nullptr);
+      undone = true;
+    }
+  }
+  if (undone) sessions->flush();
+}
+
 }  // namespace
 
 AccessSessions::CreateFn store_creator(agent::SubscriberStore* store, SessionTable* sessions) {
@@ -79,25 +106,14 @@ AccessSessions::CreateManyFn store_creator_many(agent::SubscriberStore* store,
       st[i] = check_accept(store, in[i].first, &checked[i]);
       if (st[i].ok() && sessions) records.emplace_back(in[i].first.key, in[i].second);
     }
-    // Every record of the batch durable first (one write), then the subscribers.
+    // Every record of the batch durable first (one write), then the
+    // subscribers (one upsert).
     if (sessions && !records.empty() && !sessions->record_many(records)[0]) {
       for (auto& s : st)
         if (s.ok()) s = absl::UnavailableError("the session state file cannot be written");
       return st;
     }
-    bool undone = false;
-    for (size_t i = 0; i < in.size(); ++i) {
-      if (!st[i].ok()) continue;
-      std::vector<SubscriberSpec> one;
-      one.push_back(std::move(checked[i]));
-      agent::UpsertResult res;
-      st[i] = store->upsert(std::move(one), &res);
-      if (!st[i].ok() && sessions) {
-        sessions->on_subscriber_change(in[i].first.key, nullptr);
-        undone = true;
-      }
-    }
-    if (undone) sessions->flush();
+    upsert_batch(store, sessions, in, std::move(checked), &st);
     return st;
   };
 }

@@ -212,8 +212,8 @@ void Agent::start_radius_access(const AgentOptions::Radius& radius, const punt::
         [d = dispatcher_.get()](const punt::PuntedFrame& f) { d->handle(f); });
     // Accepts become subscribers on worker threads, in batches: the Accepts
     // a worker takes at once share one durable write of the session table.
-    access_sessions_->set_workers(
-        8, radius::store_creator_many(store_.get(), radius_sessions_.get()));
+    access_sessions_->set_workers(8,
+                                  radius::store_creator_many(store_.get(), radius_sessions_.get()));
     dispatcher_->set_unknown_handler(
         [s = access_sessions_.get()](const punt::PuntedFrame& f) { s->on_unknown(f); });
     spdlog::info("radius: subscribers created on demand on {} ({} server(s), User-Name {})",
@@ -251,6 +251,12 @@ void Agent::start_accounting(const AgentOptions::Radius& radius, const std::stri
   h.view = [s = store_.get(), res](const SubKey& k, radius::AcctView* out) {
     SubscriberView v;
     if (!s->get(k, &v).ok()) return false;
+    *out = radius::acct_view_of(v, res.name(k.ifindex));
+    return true;
+  };
+  h.identity = [s = store_.get(), res](const SubKey& k, radius::AcctView* out) {
+    SubscriberView v;
+    if (!s->binding(k, &v.spec, &v.learned_mac)) return false;
     *out = radius::acct_view_of(v, res.name(k.ifindex));
     return true;
   };

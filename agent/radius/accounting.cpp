@@ -457,7 +457,8 @@ void Accounting::prepare_starts(const std::vector<Event>& events) {
     auto d = sessions_->get(e.key);
     if (!d || d->acct_started) continue;  // not RADIUS's, or started by an earlier process
     AcctView v;
-    if (hooks_.view && !hooks_.view(e.key, &v)) continue;  // deleted meanwhile
+    const auto& view = hooks_.identity ? hooks_.identity : hooks_.view;
+    if (view && !view(e.key, &v)) continue;  // deleted meanwhile
     d->acct_started = true;
     starting_.emplace(rank, std::make_pair(std::move(*d), std::move(v)));
     keys.push_back(e.key);
@@ -477,7 +478,7 @@ void Accounting::start_session(const SubKey& k, uint64_t now) {
     v = std::move(it->second.second);
     starting_.erase(it);
   } else if (d = sessions_->get(k); !d) {
-    return;  // not (or no longer) a RADIUS session
+    return;                      // not (or no longer) a RADIUS session
   } else if (d->acct_started) {  // started before (by an earlier process): go on
     adopt_session(k, *d, now);
     return;

@@ -137,6 +137,9 @@ class Accounting {
     std::function<void(const AccountingRequest&, std::function<void(bool)>)> send;
     // The subscriber as the store has it, with counters; false: not provisioned.
     std::function<bool(const SubKey&, AcctView*)> view;
+    // The same without reading the counters (a Start carries none: a storm
+    // of Starts reads no per-CPU counter map); null: `view`.
+    std::function<bool(const SubKey&, AcctView*)> identity;
     // Deletes the subscriber through the store (its hooks then run).
     std::function<absl::Status(const SubKey&)> remove;
     // Whether a DHCP lease of either family is bound for k.

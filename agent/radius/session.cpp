@@ -347,8 +347,8 @@ void AccessSessions::hold(const SubKey& k, uint64_t generation) {
 }
 
 std::string AccessSessions::who(const Job& j) const {
-  return fmt::format("{}/{}/{} ({})", port_name_ ? port_name_(j.key.ifindex) : "",
-                     j.key.outer_vid, j.key.inner_vid, agent::quote_value(j.req.user_name));
+  return fmt::format("{}/{}/{} ({})", port_name_ ? port_name_(j.key.ifindex) : "", j.key.outer_vid,
+                     j.key.inner_vid, agent::quote_value(j.req.user_name));
 }
 
 bool AccessSessions::prepare(const Job& j, SubscriberSpec* spec, SessionData* d,
@@ -363,8 +363,7 @@ bool AccessSessions::prepare(const Job& j, SubscriberSpec* spec, SessionData* d,
     hold(j.key, j.generation);
     return false;
   }
-  const uint32_t max_packet =
-      max_packet_ ? max_packet_(j.key.ifindex) : agent::kDefaultMaxPacket;
+  const uint32_t max_packet = max_packet_ ? max_packet_(j.key.ifindex) : agent::kDefaultMaxPacket;
   if (auto e = spec_from_accept(j.key, r.auth, opts_.plans, max_packet, spec)) {
     *refused = absl::InvalidArgumentError(*e);
     finish(j, *refused);
@@ -420,7 +419,9 @@ void AccessSessions::finish(const Job& j, const absl::Status& st) {
   }
   if (st.ok()) {
     count(AgentReason::kAUTH_ACCEPTED);
-    spdlog::info("radius: {} accepted by {}: subscriber created", who(j), j.result.server);
+    // Debug only: a storm of Accepts would write thousands of lines a
+    // second (auth_accepted counts them; the event stream shows each).
+    spdlog::debug("radius: {} accepted by {}: subscriber created", who(j), j.result.server);
   }
   std::deque<Frame> frames;
   {

@@ -500,9 +500,7 @@ void SessionTable::for_each(const std::function<void(const SubKey&, const Sessio
   for (const auto& [rank, d] : recs_) f(key_of(rank), d);
 }
 
-bool SessionTable::mark_acct_started(const SubKey& k) {
-  return mark_acct_started_many({k})[0];
-}
+bool SessionTable::mark_acct_started(const SubKey& k) { return mark_acct_started_many({k})[0]; }
 
 std::vector<bool> SessionTable::mark_acct_started_many(const std::vector<SubKey>& ks) {
   std::unique_lock g(mu_);
