@@ -174,6 +174,7 @@ void Agent::start_bringup(const punt::BringupOptions& opts,
           const SubKey& k, const SubscriberSpec* now, bool created) {
         l->on_subscriber_change(k, now, created);
         if (a) a->on_subscriber_change(k, now);  // reads the record: before the table drops it
+        if (a && created && now && now->origin == kOriginRadius) a->on_created(k);
         r->on_subscriber_change(k, now);
       });
   std::vector<uint32_t> ifindexes;

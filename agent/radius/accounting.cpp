@@ -262,7 +262,11 @@ std::optional<std::string> Accounting::load_and_adopt() {
   const uint64_t now = now_ms();
   size_t adopted = 0;
   sessions_->for_each([&](const SubKey& k, const SessionData& d) {
-    if (!d.acct_started) return;
+    if (!d.acct_started) {  // created, not started yet: a lease or the grace starts it
+      start_due_.emplace(
+          std::make_pair(now + uint64_t{opts_.start_grace_s} * 1000, agent::key_rank(k)), k);
+      return;
+    }
     adopt_session(k, d, now);
     ++adopted;
   });
@@ -348,6 +352,14 @@ void Accounting::on_subscriber_change(const SubKey& k, const SubscriberSpec* now
   inbox_.push_back(std::move(e));
 }
 
+void Accounting::on_created(const SubKey& k) {
+  Event e;
+  e.kind = Event::kCreated;
+  e.key = k;
+  std::lock_guard g(in_mu_);
+  inbox_.push_back(std::move(e));
+}
+
 void Accounting::timers_changed(const SubKey& k) {
   Event e;
   e.kind = Event::kTimers;
@@ -372,6 +384,14 @@ void Accounting::tick() {
   {
     std::lock_guard g(in_mu_);
     events.swap(inbox_);
+  }
+  // Sessions created start_grace_s ago without a lease: started as if bound.
+  while (!start_due_.empty() && start_due_.begin()->first.first <= now) {
+    Event e;
+    e.kind = Event::kLeaseBound;
+    e.key = start_due_.begin()->second;
+    start_due_.erase(start_due_.begin());
+    events.push_back(std::move(e));
   }
   prepare_starts(events);
   for (auto& e : events) process(e, now);
@@ -413,6 +433,10 @@ void Accounting::process(Event& e, uint64_t now) {
                      e.key.outer_vid, e.key.inner_vid, std::string(st.message()));
       return;
     }
+    case Event::kCreated:
+      if (!sess_.contains(rank))
+        start_due_.emplace(std::make_pair(now + uint64_t{opts_.start_grace_s} * 1000, rank), e.key);
+      return;
     case Event::kTimers: {
       auto it = sess_.find(rank);
       if (it == sess_.end()) return;
