@@ -41,28 +41,79 @@ std::string rates(const PolicySpec& p) {
 
 }  // namespace
 
+namespace {
+
+// An Accept's subscriber checked as a gRPC request would be (the Accept's
+// values as a message) into *out; ALREADY_EXISTS when the key was
+// provisioned meanwhile.
+absl::Status check_accept(agent::SubscriberStore* store, const SubscriberSpec& spec,
+                          SubscriberSpec* out) {
+  SubscriberSpec existing;
+  std::optional<Mac> learned;
+  if (store->binding(spec.key, &existing, &learned))
+    return absl::AlreadyExistsError("provisioned meanwhile");
+  xbng::v1::Subscriber m;
+  agent::spec_to_proto(spec, store->ports(), &m);
+  if (absl::Status st = agent::validate_subscriber(m, store->ports(), "Access-Accept", out);
+      !st.ok())
+    return st;
+  out->origin = agent::kOriginRadius;
+  return absl::OkStatus();
+}
+
+// The checked subscribers of a batch (those whose status is OK) in one
+// store upsert: one pass over the maps for the whole batch. The upsert is
+// all or nothing, so when the store refuses it (an overlap, capacity) each
+// is upserted on its own for its own status. A refused subscriber's session
+// record goes again.
+void upsert_batch(agent::SubscriberStore* store, SessionTable* sessions,
+                  const std::vector<std::pair<SubscriberSpec, SessionData>>& in,
+                  std::vector<SubscriberSpec> checked, std::vector<absl::Status>* st) {
+  std::vector<SubscriberSpec> all;
+  for (size_t i = 0; i < in.size(); ++i)
+    if ((*st)[i].ok()) all.push_back(checked[i]);
+  agent::UpsertResult res;
+  if (all.empty() || (all.size() > 1 && store->upsert(std::move(all), &res).ok())) return;
+  bool undone = false;
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (!(*st)[i].ok()) continue;
+    std::vector<SubscriberSpec> one;
+    one.push_back(std::move(checked[i]));
+    (*st)[i] = store->upsert(std::move(one), &res);
+    if (!(*st)[i].ok() && sessions) {
+      sessions->on_subscriber_change(in[i].first.key, nullptr);
+      undone = true;
+    }
+  }
+  if (undone) sessions->flush();
+}
+
+}  // namespace
+
 AccessSessions::CreateFn store_creator(agent::SubscriberStore* store, SessionTable* sessions) {
   return [store, sessions](const SubscriberSpec& spec, const SessionData& data) -> absl::Status {
-    SubscriberSpec existing;
-    std::optional<Mac> learned;
-    if (store->binding(spec.key, &existing, &learned))
-      return absl::AlreadyExistsError("provisioned meanwhile");
-    // The same checks as a gRPC request: the Accept's values as a message.
-    xbng::v1::Subscriber m;
-    agent::spec_to_proto(spec, store->ports(), &m);
-    std::vector<SubscriberSpec> specs(1);
-    if (absl::Status st = agent::validate_subscriber(m, store->ports(), "Access-Accept", &specs[0]);
-        !st.ok())
-      return st;
-    specs[0].origin = agent::kOriginRadius;
-    if (sessions && !sessions->record(spec.key, data))
-      return absl::UnavailableError("the session state file cannot be written");
-    agent::UpsertResult res;
-    absl::Status st = store->upsert(std::move(specs), &res);
-    if (!st.ok() && sessions) {
-      sessions->on_subscriber_change(spec.key, nullptr);
-      sessions->flush();
+    return store_creator_many(store, sessions)({{spec, data}})[0];
+  };
+}
+
+AccessSessions::CreateManyFn store_creator_many(agent::SubscriberStore* store,
+                                                SessionTable* sessions) {
+  return [store, sessions](const std::vector<std::pair<SubscriberSpec, SessionData>>& in) {
+    std::vector<absl::Status> st(in.size());
+    std::vector<SubscriberSpec> checked(in.size());
+    std::vector<std::pair<SubKey, SessionData>> records;
+    for (size_t i = 0; i < in.size(); ++i) {
+      st[i] = check_accept(store, in[i].first, &checked[i]);
+      if (st[i].ok() && sessions) records.emplace_back(in[i].first.key, in[i].second);
     }
+    // Every record of the batch durable first (one write), then the
+    // subscribers (one upsert).
+    if (sessions && !records.empty() && !sessions->record_many(records)[0]) {
+      for (auto& s : st)
+        if (s.ok()) s = absl::UnavailableError("the session state file cannot be written");
+      return st;
+    }
+    upsert_batch(store, sessions, in, std::move(checked), &st);
     return st;
   };
 }

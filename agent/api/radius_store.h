@@ -30,6 +30,11 @@ namespace xbng::radius {
 // when the store refuses it (session_table.h).
 AccessSessions::CreateFn store_creator(agent::SubscriberStore* store,
                                        SessionTable* sessions = nullptr);
+// The same for a batch of Accepts: their session records are made durable
+// with one write (SessionTable::record_many), then each subscriber is
+// created; one status per Accept, in order.
+AccessSessions::CreateManyFn store_creator_many(agent::SubscriberStore* store,
+                                                SessionTable* sessions = nullptr);
 
 class StoreDynAuthBackend final : public DynAuthBackend {
  public:

@@ -212,6 +212,7 @@ void Agent::start_bringup(const AgentOptions& ao) {
         if (!now || created)
           if (HaReplica* rep = replica_raw_.load()) rep->subscriber_gone(k);
         if (a) a->on_subscriber_change(k, now);  // reads the record: before the table drops it
+        if (a && created && now && now->origin == kOriginRadius) a->on_created(k);
         r->on_subscriber_change(k, now);
       });
   std::vector<uint32_t> ifindexes;
@@ -245,9 +246,10 @@ void Agent::start_radius_access(const AgentOptions::Radius& radius, const punt::
         [res](uint32_t ifx) { return res.max_packet_of(ifx); },
         radius::store_creator(store_.get(), radius_sessions_.get()),
         [d = dispatcher_.get()](const punt::PuntedFrame& f) { d->handle(f); });
-    // Accepts become subscribers on worker threads: concurrent Accepts
-    // share one durable write of the session table.
-    access_sessions_->set_workers(8);
+    // Accepts become subscribers on worker threads, in batches: the Accepts
+    // a worker takes at once share one durable write of the session table.
+    access_sessions_->set_workers(8,
+                                  radius::store_creator_many(store_.get(), radius_sessions_.get()));
     dispatcher_->set_unknown_handler(
         [s = access_sessions_.get()](const punt::PuntedFrame& f) { s->on_unknown(f); });
     spdlog::info("radius: subscribers created on demand on {} ({} server(s), User-Name {})",
@@ -285,6 +287,12 @@ void Agent::start_accounting(const AgentOptions::Radius& radius, const std::stri
   h.view = [s = store_.get(), res](const SubKey& k, radius::AcctView* out) {
     SubscriberView v;
     if (!s->get(k, &v).ok()) return false;
+    *out = radius::acct_view_of(v, res.name(k.ifindex));
+    return true;
+  };
+  h.identity = [s = store_.get(), res](const SubKey& k, radius::AcctView* out) {
+    SubscriberView v;
+    if (!s->binding(k, &v.spec, &v.learned_mac)) return false;
     *out = radius::acct_view_of(v, res.name(k.ifindex));
     return true;
   };

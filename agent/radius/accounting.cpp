@@ -262,7 +262,11 @@ std::optional<std::string> Accounting::load_and_adopt() {
   const uint64_t now = now_ms();
   size_t adopted = 0;
   sessions_->for_each([&](const SubKey& k, const SessionData& d) {
-    if (!d.acct_started) return;
+    if (!d.acct_started) {  // created, not started yet: a lease or the grace starts it
+      start_due_.emplace(
+          std::make_pair(now + uint64_t{opts_.start_grace_s} * 1000, agent::key_rank(k)), k);
+      return;
+    }
     adopt_session(k, d, now);
     ++adopted;
   });
@@ -348,6 +352,14 @@ void Accounting::on_subscriber_change(const SubKey& k, const SubscriberSpec* now
   inbox_.push_back(std::move(e));
 }
 
+void Accounting::on_created(const SubKey& k) {
+  Event e;
+  e.kind = Event::kCreated;
+  e.key = k;
+  std::lock_guard g(in_mu_);
+  inbox_.push_back(std::move(e));
+}
+
 void Accounting::timers_changed(const SubKey& k) {
   Event e;
   e.kind = Event::kTimers;
@@ -373,7 +385,17 @@ void Accounting::tick() {
     std::lock_guard g(in_mu_);
     events.swap(inbox_);
   }
+  // Sessions created start_grace_s ago without a lease: started as if bound.
+  while (!start_due_.empty() && start_due_.begin()->first.first <= now) {
+    Event e;
+    e.kind = Event::kLeaseBound;
+    e.key = start_due_.begin()->second;
+    start_due_.erase(start_due_.begin());
+    events.push_back(std::move(e));
+  }
+  prepare_starts(events);
   for (auto& e : events) process(e, now);
+  starting_.clear();
   // Sessions due (each wake-up may end a session: the deletion comes back
   // as an event at the next tick).
   std::vector<uint64_t> due;
@@ -411,6 +433,10 @@ void Accounting::process(Event& e, uint64_t now) {
                      e.key.outer_vid, e.key.inner_vid, std::string(st.message()));
       return;
     }
+    case Event::kCreated:
+      if (!sess_.contains(rank))
+        start_due_.emplace(std::make_pair(now + uint64_t{opts_.start_grace_s} * 1000, rank), e.key);
+      return;
     case Event::kTimers: {
       auto it = sess_.find(rank);
       if (it == sess_.end()) return;
@@ -444,17 +470,46 @@ void Accounting::process(Event& e, uint64_t now) {
   }
 }
 
+// The sessions this pass starts (a first lease bound, no Start sent yet):
+// their "Start sent" notes are made durable together, with one write,
+// before any of their Starts goes out (starting_ keeps what was noted).
+void Accounting::prepare_starts(const std::vector<Event>& events) {
+  std::vector<SubKey> keys;
+  for (const auto& e : events) {
+    const uint64_t rank = agent::key_rank(e.key);
+    if (e.kind != Event::kLeaseBound || sess_.contains(rank) || starting_.contains(rank)) continue;
+    auto d = sessions_->get(e.key);
+    if (!d || d->acct_started) continue;  // not RADIUS's, or started by an earlier process
+    AcctView v;
+    const auto& view = hooks_.identity ? hooks_.identity : hooks_.view;
+    if (view && !view(e.key, &v)) continue;  // deleted meanwhile
+    d->acct_started = true;
+    starting_.emplace(rank, std::make_pair(std::move(*d), std::move(v)));
+    keys.push_back(e.key);
+  }
+  if (keys.empty()) return;
+  const std::vector<bool> noted = sessions_->mark_acct_started_many(keys);
+  for (size_t i = 0; i < keys.size(); ++i)
+    if (!noted[i]) starting_.erase(agent::key_rank(keys[i]));
+}
+
 void Accounting::start_session(const SubKey& k, uint64_t now) {
-  auto d = sessions_->get(k);
-  if (!d) return;  // not (or no longer) a RADIUS session
   const uint64_t rank = agent::key_rank(k);
-  if (d->acct_started) {  // started before (by an earlier process): go on
+  std::optional<SessionData> d;
+  AcctView v;
+  if (auto it = starting_.find(rank); it != starting_.end()) {  // noted by prepare_starts
+    d = std::move(it->second.first);
+    v = std::move(it->second.second);
+    starting_.erase(it);
+  } else if (d = sessions_->get(k); !d) {
+    return;                      // not (or no longer) a RADIUS session
+  } else if (d->acct_started) {  // started before (by an earlier process): go on
     adopt_session(k, *d, now);
     return;
+  } else {
+    if (hooks_.view && !hooks_.view(k, &v)) return;  // deleted meanwhile
+    if (!sessions_->mark_acct_started(k)) return;
   }
-  AcctView v;
-  if (hooks_.view && !hooks_.view(k, &v)) return;  // deleted meanwhile
-  if (!sessions_->mark_acct_started(k)) return;
   d->acct_started = true;
   Sess& s = sess_[rank];
   s.interval_ms = uint64_t{effective_interim_s(*d, opts_)} * 1000;

@@ -5,7 +5,13 @@
 //   - Start when its first family is bound: the first DHCPv4 or DHCPv6
 //     lease the bring-up servers bind for it (LeaseTable observer). That
 //     the Start went out is kept in the session's record (acct_started),
-//     so a restart never sends a second one.
+//     so a restart never sends a second one. A session no lease binds for
+//     within `start_grace_s` of its creation (its CPE only sent an RS, its
+//     Accept routes prefixes that need no DHCP, or its CPE never finished
+//     DHCP) exists in the maps all the same: its Start goes out then, and
+//     from then on its interims and its Session-Timeout and Idle-Timeout
+//     run as for any session (so a subscriber created by a DISCOVER that
+//     never came back still ends on its timers).
 //   - Interim-Update every Acct-Interim-Interval (the Accept's, floored at
 //     `interim_min_s`; else `interim_interval_s`). Each session's interims
 //     lie on a grid of its own, phase = hash(Acct-Session-Id) mod interval
@@ -46,6 +52,7 @@
 // it, so the hooks never block or call back into the store.
 #pragma once
 
+#include <absl/container/btree_map.h>
 #include <absl/container/btree_set.h>
 #include <absl/container/flat_hash_map.h>
 #include <absl/container/node_hash_map.h>
@@ -100,6 +107,7 @@ struct AcctOptions {
   uint32_t queue_retry_s = 10;        // retry period of the queue while a server is down
   size_t queue_in_flight = 64;        // queued requests resent at once
   uint32_t tick_ms = 100;             // the schedule's slot
+  uint32_t start_grace_s = 10;        // no lease bound this long after creation: Start anyway
   std::string state_file;             // the queue across restarts; "" = memory only
 };
 
@@ -137,6 +145,9 @@ class Accounting {
     std::function<void(const AccountingRequest&, std::function<void(bool)>)> send;
     // The subscriber as the store has it, with counters; false: not provisioned.
     std::function<bool(const SubKey&, AcctView*)> view;
+    // The same without reading the counters (a Start carries none: a storm
+    // of Starts reads no per-CPU counter map); null: `view`.
+    std::function<bool(const SubKey&, AcctView*)> identity;
     // Deletes the subscriber through the store (its hooks then run).
     std::function<absl::Status(const SubKey&)> remove;
     // Whether a DHCP lease of either family is bound for k.
@@ -175,6 +186,9 @@ class Accounting {
   void on_subscriber_change(const SubKey& k, const SubscriberSpec* now);
   // A CoA changed k's timers: re-read at once.
   void timers_changed(const SubKey& k);
+  // The store created RADIUS subscriber k (its change hook): its Start
+  // follows its first lease, or start_grace_s from now without one.
+  void on_created(const SubKey& k);
 
   // Ends a RADIUS session with `acct_terminate_cause` (cause::*): notes the
   // cause, then deletes the subscriber through the store; the Stop follows
@@ -190,7 +204,7 @@ class Accounting {
  private:
   // Small: 1M sessions bound at once queue 1M of them.
   struct Event {
-    enum Kind { kLeaseBound, kLeaseGone, kEnded, kTimers } kind;
+    enum Kind { kLeaseBound, kLeaseGone, kEnded, kTimers, kCreated } kind;
     SubKey key{};
     uint32_t cause = 0;  // kLeaseGone: the cause; kEnded: Acct-Terminate-Cause
     struct Ended {
@@ -214,6 +228,7 @@ class Accounting {
 
   uint64_t now_ms() const;
   void process(Event& e, uint64_t now);
+  void prepare_starts(const std::vector<Event>& events);
   void start_session(const SubKey& k, uint64_t now);
   void adopt_session(const SubKey& k, const SessionData& d, uint64_t now);
   // Checks timers and sends a due interim; schedules the next wake-up.
@@ -240,6 +255,11 @@ class Accounting {
   // Nodes: a flat table of 80-byte slots would hold 2M of them at 1M sessions.
   absl::node_hash_map<uint64_t, Sess> sess_;              // by key_rank
   absl::btree_set<std::pair<uint64_t, uint64_t>> wheel_;  // (due_ms, rank)
+  // Sessions created and not started yet: (when they start without a
+  // lease, rank) -> key.
+  absl::btree_map<std::pair<uint64_t, uint64_t>, SubKey> start_due_;
+  // This pass's Starts, noted durably by prepare_starts: the record and the view.
+  absl::flat_hash_map<uint64_t, std::pair<SessionData, AcctView>> starting_;
   uint64_t next_flush_ms_ = 0;
 
   // The queue (also touched by the client's completions).

@@ -253,9 +253,11 @@ class ClientImpl final : public Client {
  private:
   void enqueue(std::unique_ptr<Request> q) {
     q->tried.assign(servers_.size(), false);
+    bool first = false;  // pending_ was empty: the I/O thread needs a wake-up
     {
       std::lock_guard<std::mutex> l(mu_);
       if (pending_.size() + outstanding_.load(std::memory_order_relaxed) < cfg_.max_outstanding) {
+        first = pending_.empty();
         pending_.push_back(std::move(q));
         q = nullptr;
       }
@@ -265,6 +267,10 @@ class ClientImpl final : public Client {
       finish_timeout(*q);
       return;
     }
+    // A request queued behind others rides on their wake-up: the I/O thread
+    // takes the whole queue after it has read the eventfd (one write(2) per
+    // burst, not per request).
+    if (!first) return;
     uint64_t one = 1;
     ssize_t n = write(wake_, &one, sizeof one);
     (void)n;

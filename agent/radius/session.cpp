@@ -194,19 +194,22 @@ AccessSessions::~AccessSessions() {
   for (auto& t : workers_) t.join();
 }
 
-void AccessSessions::set_workers(unsigned n) {
+void AccessSessions::set_workers(unsigned n, CreateManyFn create_many) {
+  create_many_ = std::move(create_many);
   for (unsigned i = 0; i < n; ++i)
     workers_.emplace_back([this] {
       for (;;) {
-        std::function<void()> job;
+        std::vector<Job> jobs;
         {
           std::unique_lock g(work_mu_);
           work_cv_.wait(g, [&] { return stopping_ || !work_.empty(); });
           if (stopping_) return;
-          job = std::move(work_.front());
-          work_.pop_front();
+          while (!work_.empty() && jobs.size() < kMaxBatch) {
+            jobs.push_back(std::move(work_.front()));
+            work_.pop_front();
+          }
         }
-        job();
+        complete(jobs);
       }
     });
 }
@@ -316,14 +319,16 @@ void AccessSessions::on_unknown(const agent::punt::PuntedFrame& f) {
     std::lock_guard g(a->mu);
     AccessSessions* self = a->self;
     if (!self) return;
+    Job j{k, generation, req, r};
     if (self->workers_.empty()) {
-      self->complete(k, generation, req, r);
+      std::vector<Job> one;
+      one.push_back(std::move(j));
+      self->complete(one);
       return;
     }
     {
       std::lock_guard w(self->work_mu_);
-      self->work_.push_back(
-          [self, k, generation, req, r] { self->complete(k, generation, req, r); });
+      self->work_.push_back(std::move(j));
     }
     self->work_cv_.notify_one();
   });
@@ -341,56 +346,88 @@ void AccessSessions::hold(const SubKey& k, uint64_t generation) {
   if (opts_.reject_hold_s == 0) keys_.erase(it);
 }
 
-void AccessSessions::complete(const SubKey& k, uint64_t generation, const AccessRequest& req,
-                              const AccessResult& r) {
-  const std::string who = fmt::format("{}/{}/{} ({})", port_name_ ? port_name_(k.ifindex) : "",
-                                      k.outer_vid, k.inner_vid, agent::quote_value(req.user_name));
+std::string AccessSessions::who(const Job& j) const {
+  return fmt::format("{}/{}/{} ({})", port_name_ ? port_name_(j.key.ifindex) : "", j.key.outer_vid,
+                     j.key.inner_vid, agent::quote_value(j.req.user_name));
+}
+
+bool AccessSessions::prepare(const Job& j, SubscriberSpec* spec, SessionData* d,
+                             absl::Status* refused) {
+  const AccessResult& r = j.result;
   if (r.outcome != Outcome::kAccept) {
     count(r.outcome == Outcome::kReject ? AgentReason::kAUTH_REJECTED : AgentReason::kAUTH_TIMEOUT);
-    spdlog::info("radius: {} {}{}; held back {} s", who,
+    spdlog::info("radius: {} {}{}; held back {} s", who(j),
                  r.outcome == Outcome::kReject ? "rejected" : "not answered by any server",
                  r.reply_message.empty() ? "" : ": " + agent::quote_value(r.reply_message),
                  opts_.reject_hold_s);
-    hold(k, generation);
-    return;
+    hold(j.key, j.generation);
+    return false;
   }
-  SubscriberSpec spec;
-  const uint32_t max_packet = max_packet_ ? max_packet_(k.ifindex) : agent::kDefaultMaxPacket;
-  absl::Status st;
-  if (auto e = spec_from_accept(k, r.auth, opts_.plans, max_packet, &spec)) {
-    st = absl::InvalidArgumentError(*e);
-  } else {
+  const uint32_t max_packet = max_packet_ ? max_packet_(j.key.ifindex) : agent::kDefaultMaxPacket;
+  if (auto e = spec_from_accept(j.key, r.auth, opts_.plans, max_packet, spec)) {
+    *refused = absl::InvalidArgumentError(*e);
+    finish(j, *refused);
+    return false;
+  }
+  d->user_name = j.req.user_name;
+  d->classes = r.auth.classes;
+  d->start_unix = wall_();
+  d->session_id = fmt::format("{:016x}-{:012x}", unix_ns(), agent::key_rank(j.key));
+  d->session_timeout = r.auth.session_timeout;
+  d->idle_timeout = r.auth.idle_timeout;
+  d->interim_interval = r.auth.interim_interval;
+  d->filter_id = r.auth.filter_id;
+  return true;
+}
+
+// The answered requests of a batch: their Accepts are created together
+// (create_many: one durable write), then each key's kept frames go back to
+// the dispatcher.
+void AccessSessions::complete(std::vector<Job>& jobs) {
+  std::vector<std::pair<SubscriberSpec, SessionData>> creates;
+  std::vector<const Job*> of;
+  for (const Job& j : jobs) {
+    SubscriberSpec spec;
     SessionData d;
-    d.user_name = req.user_name;
-    d.classes = r.auth.classes;
-    d.start_unix = wall_();
-    d.session_id = fmt::format("{:016x}-{:012x}", unix_ns(), agent::key_rank(k));
-    d.session_timeout = r.auth.session_timeout;
-    d.idle_timeout = r.auth.idle_timeout;
-    d.interim_interval = r.auth.interim_interval;
-    d.filter_id = r.auth.filter_id;
-    st = create_(spec, d);
+    absl::Status refused;
+    if (!prepare(j, &spec, &d, &refused)) continue;
+    creates.emplace_back(std::move(spec), std::move(d));
+    of.push_back(&j);
   }
+  if (creates.empty()) return;
+  std::vector<absl::Status> st;
+  if (create_many_) {
+    st = create_many_(creates);
+  } else {
+    for (const auto& [spec, d] : creates) st.push_back(create_(spec, d));
+  }
+  for (size_t i = 0; i < of.size(); ++i)
+    finish(*of[i], i < st.size() ? st[i] : absl::InternalError("no status"));
+}
+
+void AccessSessions::finish(const Job& j, const absl::Status& st) {
   if (absl::IsAlreadyExists(st)) {
     // Provisioned by another source while RADIUS answered: served as it is.
-    spdlog::info("radius: {} was provisioned meanwhile; the Access-Accept is not applied", who);
+    spdlog::info("radius: {} was provisioned meanwhile; the Access-Accept is not applied", who(j));
   } else if (!st.ok()) {
     // No address is given out twice: a conflicting Accept is a reject.
     count(AgentReason::kAUTH_ACCEPT_REFUSED);
-    spdlog::warn("radius: Access-Accept for {} from {} refused, treated as a reject: {}", who,
-                 r.server, std::string(st.message()));
-    hold(k, generation);
+    spdlog::warn("radius: Access-Accept for {} from {} refused, treated as a reject: {}", who(j),
+                 j.result.server, std::string(st.message()));
+    hold(j.key, j.generation);
     return;
   }
   if (st.ok()) {
     count(AgentReason::kAUTH_ACCEPTED);
-    spdlog::info("radius: {} accepted by {}: subscriber created", who, r.server);
+    // Debug only: a storm of Accepts would write thousands of lines a
+    // second (auth_accepted counts them; the event stream shows each).
+    spdlog::debug("radius: {} accepted by {}: subscriber created", who(j), j.result.server);
   }
   std::deque<Frame> frames;
   {
     std::lock_guard g(mu_);
-    auto it = keys_.find(agent::key_rank(k));
-    if (it != keys_.end() && it->second.generation == generation) {
+    auto it = keys_.find(agent::key_rank(j.key));
+    if (it != keys_.end() && it->second.generation == j.generation) {
       frames = std::move(it->second.frames);
       keys_.erase(it);
     }

@@ -397,32 +397,43 @@ void SessionTable::reindex_locked() {
 }
 
 bool SessionTable::record(const SubKey& k, const SessionData& d) {
+  return record_many({{k, d}})[0];
+}
+
+std::vector<bool> SessionTable::record_many(const std::vector<std::pair<SubKey, SessionData>>& rs) {
   std::unique_lock g(mu_);
-  const uint64_t rank = agent::key_rank(k);
-  std::optional<SessionData> before;
-  if (auto it = recs_.find(rank); it != recs_.end()) {
-    before = it->second;
-    index_remove_locked(rank, it->second);
+  std::vector<std::optional<SessionData>> before(rs.size());
+  for (size_t i = 0; i < rs.size(); ++i) {
+    const auto& [k, d] = rs[i];
+    const uint64_t rank = agent::key_rank(k);
+    if (auto it = recs_.find(rank); it != recs_.end()) {
+      before[i] = it->second;
+      index_remove_locked(rank, it->second);
+    }
+    recs_[rank] = d;
+    index_add_locked(rank, d);
+    std::string line = put_line(k, d);
+    put_bytes_ += line.size();
+    ++puts_;
+    pending_ += line;
+    ++staged_;
   }
-  recs_[rank] = d;
-  index_add_locked(rank, d);
-  std::string line = put_line(k, d);
-  put_bytes_ += line.size();
-  ++puts_;
-  pending_ += line;
-  ++staged_;
-  if (commit_wait(g)) return true;
+  if (rs.empty() || commit_wait(g)) return std::vector<bool>(rs.size(), true);
   // Not on disk: the table is as before (unless changed again meanwhile).
-  if (auto it = recs_.find(rank); it != recs_.end() && it->second == d) {
+  for (size_t i = rs.size(); i-- > 0;) {
+    const auto& [k, d] = rs[i];
+    const uint64_t rank = agent::key_rank(k);
+    auto it = recs_.find(rank);
+    if (it == recs_.end() || !(it->second == d)) continue;
     index_remove_locked(rank, it->second);
-    if (before) {
-      it->second = *before;
-      index_add_locked(rank, *before);
+    if (before[i]) {
+      it->second = *before[i];
+      index_add_locked(rank, *before[i]);
     } else {
       recs_.erase(it);
     }
   }
-  return false;
+  return std::vector<bool>(rs.size(), false);
 }
 
 bool SessionTable::update(const SubKey& k, const std::function<void(SessionData*)>& change) {
@@ -489,20 +500,29 @@ void SessionTable::for_each(const std::function<void(const SubKey&, const Sessio
   for (const auto& [rank, d] : recs_) f(key_of(rank), d);
 }
 
-bool SessionTable::mark_acct_started(const SubKey& k) {
+bool SessionTable::mark_acct_started(const SubKey& k) { return mark_acct_started_many({k})[0]; }
+
+std::vector<bool> SessionTable::mark_acct_started_many(const std::vector<SubKey>& ks) {
   std::unique_lock g(mu_);
-  const uint64_t rank = agent::key_rank(k);
-  auto it = recs_.find(rank);
-  if (it == recs_.end()) return false;
-  if (it->second.acct_started) return true;
-  it->second.acct_started = true;
-  const SessionData after = it->second;
-  pending_ += put_line(k, after);
-  ++staged_;
-  if (commit_wait(g)) return true;
-  it = recs_.find(rank);
-  if (it != recs_.end() && it->second == after) it->second.acct_started = false;
-  return false;
+  std::vector<bool> out(ks.size(), false);
+  std::vector<size_t> marked;  // by this call: undone when the write fails
+  for (size_t i = 0; i < ks.size(); ++i) {
+    auto it = recs_.find(agent::key_rank(ks[i]));
+    if (it == recs_.end()) continue;
+    out[i] = true;
+    if (it->second.acct_started) continue;
+    it->second.acct_started = true;
+    pending_ += put_line(ks[i], it->second);
+    ++staged_;
+    marked.push_back(i);
+  }
+  if (marked.empty() || commit_wait(g)) return out;
+  for (size_t i : marked) {
+    out[i] = false;
+    auto it = recs_.find(agent::key_rank(ks[i]));
+    if (it != recs_.end()) it->second.acct_started = false;
+  }
+  return out;
 }
 
 size_t SessionTable::size() const {

@@ -39,6 +39,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "radius/session.h"
@@ -59,6 +60,10 @@ class SessionTable {
   void retain(const std::function<bool(const SubKey&)>& live);
   // Records (and writes) a session; false when the file cannot be written.
   bool record(const SubKey& k, const SessionData& d);
+  // Records several sessions with one durable write (one group commit for
+  // the whole batch): all or none are on disk; false for each when the
+  // file cannot be written (the table is then as before).
+  std::vector<bool> record_many(const std::vector<std::pair<SubKey, SessionData>>& rs);
   // The store changed subscriber k (store.h ChangeHook): its record goes
   // unless it is still a RADIUS subscriber.
   void on_subscriber_change(const SubKey& k, const SubscriberSpec* now);
@@ -78,6 +83,10 @@ class SessionTable {
   // once the note is on disk (so that a restart never sends a second
   // Start). False when k has no record or the note cannot be written.
   bool mark_acct_started(const SubKey& k);
+  // The same for several sessions with one durable write: per key, true
+  // when its note is on disk (or was before), false when it has no record
+  // or the write failed.
+  std::vector<bool> mark_acct_started_many(const std::vector<SubKey>& ks);
   // Why the session of k is about to end (an Acct-Terminate-Cause value,
   // RFC 2866 5.10), noted by whoever ends it (a Disconnect-Request, a
   // timer) before it deletes the subscriber, and taken by accounting when

@@ -9,11 +9,20 @@
 // --count N sends N requests at once (more than 256 exercises several
 // source sockets); the JSON then carries per-outcome totals, with the first
 // result in full.
+// --users FILE [--window W] sends one Access-Request per line of FILE (the
+// User-Name), at most W outstanding at once, and reports the totals, the
+// seconds from the first send to the last answer and the answers per
+// second: the RADIUS server's rate by itself, with the client xbngd uses
+// (bench/bringup_radius.py --alone).
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <fstream>
+#include <map>
 #include <mutex>
 
 #include "common/net.h"
@@ -99,6 +108,50 @@ const char* outcome_name(radius::Outcome o) {
   return "?";
 }
 
+// --users: one request per User-Name, at most `window` outstanding.
+json run_users(radius::Client& client, const radius::AccessRequest& base, const std::string& file,
+               size_t window) {
+  std::vector<std::string> users;
+  {
+    std::ifstream in(file);
+    for (std::string line; std::getline(in, line);)
+      if (!line.empty()) users.push_back(line);
+  }
+  std::mutex mu;
+  std::condition_variable cv;
+  size_t in_flight = 0, answered = 0;
+  std::map<std::string, int> totals;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (const auto& u : users) {
+    {
+      std::unique_lock<std::mutex> l(mu);
+      cv.wait(l, [&] { return in_flight < window; });
+      ++in_flight;
+    }
+    radius::AccessRequest r = base;
+    r.user_name = u;
+    client.authorize(r, [&](const radius::AccessResult& res) {
+      std::lock_guard<std::mutex> l(mu);
+      totals[outcome_name(res.outcome)]++;
+      --in_flight;
+      ++answered;
+      cv.notify_all();
+    });
+  }
+  {
+    std::unique_lock<std::mutex> l(mu);
+    cv.wait(l, [&] { return answered == users.size(); });
+  }
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  json out;
+  out["totals"] = totals;
+  out["requests"] = users.size();
+  out["seconds"] = s;
+  out["per_s"] = s > 0 ? double(users.size()) / s : 0.0;
+  out["counters"] = counters_json(client.counters());
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -110,6 +163,8 @@ int main(int argc, char** argv) {
   std::string acct, session_id, cls;
   uint64_t in_octets = 0, out_octets = 0;
   int count = 1;
+  std::string users_file;
+  size_t window = 256;
   app.add_option("--server", servers, "ADDR,AUTH_PORT,ACCT_PORT,SECRET")->required();
   app.add_option("--timeout-ms", cfg.timeout_ms);
   app.add_option("--retries", cfg.retries);
@@ -123,6 +178,8 @@ int main(int argc, char** argv) {
   app.add_option("--circuit-id", req.circuit_id);
   app.add_option("--remote-id", req.remote_id);
   app.add_option("--count", count);
+  app.add_option("--users", users_file, "one User-Name a line: one request each");
+  app.add_option("--window", window, "--users: requests outstanding at once");
   app.add_option("--acct", acct);
   app.add_option("--session-id", session_id);
   app.add_option("--in-octets", in_octets);
@@ -151,6 +208,11 @@ int main(int argc, char** argv) {
   if (!client.ok()) {
     std::fprintf(stderr, "radius_probe: %s\n", std::string(client.status().message()).c_str());
     return 2;
+  }
+  if (!users_file.empty()) {
+    std::printf("%s\n",
+                run_users(**client, req, users_file, std::max<size_t>(1, window)).dump().c_str());
+    return 0;
   }
   std::mutex mu;
   std::condition_variable cv;

@@ -7,7 +7,9 @@ Acct-Interim-Interval of the users file (2 s: radius.interim_min_s = 1);
 a restart of xbngd in the middle sends no second Start (nor
 Accounting-On), the interims go on and no counter goes backwards; the
 release gives a Stop (User-Request) whose octets match what the CPE sent;
-Session-Timeout and Idle-Timeout end their sessions on time;
+Session-Timeout and Idle-Timeout end their sessions on time; a session
+whose CPE only sent a Router Solicitation (no lease ever bound) gets its
+Start 10 s after its creation and ends on its Session-Timeout;
 `xbngd --teardown` sends Accounting-Off.
 """
 import signal
@@ -21,6 +23,12 @@ from xbnglab.radius import user_name as user
 from xbnglab.xbngd import GW4, UPLINK_DUT4, UPLINK_NET4, CtlError
 
 SECRET = "xbng-lab-secret"
+
+# One Router Solicitation from the CPE's MAC (scapy), nothing else.
+SEND_RS = ("from scapy.all import Ether, IPv6, ICMPv6ND_RS, ICMPv6NDOptSrcLLAddr, sendp\n"
+           "sendp(Ether(src='{mac}', dst='33:33:00:00:00:02') / "
+           "IPv6(src='fe80::cc:1', dst='ff02::2', hlim=255) / ICMPv6ND_RS() / "
+           "ICMPv6NDOptSrcLLAddr(lladdr='{mac}'), iface='c0', verbose=False)\n")
 
 CONFIG = f"""
 [dhcp]
@@ -46,7 +54,9 @@ class RadiusAcctTest(BringupSuite):
     @classmethod
     def setUpLab(cls):
         cls.acct, cls.timed, cls.idle = cpe_sub(0, base=60), cpe_sub(1, base=60), cpe_sub(2, base=60)
-        cls.ip = {"acct": "100.64.78.7", "timed": "100.64.78.8", "idle": "100.64.78.9"}
+        cls.rs_only = cpe_sub(3, base=60)
+        cls.ip = {"acct": "100.64.78.7", "timed": "100.64.78.8", "idle": "100.64.78.9",
+                  "rs_only": "100.64.78.10"}
         users = (f'"{user(cls.acct)}" Auth-Type := Accept\n'
                  f'\tFramed-IP-Address = {cls.ip["acct"]},\n'
                  f'\tAcct-Interim-Interval = 2,\n'
@@ -56,7 +66,10 @@ class RadiusAcctTest(BringupSuite):
                  f'\tSession-Timeout = 6\n\n'
                  f'"{user(cls.idle)}" Auth-Type := Accept\n'
                  f'\tFramed-IP-Address = {cls.ip["idle"]},\n'
-                 f'\tIdle-Timeout = 5\n')
+                 f'\tIdle-Timeout = 5\n\n'
+                 f'"{user(cls.rs_only)}" Auth-Type := Accept\n'
+                 f'\tFramed-IP-Address = {cls.ip["rs_only"]},\n'
+                 f'\tSession-Timeout = 16\n')
         cls.radius = FreeRadius(cls.x.lab, cls.x.net, [(UPLINK_DUT4, SECRET)], users)
         cls.addClassCleanup(cls.radius.stop)
         cls.radius.start()
@@ -160,6 +173,26 @@ class RadiusAcctTest(BringupSuite):
         ended = int(stop["Timestamp"])  # when FreeRADIUS received it
         # Never before 5 s of silence (seconds granular: 1 s slack).
         self.assertGreaterEqual(ended, int(last_traffic) + 5 - 1, stop)
+        wait_for(lambda: self.get(s) is None, 5, 0.2, "the subscriber gone")
+
+    def test_3b_a_session_without_a_lease_starts_after_the_grace(self):
+        s = self.rs_only
+        ns = self.b.cpe(s)
+        t0 = time.time()
+        r = ns.exec(["/usr/bin/python3", "-c", SEND_RS.format(mac=s["mac"])], check=False)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        wait_for(lambda: self.get(s) is not None, 10, 0.2, "the subscriber RADIUS created")
+        wait_for(lambda: self.recs(s, "Start"), 20, 0.2, "the Start without a lease")
+        start = self.recs(s, "Start")[0]
+        # Created at once, started 10 s later (the grace; whole seconds).
+        self.assertGreaterEqual(int(start["Timestamp"]), int(t0) + 10 - 1, start)
+        self.assertEqual(start["Framed-IP-Address"], self.ip["rs_only"])
+        # Its Session-Timeout counts from its creation: the Stop ~16 s in.
+        wait_for(lambda: self.recs(s, "Stop"), 20, 0.2, "the Stop")
+        stop = self.recs(s, "Stop")[0]
+        self.assertEqual(stop["Acct-Terminate-Cause"], "Session-Timeout")
+        self.assertGreaterEqual(int(stop["Acct-Session-Time"]), 16)
+        self.assertLessEqual(int(stop["Acct-Session-Time"]), 19)
         wait_for(lambda: self.get(s) is None, 5, 0.2, "the subscriber gone")
 
     def test_4_teardown_sends_accounting_off(self):

@@ -287,6 +287,65 @@ TEST(Accounting, SessionTimeoutEndsOnTime) {
   EXPECT_EQ(*r.sent.back().terminate_cause, cause::kSessionTimeout);
 }
 
+// A session no lease binds for (an RS-only CPE, routes that need no DHCP,
+// a CPE that never finished DHCP) is in the maps all the same: its Start
+// goes out start_grace_s after its creation and its timers run from then.
+TEST(Accounting, ASessionWithoutALeaseStartsAfterTheGraceAndEndsOnItsTimers) {
+  AcctOptions o;
+  o.start_grace_s = 3;
+  Rig r(o);
+  const SubKey k = key(5);
+  SessionData d = data("nolease", r.now / 1000);
+  d.session_timeout = 8;
+  r.create(k, d);
+  r.acct->on_created(k);
+  r.run_for(2'900);
+  EXPECT_EQ(r.count(AcctStatus::kStart), 0u) << "a lease may still come";
+  r.run_for(200);
+  ASSERT_EQ(r.count(AcctStatus::kStart), 1u);
+  EXPECT_TRUE(r.table.get(k)->acct_started);
+  EXPECT_EQ(r.acct->counters().sessions, 1u);
+  // Session-Timeout counts from the session's start (its creation).
+  r.run_for(4'800);
+  EXPECT_TRUE(r.subs.count(agent::key_rank(k)));
+  r.run_for(400);
+  EXPECT_FALSE(r.subs.count(agent::key_rank(k)));
+  r.acct->tick();
+  ASSERT_EQ(r.count(AcctStatus::kStop), 1u);
+  EXPECT_EQ(*r.sent.back().terminate_cause, cause::kSessionTimeout);
+}
+
+// A lease within the grace: the Start comes with it, never a second one.
+TEST(Accounting, ALeaseWithinTheGraceStartsOnce) {
+  AcctOptions o;
+  o.start_grace_s = 3;
+  Rig r(o);
+  const SubKey k = key(6);
+  r.create(k, data("lease", r.now / 1000));
+  r.acct->on_created(k);
+  r.run_for(1'000);
+  r.bind(k);
+  r.acct->tick();
+  ASSERT_EQ(r.count(AcctStatus::kStart), 1u);
+  r.run_for(5'000);
+  EXPECT_EQ(r.count(AcctStatus::kStart), 1u);
+}
+
+// Created but not started when xbngd stopped: the next start gives it the
+// grace again (a lease or the grace starts it, once).
+TEST(Accounting, ACreatedSessionNotStartedBeforeARestartStartsAfterIt) {
+  AcctOptions o;
+  o.start_grace_s = 2;
+  Rig r(o);
+  const SubKey k = key(7);
+  r.create(k, data("restart", r.now / 1000));
+  ASSERT_FALSE(r.acct->load_and_adopt());
+  r.run_for(1'900);
+  EXPECT_EQ(r.count(AcctStatus::kStart), 0u);
+  r.run_for(200);
+  EXPECT_EQ(r.count(AcctStatus::kStart), 1u);
+}
+
 TEST(Accounting, IdleTimeoutCountsBothDirectionsAndFollowsTheTable) {
   Rig r;
   const SubKey k = key(5);

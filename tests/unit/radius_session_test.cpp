@@ -2,6 +2,10 @@
 // client whose answers the test gives, on a store over maps in memory.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -470,6 +474,124 @@ TEST(SessionJournal, ConcurrentRecordsShareCommits) {
   radius::SessionTable t2(p);
   ASSERT_FALSE(t2.load());
   EXPECT_EQ(t2.size(), size_t{kThreads * kEach});
+}
+
+// A batch of Accepts (store_creator_many): every record in one journal
+// commit, every subscriber in one store upsert; a conflicting Accept in the
+// batch is refused on its own (its record goes again) and the others are
+// created.
+TEST_F(SessionTest, ABatchOfAcceptsIsOneJournalWriteAndAConflictStaysAlone) {
+  const std::string p = journal_path("accepts");
+  radius::SessionTable table(p);
+  ASSERT_FALSE(table.load());
+  store_->set_change_hook([&](const agent::SubKey& k, const agent::SubscriberSpec* now, bool) {
+    table.on_subscriber_change(k, now);
+  });
+  ASSERT_TRUE(upsert(*store_, {sub(300, "100.64.0.5")}).ok());  // holds 100.64.0.5
+  auto create = radius::store_creator_many(store_.get(), &table);
+  std::vector<std::pair<agent::SubscriberSpec, radius::SessionData>> batch;
+  for (uint16_t i = 1; i <= 20; ++i) {
+    agent::SubscriberSpec s;
+    s.key = key(static_cast<uint16_t>(200 + i));
+    s.has_ipv4 = true;
+    s.ipv4 = *agent::parse_ipv4(i == 7 ? "100.64.0.5" : "100.64.1." + std::to_string(i));
+    batch.emplace_back(s, jdata(static_cast<uint16_t>(200 + i)));
+  }
+  auto st = create(batch);
+  ASSERT_EQ(st.size(), 20u);
+  for (uint16_t i = 1; i <= 20; ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(st[i - 1].ok(), i != 7) << st[i - 1];
+    EXPECT_EQ(provisioned(static_cast<uint16_t>(200 + i)), i != 7);
+    EXPECT_EQ(table.get(key(static_cast<uint16_t>(200 + i))).has_value(), i != 7);
+  }
+  // The batch's 20 records, then the refused one's removal.
+  EXPECT_EQ(table.stats().commits, 2u);
+
+  // Without a conflict: one upsert for the batch, every subscriber RADIUS's.
+  batch.clear();
+  for (uint16_t i = 1; i <= 5; ++i) {
+    agent::SubscriberSpec s;
+    s.key = key(static_cast<uint16_t>(400 + i));
+    s.has_ipv4 = true;
+    s.ipv4 = *agent::parse_ipv4("100.64.2." + std::to_string(i));
+    batch.emplace_back(s, jdata(static_cast<uint16_t>(400 + i)));
+  }
+  st = create(batch);
+  for (uint16_t i = 1; i <= 5; ++i) {
+    agent::SubscriberSpec s;
+    ASSERT_TRUE(provisioned(static_cast<uint16_t>(400 + i), &s));
+    EXPECT_EQ(s.origin, agent::kOriginRadius);
+  }
+  EXPECT_EQ(table.stats().commits, 3u);
+  store_->set_change_hook(nullptr);
+}
+
+// With workers, the completions queued meanwhile are taken together: every
+// Accept of a storm becomes its subscriber and its frames are answered.
+TEST_F(SessionTest, WorkersCompleteEveryAcceptOfAStorm) {
+  std::atomic<size_t> redispatched{0};
+  sessions_ = std::make_unique<AccessSessions>(
+      &client_, radius::AccessOptions{}, [](uint32_t) { return std::string("a0"); },
+      [](uint32_t) { return 1500u; }, radius::store_creator(store_.get()),
+      [&](const agent::punt::PuntedFrame&) { redispatched++; }, [this] { return now_ns_; },
+      [] { return uint64_t{1700000000}; });
+  sessions_->set_workers(3, radius::store_creator_many(store_.get()));
+  constexpr uint16_t kN = 300;
+  for (uint16_t i = 1; i <= kN; ++i) sessions_->on_unknown(punted(discover(i, 7), i));
+  ASSERT_EQ(client_.calls.size(), size_t{kN});
+  for (uint16_t i = 1; i <= kN; ++i)
+    client_.calls[i - 1].done(
+        accept_ipv4("100.64." + std::to_string(i / 200) + "." + std::to_string(1 + i % 200)));
+  for (int t = 0; t < 500 && redispatched < kN; ++t)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(redispatched.load(), size_t{kN});
+  for (uint16_t i = 1; i <= kN; ++i) EXPECT_TRUE(provisioned(i)) << i;
+  EXPECT_EQ(sessions_->pending(), 0u);
+}
+
+TEST(SessionJournal, ABatchIsOneCommit) {
+  const std::string p = journal_path("batch");
+  {
+    radius::SessionTable t(p);
+    ASSERT_FALSE(t.load());
+    std::vector<std::pair<agent::SubKey, radius::SessionData>> rs;
+    for (uint16_t i = 1; i <= 100; ++i) rs.emplace_back(jkey(i), jdata(i));
+    const auto ok = t.record_many(rs);
+    EXPECT_EQ(ok, std::vector<bool>(100, true));
+    EXPECT_EQ(t.stats().commits, 1u) << "the whole batch in one write";
+    EXPECT_EQ(t.stats().records, 100u);
+    // Starts noted for 50 of them and a key without a record: one more commit.
+    std::vector<agent::SubKey> ks;
+    for (uint16_t i = 1; i <= 50; ++i) ks.push_back(jkey(i));
+    ks.push_back(jkey(500));
+    const auto noted = t.mark_acct_started_many(ks);
+    EXPECT_EQ(std::count(noted.begin(), noted.end(), true), 50);
+    EXPECT_FALSE(noted.back()) << "no record, nothing noted";
+    EXPECT_EQ(t.stats().commits, 2u);
+    // Noted already: nothing to write.
+    t.mark_acct_started_many({jkey(1), jkey(2)});
+    EXPECT_EQ(t.stats().commits, 2u);
+  }
+  radius::SessionTable t(p);
+  ASSERT_FALSE(t.load());
+  EXPECT_EQ(t.size(), 100u);
+  EXPECT_TRUE(t.get(jkey(50))->acct_started);
+  EXPECT_FALSE(t.get(jkey(51))->acct_started);
+  EXPECT_EQ(t.get(jkey(77))->session_id, "sid-77");
+}
+
+TEST(SessionJournal, AFailedBatchLeavesTheTableAsBefore) {
+  // Beneath a regular file: no write can succeed.
+  const std::string file = journal_path("notadir");
+  std::ofstream(file) << "x";
+  radius::SessionTable t(file + "/radius-sessions.json");
+  std::vector<std::pair<agent::SubKey, radius::SessionData>> rs = {{jkey(1), jdata(1)},
+                                                                   {jkey(2), jdata(2)}};
+  EXPECT_EQ(t.record_many(rs), std::vector<bool>(2, false));
+  EXPECT_EQ(t.size(), 0u);
+  EXPECT_TRUE(t.find_by_session_id("sid-1").empty());
+  std::filesystem::remove(file);
 }
 
 TEST(SessionJournal, TornLastRecordIsCutOff) {

@@ -280,33 +280,44 @@ std::optional<Lease> LeaseTable::get(std::string_view port, uint32_t outer_vlan,
 
 bool LeaseTable::flush() {
   if (file_.empty()) return true;
-  json doc;
+  // The bound leases are copied under the lock and serialized outside it:
+  // the DHCP servers binding meanwhile never wait for the JSON.
+  struct Entry {
+    std::string port;
+    SubKey key;
+    int family;
+    Lease lease;
+  };
+  std::vector<Entry> bound;
   {
     std::lock_guard g(mu_);
     if (!dirty_) return true;
-    doc["version"] = 1;
-    json arr = json::array();
+    bound.reserve(leases_.size() * 2);
     for (const auto& [rank, slot] : leases_) {
       const SubKey k = key_of_rank(rank);
-      const std::string port = ports_.name ? ports_.name(k.ifindex) : std::string();
+      std::string port = ports_.name ? ports_.name(k.ifindex) : std::string();
       if (port.empty()) continue;
-      for (int f = 0; f < 2; ++f) {
-        const Lease& l = slot[f];
-        if (!l.bound) continue;
-        arr.push_back({{"port", port},
-                       {"outer_vlan", k.outer_vid},
-                       {"inner_vlan", k.inner_vid},
-                       {"family", f == 0 ? "ipv4" : "ipv6"},
-                       {"address", l.address},
-                       {"prefixes", l.prefixes},
-                       {"bound_unix", l.bound_unix},
-                       {"expires_unix", l.expires_unix}});
-        if (!l.server.empty()) arr.back()["server"] = l.server;
-      }
+      for (int f = 0; f < 2; ++f)
+        if (slot[f].bound) bound.push_back({port, k, f, slot[f]});
     }
-    doc["leases"] = std::move(arr);
     dirty_ = false;
   }
+  json doc;
+  doc["version"] = 1;
+  json arr = json::array();
+  for (const auto& [port, k, f, l] : bound) {
+    arr.push_back({{"port", port},
+                   {"outer_vlan", k.outer_vid},
+                   {"inner_vlan", k.inner_vid},
+                   {"family", f == 0 ? "ipv4" : "ipv6"},
+                   {"address", l.address},
+                   {"prefixes", l.prefixes},
+                   {"bound_unix", l.bound_unix},
+                   {"expires_unix", l.expires_unix}});
+    if (!l.server.empty()) arr.back()["server"] = l.server;
+  }
+  doc["leases"] = std::move(arr);
+  bound = {};
   std::string err;
   if (!statefile::write_atomic(file_, doc.dump() + "\n", 0644, true, &err)) {
     count(AgentReason::kLEASE_STATE_WRITE_ERROR);
