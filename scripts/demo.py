@@ -117,6 +117,7 @@ def main():
         step("cleanup: namespaces, veths and pins removed")
     bringup()
     radius()
+    relay()
     print("demo done")
 
 
@@ -250,6 +251,52 @@ def radius():
     finally:
         if rad:
             rad.stop()
+        b.close()
+
+
+def relay():
+    """A port with dhcp = "relay": the ISP's own DHCP server (Debian's
+    kea-dhcp4, in a namespace behind the uplink) hands out the address;
+    xbngd relays with option 82 and link-selection, and the DHCPACK creates
+    the subscriber, its route and its anti-spoofing entry."""
+    from xbnglab.bringup import BringupLab
+    from xbnglab.cpe import cpe_sub
+    from xbnglab.kea import Kea4
+    step("DHCP relay: Kea leases the address; the DHCPACK creates the subscriber")
+    b = BringupLab('[relay]\nservers_v4 = ["198.51.100.67"]\n',
+                   '{ name = "acc0", subscriber_mtu = 1492, dhcp = "relay" }')
+    kea = None
+    try:
+        x = b.x
+        kea = Kea4(x.lab, x.net, "kea", 0,
+                   [{"id": 1, "subnet": "100.64.0.0/16", "pools": [{"pool": "100.64.40.10 - 100.64.40.200"}],
+                     "option-data": [{"name": "routers", "data": GW4}]}], 600, 150, 450)
+        kea.start()
+        s = cpe_sub(0, base=70)
+        print(f"  kea-dhcp4 at {kea.address}: pool 100.64.40.10-200; "
+              f"no subscriber provisioned on {s['outer_vlan']}/{s['inner_vlan']}")
+        ns = b.cpe(s)
+        b.dhclient(ns)
+        wait_for(lambda: b.addrs(ns), 40, 0.2, "the CPE's address from Kea")
+        addr = b.addrs(ns)[0].split("/")[0]
+        wait_for(lambda: b.default_via(ns) == GW4, 10, 0.2, "the CPE's default route")
+        print(f"  dhclient CPE on {s['outer_vlan']}/{s['inner_vlan']}: {addr}")
+        r = x.ctl_raw("sub", "get", "--port", "acc0", "--outer", str(s["outer_vlan"]),
+                      "--inner", str(s["inner_vlan"]))
+        show(f"xbngctl sub get --port acc0 --outer {s['outer_vlan']} --inner {s['inner_vlan']}",
+             "\n".join(l for l in r.stdout.splitlines()
+                       if l.startswith(("subscriber", "ipv4  ", "origin", "lease v4"))))
+        lines = [ln for ln in kea.leases() if ln.get("address") == addr]
+        print(f"  Kea's lease file: {addr} hwaddr {lines[-1].get('hwaddr') if lines else '-'} "
+              f"({len(lines)} line{'s' if len(lines) != 1 else ''})")
+        r = ns.exec(["ping", "-c1", "-W2", UPLINK_NET4], check=False)
+        print(f"  the CPE pings {UPLINK_NET4}: {'ok' if r.returncode == 0 else 'FAILED'}")
+        st = x.stats()
+        print("  " + ", ".join(f"{k}={v}" for k, v in st.items()
+                               if k != "_raw" and v and k.startswith("relay4_")))
+    finally:
+        if kea:
+            kea.stop()
         b.close()
 
 
