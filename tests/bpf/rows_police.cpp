@@ -90,11 +90,12 @@ std::function<void(Harness&)> down_tat_is(const SubDef& s, uint64_t want) {
 
 const Ip6 kS1In64 = ip6("2001:db8:6401:1::99");  // inside r64-s1
 
-// Prepaid credit: a burst of 131072 bytes draws chunks of 2048 bytes, a
-// route holds at most 4096, and the shared bucket is 3 x 4096 shallower.
-constexpr uint32_t kCreditBurst = 131072;
+// Prepaid credit: a burst of 262144 bytes draws chunks of 2048 bytes (burst
+// / 128), a route holds at most a chunk and XBNG_CREDIT_SLACK (4096), and
+// the shared bucket is 3 x 4096 shallower.
+constexpr uint32_t kCreditBurst = 262144;
 constexpr uint32_t kChunk = 2048;
-constexpr uint32_t kDepth = kCreditBurst - 3 * 2 * kChunk;  // 118784
+constexpr uint32_t kDepth = kCreditBurst - 3 * (kChunk + XBNG_CREDIT_SLACK);  // 249856
 
 // s1's plan with credit on its /32, /128 and /64 (as xbngd flags its first
 // three routes), each route's credit set to `credit`.
