@@ -94,11 +94,22 @@ void Relay6::record_locked(const SubKey& k, const Mac& mac, const Ipv6& src,
   Exchange& e = exchanges_[r];
   const uint8_t type = payload[0];
   const uint32_t xid = type == 12 ? 0 : xid_of(payload);  // a nested Relay-Forward has none
-  const bool retransmit = it != exchanges_.end() && e.xid == xid && e.type == type;
+  const bool known = it != exchanges_.end();
   e.mac = mac;
   e.client = src;
-  if (retransmit) return;
-  e = Exchange{xid, type, mac, src, now, expected_locked(payload), 0, false};
+  if (known && e.cur.xid == xid && e.type == type) return;  // a retransmission
+  if (known && !e.cur.judged) {
+    if (!e.prev.judged) {
+      std::vector<Ipv6> down;
+      judge_locked(e.prev, &down);
+      for (const auto& a : down)
+        spdlog::warn("relay6: server {} left {} messages in a row unanswered: marked down",
+                     format_ipv6(a.data()), opts_.misses_down);
+    }
+    e.prev = e.cur;
+  }
+  e.type = type;
+  e.cur = Wait{xid, now, expected_locked(payload), 0, false};
 }
 
 const RelayPort6* Relay6::port(uint32_t ifindex) const {
@@ -156,20 +167,30 @@ void Relay6::on_client(const SubKey& k, const Mac& mac, const Ipv6& src,
     if (sent & (1u << i)) ++servers_[i].sent;
 }
 
-// Matches a Relay-Reply of server `si` to k's exchange and records the
-// answer (the server is up again); false when there is none.
-bool Relay6::match_locked(const SubKey& k, int si, const RelayReply6& r, Exchange* out) {
-  auto it = exchanges_.find(key_rank(k));
-  if (it == exchanges_.end() || it->second.xid != xid_of(r.message) ||
-      it->second.client != r.peer_address)
-    return false;
+// An answer of server `si` to a transaction: the server is up.
+void Relay6::answered_locked(int si, Wait& w) {
   ServerState6& s = servers_[static_cast<size_t>(si)];
   if (!s.up) spdlog::info("relay6: server {} answers again: up", format_ipv6(s.address.data()));
   s.up = true;
   s.misses = 0;
   ++s.answered;
-  it->second.answered |= 1u << si;
-  *out = it->second;
+  w.answered |= 1u << si;
+}
+
+// Matches a Relay-Reply of server `si` to k's exchange and records the
+// answer; false when it answers no current transaction (a late answer to
+// the previous one still counts for the server).
+bool Relay6::match_locked(const SubKey& k, int si, const RelayReply6& r, Exchange* out) {
+  auto it = exchanges_.find(key_rank(k));
+  if (it == exchanges_.end() || it->second.client != r.peer_address) return false;
+  Exchange& e = it->second;
+  const uint32_t xid = xid_of(r.message);
+  if (e.cur.xid != xid) {
+    if (e.prev.sent_ns && e.prev.xid == xid) answered_locked(si, e.prev);
+    return false;
+  }
+  answered_locked(si, e.cur);
+  *out = e;
   return true;
 }
 
@@ -242,9 +263,9 @@ void Relay6::on_server(const Ipv6& src, uint16_t sport, std::span<const uint8_t>
 }
 
 // Counts the misses of an exchange whose answers are due.
-void Relay6::judge_locked(Exchange& e, std::vector<Ipv6>* went_down) {
-  e.judged = true;
-  const uint32_t missed = e.expect & ~e.answered;
+void Relay6::judge_locked(Wait& w, std::vector<Ipv6>* went_down) {
+  w.judged = true;
+  const uint32_t missed = w.expect & ~w.answered;
   for (size_t i = 0; i < servers_.size(); ++i) {
     if (!(missed & (1u << i))) continue;
     ServerState6& s = servers_[i];
@@ -268,8 +289,9 @@ void Relay6::tick() {
     std::lock_guard<std::mutex> lk(mu_);
     for (auto it = exchanges_.begin(); it != exchanges_.end();) {
       Exchange& e = it->second;
-      if (!e.judged && now - e.sent_ns >= timeout) judge_locked(e, &went_down);
-      it = now - e.sent_ns > ttl ? exchanges_.erase(it) : std::next(it);
+      for (Wait* w : {&e.prev, &e.cur})
+        if (!w->judged && now - w->sent_ns >= timeout) judge_locked(*w, &went_down);
+      it = now - e.cur.sent_ns > ttl ? exchanges_.erase(it) : std::next(it);
     }
   }
   for (const auto& a : went_down)

@@ -28,7 +28,10 @@
 // warning). Messages naming a server by its Server Identifier (REQUEST,
 // RENEW, RELEASE, DECLINE) expect nothing: only that server answers. A
 // retransmission (same transaction id) keeps the first send's time, so a
-// client retrying every second still judges the server. Every message
+// client retrying every second still judges the server, and a client that
+// moves on to its next transaction leaves the previous one waiting for its
+// answers until the timeout (a late ADVERTISE counts as an answer, though
+// it is not forwarded). Every message
 // still goes to every server; a down server's next answer marks it up.
 //
 // Every counter is also counted as an agent reason (relay6_*, GetStats and
@@ -129,22 +132,30 @@ class Relay6 {
   const Relay6Counters& counters() const { return counters_; }
 
  private:
-  struct Exchange {
+  // The answers one client transaction waits for.
+  struct Wait {
     uint32_t xid = 0;
+    uint64_t sent_ns = 0;   // its first send
+    uint32_t expect = 0;    // bit per server index: answers that count as misses when absent
+    uint32_t answered = 0;  // bit per server index
+    bool judged = true;     // misses counted (or nothing to count)
+  };
+  struct Exchange {
     uint8_t type = 0;
     Mac mac{};
     Ipv6 client{};
-    uint64_t sent_ns = 0;
-    uint32_t expect = 0;    // bit per server index: answers that count as misses when absent
-    uint32_t answered = 0;  // bit per server index
-    bool judged = false;    // misses counted
+    Wait cur;
+    // The transaction before, while its answers are due: a client moving
+    // on after the first ADVERTISE does not make the slower servers miss.
+    Wait prev;
   };
   const RelayPort6* port(uint32_t ifindex) const;
   int server_index(const Ipv6& a) const;
   uint32_t expected_locked(std::span<const uint8_t> payload) const;
   void record_locked(const SubKey& k, const Mac& mac, const Ipv6& src,
                      std::span<const uint8_t> payload, uint64_t now);
-  void judge_locked(Exchange& e, std::vector<Ipv6>* went_down);
+  void judge_locked(Wait& w, std::vector<Ipv6>* went_down);
+  void answered_locked(int si, Wait& w);
   bool match_locked(const SubKey& k, int si, const RelayReply6& r, Exchange* out);
 
   Relay6Options opts_;

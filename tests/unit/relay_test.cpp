@@ -751,6 +751,28 @@ TEST(Relay6, OnlyOpenMessagesAndFirstSendsAreJudged) {
     EXPECT_EQ(s.misses, 1u);
     EXPECT_TRUE(s.up);
   }
+  // The client takes the first ADVERTISE and moves on: the slower server's
+  // late ADVERTISE still counts as its answer (not forwarded).
+  const Ipv6 other = *parse_ipv6("2001:db8:ffff::548");
+  h.relay->on_client(h.key, h.mac, h.ll, hex("01 00ee00 0008 0002 0000"));
+  const Bytes late = h.answer(hex("02 00ee00 0008 0002 0000"));
+  h.relay->on_server(h.server, 547, late);
+  h.relay->on_client(h.key, h.mac, h.ll, hex("03 00ef00 0008 0002 0000 0002 0004 00030001"));
+  h.relay->on_server(other, 547, late);
+  EXPECT_EQ(h.to_client.size(), 1u);
+  h.now += 3'000'000'000ull;
+  h.relay->tick();
+  EXPECT_EQ(h.relay->counters().server_misses.load(), 2u);
+  EXPECT_EQ(h.relay->servers()[1].misses, 0u);
+  // Without that late answer, the previous SOLICIT is a miss of that server.
+  h.relay->on_client(h.key, h.mac, h.ll, hex("01 00f000 0008 0002 0000"));
+  h.relay->on_server(h.server, 547, h.answer(hex("02 00f000 0008 0002 0000")));
+  h.relay->on_client(h.key, h.mac, h.ll, hex("03 00f100 0008 0002 0000 0002 0004 00030001"));
+  h.now += 3'000'000'000ull;
+  h.relay->tick();
+  EXPECT_EQ(h.relay->counters().server_misses.load(), 3u);
+  EXPECT_EQ(h.relay->servers()[0].misses, 0u);
+  EXPECT_EQ(h.relay->servers()[1].misses, 1u);
 }
 
 // Both sockets over loopback: bound on an ephemeral port, a datagram to
