@@ -322,6 +322,7 @@ const FileKey kFileKeys[] = {
     {"relay.relay_address_v4", &set_relay<&RelayConfig::relay_address_v4, get_string>},
     {"relay.circuit_id", &set_relay<&RelayConfig::circuit_id, get_string>},
     {"relay.remote_id", &set_relay<&RelayConfig::remote_id, get_string>},
+    {"relay.remote_id_enterprise", &set_relay<&RelayConfig::remote_id_enterprise, get_uint>},
     {"relay.option82_policy", &set_relay<&RelayConfig::option82_policy, get_string>},
     {"ha.group", &set<&Config::ha_group, get_string>},
     {"ha.member", &set<&Config::ha_member, get_string>},

@@ -62,6 +62,10 @@ void check_relay_config(const RelayConfig& r, const std::vector<std::string>& re
     err(fmt::format("relay.circuit_id {}: {}", quote_value(r.circuit_id), *e));
   if (auto e = relay::check_template(r.remote_id, false))
     err(fmt::format("relay.remote_id {}: {}", quote_value(r.remote_id), *e));
+  // IANA's enterprise number 0 is reserved; the option carries 32 bits.
+  if (r.remote_id_enterprise == 0 || r.remote_id_enterprise > UINT32_MAX)
+    err(fmt::format("relay.remote_id_enterprise {}: expected an IANA enterprise number, 1 to {}",
+                    r.remote_id_enterprise, UINT32_MAX));
   if (!relay::parse_policy(r.option82_policy))
     err(fmt::format("relay.option82_policy {}: expected \"keep\", \"replace\" or \"drop\"",
                     quote_value(r.option82_policy)));
@@ -84,6 +88,7 @@ relay::Relay6Options to_relay6_options(const RelayConfig& r) {
     if (auto a = parse_ipv6(s)) o.servers.push_back(*a);
   o.circuit_id = r.circuit_id;
   o.remote_id = r.remote_id;
+  o.enterprise = static_cast<uint32_t>(r.remote_id_enterprise);
   return o;
 }
 

@@ -5,6 +5,7 @@
 //   relay_address_v4 = "192.0.2.1"   # giaddr; default: the uplink's first global address
 //   circuit_id = "{port}:{svlan}:{cvlan}"   # option 82 sub-option 1 (and the reply's key)
 //   remote_id = "{mac}"                     # option 82 sub-option 2
+//   remote_id_enterprise = 32473            # DHCPv6 Remote-ID's enterprise number
 //   option82_policy = "replace"             # keep | replace | drop (a client's own option 82)
 //   [ports]
 //   access = [{ name = "eth1", dhcp = "relay" }]   # "server" (default) or "relay"
@@ -25,6 +26,7 @@ struct RelayConfig {
   std::string relay_address_v4;  // "" = the uplink's first global IPv4 address
   std::string circuit_id = relay::kDefaultCircuitId;
   std::string remote_id = relay::kDefaultRemoteId;
+  uint64_t remote_id_enterprise = relay::kDefaultRemoteIdEnterprise;  // 1 .. 2^32-1
   std::string option82_policy = "replace";
   friend bool operator==(const RelayConfig&, const RelayConfig&) = default;
 };
@@ -41,8 +43,8 @@ void check_relay_config(const RelayConfig& r, const std::vector<std::string>& re
 relay::Relay4Options to_relay4_options(const RelayConfig& r);
 
 // The DHCPv6 relay's options (servers_v6, Interface-ID = the circuit_id
-// template, Remote-ID = the remote_id template). Only used when servers_v6
-// is not empty; the config must have passed check_relay_config.
+// template, Remote-ID = the remote_id template after remote_id_enterprise). Only used when
+// servers_v6 is not empty; the config must have passed check_relay_config.
 relay::Relay6Options to_relay6_options(const RelayConfig& r);
 
 }  // namespace xbng::agent

@@ -24,7 +24,21 @@ void bump(std::atomic<uint64_t>& c, AgentReason r) {
   count(r);
 }
 
-constexpr uint8_t kReply = 7, kRelease = 8, kDecline = 9;
+constexpr uint8_t kSolicit = 1, kConfirm = 4, kRebind = 6, kReply = 7, kRelease = 8, kDecline = 9,
+                  kInformationRequest = 11;
+constexpr uint16_t kOptServerId = 2;
+
+// Whether a client message (already checked by relay_forward) carries a
+// top-level option `code`.
+bool has_option(std::span<const uint8_t> m, uint16_t code) {
+  for (size_t off = 4; off + 4 <= m.size();) {
+    const uint16_t c = static_cast<uint16_t>(m[off] << 8 | m[off + 1]);
+    const size_t len = static_cast<size_t>(m[off + 2] << 8 | m[off + 3]);
+    if (c == code) return true;
+    off += 4 + len;
+  }
+  return false;
+}
 
 uint32_t xid_of(std::span<const uint8_t> m) {
   return (uint32_t{m[1]} << 16) | (uint32_t{m[2]} << 8) | m[3];
@@ -44,6 +58,58 @@ Relay6::Relay6(Relay6Options opts, std::vector<RelayPort6> ports, Sessions6* ses
     port_by_name_[p.name] = p.ifindex;
     ports_[p.ifindex] = std::move(p);
   }
+  for (const auto& a : opts_.servers) {
+    ServerState6 st;
+    st.address = a;
+    servers_.push_back(st);
+  }
+}
+
+int Relay6::server_index(const Ipv6& a) const {
+  for (size_t i = 0; i < opts_.servers.size(); ++i)
+    if (opts_.servers[i] == a) return static_cast<int>(i);
+  return -1;
+}
+
+// The servers expected to answer this client message: every server that
+// is up when any of them may answer, none when it names one.
+uint32_t Relay6::expected_locked(std::span<const uint8_t> payload) const {
+  const uint8_t type = payload[0];
+  const bool open = type == kSolicit || type == kRebind || type == kConfirm ||
+                    (type == kInformationRequest && !has_option(payload, kOptServerId));
+  if (!open) return 0;
+  uint32_t m = 0;
+  for (size_t i = 0; i < servers_.size(); ++i)
+    if (servers_[i].up) m |= 1u << i;
+  return m;
+}
+
+// Remembers the exchange of k; a retransmission (same transaction id and
+// type) keeps its first send's time and answers.
+void Relay6::record_locked(const SubKey& k, const Mac& mac, const Ipv6& src,
+                           std::span<const uint8_t> payload, uint64_t now) {
+  const uint64_t r = key_rank(k);
+  auto it = exchanges_.find(r);
+  if (it == exchanges_.end() && exchanges_.size() >= opts_.max_exchanges) return;
+  Exchange& e = exchanges_[r];
+  const uint8_t type = payload[0];
+  const uint32_t xid = type == 12 ? 0 : xid_of(payload);  // a nested Relay-Forward has none
+  const bool known = it != exchanges_.end();
+  e.mac = mac;
+  e.client = src;
+  if (known && e.cur.xid == xid && e.type == type) return;  // a retransmission
+  if (known && !e.cur.judged) {
+    if (!e.prev.judged) {
+      std::vector<Ipv6> down;
+      judge_locked(e.prev, &down);
+      for (const auto& a : down)
+        spdlog::warn("relay6: server {} left {} messages in a row unanswered: marked down",
+                     format_ipv6(a.data()), opts_.misses_down);
+    }
+    e.prev = e.cur;
+  }
+  e.type = type;
+  e.cur = Wait{xid, now, expected_locked(payload), 0, false};
 }
 
 const RelayPort6* Relay6::port(uint32_t ifindex) const {
@@ -85,28 +151,52 @@ void Relay6::on_client(const SubKey& k, const Mac& mac, const Ipv6& src,
   }
   {
     std::lock_guard<std::mutex> lk(mu_);
-    const uint64_t r = key_rank(k);
-    if (exchanges_.size() < opts_.max_exchanges || exchanges_.count(r)) {
-      Exchange& e = exchanges_[r];
-      e.xid = type == 12 ? 0 : xid_of(payload);  // a nested Relay-Forward has none
-      e.type = type;
-      e.mac = mac;
-      e.client = src;
-      e.sent_ns = clock_();
+    record_locked(k, mac, src, payload, clock_());
+  }
+  uint32_t sent = 0;
+  for (size_t i = 0; i < opts_.servers.size(); ++i) {
+    if (to_server_(opts_.servers[i], *fw)) {
+      sent |= 1u << i;
+      bump(counters_.forwarded, AgentReason::kRELAY6_FORWARDED);
+    } else {
+      bump(counters_.send_failed, AgentReason::kRELAY6_SEND_ERROR);
     }
   }
-  for (const auto& s : opts_.servers) {
-    if (to_server_(s, *fw))
-      bump(counters_.forwarded, AgentReason::kRELAY6_FORWARDED);
-    else
-      bump(counters_.send_failed, AgentReason::kRELAY6_SEND_ERROR);
+  std::lock_guard<std::mutex> lk(mu_);
+  for (size_t i = 0; i < servers_.size(); ++i)
+    if (sent & (1u << i)) ++servers_[i].sent;
+}
+
+// An answer of server `si` to a transaction: the server is up.
+void Relay6::answered_locked(int si, Wait& w) {
+  ServerState6& s = servers_[static_cast<size_t>(si)];
+  if (!s.up) spdlog::info("relay6: server {} answers again: up", format_ipv6(s.address.data()));
+  s.up = true;
+  s.misses = 0;
+  ++s.answered;
+  w.answered |= 1u << si;
+}
+
+// Matches a Relay-Reply of server `si` to k's exchange and records the
+// answer; false when it answers no current transaction (a late answer to
+// the previous one still counts for the server).
+bool Relay6::match_locked(const SubKey& k, int si, const RelayReply6& r, Exchange* out) {
+  auto it = exchanges_.find(key_rank(k));
+  if (it == exchanges_.end() || it->second.client != r.peer_address) return false;
+  Exchange& e = it->second;
+  const uint32_t xid = xid_of(r.message);
+  if (e.cur.xid != xid) {
+    if (e.prev.sent_ns && e.prev.xid == xid) answered_locked(si, e.prev);
+    return false;
   }
+  answered_locked(si, e.cur);
+  *out = e;
+  return true;
 }
 
 void Relay6::on_server(const Ipv6& src, uint16_t sport, std::span<const uint8_t> payload) {
-  bool known = false;
-  for (const auto& s : opts_.servers) known = known || s == src;
-  if (!known || sport != 547) {
+  const int si = server_index(src);
+  if (si < 0 || sport != 547) {
     bump(counters_.reply_unknown_server, AgentReason::kRELAY6_REPLY_UNKNOWN_SERVER);
     return;
   }
@@ -133,13 +223,10 @@ void Relay6::on_server(const Ipv6& src, uint16_t sport, std::span<const uint8_t>
   Exchange e;
   {
     std::lock_guard<std::mutex> lk(mu_);
-    auto it = exchanges_.find(key_rank(k));
-    if (it == exchanges_.end() || it->second.xid != xid_of(r->message) ||
-        it->second.client != r->peer_address) {
+    if (!match_locked(k, si, *r, &e)) {
       bump(counters_.reply_unknown_client, AgentReason::kRELAY6_REPLY_UNKNOWN_CLIENT);
       return;
     }
-    e = it->second;
   }
   if (r->message_type == kReply) {
     auto l = parse_reply_leases(r->message);
@@ -175,12 +262,46 @@ void Relay6::on_server(const Ipv6& src, uint16_t sport, std::span<const uint8_t>
     bump(counters_.send_failed, AgentReason::kRELAY6_SEND_ERROR);
 }
 
+// Counts the misses of an exchange whose answers are due.
+void Relay6::judge_locked(Wait& w, std::vector<Ipv6>* went_down) {
+  w.judged = true;
+  const uint32_t missed = w.expect & ~w.answered;
+  for (size_t i = 0; i < servers_.size(); ++i) {
+    if (!(missed & (1u << i))) continue;
+    ServerState6& s = servers_[i];
+    ++s.misses_total;
+    bump(counters_.server_misses, AgentReason::kRELAY6_SERVER_MISS);
+    if (++s.misses >= opts_.misses_down && s.up) {
+      s.up = false;
+      ++s.downs;
+      bump(counters_.server_down, AgentReason::kRELAY6_SERVER_DOWN);
+      went_down->push_back(s.address);
+    }
+  }
+}
+
 void Relay6::tick() {
   const uint64_t now = clock_();
+  const uint64_t timeout = uint64_t{opts_.answer_timeout_ms} * 1000000ull;
   const uint64_t ttl = uint64_t{opts_.exchange_ttl_s} * 1000000000ull;
+  std::vector<Ipv6> went_down;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    for (auto it = exchanges_.begin(); it != exchanges_.end();) {
+      Exchange& e = it->second;
+      for (Wait* w : {&e.prev, &e.cur})
+        if (!w->judged && now - w->sent_ns >= timeout) judge_locked(*w, &went_down);
+      it = now - e.cur.sent_ns > ttl ? exchanges_.erase(it) : std::next(it);
+    }
+  }
+  for (const auto& a : went_down)
+    spdlog::warn("relay6: server {} left {} messages in a row unanswered: marked down",
+                 format_ipv6(a.data()), opts_.misses_down);
+}
+
+std::vector<ServerState6> Relay6::servers() const {
   std::lock_guard<std::mutex> lk(mu_);
-  for (auto it = exchanges_.begin(); it != exchanges_.end();)
-    it = now - it->second.sent_ns > ttl ? exchanges_.erase(it) : std::next(it);
+  return servers_;
 }
 
 size_t Relay6::exchanges() const {

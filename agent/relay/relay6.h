@@ -20,6 +20,20 @@
 // client's RELEASE or DECLINE does. The inner message then goes to the
 // client.
 //
+// Server liveness, as Relay4 does it: a client message every server may
+// answer (SOLICIT, REBIND, CONFIRM, an INFORMATION-REQUEST without a
+// Server Identifier) expects an answer from each server that is up; one
+// missing after `answer_timeout_ms` is a miss (relay6_server_misses), and
+// `misses_down` in a row mark the server down (relay6_server_down, a
+// warning). Messages naming a server by its Server Identifier (REQUEST,
+// RENEW, RELEASE, DECLINE) expect nothing: only that server answers. A
+// retransmission (same transaction id) keeps the first send's time, so a
+// client retrying every second still judges the server, and a client that
+// moves on to its next transaction leaves the previous one waiting for its
+// answers until the timeout (a late ADVERTISE counts as an answer, though
+// it is not forwarded). Every message
+// still goes to every server; a down server's next answer marks it up.
+//
 // Every counter is also counted as an agent reason (relay6_*, GetStats and
 // Prometheus). In xbngd (Agent::start_relay6): the punt path of the relay
 // ports hands it the DHCPv6 frames, Socket6 on UDP 547 its datagrams, and
@@ -52,6 +66,8 @@ struct Relay6Options {
   std::string circuit_id = kDefaultCircuitId;
   std::string remote_id = kDefaultRemoteId;
   uint32_t enterprise = kDefaultRemoteIdEnterprise;
+  uint32_t answer_timeout_ms = 2000;  // an expected answer later than this is a miss
+  uint32_t misses_down = 3;           // misses in a row that mark a server down
   uint32_t exchange_ttl_s = 60;
   size_t max_exchanges = 65536;
 };
@@ -86,6 +102,14 @@ struct Relay6Counters {
   std::atomic<uint64_t> client_malformed{0}, client_hop_limit{0}, client_not_relay_port{0};
   std::atomic<uint64_t> reply_unknown_server{0}, reply_malformed{0}, reply_bad_interface_id{0};
   std::atomic<uint64_t> reply_unknown_client{0}, reply_refused{0}, send_failed{0};
+  std::atomic<uint64_t> server_misses{0}, server_down{0};
+};
+
+struct ServerState6 {
+  Ipv6 address{};
+  bool up = true;
+  uint64_t sent = 0, answered = 0, misses_total = 0, downs = 0;
+  uint32_t misses = 0;  // in a row
 };
 
 class Relay6 {
@@ -104,17 +128,35 @@ class Relay6 {
   void tick();
 
   size_t exchanges() const;
+  std::vector<ServerState6> servers() const;
   const Relay6Counters& counters() const { return counters_; }
 
  private:
-  struct Exchange {
+  // The answers one client transaction waits for.
+  struct Wait {
     uint32_t xid = 0;
+    uint64_t sent_ns = 0;   // its first send
+    uint32_t expect = 0;    // bit per server index: answers that count as misses when absent
+    uint32_t answered = 0;  // bit per server index
+    bool judged = true;     // misses counted (or nothing to count)
+  };
+  struct Exchange {
     uint8_t type = 0;
     Mac mac{};
     Ipv6 client{};
-    uint64_t sent_ns = 0;
+    Wait cur;
+    // The transaction before, while its answers are due: a client moving
+    // on after the first ADVERTISE does not make the slower servers miss.
+    Wait prev;
   };
   const RelayPort6* port(uint32_t ifindex) const;
+  int server_index(const Ipv6& a) const;
+  uint32_t expected_locked(std::span<const uint8_t> payload) const;
+  void record_locked(const SubKey& k, const Mac& mac, const Ipv6& src,
+                     std::span<const uint8_t> payload, uint64_t now);
+  void judge_locked(Wait& w, std::vector<Ipv6>* went_down);
+  void answered_locked(int si, Wait& w);
+  bool match_locked(const SubKey& k, int si, const RelayReply6& r, Exchange* out);
 
   Relay6Options opts_;
   std::map<uint32_t, RelayPort6> ports_;
@@ -126,6 +168,7 @@ class Relay6 {
   Relay6Counters counters_;
 
   mutable std::mutex mu_;
+  std::vector<ServerState6> servers_;
   std::map<uint64_t, Exchange> exchanges_;  // by key_rank
 };
 

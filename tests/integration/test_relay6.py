@@ -5,6 +5,14 @@ the uplink, with memfile leases and a config the test writes: one subnet
 IA_NA pool, an IA_PD pool, and a reservation by DUID. Real dhcpcds (IA_NA +
 IA_PD) on QinQ pairs nobody provisioned get their leases from Kea through
 xbngd, which creates their subscribers (origin relay) from the REPLYs.
+
+Both are in servers_v6, with a second kea-dhcp6 serving the same subnet
+from pools of its own. It stays stopped until the last test, so every test
+runs with one of the two servers silent; the last test stops the first and
+starts the second: new clients get their leases from it, and xbngd counts
+the stopped server's misses and marks it down. (Both never run at once:
+dhcpcd takes the first ADVERTISE, so which server a lease came from would
+be chance.)
 """
 import ipaddress
 import os
@@ -18,6 +26,7 @@ from xbnglab.lab import wait_for
 from xbnglab.xbngd import GW6, UPLINK_DUT6, UPLINK_NET6, CtlError
 
 KEA6 = "2001:db8:ffff:60::3"  # Kea6(index 0)
+KEA6B = "2001:db8:ffff:61::3"  # Kea6(index 1)
 NA_POOL = "2001:db8:1000:1::/64"
 PD_POOL = "2001:db8:2000::/40"
 RESERVED_NA, RESERVED_PD = "2001:db8:1000:1::77", "2001:db8:2000:7700::/56"
@@ -27,7 +36,7 @@ PREFERRED, VALID, T1, T2 = 30, 40, 6, 18
 CONFIG = f"""
 [relay]
 servers_v4 = ["198.51.100.67"]
-servers_v6 = ["{KEA6}"]
+servers_v6 = ["{KEA6}", "{KEA6B}"]
 """
 
 
@@ -46,6 +55,19 @@ def subnet() -> list:
     }]
 
 
+NA_POOL_B = "2001:db8:1000:1::200/120"
+PD_POOL_B = "2001:db8:2100::/40"
+
+
+def subnet_b() -> list:
+    """The second server: the same subnet (by link-address), pools of its own."""
+    return [{
+        "id": 1, "subnet": "2001:db8:1000::/48",
+        "pools": [{"pool": "2001:db8:1000:1::200 - 2001:db8:1000:1::2ff"}],
+        "pd-pools": [{"prefix": "2001:db8:2100::", "prefix-len": 40, "delegated-len": 56}],
+    }]
+
+
 class Relay6Test(BringupSuite):
     DHCP_TOML = CONFIG
     ACCESS_PORT = '{ name = "acc0", subscriber_mtu = 1492, dhcp = "relay" }'
@@ -57,6 +79,9 @@ class Relay6Test(BringupSuite):
         assert cls.kea.address == KEA6
         cls.addClassCleanup(cls.kea.stop)
         cls.kea.start()
+        cls.kea_b = Kea6(x.lab, x.net, "kea6b", 1, subnet_b(), VALID, PREFERRED, T1, T2)
+        assert cls.kea_b.address == KEA6B
+        cls.addClassCleanup(cls.kea_b.stop)  # started by the last test
         cls.cpes = {}
 
     # -- helpers ------------------------------------------------------------------
@@ -146,6 +171,9 @@ class Relay6Test(BringupSuite):
         self.assertGreaterEqual(st.get("relay6_bound", 0), 1, st)
         self.assertGreater(st.get("punt_unknown_dhcpv6", 0), 0, st)
         self.assertEqual(st.get("relay6_reply_refused", 0), 0, st)
+        # The second server is stopped: the SOLICIT it left unanswered is a miss.
+        wait_for(lambda: self.x.stats().get("relay6_server_misses", 0) >= 1, 10, 0.3,
+                 "relay6_server_misses")
 
     def test_2_reserved_cpe_gets_its_reserved_address_and_prefix(self):
         ns, _, addr, prefix, s = self.up(1)
@@ -239,6 +267,29 @@ class Relay6Test(BringupSuite):
         self.ping(self.x.net, addr, ok=False)
         self.ping(self.x.net, host, ok=False)
         del self.cpes[1]
+
+    def test_8_with_one_server_stopped_leases_still_work(self):
+        # Runs last: the first server stays stopped.
+        self.kea.stop()
+        self.kea_b.start()
+        for i in (2, 3, 4):
+            ns, _, addr, prefix, s = self.up(i)
+            self.assertIn(ipaddress.ip_address(addr), ipaddress.ip_network(NA_POOL_B))
+            self.assertTrue(
+                ipaddress.ip_network(prefix).subnet_of(ipaddress.ip_network(PD_POOL_B)), prefix)
+            sub = self.get(s)
+            self.assertEqual(sub.get("origin"), "ORIGIN_RELAY", sub)
+            self.assertEqual(sub["lease_v6"].get("server"), KEA6B, sub)
+            self.assertTrue([ln for ln in self.kea_b.leases() if ln.get("address") == addr])
+        self.b.wait_dad(ns)
+        wait_for(lambda: self.default6(ns) == "fe80::1", 30, 0.3, "IPv6 default route via fe80::1")
+        self.ping(ns, UPLINK_NET6)
+        self.ping(self.x.net, addr)
+        # Three SOLICITs the stopped server left unanswered: three misses in a
+        # row, and it is marked down.
+        wait_for(lambda: self.x.stats().get("relay6_server_down", 0) >= 1, 10, 0.3,
+                 "relay6_server_down")
+        self.assertGreaterEqual(self.x.stats().get("relay6_server_misses", 0), 3)
 
 
 if __name__ == "__main__":

@@ -515,6 +515,7 @@ servers_v4 = ["192.0.2.67", "192.0.2.68"]
 relay_address_v4 = "192.0.2.1"
 circuit_id = "{port}:{svlan}:{cvlan}"
 remote_id = "{mac}"
+remote_id_enterprise = 4491
 option82_policy = "keep"
 [ports]
 access = [{ name = "acc0", dhcp = "relay" }]
@@ -537,6 +538,10 @@ ipv4 = "100.64.0.1"
   EXPECT_EQ(ro.servers.size(), 2u);
   EXPECT_EQ(ro.relay_address, *parse_ipv4("192.0.2.1"));
   EXPECT_EQ(ro.policy, relay::Policy::kKeep);
+  EXPECT_EQ(to_relay6_options(c.relay).enterprise, 4491u);
+  EXPECT_EQ(to_relay6_options(RelayConfig{}).enterprise, relay::kDefaultRemoteIdEnterprise);
+  EXPECT_THAT(load_error("[relay]\nremote_id_enterprise = -1\n"),
+              testing::HasSubstr("expected a non-negative integer"));
   EXPECT_THAT(load_error("[relay]\nserver = [\"192.0.2.67\"]\n"),
               testing::HasSubstr("relay.server: unknown key"));
 
@@ -565,6 +570,9 @@ ipv4 = "100.64.0.1"
       {[](Config& x) { x.relay.circuit_id = "{port}{svlan}:{cvlan}"; }, "separated"},
       {[](Config& x) { x.relay.remote_id = "{user}"; }, "unknown placeholder"},
       {[](Config& x) { x.relay.option82_policy = "append"; }, "relay.option82_policy"},
+      {[](Config& x) { x.relay.remote_id_enterprise = 0; }, "relay.remote_id_enterprise 0"},
+      {[](Config& x) { x.relay.remote_id_enterprise = 1ull << 32; },
+       "relay.remote_id_enterprise 4294967296"},
       {[](Config& x) { x.punt_enabled = false; }, "needs the punt path"},
       {[](Config& x) { x.gateway_ipv4.clear(); }, "needs an IPv4 gateway"},
   };

@@ -547,9 +547,10 @@ struct FakeSessions6 : Sessions6 {
 };
 
 struct Relay6Harness {
-  Relay6Harness() {
+  explicit Relay6Harness(bool two_servers = false) {
     Relay6Options o;
     o.servers = {*parse_ipv6("2001:db8:ffff::547")};
+    if (two_servers) o.servers.push_back(*parse_ipv6("2001:db8:ffff::548"));
     RelayPort6 p;
     p.ifindex = 7;
     p.name = "acc0";
@@ -693,6 +694,85 @@ TEST(Relay6, BadRepliesDroppedAndCounted) {
   h.now += 61ull * 1000000000ull;
   h.relay->tick();
   EXPECT_EQ(h.relay->exchanges(), 0u);
+}
+
+TEST(Relay6, AServerThatStopsAnsweringIsMarkedDown) {
+  Relay6Harness h(true);
+  const Ipv6 other = *parse_ipv6("2001:db8:ffff::548");
+  const uint64_t exported = agent_reason_value(AgentReason::kRELAY6_SERVER_DOWN);
+  for (uint8_t i = 0; i < 3; ++i) {
+    // A SOLICIT: both servers may answer; only the first does.
+    Bytes solicit = hex("01 00aa00 0008 0002 0000");
+    solicit[3] = i;
+    h.relay->on_client(h.key, h.mac, h.ll, solicit);
+    EXPECT_EQ(h.to_server.size(), 2u * (i + 1u));  // every message goes to both
+    Bytes advertise = solicit;
+    advertise[0] = 2;
+    h.relay->on_server(h.server, 547, h.answer(advertise));
+    h.now += 3'000'000'000ull;
+    h.relay->tick();
+    EXPECT_EQ(h.relay->servers()[1].up, i < 2);
+  }
+  auto s = h.relay->servers();
+  EXPECT_TRUE(s[0].up);
+  EXPECT_EQ(s[0].answered, 3u);
+  EXPECT_EQ(s[0].misses_total, 0u);
+  EXPECT_FALSE(s[1].up);
+  EXPECT_EQ(s[1].sent, 3u);
+  EXPECT_EQ(s[1].misses_total, 3u);
+  EXPECT_EQ(s[1].downs, 1u);
+  EXPECT_EQ(h.relay->counters().server_misses.load(), 3u);
+  EXPECT_EQ(h.relay->counters().server_down.load(), 1u);
+  EXPECT_EQ(agent_reason_value(AgentReason::kRELAY6_SERVER_DOWN), exported + 1);
+  // Its next answer marks it up again.
+  h.relay->on_client(h.key, h.mac, h.ll, hex("01 00bb00 0008 0002 0000"));
+  h.relay->on_server(other, 547, h.answer(hex("02 00bb00 0008 0002 0000")));
+  s = h.relay->servers();
+  EXPECT_TRUE(s[1].up);
+  EXPECT_EQ(s[1].misses, 0u);
+  EXPECT_EQ(s[1].answered, 1u);
+}
+
+TEST(Relay6, OnlyOpenMessagesAndFirstSendsAreJudged) {
+  Relay6Harness h(true);
+  // A REQUEST names its server (Server Identifier): no answer is a miss.
+  h.relay->on_client(h.key, h.mac, h.ll, hex("03 00cc00 0008 0002 0000 0002 0004 00030001"));
+  h.now += 3'000'000'000ull;
+  h.relay->tick();
+  EXPECT_EQ(h.relay->counters().server_misses.load(), 0u);
+  // A SOLICIT retransmitted after 1 s is judged 2 s after its first send.
+  h.relay->on_client(h.key, h.mac, h.ll, hex("01 00dd00 0008 0002 0000"));
+  h.now += 1'000'000'000ull;
+  h.relay->on_client(h.key, h.mac, h.ll, hex("01 00dd00 0008 0002 0064"));
+  h.now += 1'100'000'000ull;
+  h.relay->tick();
+  EXPECT_EQ(h.relay->counters().server_misses.load(), 2u);
+  for (const auto& s : h.relay->servers()) {
+    EXPECT_EQ(s.misses, 1u);
+    EXPECT_TRUE(s.up);
+  }
+  // The client takes the first ADVERTISE and moves on: the slower server's
+  // late ADVERTISE still counts as its answer (not forwarded).
+  const Ipv6 other = *parse_ipv6("2001:db8:ffff::548");
+  h.relay->on_client(h.key, h.mac, h.ll, hex("01 00ee00 0008 0002 0000"));
+  const Bytes late = h.answer(hex("02 00ee00 0008 0002 0000"));
+  h.relay->on_server(h.server, 547, late);
+  h.relay->on_client(h.key, h.mac, h.ll, hex("03 00ef00 0008 0002 0000 0002 0004 00030001"));
+  h.relay->on_server(other, 547, late);
+  EXPECT_EQ(h.to_client.size(), 1u);
+  h.now += 3'000'000'000ull;
+  h.relay->tick();
+  EXPECT_EQ(h.relay->counters().server_misses.load(), 2u);
+  EXPECT_EQ(h.relay->servers()[1].misses, 0u);
+  // Without that late answer, the previous SOLICIT is a miss of that server.
+  h.relay->on_client(h.key, h.mac, h.ll, hex("01 00f000 0008 0002 0000"));
+  h.relay->on_server(h.server, 547, h.answer(hex("02 00f000 0008 0002 0000")));
+  h.relay->on_client(h.key, h.mac, h.ll, hex("03 00f100 0008 0002 0000 0002 0004 00030001"));
+  h.now += 3'000'000'000ull;
+  h.relay->tick();
+  EXPECT_EQ(h.relay->counters().server_misses.load(), 3u);
+  EXPECT_EQ(h.relay->servers()[0].misses, 0u);
+  EXPECT_EQ(h.relay->servers()[1].misses, 1u);
 }
 
 // Both sockets over loopback: bound on an ephemeral port, a datagram to

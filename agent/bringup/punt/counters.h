@@ -105,7 +105,9 @@ namespace xbng::agent {
   X(RELAY6_REPLY_UNKNOWN_SERVER, "relay6_reply_unknown_server", "drop")               \
   X(RELAY6_REPLY_MALFORMED, "relay6_reply_malformed", "drop")                         \
   X(RELAY6_REPLY_BAD_INTERFACE_ID, "relay6_reply_bad_interface_id", "drop")           \
-  X(RELAY6_REPLY_UNKNOWN_CLIENT, "relay6_reply_unknown_client", "drop")
+  X(RELAY6_REPLY_UNKNOWN_CLIENT, "relay6_reply_unknown_client", "drop")               \
+  X(RELAY6_SERVER_MISS, "relay6_server_misses", "info")                               \
+  X(RELAY6_SERVER_DOWN, "relay6_server_down", "info")
 
 enum class AgentReason : int {
 #define XBNG_AGENT_REASON_ENUM_(name, str, kind) k##name,
