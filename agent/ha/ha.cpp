@@ -256,7 +256,11 @@ void HaMember::put_member() {
 }
 
 // Keeps the lease alive: a new one when there is none, else a keepalive
-// every third of the TTL. True when the lease is known alive.
+// every third of the TTL; while etcd is down entirely, a keepalive (and, when
+// it fails, a probe) every tick, so that the last moment etcd was seen down,
+// which the deadline counts from, is at most a tick before it came back, and
+// the lease is renewed as soon as it serves again. True when the lease is
+// known alive.
 bool HaMember::renew(Clock::time_point now) {
   auto c = kv_->conn();
   const auto sent = Clock::now();
@@ -278,7 +282,12 @@ bool HaMember::renew(Clock::time_point now) {
     member_written_ = false;
     return true;
   }
-  if (now - renewed_sent_ < ttl_ / 3) return true;
+  bool down = false;
+  {
+    std::lock_guard l(mu_);
+    down = st_.etcd_down;
+  }
+  if (!down && now - renewed_sent_ < ttl_ / 3) return true;
   int64_t left = 0;
   absl::Status s = c->lease_keepalive(lease_, ttl_ / 4, &left);
   if (!s.ok()) {
