@@ -623,7 +623,8 @@ void check_security(const Config& c, Checker& k) {
     const std::string& dhcp = it->second.dhcp;
     if (!dhcp.empty() && dhcp != "server" && dhcp != "relay")
       k.err("ports.access {} dhcp {}: expected \"server\" or \"relay\"", name, quote_value(dhcp));
-    if (dhcp == "relay" && it->second.gateway_ipv4.empty() && c.gateway_ipv4.empty())
+    if (dhcp == "relay" && !c.relay.servers_v4.empty() && it->second.gateway_ipv4.empty() &&
+        c.gateway_ipv4.empty())
       k.err(
           "ports.access {} dhcp relay: needs an IPv4 gateway (gateway_ipv4 or gateway.ipv4): "
           "it selects the servers' subnet and stands for them toward the client",
@@ -945,7 +946,7 @@ punt::BringupOptions to_bringup_options_unchecked(const Config& c) {
   for (const auto& [name, a] : c.access_options)
     if (a.auth == "radius") b.auth_ports.insert(name);
   for (const auto& name : relay_ports_of(c)) {
-    b.relay4_ports.insert(name);
+    if (!c.relay.servers_v4.empty()) b.relay4_ports.insert(name);
     if (!c.relay.servers_v6.empty()) b.relay6_ports.insert(name);
   }
   // Defaults: /var/lib/xbng for the production pin directory; another bpffs

@@ -15,8 +15,19 @@ void check_relay_config(const RelayConfig& r, const std::vector<std::string>& re
   for (const auto& p : relay_ports) {
     if (!r.present)
       err(fmt::format("ports.access {} dhcp relay: needs a [relay] section (its servers)", p));
+    else if (r.servers_v4.empty() && r.servers_v6.empty())
+      err(fmt::format(
+          "ports.access {} dhcp relay: relay.servers_v4 and relay.servers_v6 are both empty", p));
     else if (r.servers_v4.empty())
-      err(fmt::format("ports.access {} dhcp relay: relay.servers_v4 is empty", p));
+      warnings->push_back(fmt::format(
+          "ports.access {} dhcp relay: relays DHCPv6 only (relay.servers_v4 is empty): its "
+          "DHCPv4 is answered by xbngd's own server, for provisioned subscribers",
+          p));
+    else if (r.servers_v6.empty())
+      warnings->push_back(fmt::format(
+          "ports.access {} dhcp relay: relays DHCPv4 only (relay.servers_v6 is empty): its "
+          "DHCPv6 is answered by xbngd's own server, for provisioned subscribers",
+          p));
     if (!punt)
       err(fmt::format("ports.access {} dhcp relay: needs the punt path (punt.enabled = true)", p));
   }

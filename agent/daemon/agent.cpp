@@ -377,7 +377,8 @@ void Agent::start_relays(const punt::BringupOptions& o,
                          const std::optional<relay::Relay4Options>& relay4,
                          const std::optional<relay::Relay6Options>& relay6) {
   if (o.relay4_ports.empty() && o.relay6_ports.empty()) return;
-  if (!relay4) throw std::runtime_error("access ports with dhcp = \"relay\" need [relay]");
+  if (!o.relay4_ports.empty() && !relay4)
+    throw std::runtime_error("the DHCPv4 relay needs relay.servers_v4");
   if (!o.relay6_ports.empty() && !relay6)
     throw std::runtime_error("the DHCPv6 relay needs relay.servers_v6");
   relay_sessions_ = std::make_unique<RelaySessions>(store_.get(), leases_.get());

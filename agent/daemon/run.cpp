@@ -107,7 +107,7 @@ AgentOptions agent_options(const Config& cfg) {
   o.bringup = to_bringup_options(cfg);
   o.journal_file = store_journal_path(cfg);
   if (!relay_ports_of(cfg).empty()) {
-    o.relay4 = to_relay4_options(cfg.relay);
+    if (!cfg.relay.servers_v4.empty()) o.relay4 = to_relay4_options(cfg.relay);
     if (!cfg.relay.servers_v6.empty()) o.relay6 = to_relay6_options(cfg.relay);
   }
   if (cfg.radius.present) {

@@ -32,10 +32,9 @@ PD_POOL = "2001:db8:2000::/40"
 RESERVED_NA, RESERVED_PD = "2001:db8:1000:1::77", "2001:db8:2000:7700::/56"
 PREFERRED, VALID, T1, T2 = 30, 40, 6, 18
 
-# servers_v4 names no running server: these CPEs speak DHCPv6 only.
+# No servers_v4: acc0 relays DHCPv6 only (its DHCPv4 would be xbngd's own).
 CONFIG = f"""
 [relay]
-servers_v4 = ["198.51.100.67"]
 servers_v6 = ["{KEA6}", "{KEA6B}"]
 """
 

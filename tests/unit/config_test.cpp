@@ -551,6 +551,20 @@ ipv4 = "100.64.0.1"
     x.relay.servers_v4 = {"192.0.2.67"};
   };
   EXPECT_TRUE(check_with(relay).ok()) << errors_of(check_with(relay));
+  // One family only: accepted, and check-config says which one is relayed.
+  auto v6_only = [&](Config& x) {
+    relay(x);
+    x.relay.servers_v4.clear();
+    x.relay.servers_v6 = {"2001:db8:ffff::547"};
+    x.gateway_ipv6 = "2001:db8:1000::1";
+  };
+  ConfigCheck r6 = check_with(v6_only);
+  EXPECT_TRUE(r6.ok()) << errors_of(r6);
+  EXPECT_THAT(testing::PrintToString(r6.warnings), testing::HasSubstr("relays DHCPv6 only"));
+  Config c6 = valid_config();
+  v6_only(c6);
+  EXPECT_TRUE(to_bringup_options_unchecked(c6).relay4_ports.empty());
+  EXPECT_EQ(to_bringup_options_unchecked(c6).relay6_ports.count("acc0"), 1u);
   struct Case {
     std::function<void(Config&)> mutate;
     const char* expect;
@@ -558,7 +572,7 @@ ipv4 = "100.64.0.1"
   const Case cases[] = {
       {[](Config& x) { x.access_options["acc0"].dhcp = "proxy"; }, "expected \"server\" or"},
       {[](Config& x) { x.relay = RelayConfig{}; }, "needs a [relay] section"},
-      {[](Config& x) { x.relay.servers_v4.clear(); }, "relay.servers_v4 is empty"},
+      {[](Config& x) { x.relay.servers_v4.clear(); }, "relay.servers_v6 are both empty"},
       {[](Config& x) {
          x.relay.servers_v4 = {"192.0.2.67", "192.0.2.67"};
        },
