@@ -24,11 +24,14 @@
 #include <iostream>
 #include <map>
 #include <optional>
+#include <regex>
 #include <sstream>
 
 #include "bench_util.hpp"
 #include "pktcost.skel.h"
 #include "xbng.skel.h"
+#include "xbng/benchstop.h"
+#include "xbng_bench.skel.h"
 
 using namespace xbench;
 
@@ -48,7 +51,10 @@ struct Case {
   int reason;           // xbng verdict counted on success, -1 for the references
   int len_delta;        // output length - input length
   bool police = false;  // timed with every subscriber on a rate plan
+  bool steps = false;   // the benchmark build ending at a stop point (--steps)
 };
+
+constexpr uint32_t stop_slot(uint32_t stop) { return PC_SLOT_UP_STOP0 + stop; }
 
 const std::vector<Case>& cases() {
   static const std::vector<Case> c = {
@@ -97,6 +103,33 @@ const std::vector<Case>& cases() {
        Tmpl::kDownV6, true, XDP_REDIRECT, XBNG_FWD_DOWNSTREAM, 8, true},
       {"down_v6_64_pol", "xbng downstream /64 +police", "xbng", PC_SLOT_XDP_UPLINK,
        PC_MODE_DOWN_V6_64, Tmpl::kDownV6_64, true, XDP_REDIRECT, XBNG_FWD_DOWNSTREAM, 8, true},
+      // One subscriber-keyed lookup at three kernel element sizes (--steps):
+      // what the layout of the subscriber value costs the lookup.
+      {"ref_sub96", "ref: sub-key hash, 96 B element", "reference", PC_SLOT_REF_SUB40,
+       PC_MODE_UP_V4, Tmpl::kUpV4, false, XDP_REDIRECT, -1, 0, false, true},
+      {"ref_sub120", "ref: sub-key hash, 120 B (xbng)", "reference", PC_SLOT_REF_SUB64,
+       PC_MODE_UP_V4, Tmpl::kUpV4, false, XDP_REDIRECT, -1, 0, false, true},
+      {"ref_sub128", "ref: sub-key hash, 128 B element", "reference", PC_SLOT_REF_SUB72,
+       PC_MODE_UP_V4, Tmpl::kUpV4, false, XDP_REDIRECT, -1, 0, false, true},
+      // Upstream IPv4 step by step (--steps): the benchmark build of the same
+      // code ending at each stop point; the stops before the tags are popped
+      // redirect the frame unchanged.
+      {"up4_s1", "up4 stop: QinQ parsed", "xbng", stop_slot(XBNG_BSTOP_PARSED), PC_MODE_UP_V4,
+       Tmpl::kUpV4, false, XDP_REDIRECT, XBNG_FWD_UPSTREAM, 0, false, true},
+      {"up4_s2", "up4 stop: + subscriber lookup", "xbng", stop_slot(XBNG_BSTOP_LOOKUP),
+       PC_MODE_UP_V4, Tmpl::kUpV4, false, XDP_REDIRECT, XBNG_FWD_UPSTREAM, 0, false, true},
+      {"up4_s3", "up4 stop: + MAC policy", "xbng", stop_slot(XBNG_BSTOP_MAC), PC_MODE_UP_V4,
+       Tmpl::kUpV4, false, XDP_REDIRECT, XBNG_FWD_UPSTREAM, 0, false, true},
+      {"up4_s4", "up4 stop: + checks, anti-spoof", "xbng", stop_slot(XBNG_BSTOP_CHECKS),
+       PC_MODE_UP_V4, Tmpl::kUpV4, false, XDP_REDIRECT, XBNG_FWD_UPSTREAM, 0, false, true},
+      {"up4_s5", "up4 stop: + TTL, MSS, policer", "xbng", stop_slot(XBNG_BSTOP_POLICE),
+       PC_MODE_UP_V4, Tmpl::kUpV4, false, XDP_REDIRECT, XBNG_FWD_UPSTREAM, 0, false, true},
+      {"up4_s6", "up4 stop: + bpf_fib_lookup", "xbng", stop_slot(XBNG_BSTOP_FIB), PC_MODE_UP_V4,
+       Tmpl::kUpV4, false, XDP_REDIRECT, XBNG_FWD_UPSTREAM, 0, false, true},
+      {"up4_s7", "up4 stop: + redirect, pop", "xbng", stop_slot(XBNG_BSTOP_POP), PC_MODE_UP_V4,
+       Tmpl::kUpV4, false, XDP_REDIRECT, XBNG_FWD_UPSTREAM, -8, false, true},
+      {"up4_s0", "up4 stop: none (+ counters)", "xbng", stop_slot(XBNG_BSTOP_NONE), PC_MODE_UP_V4,
+       Tmpl::kUpV4, false, XDP_REDIRECT, XBNG_FWD_UPSTREAM, -8, false, true},
   };
   return c;
 }
@@ -267,6 +300,33 @@ struct Bench {
   }
 };
 
+// The benchmark build ending at `stop`, over the maps of the loaded live
+// build `x` (its own only for the read-only configuration, at the defaults
+// the live build was loaded with).
+struct StopDeleter {
+  void operator()(::xbng_bench* s) const { xbng_bench__destroy(s); }
+};
+using StopSkel = std::unique_ptr<::xbng_bench, StopDeleter>;
+
+StopSkel load_stop(::xbng* x, uint32_t stop) {
+  StopSkel s(xbng_bench__open());
+  if (!s) throw BenchError(fmt::format("opening the benchmark build: {}", std::strerror(errno)));
+  s->rodata->bench_stop = stop;
+  bpf_map* m;
+  bpf_object__for_each_map(m, s->obj) {
+    if (bpf_map__is_internal(m)) continue;
+    bpf_map* live = bpf_object__find_map_by_name(x->obj, bpf_map__name(m));
+    int err = live ? bpf_map__reuse_fd(m, bpf_map__fd(live)) : -ENOENT;
+    if (err)
+      throw BenchError(
+          fmt::format("benchmark build: map {}: {}", bpf_map__name(m), std::strerror(-err)));
+  }
+  if (int err = xbng_bench__load(s.get()))
+    throw BenchError(
+        fmt::format("loading the benchmark build (stop {}): {}", stop, std::strerror(-err)));
+  return s;
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   size_t m = v.size() / 2;
@@ -285,12 +345,42 @@ struct Key {
 std::string fmt_ns(std::optional<double> v) { return v ? fmt::format("{:.0f}", *v) : "-"; }
 std::string fmt_ratio(std::optional<double> v) { return v ? fmt::format("{:.2f}", *v) : "-"; }
 
+// Upstream IPv4 step by step: each stop's ns/packet, what the step added to
+// the previous stop, and the stop over the bare hash of the same run.
+template <typename Get>
+void print_steps(const Get& get, const std::vector<uint32_t>& sizes) {
+  std::printf(
+      "\nUpstream IPv4 step by step (benchmark build ending at each stop; 'step' = this stop - "
+      "the previous one)\n");
+  std::string h = fmt::format("{:<31} {:>5} | {:>6} {:>6} | {:>6} {:>6} | {:>9}", "stop", "N",
+                              "fix", "rnd", "step f", "step r", "/hash rnd");
+  std::printf("%s\n%s\n", h.c_str(), std::string(h.size(), '-').c_str());
+  for (uint32_t n : sizes) {
+    std::optional<double> pf = get("harness", n, false), pr = get("harness", n, true);
+    for (const Case& c : cases()) {
+      if (!c.steps || c.kind != "xbng") continue;
+      auto f = get(c.id, n, false), r = get(c.id, n, true);
+      auto d = [](std::optional<double> a, std::optional<double> b) -> std::optional<double> {
+        if (!a || !b) return std::nullopt;
+        return *a - *b;
+      };
+      std::printf("%s\n",
+                  fmt::format("{:<31} {:>5} | {:>6} {:>6} | {:>6} {:>6} | {:>9}", c.label,
+                              size_label(n), fmt_ns(f), fmt_ns(r), fmt_ns(d(f, pf)),
+                              fmt_ns(d(r, pr)), fmt_ratio(ratio(r, get("ref_hash", n, true))))
+                      .c_str());
+      pf = f;
+      pr = r;
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"xbng per-packet cost with BPF_PROG_TEST_RUN"};
   std::string sizes_arg = "1K,60K,1M";
-  bool quick = false, skip_failed = false;
+  bool quick = false, skip_failed = false, steps = false;
   int repeat = 0, trials = 0;
   std::string json_path;
   app.add_option("--sizes", sizes_arg, "comma-separated subscriber counts (K/M suffixes)");
@@ -302,6 +392,13 @@ int main(int argc, char** argv) {
   app.add_option("--warm", warm,
                  "untimed random packets per policed downstream case after each refill, "
                  "as a multiple of N (0: none)");
+  std::string only;
+  app.add_option("--cases", only,
+                 "time only the cases whose id matches this regular expression (the harness and "
+                 "the bare hash, which the ratios need, always)");
+  app.add_flag("--steps", steps,
+               "also time upstream IPv4 step by step (the benchmark build of xdp_access "
+               "ending at each stop point)");
   app.add_flag("--skip-failed", skip_failed,
                "report a case whose verification fails and go on (default: abort)");
   CLI11_PARSE(app, argc, argv);
@@ -319,6 +416,10 @@ int main(int argc, char** argv) {
     out["config"] = {
         {"sizes", sizes}, {"repeat", repeat}, {"trials", trials}, {"quick", quick}, {"warm", warm}};
 
+    const std::regex only_re(only.empty() ? ".*" : only);
+    auto wanted = [&](const Case& c) {
+      return c.id == "harness" || c.id == "ref_hash" || std::regex_search(c.id, only_re);
+    };
     Env env = setup_namespace();
     std::map<Key, double> res;
     std::map<Key, std::vector<double>> raw;
@@ -327,7 +428,7 @@ int main(int argc, char** argv) {
 
     for (uint32_t n : sizes) {
       XbngSkel x = load_xbng(n);
-      PktcostSkel p = load_pktcost(n);
+      PktcostSkel p = load_pktcost(n, steps);
       attach_pass(p.get(), env.acc);
       attach_pass(p.get(), env.upl);
       xbng_add_port(x.get(), {env.acc, XBNG_ROLE_ACCESS, env.port_mac, 0});
@@ -342,6 +443,7 @@ int main(int argc, char** argv) {
                      size_label(n).c_str(), on ? "on" : "off", t);
       };
       double t_r = pktcost_fill_refs(p.get(), env.acc, n);
+      if (steps) t_r += pktcost_fill_sub_refs(p.get(), env.acc, n);
       fills.push_back({{"n", n}, {"xbng_maps_s", t_x}, {"reference_maps_s", t_r}});
       pktcost_set_ref_tx(p.get(), env.upl);
       pktcost_set_slot(p.get(), PC_SLOT_XDP_ACCESS, xbng_prog_access(x.get()));
@@ -354,6 +456,15 @@ int main(int argc, char** argv) {
       pktcost_set_slot(p.get(), PC_SLOT_REF_POL_ROUTE, bpf_program__fd(p->progs.ref_pol_route));
       pktcost_set_slot(p.get(), PC_SLOT_REF_POL_ARRAY, bpf_program__fd(p->progs.ref_pol_array));
       pktcost_set_slot(p.get(), PC_SLOT_REF_POL_SUBHASH, bpf_program__fd(p->progs.ref_pol_subhash));
+      std::vector<StopSkel> stops;
+      pktcost_set_slot(p.get(), PC_SLOT_REF_SUB40, bpf_program__fd(p->progs.ref_sub40));
+      pktcost_set_slot(p.get(), PC_SLOT_REF_SUB64, bpf_program__fd(p->progs.ref_sub64));
+      pktcost_set_slot(p.get(), PC_SLOT_REF_SUB72, bpf_program__fd(p->progs.ref_sub72));
+      if (steps)
+        for (uint32_t k = 0; k < XBNG_BSTOP_COUNT; k++) {
+          stops.push_back(load_stop(x.get(), k));
+          pktcost_set_slot(p.get(), stop_slot(k), bpf_program__fd(stops.back()->progs.xdp_access));
+        }
       std::fprintf(stderr, "[N=%s] maps filled: xbng %.2f s, references %.2f s\n",
                    size_label(n).c_str(), t_x, t_r);
 
@@ -363,9 +474,9 @@ int main(int argc, char** argv) {
       // ones (the maps refilled with plans).
       std::vector<const Case*> order;
       for (const Case& c : cases())
-        if (!c.police) order.push_back(&c);
+        if (!c.police && (steps || !c.steps) && wanted(c)) order.push_back(&c);
       for (const Case& c : cases())
-        if (c.police) order.push_back(&c);
+        if (c.police && wanted(c)) order.push_back(&c);
       for (const Case* cp : order) {
         const Case& c = *cp;
         set_police(c.police);
@@ -383,6 +494,8 @@ int main(int argc, char** argv) {
       // within a trial, policing off then on (one refill each way).
       for (int t = 0; t < trials; t++)
         for (bool pol : {false, true}) {
+          if (std::none_of(ok.begin(), ok.end(), [&](const Case* c) { return c->police == pol; }))
+            continue;  // no refill for nothing (--cases)
           set_police(pol);
           // A refill leaves every route without prepaid credit: with
           // fewer repetitions than routes, random keys would time nothing
@@ -393,7 +506,10 @@ int main(int argc, char** argv) {
               if (c->police && c->uplink_ingress)
                 b.time(*c, true, static_cast<int>(std::min<double>(warm * n, 2e9)));
           for (bool random : {false, true})
-            for (const Case* c : ok) {
+            // Each trial starts one case further on: drift of the
+            // machine over a trial falls on every case in turn.
+            for (size_t j = 0; j < ok.size(); j++) {
+              const Case* c = ok[(j + static_cast<size_t>(t)) % ok.size()];
               if (c->police != pol) continue;
               double ns = b.time(*c, random, repeat);
               raw[{c->id, n, random}].push_back(ns);
@@ -478,6 +594,7 @@ int main(int argc, char** argv) {
                           {"lpm_over_case_random_net", jv(lxr_net)}});
       }
     }
+    if (steps) print_steps(get, sizes);
     // ---- rate plans: policing on / off, and where the downstream bucket lives ------------
     std::printf(
         "\nRate plans: cost of policing, same run. on/off = policed case / "

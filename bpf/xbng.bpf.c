@@ -22,6 +22,7 @@
 #include "lib/police.h"
 #include "lib/unknown.h"
 #include "lib/ha.h"
+#include "lib/benchstop.h"
 
 #define STEP(expr)                         \
 	do {                               \
@@ -54,6 +55,7 @@ static __always_inline int access_ipv4(const struct xbng_pkt *p, struct xbng_sub
 	CHECK(DHCP, ipv4_check_dhcp(p, ip, sub, key));
 	CHECK(DST_MAC, check_dst_mac(p, eth));
 	CHECK(ANTISPOOF, ipv4_check_addresses(p, ip, sub, key));
+	BENCH_STOP(XBNG_BSTOP_CHECKS, bench_stop_here(p));
 	if (ip->protocol == XBNG_IPPROTO_ICMP)
 		CHECK(ICMP_ECHO, access_icmp4(p, ip));
 	mac_track(p, sub, key, eth->h_source);
@@ -70,6 +72,7 @@ static __always_inline int access_ipv4(const struct xbng_pkt *p, struct xbng_sub
 	fib.ipv4_src = ip->saddr;
 	fib.ipv4_dst = ip->daddr;
 	STEP(police_up(p, sub, fib.tot_len));
+	BENCH_STOP(XBNG_BSTOP_POLICE, bench_stop_here(p));
 	return upstream_forward(p, sub, &fib, ip, 1);
 }
 
@@ -91,6 +94,7 @@ static __always_inline int access_ipv6(const struct xbng_pkt *p, struct xbng_sub
 	CHECK(DHCP, ipv6_check_dhcp(p, ip6, key));
 	CHECK(DST_MAC, check_dst_mac(p, eth));
 	CHECK(ANTISPOOF, ipv6_check_addresses(p, ip6, sub, key));
+	BENCH_STOP(XBNG_BSTOP_CHECKS, bench_stop_here(p));
 	mac_track(p, sub, key, eth->h_source);
 	if (ip6->hop_limit <= 1)
 		return icmp_error(p, XBNG_QINQ_HLEN, 0, XBNG_ERR_TIME_EXCEEDED, 0,
@@ -105,6 +109,7 @@ static __always_inline int access_ipv6(const struct xbng_pkt *p, struct xbng_sub
 	__builtin_memcpy(fib.ipv6_src, ip6->saddr.in6_u.u6_addr32, 16);
 	__builtin_memcpy(fib.ipv6_dst, ip6->daddr.in6_u.u6_addr32, 16);
 	STEP(police_up(p, sub, fib.tot_len));
+	BENCH_STOP(XBNG_BSTOP_POLICE, bench_stop_here(p));
 	return upstream_forward(p, sub, &fib, ip6, 0);
 }
 
@@ -122,6 +127,7 @@ int xdp_access(struct xdp_md *ctx)
 		return drop(&p, XBNG_DROP_STANDBY);
 	STEP(qinq_parse(&p, &q));
 	XBNG_TRACE_STEP(XBNG_TS_QINQ, q.outer_vid, q.inner_vid);
+	BENCH_STOP(XBNG_BSTOP_PARSED, bench_stop_here(&p));
 
 	key.ifindex = p.ifindex;
 	key.outer_vid = q.outer_vid;
@@ -138,6 +144,7 @@ int xdp_access(struct xdp_md *ctx)
 		report_unknown_subscriber(&key, eth->h_source);
 		return drop(&p, XBNG_DROP_UNKNOWN_SUBSCRIBER);
 	}
+	BENCH_STOP(XBNG_BSTOP_LOOKUP, bench_stop_here(&p));
 	{
 		struct ethhdr *eth = pkt_data(&p);
 
@@ -145,6 +152,7 @@ int xdp_access(struct xdp_md *ctx)
 			return drop(&p, XBNG_DROP_INTERNAL);
 		STEP(mac_enforce(&p, sub, &key, eth->h_source));
 	}
+	BENCH_STOP(XBNG_BSTOP_MAC, bench_stop_here(&p));
 
 	switch (q.l3_proto) {
 	case bpf_htons(XBNG_ETH_P_ARP):

@@ -99,6 +99,28 @@ struct {
 	__type(value, struct pc_sub_bkt);
 } ref_sub_map SEC(".maps");
 
+/* Subscriber-keyed references (--steps; else 1 entry each). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1);
+	__type(key, struct xbng_sub_key);
+	__type(value, struct pc_sub_v40);
+} ref_sub40_map SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1);
+	__type(key, struct xbng_sub_key);
+	__type(value, struct xbng_subscriber);
+} ref_sub64_map SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1);
+	__type(key, struct xbng_sub_key);
+	__type(value, struct pc_sub_v72);
+} ref_sub72_map SEC(".maps");
+
 /* [0] reference lookups that missed (must stay 0), [1] sink frames. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -349,6 +371,33 @@ int ref_pol_subhash(struct xdp_md *ctx)
 	}
 	return ref_charge(&s->down, ctx);
 }
+
+/* One lookup of the frame's subscriber key (ingress ifindex, S-VID, C-VID)
+ * in `map`, its flags tested, then redirect: xbng's subscriber lookup
+ * without the rest of the path, at three element sizes. */
+#define REF_SUB(name, map)                                                                   \
+	SEC("xdp")                                                                           \
+	int name(struct xdp_md *ctx)                                                         \
+	{                                                                                    \
+		void *d = (void *)(long)ctx->data, *end = (void *)(long)ctx->data_end;       \
+		struct xbng_sub_key k;                                                       \
+		__u16 *flags;                                                                \
+                                                                                             \
+		if (d + OFF_QINQ_L3 > end)                                                   \
+			return XDP_ABORTED;                                                  \
+		k.ifindex = ctx->ingress_ifindex;                                            \
+		k.outer_vid = bpf_ntohs(*(__u16 *)(d + OFF_QINQ_OUTER_TCI)) & XBNG_VID_MASK; \
+		k.inner_vid = bpf_ntohs(*(__u16 *)(d + OFF_QINQ_INNER_TCI)) & XBNG_VID_MASK; \
+		flags = bpf_map_lookup_elem(&map, &k);                                       \
+		if (!flags || !(flags[3] & XBNG_SUB_F_MAC_VALID)) {                          \
+			count(PC_CNT_REF_MISS);                                              \
+			return XDP_DROP;                                                     \
+		}                                                                            \
+		return bpf_redirect_map(&ref_tx, 0, 0);                                      \
+	}
+REF_SUB(ref_sub40, ref_sub40_map)
+REF_SUB(ref_sub64, ref_sub64_map)
+REF_SUB(ref_sub72, ref_sub72_map)
 
 /* One LPM-trie lookup (/32 entries) of the IPv4 destination, then redirect:
  * the design that keeps every route in a trie. */

@@ -32,7 +32,14 @@ enum pc_slot {
   PC_SLOT_REF_POL_ROUTE = 7,   /* in the route value (per route: NOT shared; the floor) */
   PC_SLOT_REF_POL_ARRAY = 8,   /* slot in the route -> array of per-subscriber entries */
   PC_SLOT_REF_POL_SUBHASH = 9, /* owner key in the route -> subscriber hash lookup */
-  PC_SLOT_MAX = 12,
+  /* The benchmark build of xdp_access ending at stop k (include/xbng/benchstop.h). */
+  PC_SLOT_UP_STOP0 = 10, /* ... PC_SLOT_UP_STOP0 + XBNG_BSTOP_COUNT - 1 */
+  /* One subscriber-keyed hash lookup (QinQ frame), value sizes that make a
+   * kernel element of 96, 120 (xbng's) and 128 bytes (--steps only). */
+  PC_SLOT_REF_SUB40 = 18,
+  PC_SLOT_REF_SUB64 = 19,
+  PC_SLOT_REF_SUB72 = 20,
+  PC_SLOT_MAX = 24,
 };
 
 /* Subscriber addressing shared by the wrapper and the map fill:
@@ -59,6 +66,19 @@ struct pc_route_bkt {
 struct pc_sub_bkt {
   struct xbng_subscriber s;
   struct xbng_bucket down;
+};
+
+/* Values of the subscriber-keyed references: the flags where
+ * xbng_subscriber has them, padded to 40 and 72 bytes. */
+struct pc_sub_v40 {
+  __u8 mac[6];
+  __u16 flags;
+  __u8 pad[32];
+};
+struct pc_sub_v72 {
+  __u8 mac[6];
+  __u16 flags;
+  __u8 pad[64];
 };
 
 #endif /* XBNG_BENCH_PKTCOST_H */

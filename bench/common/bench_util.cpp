@@ -414,7 +414,7 @@ XbngSkel load_xbng(uint32_t n) {
   return s;
 }
 
-PktcostSkel load_pktcost(uint32_t n) {
+PktcostSkel load_pktcost(uint32_t n, bool subs) {
   PktcostSkel s(pktcost__open());
   if (!s) throw BenchError(fmt::format("opening the pktcost skeleton: {}", errstr(errno)));
   uint32_t entries = std::max<uint32_t>(n, 1);
@@ -423,6 +423,8 @@ PktcostSkel load_pktcost(uint32_t n) {
   bpf_map__set_max_entries(s->maps.ref_route_bkt_map, entries);
   bpf_map__set_max_entries(s->maps.ref_police_map, entries);
   bpf_map__set_max_entries(s->maps.ref_sub_map, entries);
+  for (bpf_map* m : {s->maps.ref_sub40_map, s->maps.ref_sub64_map, s->maps.ref_sub72_map})
+    bpf_map__set_max_entries(m, subs ? entries : 1);
   if (int err = pktcost__load(s.get()))
     throw BenchError(fmt::format("loading pktcost (N={}): {}", n, errstr(err)));
   return s;
@@ -583,6 +585,25 @@ double pktcost_fill_refs(::pktcost* s, uint32_t access_ifindex, uint32_t n) {
   batch_update(bpf_map__fd(s->maps.ref_route_bkt_map), k4, rb, "ref_route_bkt_map");
   batch_update(bpf_map__fd(s->maps.ref_police_map), pk, pv, "ref_police_map");
   batch_update(bpf_map__fd(s->maps.ref_sub_map), sk, sv, "ref_sub_map");
+  return now_s() - t0;
+}
+
+double pktcost_fill_sub_refs(::pktcost* s, uint32_t access_ifindex, uint32_t n) {
+  std::vector<xbng_sub_key> k(n);
+  std::vector<pc_sub_v40> v40(n);
+  std::vector<xbng_subscriber> v64(n);
+  std::vector<pc_sub_v72> v72(n);
+  for (uint32_t i = 0; i < n; i++) {
+    k[i] = {access_ifindex, sub_svid(i), sub_cvid(i)};
+    v40[i] = {};
+    v64[i] = {};
+    v72[i] = {};
+    v40[i].flags = v64[i].flags = v72[i].flags = XBNG_SUB_F_MAC_VALID;
+  }
+  double t0 = now_s();
+  batch_update(bpf_map__fd(s->maps.ref_sub40_map), k, v40, "ref_sub40_map");
+  batch_update(bpf_map__fd(s->maps.ref_sub64_map), k, v64, "ref_sub64_map");
+  batch_update(bpf_map__fd(s->maps.ref_sub72_map), k, v72, "ref_sub72_map");
   return now_s() - t0;
 }
 

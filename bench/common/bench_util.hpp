@@ -104,7 +104,8 @@ using PktcostSkel = std::unique_ptr<::pktcost, PktcostDeleter>;
 // The fast path with its subscriber-sized maps at `n` entries.
 XbngSkel load_xbng(uint32_t n);
 // The harness with its reference maps at `n` entries.
-PktcostSkel load_pktcost(uint32_t n);
+// subs: the subscriber-keyed references sized to n too (else 1 entry).
+PktcostSkel load_pktcost(uint32_t n, bool subs = false);
 
 int xbng_prog_access(::xbng* s);
 int xbng_prog_uplink(::xbng* s);
@@ -130,6 +131,8 @@ uint64_t map_memlock(uint32_t type, uint32_t key_size, uint32_t value_size, uint
 // Reference maps over the same IPv4 keys; ref_tx[0] = redirect_ifindex
 // (call in that device's namespace).
 double pktcost_fill_refs(::pktcost* s, uint32_t access_ifindex, uint32_t n);
+// The subscriber-keyed references (load_pktcost(n, true)).
+double pktcost_fill_sub_refs(::pktcost* s, uint32_t access_ifindex, uint32_t n);
 void pktcost_set_ref_tx(::pktcost* s, uint32_t ifindex);
 void pktcost_set_slot(::pktcost* s, uint32_t slot, int prog_fd);
 

@@ -12,6 +12,7 @@
 #include "lib/mss.h"
 #include "lib/tohost.h"
 #include "lib/ha.h"
+#include "lib/benchstop.h"
 
 /* Frames the kernel is to handle leave untagged, MACs and TTL untouched
  * (the kernel decrements the TTL when it forwards). */
@@ -76,6 +77,7 @@ XBNG_INLINE int upstream_forward(const struct xbng_pkt *p, struct xbng_subscribe
 		return drop(p, XBNG_DROP_INTERNAL);
 	}
 
+	BENCH_STOP(XBNG_BSTOP_FIB, bench_stop_here(p));
 	egress = fib->ifindex;
 	XBNG_TRACE_STEP(XBNG_TS_REDIRECT, egress, 0);
 	if (bpf_redirect_map(&tx_ports, egress, XDP_DROP) != XDP_REDIRECT)
@@ -86,6 +88,7 @@ XBNG_INLINE int upstream_forward(const struct xbng_pkt *p, struct xbng_subscribe
 		((struct ipv6hdr *)l3)->hop_limit--;
 	if (qinq_pop(p->ctx, fib->dmac, fib->smac))
 		return drop(p, XBNG_DROP_INTERNAL);
+	BENCH_STOP(XBNG_BSTOP_POP, verdict(p, XBNG_FWD_UPSTREAM, XDP_REDIRECT));
 
 	subscriber_count_up(sub, p->len);
 	egress_port = bpf_map_lookup_elem(&ports, &egress);
