@@ -217,9 +217,13 @@ def radius():
                                                    "policy", "radius"))
         r = ns.exec(["ping", "-c3", "-i0.2", "-W2", UPLINK_NET4], check=False)
         print(f"  the CPE pings {UPLINK_NET4}: {'ok' if r.returncode == 0 else 'FAILED'}")
-        wait_for(lambda: any(a.get("Acct-Status-Type") == "Start" for a in rad.accounting()),
-                 10, 0.2, "the accounting Start")
-        start = next(a for a in rad.accounting() if a.get("Acct-Status-Type") == "Start")
+
+        def first_record(status):
+            """The first accounting request of that status, once it is there."""
+            recs = lambda: [a for a in rad.accounting() if a.get("Acct-Status-Type") == status]
+            wait_for(recs, 10, 0.2, f"the accounting {status}")
+            return recs()[0]
+        start = first_record("Start")
         print(f"  accounting in FreeRADIUS's detail file: Start, Acct-Session-Id "
               f"{start.get('Acct-Session-Id')}, User-Name {start.get('User-Name')}, "
               f"Framed-IP-Address {start.get('Framed-IP-Address')}")
@@ -236,9 +240,7 @@ def radius():
                             f"Framed-IP-Address = {framed}")
         print(f"  radclient disconnect Framed-IP-Address={framed}: "
               f"{'Disconnect-ACK' if 'Disconnect-ACK' in out else 'no ACK: ' + out[-300:]}")
-        wait_for(lambda: any(a.get("Acct-Status-Type") == "Stop" for a in rad.accounting()),
-                 10, 0.2, "the accounting Stop")
-        stop = next(a for a in rad.accounting() if a.get("Acct-Status-Type") == "Stop")
+        stop = first_record("Stop")
         print(f"  Stop: cause {stop.get('Acct-Terminate-Cause')}, in {octets(stop, 'Input')} B / "
               f"{stop.get('Acct-Input-Packets')} pkts, out {octets(stop, 'Output')} B / "
               f"{stop.get('Acct-Output-Packets')} pkts, {stop.get('Acct-Session-Time')} s")

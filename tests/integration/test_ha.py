@@ -22,7 +22,6 @@ gets the lease and the learned MAC through etcd; after a kill -9 of the
 active the CPE's unicast renewal at T1 is accepted by the new active with the
 same address, and the killed member rejoins with the renewed lease. etcd
 stopped entirely: both members keep their roles and traffic keeps flowing."""
-import ipaddress
 import json
 import os
 import signal
@@ -32,6 +31,7 @@ import threading
 import time
 import unittest
 
+from xbnglab.bringup import client_files, dhclient_script, tagged_cpe_link
 from xbnglab.cpe import cpe_sub
 from xbnglab.etcd import CLIENT_PORTS, EtcdCluster, import_to_etcd
 from xbnglab.frames import arp_request, up_v4
@@ -236,33 +236,11 @@ class DhcpCpe:
     def __init__(self, lab, acc):
         self.lab = lab
         self.ns = ns = lab.netns("dcpe")
-        lab.veth(ns, "c0", acc, "dcpe0")
-        acc.ip("link", "set", "dcpe0", "master", "br0")
-        acc.exec(["ethtool", "-K", "dcpe0", "txvlan", "off", "tx-vlan-stag-hw-insert", "off"])
-        ns.sysctl("net.ipv6.conf.c0.disable_ipv6", "1")
-        ns.ip("link", "set", "c0", "down")
-        ns.ip("link", "set", "c0", "address", DSUB["mac"])
-        ns.exec(["ethtool", "-K", "c0", "tx", "off"])
-        ns.exec(["tc", "qdisc", "add", "dev", "c0", "clsact"])
-        ns.exec(["tc", "filter", "add", "dev", "c0", "egress", "bpf", "da", "obj",
-                 os.environ["XBNG_CPE_EGRESS_OBJ"], "sec", "tc"])
-        ns.ip("link", "set", "dev", "c0", "xdpdrv", "obj", os.environ["XBNG_CPE_XDP_UNTAG_OBJ"],
-              "sec", "xdp")
-        ns.ip("link", "set", "c0", "up")
-        d = os.path.join(lab.rundir, "dcpe-dhclient")
-        os.makedirs(d, exist_ok=True)
-        self.f = {k: os.path.join(d, v) for k, v in (("conf", "client.conf"),
-                  ("leases", "client.leases"), ("pid", "client.pid"), ("log", "client.log"),
-                  ("script", "client-script"))}
+        tagged_cpe_link(lab, ns, acc, "dcpe0", DSUB["mac"], disable_ipv6=True)
+        self.f = client_files(os.path.join(lab.rundir, "dcpe-dhclient"))
         with open(self.f["conf"], "w") as c:
             c.write("request subnet-mask, broadcast-address, routers;\n")
-        # Debian's dhclient-script without make_resolv_conf (/etc/resolv.conf is not ours).
-        with open("/sbin/dhclient-script") as src:
-            text = src.read().replace("make_resolv_conf() {",
-                                      "make_resolv_conf() { return 0; }\n_unused_mrc() {", 1)
-        with open(self.f["script"], "w") as out:
-            out.write(text)
-        os.chmod(self.f["script"], 0o755)
+        dhclient_script(self.f["script"])
         self.p = None
 
     def start(self):

@@ -22,6 +22,49 @@ from xbnglab.xbngd import GW4, XbngLab
 ACCESS_PORT = '{ name = "acc0", subscriber_mtu = 1492 }'
 
 
+def tagged_cpe_link(lab, ns: Netns, bridge_ns: Netns, port: str, mac: str,
+                    disable_ipv6: bool = False) -> None:
+    """c0 in ns, its peer `port` on bridge_ns's br0, with the tag push/pop
+    emulator (TC egress pushes the subscriber's tags, XDP pops them) and MAC
+    `mac`. The bridge keeps the outer tag of frames in skb metadata; without
+    TX VLAN offload `port` writes it back into the frame, where c0's XDP
+    program (frame bytes only) pops it."""
+    lab.veth(ns, "c0", bridge_ns, port)
+    bridge_ns.ip("link", "set", port, "master", "br0")
+    bridge_ns.exec(["ethtool", "-K", port, "txvlan", "off", "tx-vlan-stag-hw-insert", "off"])
+    if disable_ipv6:
+        ns.sysctl("net.ipv6.conf.c0.disable_ipv6", "1")
+    ns.ip("link", "set", "c0", "down")
+    ns.ip("link", "set", "c0", "address", mac)
+    ns.exec(["ethtool", "-K", "c0", "tx", "off"])
+    ns.exec(["tc", "qdisc", "add", "dev", "c0", "clsact"])
+    ns.exec(["tc", "filter", "add", "dev", "c0", "egress", "bpf", "da", "obj",
+             os.environ["XBNG_CPE_EGRESS_OBJ"], "sec", "tc"])
+    ns.ip("link", "set", "dev", "c0", "xdpdrv", "obj", os.environ["XBNG_CPE_XDP_UNTAG_OBJ"],
+          "sec", "xdp")
+    ns.ip("link", "set", "c0", "up")
+
+
+def client_files(d: str) -> dict:
+    """A DHCP client's private files under directory d (created)."""
+    os.makedirs(d, exist_ok=True)
+    return {"dir": d, "conf": os.path.join(d, "client.conf"),
+            "leases": os.path.join(d, "client.leases"), "pid": os.path.join(d, "client.pid"),
+            "log": os.path.join(d, "client.log"), "script": os.path.join(d, "client-script")}
+
+
+def dhclient_script(path: str) -> None:
+    """Debian's dhclient-script with make_resolv_conf cut out: the file
+    system is shared, /etc/resolv.conf is not ours to write."""
+    with open("/sbin/dhclient-script") as f:
+        text = f.read()
+    text = text.replace("make_resolv_conf() {", "make_resolv_conf() { return 0; }\n"
+                        "_unused_make_resolv_conf() {", 1)
+    with open(path, "w") as f:
+        f.write(text)
+    os.chmod(path, 0o755)
+
+
 class BringupLab:
     def __init__(self, dhcp_toml: str = "", access_port: str = ACCESS_PORT):
         self.x = x = XbngLab(kind="xbngb")
@@ -58,41 +101,15 @@ class BringupLab:
         i = self.ncpe
         self.ncpe += 1
         ns = x.lab.netns(f"cpe{i}")
-        x.lab.veth(ns, "c0", x.sub, f"cpe{i}")
-        x.sub.ip("link", "set", f"cpe{i}", "master", "br0")
-        # The bridge keeps the outer tag of frames from s0 in skb metadata;
-        # without TX VLAN offload cpe{i} writes it back into the frame, where
-        # c0's XDP program (frame bytes only) pops it.
-        x.sub.exec(["ethtool", "-K", f"cpe{i}", "txvlan", "off", "tx-vlan-stag-hw-insert", "off"])
-        ns.ip("link", "set", "c0", "down")
-        ns.ip("link", "set", "c0", "address", s["mac"])
-        ns.exec(["ethtool", "-K", "c0", "tx", "off"])
-        ns.exec(["tc", "qdisc", "add", "dev", "c0", "clsact"])
-        ns.exec(["tc", "filter", "add", "dev", "c0", "egress", "bpf", "da", "obj",
-                 os.environ["XBNG_CPE_EGRESS_OBJ"], "sec", "tc"])
-        ns.ip("link", "set", "dev", "c0", "xdpdrv", "obj", os.environ["XBNG_CPE_XDP_UNTAG_OBJ"],
-              "sec", "xdp")
-        ns.ip("link", "set", "c0", "up")
+        tagged_cpe_link(x.lab, ns, x.sub, f"cpe{i}", s["mac"])
         return ns
 
     # -- clients ---------------------------------------------------------------
     def client_files(self, ns: Netns, tag: str) -> dict:
-        d = os.path.join(self.run, f"{ns.name}-{tag}")
-        os.makedirs(d, exist_ok=True)
-        return {"dir": d, "conf": os.path.join(d, "client.conf"),
-                "leases": os.path.join(d, "client.leases"), "pid": os.path.join(d, "client.pid"),
-                "log": os.path.join(d, "client.log"), "script": os.path.join(d, "client-script")}
+        return client_files(os.path.join(self.run, f"{ns.name}-{tag}"))
 
     def dhclient_script(self, path: str) -> None:
-        """Debian's dhclient-script with make_resolv_conf cut out: the file
-        system is shared, /etc/resolv.conf is not ours to write."""
-        with open("/sbin/dhclient-script") as f:
-            text = f.read()
-        text = text.replace("make_resolv_conf() {", "make_resolv_conf() { return 0; }\n"
-                            "_unused_make_resolv_conf() {", 1)
-        with open(path, "w") as f:
-            f.write(text)
-        os.chmod(path, 0o755)
+        dhclient_script(path)
 
     def dhclient(self, ns: Netns, v6: bool = False, extra: list[str] | None = None,
                  tag: str | None = None) -> tuple[subprocess.Popen, dict]:
