@@ -39,6 +39,7 @@ Status SubscribersService::GetHaStatus(ServerContext* ctx, const v1::GetHaStatus
     o->set_priority(m.priority);
     o->set_preempt(m.preempt);
     o->set_holding(m.holding);
+    o->set_ports_down(m.ports_down);
   }
   resp->set_etcd_ok(s.etcd_ok);
   resp->set_last_error(s.last_error);

@@ -234,6 +234,7 @@ std::string HaMember::render_member() const {
   j["preempt"] = o_.preempt;
   j["role"] = active_ ? "active" : "standby";
   j["holding"] = written_holding_ = Clock::now() < hold_until_;
+  j["ports_down"] = written_ports_down_ = ports_down_;
   {
     std::lock_guard l(mu_);
     j["since"] = st_.role_since;
@@ -447,6 +448,7 @@ struct HaMember::GroupView {
 };
 
 void HaMember::tick() {
+  check_ports();
   const auto now = Clock::now();
   const bool alive = renew(now);
   if (active_) {
@@ -459,7 +461,9 @@ void HaMember::tick() {
   if (!alive) return;
   // Written again when the hold-off after a hand-over ends: the others
   // read `holding` from it.
-  if (!member_written_ || written_holding_ != (Clock::now() < hold_until_)) put_member();
+  if (!member_written_ || written_holding_ != (Clock::now() < hold_until_) ||
+      written_ports_down_ != ports_down_)
+    put_member();
 
   auto c = kv_->conn();
   GroupView g;
@@ -505,6 +509,7 @@ bool HaMember::read_group(const std::shared_ptr<fleet::KvConn>& c, GroupView* g)
       m.priority = j.value("priority", 0u);
       m.preempt = j.value("preempt", false);
       m.holding = j.value("holding", false);
+      m.ports_down = j.value("ports_down", "");
       g->notes[m.member] = j.value("note", "");
       g->members.push_back(std::move(m));
     }
@@ -541,20 +546,26 @@ void HaMember::tick_active(const GroupView& g, bool requested, const std::string
     step_down("the leader key is no longer ours", false);
     return;
   }
+  const bool other = ready_standby(g);
   std::string handover;
   if (requested) {
     handover = request_cause;
+  } else if (!ports_down_.empty()) {
+    // A member that lost a port hands over to one that has them all; with
+    // none ready it stays: serving the ports it has beats serving none.
+    if (other) {
+      handover = "ports down: " + ports_down_;
+      std::lock_guard l(mu_);
+      ++st_.port_step_downs;
+    }
   } else {
     for (const auto& m : g.members)
       if (m.member != o_.member && m.preempt && m.priority > o_.priority && m.role == "standby" &&
-          !m.holding)
+          !m.holding && m.ports_down.empty())
         handover =
             fmt::format("preempted by {} (priority {} > {})", m.member, m.priority, o_.priority);
   }
   if (!handover.empty()) {
-    bool other = false;
-    for (const auto& m : g.members)
-      other |= m.member != o_.member && m.role == "standby" && !m.holding;
     std::lock_guard l(mu_);
     if (!other && requested) {
       switchover_result_ = "no other member is ready to take over";
@@ -595,12 +606,37 @@ void HaMember::tick_standby(const std::shared_ptr<fleet::KvConn>& c, const Group
   // etcd has a data plane deadline at most a TTL after etcd went down, and
   // this member saw etcd back only after that.
   if (Clock::now() - etcd_ok_since_ < ttl_) return;
+  // A member with a port down campaigns only when no member with all its
+  // ports can.
+  if (!ports_down_.empty() && ready_standby(g)) return;
   // Campaign only when no ready member ranks higher (equal: the first
   // transaction wins).
   for (const auto& m : g.members)
-    if (m.member != o_.member && !m.holding && m.role == "standby" && m.priority > o_.priority)
+    if (m.member != o_.member && !m.holding && m.role == "standby" && m.ports_down.empty() &&
+        m.priority > o_.priority)
       return;
   campaign(c, g);
+}
+
+bool HaMember::ready_standby(const GroupView& g) const {
+  for (const auto& m : g.members)
+    if (m.member != o_.member && m.role == "standby" && !m.holding && m.ports_down.empty())
+      return true;
+  return false;
+}
+
+void HaMember::check_ports() {
+  std::string now = actions_->ports_down();
+  if (now == ports_down_) return;
+  if (now.empty())
+    spdlog::warn("ha: group {} member {}: every port is up again", o_.group, o_.member);
+  else
+    spdlog::warn("ha: group {} member {}: {} ({})", o_.group, o_.member, now,
+                 active_ ? "hands over to a member with every port up, if one is ready"
+                         : "campaigns only if no member with every port up can");
+  ports_down_ = std::move(now);
+  std::lock_guard l(mu_);
+  st_.ports_down = ports_down_;
 }
 
 void HaMember::campaign(const std::shared_ptr<fleet::KvConn>& c, const GroupView& g) {
@@ -692,6 +728,14 @@ std::string HaMember::render_metrics() const {
                  s.step_downs);
   head("xbng_ha_etcd_ok", "gauge", "1 when this member's last etcd request succeeded");
   fmt::format_to(std::back_inserter(out), "xbng_ha_etcd_ok{{{}}} {}\n", labels, s.etcd_ok ? 1 : 0);
+  head("xbng_ha_ports_up", "gauge",
+       "1 when every port of this member is up (0: it hands over or does not campaign)");
+  fmt::format_to(std::back_inserter(out), "xbng_ha_ports_up{{{}}} {}\n", labels,
+                 s.ports_down.empty() ? 1 : 0);
+  head("xbng_ha_port_step_downs_total", "counter",
+       "times this member handed over because a port was down");
+  fmt::format_to(std::back_inserter(out), "xbng_ha_port_step_downs_total{{{}}} {}\n", labels,
+                 s.port_step_downs);
   head("xbng_ha_etcd_down_kept_total", "counter",
        "outages of etcd (down entirely) through which this member stayed active");
   fmt::format_to(std::back_inserter(out), "xbng_ha_etcd_down_kept_total{{{}}} {}\n", labels,

@@ -104,13 +104,18 @@ class HaActions {
   virtual void became_active(const std::string& cause) = 0;
   // After stepping down (or at start): no VIP.
   virtual void became_standby(const std::string& cause) = 0;
+  // Why this node cannot serve now: "" when every port it forwards through
+  // is up, else which is not ("access eth1 has no carrier"). Read on every
+  // tick: a few ioctls, no etcd.
+  virtual std::string ports_down() { return {}; }
 };
 
 struct HaMemberView {
   std::string member, node, role;  // role: "active" or "standby"
   uint32_t priority = 0;
   bool preempt = false;
-  bool holding = false;  // stays out of elections for now (it just handed over)
+  bool holding = false;    // stays out of elections for now (it just handed over)
+  std::string ports_down;  // "" = every port up; else why it cannot serve
 };
 
 struct HaStatus {
@@ -132,6 +137,9 @@ struct HaStatus {
   // outages, and whether one is going on).
   uint64_t etcd_down_kept = 0;
   bool etcd_down = false;
+  // This member's ports, as last read ("" = every port up).
+  std::string ports_down;
+  uint64_t port_step_downs = 0;  // times it handed over for a port down
 };
 
 class HaMember {
@@ -163,6 +171,9 @@ class HaMember {
   void tick_active(const GroupView& g, bool requested, const std::string& request_cause);
   void tick_standby(const std::shared_ptr<fleet::KvConn>& c, const GroupView& g, bool requested);
   void campaign(const std::shared_ptr<fleet::KvConn>& c, const GroupView& g);
+  // Another live member is standby, not holding, with every port up.
+  bool ready_standby(const GroupView& g) const;
+  void check_ports();
   bool renew(std::chrono::steady_clock::time_point now);
   bool etcd_down_entirely();
   void etcd_failed();
@@ -185,10 +196,12 @@ class HaMember {
   std::chrono::steady_clock::time_point etcd_ok_since_{};
   bool etcd_failed_ = true;
   bool member_written_ = false;
-  mutable bool written_holding_ = false;  // `holding` in the member key last written
-  std::string last_leader_;               // the leader seen at the last read
-  std::string last_leader_note_;          // and its member key's note
-  std::string last_takeover_class_;       // the cause class of the last campaign won
+  mutable bool written_holding_ = false;    // `holding` in the member key last written
+  std::string last_leader_;                 // the leader seen at the last read
+  std::string last_leader_note_;            // and its member key's note
+  std::string last_takeover_class_;         // the cause class of the last campaign won
+  std::string ports_down_;                  // this tick's HaActions::ports_down()
+  mutable std::string written_ports_down_;  // `ports_down` in the member key last written
   std::atomic<bool> active_{false};
 
   mutable std::mutex mu_;

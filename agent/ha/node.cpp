@@ -2,8 +2,11 @@
 
 #include <bpf/bpf.h>
 #include <linux/if_addr.h>
+#include <net/if.h>
+#include <sys/ioctl.h>
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -98,6 +101,7 @@ HaNode::HaNode(Dataplane* dp, const HaOptions& o) : dp_(dp), o_(o) {
 HaNode::~HaNode() {
   ++generation_;
   join();
+  if (ctl_fd_ >= 0) close(ctl_fd_);
 }
 
 void HaNode::join() {
@@ -107,6 +111,32 @@ void HaNode::join() {
 void HaNode::set_deadline(uint64_t ns) {
   if (ns == XBNG_HA_STANDBY) active_ = false;
   dp_->set_ha_deadline(ns);
+}
+
+std::string HaNode::ports_down() {
+  // A socket of this process's network namespace, where the ports are.
+  if (ctl_fd_ < 0) ctl_fd_ = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (ctl_fd_ < 0) return {};  // cannot tell: do not claim a port is down
+  std::string down;
+  for (const auto& p : dp_->ports()) {
+    ifreq ifr{};
+    // By index: a renamed netdev is still the port the programs are on.
+    ifr.ifr_ifindex = static_cast<int>(p.ifindex);
+    const char* what = nullptr;
+    if (ioctl(ctl_fd_, SIOCGIFNAME, &ifr) < 0) {
+      what = "is gone";
+    } else if (ioctl(ctl_fd_, SIOCGIFFLAGS, &ifr) < 0) {
+      continue;
+    } else if (!(ifr.ifr_flags & IFF_UP)) {
+      what = "is down";
+    } else if (!(ifr.ifr_flags & IFF_RUNNING)) {
+      what = "has no carrier";
+    }
+    if (!what) continue;
+    if (!down.empty()) down += ", ";
+    down += fmt::format("{} {} {}", p.role == XBNG_ROLE_UPLINK ? "uplink" : "access", p.name, what);
+  }
+  return down;
 }
 
 void HaNode::set_vips(bool present) {

@@ -37,6 +37,10 @@ class HaNode final : public HaActions {
   void set_deadline(uint64_t ns) override;
   void became_active(const std::string& cause) override;
   void became_standby(const std::string& cause) override;
+  // Every port the programs are attached to must be up with a carrier
+  // (IFF_UP and IFF_RUNNING): an access or uplink cable pulled, a switch
+  // port down, a netdev removed.
+  std::string ports_down() override;
   HaAnnounceStats last_announce() const;
   // Acting active: the agent's own frames on the access side (unsolicited
   // RAs) are sent only then.
@@ -49,6 +53,7 @@ class HaNode final : public HaActions {
 
   Dataplane* dp_;
   HaOptions o_;
+  int ctl_fd_ = -1;      // ioctl socket for ports_down() (the HA thread's only)
   uint32_t uplink_ = 0;  // ifindex of the uplink carrying the VIPs (0: none)
   std::unique_ptr<punt::PuntTx> tx_;
   std::atomic<uint64_t> generation_{0};

@@ -181,6 +181,14 @@ struct FakeNode final : HaActions {
   void set_deadline(uint64_t ns) override { deadline = ns; }
   void became_active(const std::string&) override { ++actives; }
   void became_standby(const std::string&) override { ++standbys; }
+  std::string ports_down() override {
+    std::lock_guard l(mu);
+    return down;
+  }
+  void set_ports_down(std::string why) {
+    std::lock_guard l(mu);
+    down = std::move(why);
+  }
   bool acting_active() const {
     const uint64_t now = static_cast<uint64_t>(
         std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
@@ -188,6 +196,8 @@ struct FakeNode final : HaActions {
     const uint64_t d = deadline;
     return d != XBNG_HA_ALWAYS_ACTIVE && now < d;
   }
+  std::mutex mu;
+  std::string down;  // what ports_down() says
 };
 
 HaOptions opts(const std::string& member, uint32_t priority, bool preempt = false) {
@@ -381,6 +391,57 @@ TEST(HaElection, NoPreemptKeepsTheActive) {
   ASSERT_TRUE(wait_until([&] { return a.status().members.size() == 2; }, 3s));
   std::this_thread::sleep_for(500ms);
   EXPECT_TRUE(b.active());
+  EXPECT_FALSE(a.active());
+}
+
+// The active loses a port: it hands over to the standby that has them all,
+// which then stays active when the port is back (no preempt).
+TEST(HaElection, PortDownHandsOver) {
+  FakeEtcd etcd;
+  std::atomic<bool> up_a{true}, up_b{true};
+  FakeNode na, nb;
+  HaMember a(opts("a", 100), std::make_unique<FakeKv>(&etcd, &up_a), &na);
+  ASSERT_TRUE(wait_until([&] { return a.active(); }, 3s));
+  HaMember b(opts("b", 50), std::make_unique<FakeKv>(&etcd, &up_b), &nb);
+  ASSERT_TRUE(wait_until([&] { return a.status().members.size() == 2; }, 3s));
+  na.set_ports_down("access eth1 has no carrier");
+  ASSERT_TRUE(wait_until([&] { return b.active(); }, 3s)) << "b did not take over";
+  EXPECT_FALSE(a.active());
+  EXPECT_FALSE(na.acting_active());
+  EXPECT_NE(b.status().last_takeover_cause.find("ports down: access eth1 has no carrier"),
+            std::string::npos)
+      << b.status().last_takeover_cause;
+  EXPECT_EQ(a.status().port_step_downs, 1u);
+  EXPECT_EQ(a.status().ports_down, "access eth1 has no carrier");
+  na.set_ports_down("");
+  std::this_thread::sleep_for(500ms);
+  EXPECT_TRUE(b.active());
+  EXPECT_FALSE(a.active());
+  EXPECT_NE(a.render_metrics().find("xbng_ha_ports_up{group=\"g\",member=\"a\"} 1"),
+            std::string::npos);
+}
+
+// With no member that has every port, the active keeps its role (it still
+// serves the ports it has), and a standby with a port down does not win
+// against one with all of them.
+TEST(HaElection, PortDownWithoutReadyStandbyKeepsTheActive) {
+  FakeEtcd etcd;
+  std::atomic<bool> up_a{true}, up_b{true};
+  FakeNode na, nb;
+  nb.set_ports_down("uplink eth0 is down");
+  HaMember a(opts("a", 100), std::make_unique<FakeKv>(&etcd, &up_a), &na);
+  ASSERT_TRUE(wait_until([&] { return a.active(); }, 3s));
+  HaMember b(opts("b", 150), std::make_unique<FakeKv>(&etcd, &up_b), &nb);
+  ASSERT_TRUE(wait_until([&] { return a.status().members.size() == 2; }, 3s));
+  na.set_ports_down("access eth1 has no carrier");
+  std::this_thread::sleep_for(600ms);
+  EXPECT_TRUE(a.active()) << "a handed over to a member without its ports";
+  EXPECT_FALSE(b.active());
+  EXPECT_EQ(a.switchover("test", 1s), "no other member is ready to take over");
+  EXPECT_TRUE(a.active());
+  // b's ports come back: a hands over to it.
+  nb.set_ports_down("");
+  ASSERT_TRUE(wait_until([&] { return b.active(); }, 3s));
   EXPECT_FALSE(a.active());
 }
 

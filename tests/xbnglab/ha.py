@@ -1,0 +1,255 @@
+"""A high-availability lab (docs/fleet.md, "High availability"): two xbngd
+members of one group on one access bridge and one uplink bridge, a real
+etcd, numbered traffic both ways, and a watch of who answers ARP.
+
+    cpe ns  --c0/cpe0--+                      +--u0-- dut0 upl0 (192.0.2.11, VIP when active)
+                       | br0 (acc ns)          |
+    dut0 acc0 --a0-----+                br1 (up ns)--n0/eth0-- net ns (192.0.2.2):
+    dut1 acc0 --a1-----+                      +--u1-- dut1 upl0    routes to the pools
+                                                                   via the VIP 192.0.2.1
+    etcd ns: one etcd member; e0/e1 to the members
+
+Used by tests/integration/test_ha.py and bench/ha.py.
+"""
+from __future__ import annotations
+
+import os
+import re
+import socket
+import struct
+import threading
+import time
+
+from xbnglab.etcd import CLIENT_PORTS, EtcdCluster
+from xbnglab.frames import arp_request, up_v4
+from xbnglab.lab import drain, recv_frames
+from xbnglab.xbngd import GW4, GW6, Daemon, find_bin
+
+GROUP = "pair1"
+VMAC = "02:00:5e:00:01:01"
+VIP4 = "192.0.2.1"
+NET4 = "192.0.2.2"
+PPS = 500  # per direction
+MAGIC_UP = b"XBNGHAUP"
+MAGIC_DOWN = b"XBNGHADN"
+ANNOUNCED = re.compile(r"ha: takeover announced: (\d+) frame\(s\) on (\d+) subscriber VLAN "
+                       r"pair\(s\) and the uplink in ([0-9.]+) s")
+
+
+def build_lab(lab, obj, **member_args):
+    """The namespaces, bridges, etcd and two (not started) members.
+    Returns (cluster, members, ns dict: etcd, acc, up, cpe, net)."""
+    ns = {k: lab.netns(k) for k in ("etcd", "acc", "up", "cpe", "net")}
+    for n, br in ((ns["acc"], "br0"), (ns["up"], "br1")):
+        n.ip("link", "add", br, "type", "bridge", "stp_state", "0", "forward_delay", "0")
+        n.ip("link", "set", br, "up")
+    lab.veth(ns["cpe"], "c0", ns["acc"], "cpe0")
+    ns["acc"].ip("link", "set", "cpe0", "master", "br0")
+    ns["cpe"].sysctl("net.ipv6.conf.c0.disable_ipv6", "1")
+    lab.veth(ns["net"], "eth0", ns["up"], "n0")
+    ns["up"].ip("link", "set", "n0", "master", "br1")
+    ns["net"].ip("addr", "add", f"{NET4}/24", "dev", "eth0")
+    ns["net"].ip("route", "add", "100.64.0.0/10", "via", VIP4)
+    cluster = EtcdCluster(lab, ns["etcd"], members=1)
+    cluster.start()
+    members = [Member(lab, k, ns["etcd"], ns["acc"], ns["up"], obj, **member_args)
+               for k in (0, 1)]
+    return cluster, members, ns
+
+
+class Member(Daemon):
+    CTL_TIMEOUT = 60
+
+    def __init__(self, lab, k, etcd_ns, acc, up, obj, lease=20, max_subscribers=4096, extra=""):
+        self.lab, self.k, self.name = lab, k, f"m{k}"
+        self.max_subscribers = max_subscribers
+        self.ns = lab.netns(f"dut{k}")
+        lab.veth(etcd_ns, f"e{k}", self.ns, "etcd0")
+        etcd_ns.ip("addr", "add", f"198.51.100.{4 * k + 1}/30", "dev", f"e{k}")
+        self.ns.ip("addr", "add", f"198.51.100.{4 * k + 2}/30", "dev", "etcd0")
+        self.etcd_host = f"198.51.100.{4 * k + 1}"
+        lab.veth(acc, f"a{k}", self.ns, "acc0")
+        # The access netdev takes the virtual MAC on every member: its kernel must not speak there.
+        self.ns.sysctl("net.ipv6.conf.acc0.disable_ipv6", "1")
+        lab.veth(self.ns, "upl0", up, f"u{k}")
+        for ns, ifn in ((acc, f"a{k}"), (up, f"u{k}")):
+            lab.attach_pass(ns, ifn, obj)
+            ns.ip("link", "set", ifn, "master", "br0" if ns is acc else "br1")
+        # The bridge moves a frame's outer tag into skb metadata on receive;
+        # with TX VLAN offload off, a<k> writes it back into the frame before
+        # xbng's XDP program (which sees only frame bytes) gets it.
+        acc.exec(["ethtool", "-K", f"a{k}", "txvlan", "off", "tx-vlan-stag-hw-insert", "off"])
+        self.ns.ip("addr", "add", f"192.0.2.{11 + k}/24", "dev", "upl0")
+        self.ns.ip("addr", "add", f"2001:db8:ffff::{11 + k}/64", "dev", "upl0", "nodad")
+        self.bpffs = os.path.join(lab.bpffs, f"{lab.id}-{self.name}")
+        self.socket_path = os.path.join(lab.rundir, f"{self.name}.sock")
+        self.grpc = f"unix://{self.socket_path}"
+        self.log = os.path.join(lab.rundir, f"{self.name}.log")
+        self.xbngd, self.xbngctl = find_bin("xbngd"), find_bin("xbngctl")
+        self.what = f"xbngd {self.name}"
+        self.conf = os.path.join(lab.rundir, f"{self.name}.toml")
+        with open(self.conf, "w") as f:
+            f.write(f'[ha]\ngroup = "{GROUP}"\nmember = "{self.name}"\npriority = {100 - k}\n'
+                    f'lease_ttl_s = 2\nvirtual_mac = "{VMAC}"\n'
+                    f'uplink_vip_v4 = "{VIP4}/24"\nuplink_vip_v6 = "2001:db8:ffff::1/64"\n'
+                    f'\n[dhcp]\nlease_time = {lease}\n' + extra)
+
+    def start(self):
+        argv = [self.xbngd, "--config", self.conf, "--access", "acc0", "--uplink", "upl0",
+                "--gateway-ipv4", GW4, "--gateway-ipv6", GW6, "--grpc", self.grpc,
+                "--bpffs", self.bpffs, "--max-subscribers", str(self.max_subscribers), "--metrics-listen", "",
+                "--etcd", f"{self.etcd_host}:{CLIENT_PORTS[0]}", "--node", self.name,
+                "--lease-file", os.path.join(self.lab.rundir, f"{self.name}-leases.json")]
+        self.launch(self.ns.nsenter_argv(argv), 60)
+
+    def ha(self):
+        return self.ctl("ha", "status")
+
+    def role(self):
+        try:
+            return self.ha().get("role")
+        except Exception:
+            return None
+
+    def subscribers(self):
+        return int(self.ctl("stats").get("subscribers", 0))
+
+    def has_vip(self):
+        out = self.ns.ip("-o", "addr", "show", "dev", "upl0").stdout
+        return f" {VIP4}/24 " in out
+
+    def sub(self, s):
+        out = self.ctl("sub", "get", "--port", s["port"], "--outer", str(s["outer_vlan"]),
+                       "--inner", str(s["inner_vlan"]))
+        return out["subscriber"]
+
+    def lease4(self, s):
+        sub = self.sub(s)
+        return sub.get("leaseV4") or sub.get("lease_v4") or {}
+
+    def _announced(self):
+        if not os.path.exists(self.log):
+            return []
+        with open(self.log, errors="replace") as f:
+            return [(int(m[1]), int(m[2]), float(m[3]))
+                    for m in map(ANNOUNCED.search, f) if m]
+
+    def takeover_announced(self):
+        """(frames, VLAN pairs, seconds) of this member's last takeover
+        announcement, from its log; None before one."""
+        a = self._announced()
+        return a[-1] if a else None
+
+    def announcements(self):
+        return len(self._announced())
+
+    def counter(self, reason):
+        for r in self.ctl("stats").get("reasons", []):
+            if r["reason"] == reason:
+                return int(r.get("packets", 0))
+        return 0
+
+
+class Flows:
+    """Numbered traffic both ways; a record of each frame's arrival."""
+
+    def __init__(self, cpe, net, subs):
+        self.subs = subs
+        self.up_tx = cpe.packet_socket("c0")
+        self.down_rx = cpe.packet_socket("c0")
+        self.up_rx = net.packet_socket("eth0")
+        with net.entered():
+            self.down_tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        for s in (self.down_rx, self.up_rx):
+            drain(s)
+        self.templates = [bytes(up_v4(s, VMAC, NET4, payload=MAGIC_UP + b"\0" * 8)) for s in subs]
+        self.sent = {"up": 0, "down": 0}
+        self.seen = {"up": {}, "down": {}}  # seq -> arrival time
+        self.t_sent = {"up": [], "down": []}
+        self._stop = threading.Event()
+
+    def _send(self):
+        interval, seq, t_next = 1.0 / PPS, 0, time.monotonic()
+        while not self._stop.is_set():
+            s = self.subs[seq % len(self.subs)]
+            f = self.templates[seq % len(self.templates)]
+            self.up_tx.send(f[:-8] + struct.pack("!Q", seq))
+            self.down_tx.sendto(MAGIC_DOWN + struct.pack("!Q", seq), (s["ipv4"], 40000))
+            now = time.monotonic()
+            self.t_sent["up"].append(now)
+            self.t_sent["down"].append(now)
+            seq += 1
+            t_next += interval
+            if t_next > now:
+                time.sleep(t_next - now)
+        self.sent = {"up": seq, "down": seq}
+
+    def _recv(self, sock, magic, d):
+        while not self._stop.is_set():
+            for f in recv_frames(sock, 0.2, match=lambda f: magic in f):
+                i = f.find(magic) + len(magic)
+                self.seen[d][struct.unpack("!Q", f[i:i + 8])[0]] = time.monotonic()
+
+    def __enter__(self):
+        self.threads = [threading.Thread(target=self._send),
+                        threading.Thread(target=self._recv, args=(self.up_rx, MAGIC_UP, "up")),
+                        threading.Thread(target=self._recv,
+                                         args=(self.down_rx, MAGIC_DOWN, "down"))]
+        for t in self.threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc):
+        time.sleep(1.0)  # the last frames in flight
+        self._stop.set()
+        for t in self.threads:
+            t.join()
+
+    def loss(self, d):
+        """(lost, seconds of loss at the send rate)."""
+        lost = self.sent[d] - len(self.seen[d])
+        return lost, lost / PPS
+
+
+class ArpWatch:
+    """ARP requests for the gateway from one CPE every 50 ms, and which member
+    answered each (captured on the bridge ports a0 and a1 of the access L2)."""
+
+    def __init__(self, cpe, acc, sub):
+        self.tx = cpe.packet_socket("c0")
+        self.rx = [acc.packet_socket("a0"), acc.packet_socket("a1")]
+        for s in self.rx:
+            drain(s)
+        self.req = bytes(arp_request(sub, GW4))
+        self.rounds = []  # (time, answers from m0, answers from m1)
+        self._stop = threading.Event()
+
+    def _run(self):
+        while not self._stop.is_set():
+            self.tx.send(self.req)
+            t = time.monotonic()
+            counts = []
+            for s in self.rx:
+                try:
+                    fr = recv_frames(s, 0.025, match=lambda f: f[20:22] == b"\x08\x06" and
+                                     f[22 + 6:22 + 8] == b"\x00\x02")
+                except OSError:  # the bridge port is down (a test took the link away)
+                    fr = []
+                    time.sleep(0.025)
+                counts.append(len(fr))
+            self.rounds.append((t, counts[0], counts[1]))
+
+    def __enter__(self):
+        self.t = threading.Thread(target=self._run)
+        self.t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self.t.join()
+
+    def both(self):
+        return [r for r in self.rounds if r[1] and r[2]]
+
+    def answered(self):
+        return sum(1 for r in self.rounds if r[1] or r[2])
