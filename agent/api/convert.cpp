@@ -45,7 +45,7 @@ namespace {
 
 // The MAC and host addresses of a subscriber (at least one address).
 absl::Status subscriber_addresses(const xbng::v1::Subscriber& in, std::string_view where,
-                                  SubscriberSpec& s) {
+                                  SubscriberSpec& s, bool address_required) {
   if (!in.mac().empty()) {
     auto m = parse_mac(in.mac());
     if (!m) return bad(where, "mac", in.mac(), "is not a MAC address (aa:bb:cc:dd:ee:ff)");
@@ -69,7 +69,7 @@ absl::Status subscriber_addresses(const xbng::v1::Subscriber& in, std::string_vi
     s.has_ipv6 = true;
     s.ipv6 = *a;
   }
-  if (!s.has_ipv4 && !s.has_ipv6)
+  if (!s.has_ipv4 && !s.has_ipv6 && address_required)
     return absl::Status(absl::StatusCode::kInvalidArgument,
                         fmt::format("{}: fields ipv4 and ipv6 are both empty: at least one address "
                                     "is required",
@@ -120,12 +120,13 @@ absl::Status subscriber_prefixes(const xbng::v1::Subscriber& in, std::string_vie
 }  // namespace
 
 absl::Status validate_subscriber(const xbng::v1::Subscriber& in, const PortResolver& ports,
-                                 std::string_view where, SubscriberSpec* out) {
+                                 std::string_view where, SubscriberSpec* out,
+                                 bool address_required) {
   SubscriberSpec s;
   if (auto st = key_fields(in.port(), in.outer_vlan(), in.inner_vlan(), ports, where, &s.key);
       !st.ok())
     return st;
-  if (auto st = subscriber_addresses(in, where, s); !st.ok()) return st;
+  if (auto st = subscriber_addresses(in, where, s, address_required); !st.ok()) return st;
   if (auto st = subscriber_prefixes(in, where, s); !st.ok()) return st;
   if (in.has_policy()) {
     const auto& pp = in.policy();

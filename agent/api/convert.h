@@ -18,9 +18,13 @@
 namespace xbng::agent {
 
 // Proto → spec. On error returns INVALID_ARGUMENT whose message starts with
-// `where` (e.g. "subscribers[3]") and names the field and the value.
+// `where` (e.g. "subscribers[3]") and names the field and the value. A
+// subscriber needs an IPv4 or IPv6 address, except one RADIUS authorized on
+// a port whose DHCP is relayed (`address_required` false): its addresses
+// come with the lease the relay sees.
 absl::Status validate_subscriber(const xbng::v1::Subscriber& in, const PortResolver& ports,
-                                 std::string_view where, SubscriberSpec* out);
+                                 std::string_view where, SubscriberSpec* out,
+                                 bool address_required = true);
 absl::Status validate_key(const xbng::v1::SubscriberKey& in, const PortResolver& ports,
                           std::string_view where, SubKey* out);
 

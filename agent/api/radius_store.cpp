@@ -54,7 +54,10 @@ absl::Status check_accept(agent::SubscriberStore* store, const SubscriberSpec& s
     return absl::AlreadyExistsError("provisioned meanwhile");
   xbng::v1::Subscriber m;
   agent::spec_to_proto(spec, store->ports(), &m);
-  if (absl::Status st = agent::validate_subscriber(m, store->ports(), "Access-Accept", out);
+  // An Accept with no address at all got here only for a relay port
+  // (spec_from_accept): the relayed lease gives the addresses.
+  const bool bare = !spec.has_ipv4 && !spec.has_ipv6 && spec.prefixes.empty();
+  if (absl::Status st = agent::validate_subscriber(m, store->ports(), "Access-Accept", out, !bare);
       !st.ok())
     return st;
   out->origin = agent::kOriginRadius;

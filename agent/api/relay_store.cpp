@@ -24,6 +24,13 @@ bool nothing_left(const SubscriberSpec& s) {
   return !s.has_ipv4 && !s.has_ipv6 && s.prefixes.empty();
 }
 
+// Subscribers whose addresses the relayed leases own: those the relay
+// created, and those RADIUS authorized on the relay port (the Accept gave
+// the plan, the lease the address). The others keep what their source gave.
+bool lease_owned(const SubscriberSpec& s) {
+  return s.origin == kOriginRelay || s.origin == kOriginRadius;
+}
+
 }  // namespace
 
 RelaySessions::RelaySessions(SubscriberStore* store, LeaseTable* leases, Clock clock)
@@ -124,7 +131,7 @@ void RelaySessions::ended6(const SubKey& k, const char* why) {
 void RelaySessions::drop_ipv6(const SubKey& k, const char* why) {
   SubscriberSpec spec;
   std::optional<Mac> learned;
-  if (!store_->binding(k, &spec, &learned) || spec.origin != kOriginRelay) return;
+  if (!store_->binding(k, &spec, &learned) || !lease_owned(spec)) return;
   bool v6_prefix = false;
   for (const auto& p : spec.prefixes) v6_prefix = v6_prefix || p.family == 6;
   if (!spec.has_ipv6 && !v6_prefix) return;
@@ -139,7 +146,7 @@ void RelaySessions::drop_ipv6(const SubKey& k, const char* why) {
 void RelaySessions::drop_ipv4(const SubKey& k, const char* why) {
   SubscriberSpec spec;
   std::optional<Mac> learned;
-  if (!store_->binding(k, &spec, &learned) || spec.origin != kOriginRelay || !spec.has_ipv4) return;
+  if (!store_->binding(k, &spec, &learned) || !lease_owned(spec) || !spec.has_ipv4) return;
   spec.has_ipv4 = false;
   spec.ipv4 = 0;
   shrink(k, std::move(spec), "IPv4 address", why);

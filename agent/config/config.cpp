@@ -891,6 +891,7 @@ DataplaneOptions to_dataplane_options(const Config& c) {
     if (!a.mac_policy.empty()) ov.mac_policy = *parse_mac_policy(a.mac_policy);
     // Unknown keys' first DHCP/RS are punted: to RADIUS, or to the relay.
     ov.punt_unknown = a.auth == "radius" || a.dhcp == "relay";
+    ov.relay4 = a.dhcp == "relay" && !c.relay.servers_v4.empty();
     o.access_overrides[name] = ov;
   }
   for (const auto& [name, u] : c.uplink_options) {

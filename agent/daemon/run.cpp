@@ -119,6 +119,8 @@ AgentOptions agent_options(const Config& cfg) {
     r.access.password = cfg.radius.password;
     r.access.reject_hold_s = static_cast<uint32_t>(cfg.radius.reject_hold_s);
     r.access.plans = cfg.plans;
+    r.access.relay_ports = o.bringup.relay4_ports;
+    r.access.relay_ports.insert(o.bringup.relay6_ports.begin(), o.bringup.relay6_ports.end());
     r.acct.interim_interval_s = static_cast<uint32_t>(cfg.radius.interim_interval_s);
     r.acct.interim_min_s = static_cast<uint32_t>(cfg.radius.interim_min_s);
     if (!cfg.radius.coa_listen.empty() && !cfg.radius.coa_clients.empty()) {

@@ -566,6 +566,7 @@ void Dataplane::fill_port_config(PortInfo& p) {
     if (o.mac_policy) c.mac_policy = *o.mac_policy;
     if (!o.mss_clamp) c.flags &= static_cast<uint16_t>(~XBNG_PORT_F_MSS_CLAMP);
     if (o.punt_unknown) c.flags |= XBNG_PORT_F_PUNT_UNKNOWN;
+    if (o.relay4) c.flags |= XBNG_PORT_F_RELAY4;
   }
   if (opts_.ha) {
     c.ha_deadline_ns = XBNG_HA_STANDBY;

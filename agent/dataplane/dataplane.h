@@ -62,6 +62,7 @@ struct AccessPortOverride {
   PolicySpec default_policy;          // the port's default rate plan
   std::optional<uint8_t> mac_policy;  // enum xbng_mac_policy
   bool punt_unknown = false;          // XBNG_PORT_F_PUNT_UNKNOWN (auth = "radius")
+  bool relay4 = false;                // XBNG_PORT_F_RELAY4 (dhcp = "relay", IPv4 servers)
 };
 
 // Settings of one uplink.

@@ -111,7 +111,8 @@ void relay_ids_of(std::span<const uint8_t> frame, std::string* circuit_id, std::
 
 std::optional<std::string> spec_from_accept(const SubKey& key, const Authorization& a,
                                             const std::map<std::string, PolicySpec>& plans,
-                                            uint32_t max_packet, SubscriberSpec* out) {
+                                            uint32_t max_packet, SubscriberSpec* out,
+                                            bool addressed_by_relay) {
   SubscriberSpec s;
   s.key = key;
   if (a.framed_ip && *a.framed_ip != 0 && *a.framed_ip != 0xffffffffu &&
@@ -137,7 +138,7 @@ std::optional<std::string> spec_from_accept(const SubKey& key, const Authorizati
     if (!p) return fmt::format("Framed-IPv6-Route {}: not a route", agent::quote_value(r));
     s.prefixes.push_back(*p);
   }
-  if (!s.has_ipv4 && !s.has_ipv6 && s.prefixes.empty())
+  if (!s.has_ipv4 && !s.has_ipv6 && s.prefixes.empty() && !addressed_by_relay)
     return std::string(
         "no Framed-IP-Address, Framed-IPv6-Address, Delegated-IPv6-Prefix, "
         "Framed-IPv6-Prefix or Framed-Route: nothing to give out");
@@ -364,7 +365,8 @@ bool AccessSessions::prepare(const Job& j, SubscriberSpec* spec, SessionData* d,
     return false;
   }
   const uint32_t max_packet = max_packet_ ? max_packet_(j.key.ifindex) : agent::kDefaultMaxPacket;
-  if (auto e = spec_from_accept(j.key, r.auth, opts_.plans, max_packet, spec)) {
+  const bool relayed = port_name_ && opts_.relay_ports.count(port_name_(j.key.ifindex)) > 0;
+  if (auto e = spec_from_accept(j.key, r.auth, opts_.plans, max_packet, spec, relayed)) {
     *refused = absl::InvalidArgumentError(*e);
     finish(j, *refused);
     return false;

@@ -28,6 +28,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <set>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -86,10 +87,14 @@ struct SessionData {
 // Framed-IPv6-Address -> ipv6, Delegated-IPv6-Prefix and Framed-IPv6-Prefix
 // -> prefixes, Filter-Id naming a plan or the WISPr pair -> policy. Error
 // text when the Accept cannot be a subscriber (a Filter-Id naming no plan, a
-// prefix or address the store would not take, nothing to give out).
+// prefix or address the store would not take, nothing to give out). On a
+// port whose DHCP is relayed (`addressed_by_relay`) an Accept may give no
+// address at all: it authorizes the key and gives its plan, and the lease
+// the ISP's DHCP server hands out through the relay gives the addresses.
 std::optional<std::string> spec_from_accept(const SubKey& key, const Authorization& a,
                                             const std::map<std::string, PolicySpec>& plans,
-                                            uint32_t max_packet, SubscriberSpec* out);
+                                            uint32_t max_packet, SubscriberSpec* out,
+                                            bool addressed_by_relay = false);
 
 // The burst of a rate given without one (WISPr): the bytes of 100 ms at that
 // rate, at least ten maximum-size packets.
@@ -102,6 +107,9 @@ struct AccessOptions {
   size_t frames_per_key = 8;  // frames kept while a request is outstanding
   size_t max_keys = 65536;    // keys asking or held back at once
   std::map<std::string, PolicySpec> plans;
+  // Access ports whose DHCP is relayed (dhcp = "relay"): their Accepts need
+  // not carry an address (spec_from_accept).
+  std::set<std::string> relay_ports;
 };
 
 class AccessSessions {

@@ -57,7 +57,7 @@ XBNG_INLINE int ipv4_check_dhcp(const struct xbng_pkt *p, struct iphdr *ip,
 			return drop(p, XBNG_DROP_DHCPV4);
 		if (ip->daddr != 0xffffffff && (!p->port->gw_ipv4 || ip->daddr != p->port->gw_ipv4))
 			return drop(p, XBNG_DROP_DHCPV4);
-		if (!(sub->flags & XBNG_SUB_F_HAS_IPV4))
+		if (!(sub->flags & XBNG_SUB_F_HAS_IPV4) && !(p->port->flags & XBNG_PORT_F_RELAY4))
 			return drop(p, XBNG_DROP_DHCPV4_NO_IPV4);
 		return punt_frame(p, key, XBNG_PUNT_KIND_DHCPV4, XBNG_PUNT_DHCPV4);
 	}

@@ -157,6 +157,11 @@ struct xbng_port {
  * that xbngd can authorize it (RADIUS) and create the subscriber. Other
  * frames of unknown keys are dropped as on every port. */
 #define XBNG_PORT_F_PUNT_UNKNOWN (1u << 1)
+/* access: DHCPv4 is relayed to the ISP's servers (dhcp = "relay" with IPv4
+ * servers): a subscriber without an IPv4 address still has its DHCPv4
+ * punted, since the relayed lease is what gives it one (one RADIUS
+ * authorized without an address, or one the DHCPv6 relay created). */
+#define XBNG_PORT_F_RELAY4 (1u << 2)
 
 /* Value of `port_stats` (per-CPU array indexed by xbng_port.slot). */
 struct xbng_port_stats {

@@ -130,6 +130,13 @@ std::vector<Row> punt_rows() {
                  XDP_DROP, XBNG_DROP_DHCPV4)));
   add(row("DHCPv4 from a subscriber without IPv4 is not punted",
           access(kAcc0, discover(kS7V6Only), XDP_DROP, XBNG_DROP_DHCPV4_NO_IPV4)));
+  add(
+      row("DHCPv4 relay port: DHCPv4 from a subscriber without IPv4 is punted (the lease "
+          "gives it one)",
+          punt_step(kS7V6Only, discover(kS7V6Only), XBNG_PUNT_KIND_DHCPV4, XBNG_PUNT_DHCPV4)
+              .pre([](Harness& h) {
+                h.edit_port("acc0", [](struct xbng_port& v) { v.flags |= XBNG_PORT_F_RELAY4; });
+              })));
   add(row("DHCPv6 to the client port",
           access(kAcc0, from_sub(s1).ipv6(s1.v6, kAcc0.gw6).udp(547, 546).payload(40).build(),
                  XDP_DROP, XBNG_DROP_DHCPV6)));

@@ -396,6 +396,13 @@ TEST(SpecFromAccept, AddressesPrefixesAndPlans) {
 
   radius::Authorization empty;
   EXPECT_TRUE(radius::spec_from_accept(key(200), empty, plans, 1500, &s));
+  // On a relay port the Accept may give only the plan: the relayed lease
+  // gives the addresses.
+  empty.filter_id = "gold";
+  ASSERT_FALSE(radius::spec_from_accept(key(200), empty, plans, 1500, &s, true));
+  EXPECT_FALSE(s.has_ipv4 || s.has_ipv6 || !s.prefixes.empty());
+  EXPECT_TRUE(s.has_policy);
+  EXPECT_EQ(s.policy, plans.at("gold"));
 }
 
 }  // namespace
