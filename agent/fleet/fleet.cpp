@@ -236,11 +236,14 @@ struct Fleet::Impl {
   // Decoding takes the pages in key order as they arrive (so the same key
   // wins a conflict whatever the timing), while the readers go on: each
   // reader keeps at most one page waiting, so at most 2 * readers + 1 pages
-  // are in memory.
+  // are in memory. Pages are of page_size / readers keys: those pages hold
+  // no more keys than one reader's three pages of page_size.
   struct RangeReader {
     Impl* self;
     std::shared_ptr<KvConn> c;
     std::vector<std::pair<std::string, std::string>> ranges;
+    const uint32_t readers;
+    const int64_t limit;  // keys per page
     int64_t rev = 0;
     const Clock::time_point t0 = Clock::now();
 
@@ -267,8 +270,12 @@ struct Fleet::Impl {
     size_t pos = 0;
     double wait_s = 0;
 
-    RangeReader(Impl* s, std::shared_ptr<KvConn> conn)
-        : self(s), c(std::move(conn)), ranges(full_read_ranges(s->prefix, s->o.access_ports)) {
+    RangeReader(Impl* s, std::shared_ptr<KvConn> conn, uint32_t n)
+        : self(s),
+          c(std::move(conn)),
+          ranges(full_read_ranges(s->prefix, s->o.access_ports)),
+          readers(n),
+          limit(std::max<int64_t>(1, s->o.page_size / n)) {
       slots.resize(ranges.size());
     }
     ~RangeReader() { stop(); }
@@ -280,7 +287,7 @@ struct Fleet::Impl {
       fleet::RangeRequest rq;
       rq.key = from;
       rq.range_end = ranges[i].second;
-      rq.limit = self->o.page_size;
+      rq.limit = limit;
       rq.revision = rev;
       rq.serializable = rev != 0;
       absl::Status s = c->range(rq, std::chrono::milliseconds(60000), out);
@@ -346,7 +353,7 @@ struct Fleet::Impl {
     }
 
     // Starts the readers, the first page (of range 0) already read.
-    void start(std::unique_ptr<RangeResponse> pg, uint32_t readers) {
+    void start(std::unique_ptr<RangeResponse> pg) {
       const bool more = pg->more && !pg->kvs.empty();
       std::string from = more ? pg->kvs.back().key + '\0' : std::string();
       {
@@ -442,7 +449,8 @@ struct Fleet::Impl {
   enum class FullEnd { kDone, kFailed, kCompacted };
   FullEnd full_sync() {
     auto c = etcd->conn();
-    RangeReader pr(this, c);
+    const uint32_t readers = std::clamp<uint32_t>(o.full_read_readers, 1, kMaxFullReadReaders);
+    RangeReader pr(this, c, readers);
     std::unique_ptr<RangeResponse> first;
     if (!pr.first(&first)) {
       down(c, "range read", pr.err);
@@ -454,8 +462,7 @@ struct Fleet::Impl {
       std::lock_guard l(mu);
       ++st.history_resets;
     }
-    const uint32_t readers = std::clamp<uint32_t>(o.full_read_readers, 1, kMaxFullReadReaders);
-    pr.start(std::move(first), readers);
+    pr.start(std::move(first));
     FullRead fr;
     StreamResult r;
     collect_failures(&r, &fr.store_refusals);

@@ -167,7 +167,7 @@ void fill(ReadEtcd* e) {
 agent::FleetOptions options(uint32_t readers) {
   agent::FleetOptions o;
   o.node = "n1";
-  o.page_size = 50;  // several pages per range
+  o.page_size = 60;  // ranges of up to 77 keys: several pages each, of 60 / readers keys
   o.full_read_readers = readers;
   o.access_ports = {"a0"};
   return o;
@@ -212,7 +212,7 @@ TEST_P(FleetRead, AppliesEveryKeyAtOneRevision) {
   for (size_t i = 1; i < e.seen.size(); ++i) {
     EXPECT_EQ(e.seen[i].revision, 100) << i;
     EXPECT_TRUE(e.seen[i].serializable) << i;
-    EXPECT_EQ(e.seen[i].limit, 50) << i;
+    EXPECT_EQ(e.seen[i].limit, 60 / readers) << i;
   }
   EXPECT_LE(e.max_in_flight, static_cast<int>(readers));
   if (readers > 1) {
