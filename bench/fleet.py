@@ -176,9 +176,8 @@ class Bench:
                       f"{fmt_phases(s)} | RSS {s['rss_mb']:.0f} MB peak {s['hwm_mb']:.0f} MB | "
                       f"load {s['load']:.1f}", flush=True)
         self.fresh()
-        for v in variants:
-            if v["readers"]:
-                os.unlink(self.config(v["readers"]))
+        for readers in {v["readers"] for v in variants if v["readers"]}:
+            os.unlink(self.config(readers))
         med = {k: {f: statistics.median(x[f] for x in v if x.get(f) is not None)
                    for f in ("seconds", "read_apply_s", "read_s", "decode_s", "apply_s",
                              "hwm_mb", "rss_mb") if any(x.get(f) is not None for x in v)}
