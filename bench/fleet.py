@@ -18,6 +18,12 @@ in namespaces of a lab. For each size N:
             until xbngd's applied revision covers it (metrics endpoint polled
             every ~1 ms): median, p90, max of 30
 
+With --variants (A/B mode) the keys are written once per size, then xbngd is
+started fresh (pins removed, nothing adopted) once per variant per round,
+variants alternated within each round (a shared, noisy machine drifts: compare
+within a round): start -> all applied, the node's phases (its "full read" log
+line) and RSS; medians per variant and their ratio to the first variant.
+
 Prints figures (and --json); asserts nothing. The machine is shared: compare
 within one run.
 """
@@ -47,6 +53,27 @@ def proc_kb(pid: int, key: str) -> int:
             if line.startswith(key + ":"):
                 return int(line.split()[1])
     return 0
+
+
+def phases(line: str) -> dict:
+    """The phases of the node's "full read" log line (older builds log fewer)."""
+    out = {}
+    for name, rx in (("read_apply_s", r"keys in ([\d.]+) s"), ("read_s", r"range reads ([\d.]+) s"),
+                     ("request_s", r"([\d.]+) s in requests"), ("decode_s", r"decoding ([\d.]+) s"),
+                     ("wait_s", r"waiting for pages ([\d.]+) s"),
+                     ("apply_s", r"applying ([\d.]+) s"),
+                     ("delete_phase_s", r"deleted in ([\d.]+) s"),
+                     ("readers", r"with (\d+) readers")):
+        m = re.search(rx, line)
+        out[name] = float(m.group(1)) if m else None
+    return out
+
+
+def fmt_phases(s: dict) -> str:
+    f = lambda k: "-" if s.get(k) is None else f"{s[k]:.2f}"
+    return (f"read+apply {f('read_apply_s')} s: range reads {f('read_s')} s (requests "
+            f"{f('request_s')} s), decoding {f('decode_s')} s (waiting {f('wait_s')} s), "
+            f"applying {f('apply_s')} s, delete {f('delete_phase_s')} s")
 
 
 class Bench:
@@ -97,20 +124,73 @@ class Bench:
             raise RuntimeError(r.stderr)
         return dt, r.stderr.strip().splitlines()[0]
 
-    def start_and_wait(self, n: int, max_subs: int) -> dict:
+    def start_and_wait(self, n: int, max_subs: int, config: str | None = None) -> dict:
         rev = self.cluster.revision()
         t0 = time.monotonic()
-        self.node.start(members=(0,), max_subscribers=max_subs, timeout=600)
+        self.node.start(members=(0,), max_subscribers=max_subs, timeout=600, config=config)
         wait_for(lambda: self.applied() >= rev and
                  self.metrics().get("xbng_fleet_synced") == 1, 600, 0.05, "full apply")
         dt = time.monotonic() - t0
         pid = self.node.daemon.pid
         line = next((l for l in self.node.read_log().splitlines() if "full read" in l), "")
-        m = re.search(r"(\d+) keys in ([\d.]+) s .*, (\d+) applied .* deleted in ([\d.]+) s", line)
-        return {"seconds": dt, "read_apply_s": float(m.group(2)) if m else None,
-                "delete_phase_s": float(m.group(4)) if m else None,
+        return {"seconds": dt, **phases(line),
                 "rss_mb": proc_kb(pid, "VmRSS") / 1024, "hwm_mb": proc_kb(pid, "VmHWM") / 1024,
                 "log": line.split("fleet: ", 1)[-1]}
+
+    def fresh(self) -> None:
+        """Kills the node and removes its pins and state: the next start adopts nothing."""
+        if self.node.daemon:
+            self.node.kill()
+        shutil.rmtree(self.node.bpffs, ignore_errors=True)
+        shutil.rmtree(os.path.join("/run/xbng", os.path.basename(self.node.bpffs)),
+                      ignore_errors=True)
+
+    def config(self, readers: int) -> str:
+        path = os.path.join(self.workdir, f"fleet-{os.getpid()}-r{readers}.toml")
+        with open(path, "w") as f:
+            f.write(f'[etcd]\nendpoints = ["{self.node.endpoints((0,))}"]\nnode = "n1"\n'
+                    f"full_read_readers = {readers}\n")
+        return path
+
+    def run_ab(self, n: int, variants: list, rounds: int) -> dict:
+        """Fresh starts with N keys in etcd, variants alternated in each round."""
+        subs = [plan(i, C_PER_S) for i in range(n)]
+        dt, _ = self.write(subs, "load.jsonl")
+        del subs
+        print(f"N={n:,}: wrote {n:,} keys in {dt:.1f} s; fresh starts, {len(variants)} variants "
+              f"alternated, {rounds} rounds (+1 warm-up start, not counted)", flush=True)
+        max_subs = max(65536, n + n // 8)
+        runs = {v["label"]: [] for v in variants}
+        for r in range(rounds + 1):
+            for v in variants:
+                self.fresh()
+                self.node.xbngd = v["xbngd"]
+                cfg = self.config(v["readers"]) if v["readers"] else None
+                s = self.start_and_wait(n, max_subs, cfg)
+                s["load"] = float(open("/proc/loadavg").read().split()[0])
+                if r == 0:
+                    print(f"  warm-up {v['label']}: {s['seconds']:.2f} s", flush=True)
+                    break
+                runs[v["label"]].append(s)
+                print(f"  round {r} {v['label']:>6}: start -> applied {s['seconds']:6.2f} s | "
+                      f"{fmt_phases(s)} | RSS {s['rss_mb']:.0f} MB peak {s['hwm_mb']:.0f} MB | "
+                      f"load {s['load']:.1f}", flush=True)
+        self.fresh()
+        for readers in {v["readers"] for v in variants if v["readers"]}:
+            os.unlink(self.config(readers))
+        med = {k: {f: statistics.median(x[f] for x in v if x.get(f) is not None)
+                   for f in ("seconds", "read_apply_s", "read_s", "decode_s", "apply_s",
+                             "hwm_mb", "rss_mb") if any(x.get(f) is not None for x in v)}
+               for k, v in runs.items()}
+        base = variants[0]["label"]
+        for k, m in med.items():
+            print(f"  median {k:>6}: start -> applied {m['seconds']:.2f} s "
+                  f"({m['seconds'] / med[base]['seconds']:.2f}x {base}); read+apply "
+                  f"{m.get('read_apply_s', 0):.2f} s, range reads {m.get('read_s', 0):.2f} s, "
+                  f"decoding {m.get('decode_s', 0):.2f} s, applying "
+                  f"{m.get('apply_s', float('nan')):.2f} s; peak RSS {m['hwm_mb']:.0f} MB",
+                  flush=True)
+        return {"n": n, "runs": runs, "median": med}
 
     def run(self, n: int, changes: int) -> dict:
         res = {"n": n}
@@ -122,9 +202,8 @@ class Bench:
         max_subs = max(65536, n + n // 8)
         s = self.start_and_wait(n, max_subs)
         res["start"] = s
-        print(f"  start -> {n:,} applied: {s['seconds']:.2f} s (full read+apply {s['read_apply_s']} s, "
-              f"delete phase {s['delete_phase_s']} s); xbngd RSS {s['rss_mb']:.0f} MB, "
-              f"peak {s['hwm_mb']:.0f} MB\n    xbngd: {s['log']}", flush=True)
+        print(f"  start -> {n:,} applied: {s['seconds']:.2f} s ({fmt_phases(s)}); xbngd RSS "
+              f"{s['rss_mb']:.0f} MB, peak {s['hwm_mb']:.0f} MB\n    xbngd: {s['log']}", flush=True)
         self.node.kill()  # SIGKILL: the pins stay, the next start adopts them
         s = self.start_and_wait(n, max_subs)
         res["restart"] = s
@@ -176,7 +255,18 @@ def main() -> None:
     ap.add_argument("--changes", type=int, default=100000)
     ap.add_argument("--json")
     ap.add_argument("--workdir", default="/var/tmp")
+    ap.add_argument("--variants",
+                    help="A/B mode: LABEL=BINDIR[:READERS],... (xbngd of BINDIR; READERS sets "
+                         "etcd.full_read_readers through a config file, builds that have it only)")
+    ap.add_argument("--rounds", type=int, default=3, help="A/B mode: rounds of fresh starts")
     a = ap.parse_args()
+    variants = []
+    for v in (a.variants or "").split(","):
+        if v:
+            label, spec = v.split("=", 1)
+            d, _, readers = spec.partition(":")
+            variants.append({"label": label, "xbngd": os.path.abspath(os.path.join(d, "xbngd")),
+                             "readers": int(readers) if readers else 0})
     os.makedirs(a.workdir, exist_ok=True)
     print(f"\n## Fleet mode: xbngd from etcd (one etcd 3.4 member, data on disk; shared, noisy "
           f"machine, load {open('/proc/loadavg').read().split()[0]})", flush=True)
@@ -184,7 +274,7 @@ def main() -> None:
     for n in [int(s) for s in a.sizes.split(",")]:
         b = Bench(a.workdir)
         try:
-            out.append(b.run(n, a.changes))
+            out.append(b.run_ab(n, variants, a.rounds) if variants else b.run(n, a.changes))
         finally:
             b.close()
     if a.json:

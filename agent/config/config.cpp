@@ -283,6 +283,7 @@ const FileKey kFileKeys[] = {
     {"etcd.password", &set<&Config::etcd_password, get_string>},
     {"etcd.password_file", &set<&Config::etcd_password_file, get_string>},
     {"etcd.status_ttl", &set<&Config::etcd_status_ttl, get_uint>},
+    {"etcd.full_read_readers", &set<&Config::etcd_full_read_readers, get_uint>},
     {"grpc.tls_no_client_auth", &set<&Config::tls_no_client_auth, get_bool>},
     {"api.max_connections", &set<&Config::api_max_connections, get_uint>},
     {"api.max_request_bytes", &set<&Config::api_max_request_bytes, get_uint>},
@@ -773,6 +774,9 @@ void check_fleet(const Config& c, Checker& k) {
       k.err("etcd: a password needs etcd.username (--etcd-username)");
     if (c.etcd_status_ttl < 2 || c.etcd_status_ttl > 3600)
       k.err("etcd.status_ttl {}: expected 2..3600 seconds", c.etcd_status_ttl);
+    if (c.etcd_full_read_readers < 1 || c.etcd_full_read_readers > kMaxFullReadReaders)
+      k.err("etcd.full_read_readers {}: expected 1..{}", c.etcd_full_read_readers,
+            kMaxFullReadReaders);
   }
 }
 
@@ -1032,6 +1036,7 @@ std::optional<FleetOptions> to_fleet_options(const Config& c) {
     std::getline(in, f.etcd.password);
   }
   f.status_ttl_seconds = static_cast<uint32_t>(c.etcd_status_ttl);
+  f.full_read_readers = static_cast<uint32_t>(c.etcd_full_read_readers);
   // Every member of an HA group applies the group's desired state.
   if (!c.ha_group.empty()) f.subscribers_of = c.ha_group;
   return f;
@@ -1208,11 +1213,13 @@ void refuse_api_changes(const Config& a, const Config& b, ReloadPlan* p) {
       fmt::format("{}|{}|{}|{}|{}|{}|{}|{}", b.ha_group, b.ha_member, b.ha_priority, b.ha_preempt,
                   b.ha_lease_ttl_s, b.ha_virtual_mac, b.ha_uplink_vip_v4, b.ha_uplink_vip_v6),
       "the HA group is joined at start", kRestart);
-  refuse("etcd (TLS, credentials, status_ttl)",
-         fmt::format("{}|{}|{}|{}|{}|{}|{}", a.etcd_ca, a.etcd_cert, a.etcd_key, a.etcd_username,
-                     a.etcd_password.empty() ? "" : "*", a.etcd_password_file, a.etcd_status_ttl),
-         fmt::format("{}|{}|{}|{}|{}|{}|{}", b.etcd_ca, b.etcd_cert, b.etcd_key, b.etcd_username,
-                     b.etcd_password.empty() ? "" : "*", b.etcd_password_file, b.etcd_status_ttl),
+  refuse("etcd (TLS, credentials, status_ttl, full_read_readers)",
+         fmt::format("{}|{}|{}|{}|{}|{}|{}|{}", a.etcd_ca, a.etcd_cert, a.etcd_key, a.etcd_username,
+                     a.etcd_password.empty() ? "" : "*", a.etcd_password_file, a.etcd_status_ttl,
+                     a.etcd_full_read_readers),
+         fmt::format("{}|{}|{}|{}|{}|{}|{}|{}", b.etcd_ca, b.etcd_cert, b.etcd_key, b.etcd_username,
+                     b.etcd_password.empty() ? "" : "*", b.etcd_password_file, b.etcd_status_ttl,
+                     b.etcd_full_read_readers),
          kEtcd, kRestart);
   refuse("grpc.tls_no_client_auth", fmt::format("{}", a.tls_no_client_auth),
          fmt::format("{}", b.tls_no_client_auth), kGrpc, kRestart);

@@ -95,6 +95,7 @@ class GrpcKvConn final : public KvConn {
     if (rq.limit) q.set_limit(rq.limit);
     if (rq.revision) q.set_revision(rq.revision);
     if (rq.count_only) q.set_count_only(true);
+    if (rq.serializable) q.set_serializable(true);
     pb::RangeResponse rs;
     grpc::ClientContext ctx;
     grpc::Status s = client_->prepare(c_, &ctx, timeout);

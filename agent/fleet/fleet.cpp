@@ -228,103 +228,176 @@ struct Fleet::Impl {
   }
 
   // ---- full read ------------------------------------------------------------
-  // The pages of a full read: one consistent read at a single revision (that
-  // of the first page), over the key ranges of full_read_ranges(). After
-  // start(), pages are fetched by a thread of their own, one or two ahead of
-  // decoding.
-  struct PageReader {
+  // The pages of a full read: one consistent read at a single revision R,
+  // over the disjoint key ranges of full_read_ranges(). The first request
+  // (linearizable) fixes R; then `readers` threads take the ranges in key
+  // order, one whole range at a time, and read its pages at R, serializable
+  // (the member that answered at R has R: no ReadIndex round per page).
+  // Decoding takes the pages in key order as they arrive (so the same key
+  // wins a conflict whatever the timing), while the readers go on: each
+  // reader keeps at most one page waiting, so at most 2 * readers + 1 pages
+  // are in memory. Pages are of page_size / readers keys: those pages hold
+  // no more keys than one reader's three pages of page_size.
+  struct RangeReader {
     Impl* self;
     std::shared_ptr<KvConn> c;
     std::vector<std::pair<std::string, std::string>> ranges;
-    size_t range_i = 0;
-    std::string next_key;
-    // Written by the fetcher, read once it is joined.
+    const uint32_t readers;
+    const int64_t limit;  // keys per page
     int64_t rev = 0;
-    bool failed = false;
-    absl::Status err;
-    uint64_t kvs = 0;
-    double range_s = 0;
+    const Clock::time_point t0 = Clock::now();
 
-    std::mutex mu;
+    // A range's pages, in order, as its reader delivers them.
+    struct Slot {
+      std::deque<std::unique_ptr<RangeResponse>> pages;
+      bool done = false;
+    };
+    std::mutex mu;  // everything below
     std::condition_variable cv;
-    std::deque<std::unique_ptr<RangeResponse>> pages;
-    bool fetch_done = false, abort = false;
-    std::thread fetcher;
-    std::unique_ptr<RangeResponse> page;  // being decoded
-    size_t pos = 0;
+    std::deque<Slot> slots;  // [ranges.size()] (a deque: a Slot does not move)
+    size_t next_range = 0;   // the next range a reader takes
+    size_t running = 0;      // readers not finished
+    bool abort = false, failed = false;
+    absl::Status err;  // the first failure
+    uint64_t kvs = 0;
+    double request_s = 0;  // summed over the readers
+    Clock::time_point last_page = t0;
+    std::vector<std::thread> threads;
 
-    PageReader(Impl* s, std::shared_ptr<KvConn> conn)
+    // Decoding's side (one thread).
+    size_t cur = 0;  // the range being decoded
+    std::unique_ptr<RangeResponse> page;
+    size_t pos = 0;
+    double wait_s = 0;
+
+    RangeReader(Impl* s, std::shared_ptr<KvConn> conn, uint32_t n)
         : self(s),
           c(std::move(conn)),
           ranges(full_read_ranges(s->prefix, s->o.access_ports)),
-          next_key(ranges[0].first) {}
-    ~PageReader() { stop(); }
+          readers(n),
+          limit(std::max<int64_t>(1, s->o.page_size / n)) {
+      slots.resize(ranges.size());
+    }
+    ~RangeReader() { stop(); }
 
-    // The next page: of the current range, or the first of the next one.
-    // `more` is set when anything is left to fetch. False when etcd failed.
-    bool fetch(RangeResponse* out) {
+    // One page of [from, ranges[i].second) at R (rev 0: the first request,
+    // which fixes R). False when etcd failed (err is set).
+    bool request(size_t i, const std::string& from, RangeResponse* out) {
       const auto f0 = Clock::now();
       fleet::RangeRequest rq;
-      rq.key = next_key;
-      rq.range_end = ranges[range_i].second;
-      rq.limit = self->o.page_size;
+      rq.key = from;
+      rq.range_end = ranges[i].second;
+      rq.limit = limit;
       rq.revision = rev;
-      if (absl::Status s = c->range(rq, std::chrono::milliseconds(60000), out); !s.ok()) {
-        err = std::move(s);
-        failed = true;
+      rq.serializable = rev != 0;
+      absl::Status s = c->range(rq, std::chrono::milliseconds(60000), out);
+      const auto f1 = Clock::now();
+      std::lock_guard l(mu);
+      request_s += std::chrono::duration<double>(f1 - f0).count();
+      if (!s.ok()) {
+        if (!failed) err = std::move(s);
+        failed = abort = true;
+        cv.notify_all();
         return false;
       }
-      if (!rev) rev = out->header.revision;
-      if (out->more && !out->kvs.empty()) {
-        next_key = out->kvs.back().key + '\0';
-      } else if (++range_i < ranges.size()) {  // the next range
-        next_key = ranges[range_i].first;
-        out->more = true;
-      }
       kvs += out->kvs.size();
-      range_s += std::chrono::duration<double>(Clock::now() - f0).count();
+      last_page = f1;
       return true;
     }
 
-    // Starts fetching what follows `first` (fetched already).
-    void start(std::unique_ptr<RangeResponse> first) {
-      fetch_done = !first->more;
-      pages.push_back(std::move(first));
-      fetcher = std::thread([this] {
-        bool more = !fetch_done;
-        while (more) {
-          auto pg = std::make_unique<RangeResponse>();
-          if (!fetch(pg.get())) break;
-          more = pg->more;
-          if (pg->kvs.empty()) continue;
-          std::unique_lock l(mu);
-          cv.wait(l, [&] { return pages.empty() || abort; });
-          if (abort) break;
-          pages.push_back(std::move(pg));
-          cv.notify_all();
-        }
-        std::lock_guard l(mu);
-        fetch_done = true;
-        cv.notify_all();
-      });
+    // Hands a page of range i to decoding; waits while the range already
+    // has one waiting. False when the read is aborted.
+    bool deliver(size_t i, std::unique_ptr<RangeResponse> pg, bool last) {
+      std::unique_lock l(mu);
+      cv.wait(l, [&] { return slots[i].pages.empty() || abort; });
+      if (abort) return false;
+      if (!pg->kvs.empty()) slots[i].pages.push_back(std::move(pg));
+      slots[i].done = last;
+      cv.notify_all();
+      return true;
     }
 
-    // The next kv; null at the end, when etcd failed or the fleet stops.
-    KeyValue* next() {
+    // Reads range i from `from` to its end, page after page.
+    bool read_range(size_t i, std::string from) {
       for (;;) {
+        auto pg = std::make_unique<RangeResponse>();
+        if (!request(i, from, pg.get())) return false;
+        const bool more = pg->more && !pg->kvs.empty();
+        if (more) from = pg->kvs.back().key + '\0';
+        if (!deliver(i, std::move(pg), !more)) return false;
+        if (!more) return true;
+      }
+    }
+
+    void reader_loop() {
+      for (;;) {
+        size_t i;
+        {
+          std::lock_guard l(mu);
+          if (abort || next_range == ranges.size()) break;
+          i = next_range++;
+        }
+        if (!read_range(i, ranges[i].first)) break;
+      }
+      std::lock_guard l(mu);
+      --running;
+      cv.notify_all();
+    }
+
+    // The first request: fixes R. False when etcd failed.
+    bool first(std::unique_ptr<RangeResponse>* out) {
+      *out = std::make_unique<RangeResponse>();
+      if (!request(0, ranges[0].first, out->get())) return false;
+      rev = (*out)->header.revision;
+      return true;
+    }
+
+    // Starts the readers, the first page (of range 0) already read.
+    void start(std::unique_ptr<RangeResponse> pg) {
+      const bool more = pg->more && !pg->kvs.empty();
+      std::string from = more ? pg->kvs.back().key + '\0' : std::string();
+      {
+        std::lock_guard l(mu);
+        if (!pg->kvs.empty()) slots[0].pages.push_back(std::move(pg));
+        slots[0].done = !more;
+        next_range = 1;
+        running = readers;
+      }
+      for (uint32_t k = 0; k < readers; ++k)
+        threads.emplace_back([this, k, more, from] {
+          if (k == 0 && more && !read_range(0, from)) {
+            std::lock_guard l(mu);
+            --running;
+            cv.notify_all();
+            return;
+          }
+          reader_loop();
+        });
+    }
+
+    // The next kv in key order; null at the end, when etcd failed or the
+    // fleet stops.
+    KeyValue* next() {
+      while (!page || pos == page->kvs.size()) {
+        page.reset();
         if (self->stopping) return nullptr;
-        if (!page || pos == page->kvs.size()) {
-          std::unique_lock l(mu);
-          cv.wait(l, [&] { return !pages.empty() || fetch_done; });
-          if (pages.empty()) return nullptr;
-          page = std::move(pages.front());
-          pages.pop_front();
-          pos = 0;
-          cv.notify_all();
+        std::unique_lock l(mu);
+        const auto w0 = Clock::now();
+        cv.wait(l, [&] {
+          return abort || cur == slots.size() || !slots[cur].pages.empty() || slots[cur].done;
+        });
+        wait_s += std::chrono::duration<double>(Clock::now() - w0).count();
+        if (abort || cur == slots.size()) return nullptr;
+        if (slots[cur].pages.empty()) {  // done
+          ++cur;
           continue;
         }
-        return &page->kvs[pos++];
+        page = std::move(slots[cur].pages.front());
+        slots[cur].pages.pop_front();
+        pos = 0;
+        cv.notify_all();
       }
+      return &page->kvs[pos++];
     }
 
     void stop() {
@@ -333,7 +406,9 @@ struct Fleet::Impl {
         abort = true;
         cv.notify_all();
       }
-      if (fetcher.joinable()) fetcher.join();
+      for (auto& t : threads)
+        if (t.joinable()) t.join();
+      threads.clear();
     }
   };
 
@@ -347,7 +422,7 @@ struct Fleet::Impl {
   };
 
   // The full read's kvs as the store's stream input.
-  StreamSource full_read_source(PageReader* pr, FullRead* fr) {
+  StreamSource full_read_source(RangeReader* pr, FullRead* fr) {
     return [this, pr, fr](StreamBatch* b, size_t max) {
       while (b->got < max) {
         KeyValue* kv = pr->next();
@@ -367,17 +442,17 @@ struct Fleet::Impl {
     };
   }
 
-  // One consistent range read at a single revision, paged, streamed into the
-  // store as pages arrive; then deletes what the store has and etcd has not.
+  // One consistent range read at a single revision, streamed into the store
+  // as pages arrive; then deletes what the store has and etcd has not.
   // Returns kFailed when etcd failed (what was applied stays; retried
   // later), kCompacted when the read revision was compacted meanwhile.
   enum class FullEnd { kDone, kFailed, kCompacted };
   FullEnd full_sync() {
     auto c = etcd->conn();
-    const auto t0 = Clock::now();
-    PageReader pr(this, c);
-    auto first = std::make_unique<RangeResponse>();
-    if (!pr.fetch(first.get())) {
+    const uint32_t readers = std::clamp<uint32_t>(o.full_read_readers, 1, kMaxFullReadReaders);
+    RangeReader pr(this, c, readers);
+    std::unique_ptr<RangeResponse> first;
+    if (!pr.first(&first)) {
       down(c, "range read", pr.err);
       return FullEnd::kFailed;
     }
@@ -413,31 +488,52 @@ struct Fleet::Impl {
           pr.rev, pr.kvs, r.applied);
       return FullEnd::kFailed;
     }
-    fr.refusals.merge(fr.store_refusals);
+    FullReadTimes t;
+    t.revision = pr.rev;
+    t.keys = pr.kvs;
+    t.readers = readers;
+    t.read_s = std::chrono::duration<double>(pr.last_page - pr.t0).count();
+    t.request_s = pr.request_s;
+    t.decode_s = fr.decode_s;
+    t.apply_s = r.apply_seconds;
+    t.wait_s = pr.wait_s;
+    return finish_full_sync(&fr, r.applied, t, pr.t0) ? FullEnd::kDone : FullEnd::kFailed;
+  }
+
+  // The end of a full read whose every page was applied: stale subscribers
+  // deleted, the revision and refusals adopted, the phases logged.
+  bool finish_full_sync(FullRead* fr, uint64_t applied, FullReadTimes t, Clock::time_point t0) {
+    fr->refusals.merge(fr->store_refusals);
     const auto t1 = Clock::now();
     uint64_t deleted = 0;
-    if (!delete_stale(r.applied, &fr.present, &deleted)) return FullEnd::kFailed;
+    if (!delete_stale(applied, &fr->present, &deleted)) return false;
+    const auto t2 = Clock::now();
+    t.delete_s = std::chrono::duration<double>(t2 - t1).count();
+    t.total_s = std::chrono::duration<double>(t2 - t0).count();
+    size_t n_refused;
     {
       std::lock_guard l(mu);
-      refused.swap(fr.refusals);
-      event_rev = pr.rev;
-      key_count = fr.count;
-      witness = std::move(fr.last);
-      st.applied_revision = pr.rev;
-      st.refused = refused.size();
+      refused.swap(fr->refusals);
+      event_rev = t.revision;
+      key_count = fr->count;
+      witness = std::move(fr->last);
+      st.applied_revision = t.revision;
+      n_refused = st.refused = refused.size();
+      st.last_full_read = t;
       ++st.full_syncs;
     }
     cv.notify_all();
-    fr.present = {};
+    fr->present = {};
     malloc_trim(0);  // the pages and the stream's buffers go back to the system
     spdlog::info(
-        "fleet: full read of {} at revision {}: {} keys in {:.2f} s (range reads {:.2f} s, "
-        "decoding {:.2f} s), {} applied ({} refused), {} stale deleted in {:.2f} s; {} "
+        "fleet: full read of {} at revision {}: {} keys in {:.2f} s with {} readers (range "
+        "reads {:.2f} s, {:.2f} s in requests; decoding {:.2f} s, waiting for pages {:.2f} s; "
+        "applying {:.2f} s), {} applied ({} refused), {} stale deleted in {:.2f} s; {} "
         "subscribers",
-        prefix, pr.rev, pr.kvs, std::chrono::duration<double>(t1 - t0).count(), pr.range_s,
-        fr.decode_s, r.applied, st.refused, deleted,
-        std::chrono::duration<double>(Clock::now() - t1).count(), store->size());
-    return FullEnd::kDone;
+        prefix, t.revision, t.keys, std::chrono::duration<double>(t1 - t0).count(), t.readers,
+        t.read_s, t.request_s, t.decode_s, t.wait_s, t.apply_s, applied, n_refused, deleted,
+        t.delete_s, store->size());
+    return true;
   }
 
   // Deletes what etcd does not have (`present`: the ranks of its keys).
@@ -918,6 +1014,7 @@ struct Fleet::Impl {
     v.compactions = st.compactions;
     v.history_resets = st.history_resets;
     v.internal_errors = st.internal_errors;
+    v.full_read = st.last_full_read;
     return render_fleet_status(v);
   }
 

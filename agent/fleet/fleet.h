@@ -9,12 +9,12 @@
 //       written by the node under a lease: boot id, revision fully applied,
 //       subscriber count, refused keys with reasons, etcd outages
 //
-// At start: one consistent, paged range read at a single revision,
-// reconciled into the store (add, update, delete; unchanged entries are not
-// touched), then a watch from that revision + 1. A watch that falls behind
-// compaction triggers a full re-read, and so does an etcd whose history is
-// not the one applied (wiped, restored or another cluster: see fleet.cpp). etcd unreachable: the
-// maps keep forwarding with the last applied state while the node retries with backoff.
+// At start: one consistent read at a single revision, disjoint key ranges
+// read by a few threads at once, reconciled into the store as pages arrive (add, update, delete;
+// unchanged entries are not touched), then a watch from that revision + 1. A watch that falls
+// behind compaction triggers a full re-read, and so does an etcd whose history is not the one
+// applied (wiped, restored or another cluster: see fleet.cpp). etcd unreachable: the maps keep
+// forwarding with the last applied state while the node retries with backoff.
 #pragma once
 
 #include <atomic>
@@ -51,9 +51,28 @@ struct FleetOptions {
   std::string subscribers_of;
   uint32_t status_ttl_seconds = 10;  // lease of the status key
   uint32_t page_size = 20000;        // keys per range read page
+  // Concurrent range requests of a full read (etcd.full_read_readers).
+  uint32_t full_read_readers = 2;
   // The node's access ports (set by the agent): the full read splits the
   // prefix into key ranges per port and outer VLAN digits (see fleet.cpp).
   std::vector<std::string> access_ports;
+};
+inline constexpr uint32_t kMaxFullReadReaders = 8;
+
+// A full read's time by phase (docs/fleet.md, "Reconcile"). Reading,
+// decoding and applying overlap (pages are decoded and applied as they
+// arrive), so the phases do not add up to the total: `read_s` is the time
+// from the first request until the last page arrived, `request_s` the time
+// spent in range requests summed over the readers, `decode_s` and
+// `apply_s` the time of the decoding and applying stages, `wait_s` the time
+// decoding waited for a page, `delete_s` the deletion of stale subscribers
+// after the read.
+struct FullReadTimes {
+  int64_t revision = 0;  // 0: no full read yet
+  uint64_t keys = 0;
+  uint32_t readers = 0;
+  double total_s = 0, read_s = 0, request_s = 0, decode_s = 0, apply_s = 0, wait_s = 0,
+         delete_s = 0;
 };
 
 // The key ranges a full read fetches, in key order, together exactly
@@ -97,6 +116,7 @@ struct FleetStatus {
   std::string endpoint, last_error;
   uint64_t outages = 0, full_syncs = 0, compactions = 0, history_resets = 0, internal_errors = 0;
   double last_outage_seconds = 0;
+  FullReadTimes full_read;  // the last full read applied
 };
 inline constexpr size_t kStatusRefusedListed = 100;  // refused keys listed (the count is exact)
 std::string render_fleet_status(const FleetStatus& s);
@@ -117,6 +137,7 @@ struct FleetState {
   uint64_t internal_errors = 0;  // exceptions caught at a reconciler thread's top level
   uint64_t events = 0;           // watch events applied
   double outage_seconds = 0;     // current outage (0 when up)
+  FullReadTimes last_full_read;  // the last full read applied, by phase
   std::string last_error;
   std::string endpoint;
 };

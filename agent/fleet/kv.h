@@ -41,6 +41,10 @@ struct RangeRequest {
   int64_t limit = 0;           // 0 = no limit
   int64_t revision = 0;        // 0 = the current one
   bool count_only = false;
+  // Answered by the member asked from its own state, without asking the
+  // leader (no ReadIndex round): valid for a revision that member has
+  // already answered.
+  bool serializable = false;
 };
 
 struct RangeResponse {

@@ -65,6 +65,7 @@ using StreamSource = std::function<bool(StreamBatch* b, size_t max)>;
 struct StreamResult {
   uint64_t applied = 0, failed = 0;
   std::vector<StreamFailure> failures;  // first kMaxReportedFailures, by index
+  double apply_seconds = 0;             // spent planning and applying batches (lock included)
   // Input, optional: called with every refused entry (the list above stops
   // at kMaxReportedFailures), under the store's lock.
   std::function<void(const StreamFailure&)> on_failure;

@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -169,10 +170,13 @@ void SubscriberStore::stream(const StreamSource& source, StreamResult* out, bool
   while (std::unique_ptr<Batch> b = bq.pop()) {
     auto fail = [&](size_t index, const Status& st) { report_failure(*b, index, st, out); };
     for (auto& [i, st] : b->invalid) fail(i, st);
+    const auto t0 = std::chrono::steady_clock::now();
     {
       std::unique_lock l(mu_);
       apply_specs(b->specs, b->idx, resync, fail, &out->applied);
     }
+    out->apply_seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     bq.give_back(std::move(b));
   }
   bq.finish(&bq.abort);

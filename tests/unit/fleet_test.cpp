@@ -75,7 +75,7 @@ TEST(FleetConfig, SectionAndChecks) {
   {
     std::ofstream f(path);
     f << "[etcd]\nendpoints = [\"10.0.0.1:2379\", \"https://10.0.0.2:2379\"]\nnode = \"bng1\"\n"
-         "username = \"xbng\"\npassword = \"secret\"\nstatus_ttl = 5\n";
+         "username = \"xbng\"\npassword = \"secret\"\nstatus_ttl = 5\nfull_read_readers = 4\n";
   }
   Config c;
   c.access = {"eth1"};
@@ -89,6 +89,10 @@ TEST(FleetConfig, SectionAndChecks) {
   EXPECT_EQ(fo->etcd.endpoints.size(), 2u);
   EXPECT_EQ(fo->etcd.password, "secret");
   EXPECT_EQ(fo->status_ttl_seconds, 5u);
+  EXPECT_EQ(fo->full_read_readers, 4u);
+  Config dflt;
+  dflt.etcd_endpoints = {"a:1"};
+  EXPECT_EQ(to_fleet_options(dflt)->full_read_readers, 2u);  // the default
 
   Config no = c;
   no.etcd_node.clear();
@@ -99,6 +103,14 @@ TEST(FleetConfig, SectionAndChecks) {
   no = c;
   no.etcd_node = "a/b";
   EXPECT_FALSE(check_config(no).ok());
+  for (uint64_t bad : {0, 9}) {
+    no = c;
+    no.etcd_full_read_readers = bad;
+    EXPECT_FALSE(check_config(no).ok()) << bad;
+  }
+  no = c;
+  no.etcd_full_read_readers = 1;
+  EXPECT_FALSE(plan_reload(c, no).refused.empty());  // read at start only
   no = c;
   no.etcd_username.clear();
   EXPECT_FALSE(check_config(no).ok());  // a password without a user

@@ -1,0 +1,262 @@
+// The fleet's full read against an etcd double (fleet/kv.h) and a store on
+// maps in memory: every key applied whatever the number of readers, the
+// ranges read at the first answer's revision and serializable, refusals
+// decided in key order, a read that falls behind compaction read again,
+// stale subscribers deleted.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "etcd/value_codec.h"
+#include "fleet/fleet.h"
+#include "fleet/kv.h"
+#include "store_test_maps.h"
+
+namespace xbng::test {
+namespace {
+
+using namespace std::chrono_literals;
+using agent::fleet::RangeRequest;
+using agent::fleet::RangeResponse;
+
+// The keys of one etcd at one revision, and the range requests it saw.
+struct ReadEtcd {
+  std::mutex mu;
+  std::map<std::string, std::string> kv;
+  int64_t rev = 100;
+  std::vector<RangeRequest> seen;
+  int compact_at = 0;  // the compact_at-th request at a pinned revision fails as compacted
+  int pinned = 0;
+  int in_flight = 0, max_in_flight = 0;
+};
+
+// Waits until cancelled: a watch that stays up after the full read.
+class IdleWatch final : public agent::fleet::WatchStream {
+ public:
+  explicit IdleWatch(int64_t rev) : rev_(rev) {}
+  void create(const std::string&, const std::string&, int64_t) override {}
+  bool read(agent::fleet::WatchResponse* out) override {
+    std::unique_lock l(mu_);
+    if (!created_) {
+      created_ = true;
+      out->created = true;
+      out->header.revision = rev_;
+      return true;
+    }
+    cv_.wait(l, [&] { return cancelled_; });
+    return false;
+  }
+  bool request_progress() override { return false; }
+  void cancel() override {
+    std::lock_guard l(mu_);
+    cancelled_ = true;
+    cv_.notify_all();
+  }
+  absl::Status finish() override { return absl::CancelledError("cancelled"); }
+
+ private:
+  int64_t rev_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool created_ = false, cancelled_ = false;
+};
+
+class ReadConn final : public agent::fleet::KvConn {
+ public:
+  explicit ReadConn(ReadEtcd* e) : e_(e) {}
+  const std::string& endpoint() const override { return ep_; }
+  absl::Status range(const RangeRequest& rq, std::chrono::milliseconds,
+                     RangeResponse* out) override {
+    {
+      std::lock_guard l(e_->mu);
+      e_->seen.push_back(rq);
+      e_->max_in_flight = std::max(e_->max_in_flight, ++e_->in_flight);
+    }
+    std::this_thread::sleep_for(1ms);  // requests overlap when readers run at once
+    std::lock_guard l(e_->mu);
+    --e_->in_flight;
+    if (rq.revision && ++e_->pinned == e_->compact_at)
+      return absl::OutOfRangeError("etcdserver: mvcc: required revision has been compacted");
+    out->header.cluster_id = 7;
+    out->header.revision = e_->rev;
+    out->kvs.clear();
+    out->count = 0;
+    for (auto it = e_->kv.lower_bound(rq.key); it != e_->kv.end() && it->first < rq.range_end;
+         ++it) {
+      if (!rq.count_only && (!rq.limit || out->count < rq.limit)) {
+        agent::fleet::KeyValue o;
+        o.key = it->first;
+        o.value = it->second;
+        o.create_revision = o.mod_revision = 1 + out->count;
+        o.version = 1;
+        out->kvs.push_back(std::move(o));
+      }
+      ++out->count;
+    }
+    out->more = rq.limit && out->count > rq.limit;
+    return absl::OkStatus();
+  }
+  absl::Status put(const std::string&, const std::string&, int64_t,
+                   std::chrono::milliseconds) override {
+    return absl::OkStatus();
+  }
+  absl::Status txn(const std::vector<agent::fleet::TxnOp>&, std::chrono::milliseconds) override {
+    return absl::UnimplementedError("txn");
+  }
+  absl::Status lease_grant(int64_t, std::chrono::milliseconds, int64_t* id) override {
+    *id = 1;
+    return absl::OkStatus();
+  }
+  absl::Status lease_keepalive(int64_t, std::chrono::milliseconds, int64_t* ttl) override {
+    *ttl = 10;
+    return absl::OkStatus();
+  }
+  absl::Status lease_revoke(int64_t, std::chrono::milliseconds) override {
+    return absl::OkStatus();
+  }
+  absl::Status watch(std::unique_ptr<agent::fleet::WatchStream>* out) override {
+    std::lock_guard l(e_->mu);
+    *out = std::make_unique<IdleWatch>(e_->rev);
+    return absl::OkStatus();
+  }
+
+ private:
+  ReadEtcd* e_;
+  std::string ep_ = "double";
+};
+
+class ReadKv final : public agent::fleet::Kv {
+ public:
+  explicit ReadKv(ReadEtcd* e) : c_(std::make_shared<ReadConn>(e)) {}
+  std::shared_ptr<agent::fleet::KvConn> conn() override { return c_; }
+  void failed(const std::shared_ptr<agent::fleet::KvConn>&, const absl::Status&) override {}
+
+ private:
+  std::shared_ptr<ReadConn> c_;
+};
+
+std::string key(uint32_t outer, uint32_t inner) {
+  return agent::subscriber_etcd_key("n1", "a0", outer, inner);
+}
+std::string value(uint32_t outer, uint32_t inner, const std::string& ipv4) {
+  return fmt::format(R"({{"port":"a0","outerVlan":{},"innerVlan":{},"ipv4":"{}"}})", outer, inner,
+                     ipv4);
+}
+
+// kSubs valid subscribers on outer VLANs 1..429 (every range of the read
+// has some), one value that is no subscriber, and two keys claiming the
+// same address: the first in key order wins.
+constexpr uint32_t kSubs = 3000;
+void fill(ReadEtcd* e) {
+  for (uint32_t i = 0; i < kSubs; ++i)
+    e->kv[key(1 + i / 7, 1 + i % 7)] =
+        value(1 + i / 7, 1 + i % 7, fmt::format("100.64.{}.{}", i / 250, 1 + i % 250));
+  e->kv[key(9, 100)] = R"({"port":"a0","outerVlan":9,"innerVlan":100,"bogus":1})";
+  e->kv[key(5, 100)] = value(5, 100, "100.127.0.1");
+  e->kv[key(50, 100)] = value(50, 100, "100.127.0.1");
+}
+
+agent::FleetOptions options(uint32_t readers) {
+  agent::FleetOptions o;
+  o.node = "n1";
+  o.page_size = 60;  // ranges of up to 77 keys: several pages each, of 60 / readers keys
+  o.full_read_readers = readers;
+  o.access_ports = {"a0"};
+  return o;
+}
+
+bool wait_until(const std::function<bool()>& f, std::chrono::milliseconds limit) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (!f()) {
+    if (std::chrono::steady_clock::now() > end) return false;
+    std::this_thread::sleep_for(5ms);
+  }
+  return true;
+}
+
+class FleetRead : public ::testing::TestWithParam<uint32_t> {};
+
+TEST_P(FleetRead, AppliesEveryKeyAtOneRevision) {
+  const uint32_t readers = GetParam();
+  ReadEtcd e;
+  fill(&e);
+  auto store = make_store(std::make_shared<MapState>(8192));
+  agent::Fleet f(options(readers), store.get(), "boot", std::make_unique<ReadKv>(&e),
+                 agent::subscriber_value_codec());
+  ASSERT_TRUE(wait_until([&] { return f.state().full_syncs == 1; }, 30s));
+  EXPECT_EQ(store->size(), kSubs + 1);
+  EXPECT_EQ(f.state().applied_revision, 100);
+  const auto st = nlohmann::json::parse(f.status_json());
+  f.stop();
+  // Refused: the value that is no subscriber, and the later of the two
+  // claims of one address whatever order the readers finished in.
+  ASSERT_EQ(st["refused_count"], 2) << st.dump();
+  EXPECT_EQ(st["refused"][0]["key"], key(50, 100));
+  EXPECT_EQ(st["refused"][1]["key"], key(9, 100));
+  EXPECT_EQ(st["full_read"]["readers"], readers);
+  EXPECT_EQ(st["full_read"]["keys"], kSubs + 3);
+  EXPECT_EQ(st["full_read"]["revision"], 100);
+  // The first request fixes the revision; every other reads at it,
+  // serializable, in pages.
+  ASSERT_GT(e.seen.size(), 60u);
+  EXPECT_EQ(e.seen[0].revision, 0);
+  EXPECT_FALSE(e.seen[0].serializable);
+  for (size_t i = 1; i < e.seen.size(); ++i) {
+    EXPECT_EQ(e.seen[i].revision, 100) << i;
+    EXPECT_TRUE(e.seen[i].serializable) << i;
+    EXPECT_EQ(e.seen[i].limit, 60 / readers) << i;
+  }
+  EXPECT_LE(e.max_in_flight, static_cast<int>(readers));
+  if (readers > 1) {
+    EXPECT_GE(e.max_in_flight, 2);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Readers, FleetRead, ::testing::Values(1u, 2u, 4u));
+
+// A read whose revision is compacted meanwhile is read again from a new
+// revision (counted as a compaction, not an outage); keys gone from etcd
+// by the next full read are deleted from the store.
+TEST(FleetReadAgain, CompactedMidReadThenStaleDeleted) {
+  ReadEtcd e;
+  fill(&e);
+  e.compact_at = 20;
+  auto store = make_store(std::make_shared<MapState>(8192));
+  {
+    agent::Fleet f(options(2), store.get(), "boot", std::make_unique<ReadKv>(&e),
+                   agent::subscriber_value_codec());
+    ASSERT_TRUE(wait_until([&] { return f.state().full_syncs == 1; }, 30s));
+    EXPECT_EQ(f.state().compactions, 1u);
+    EXPECT_EQ(f.state().outages, 0u);
+    EXPECT_EQ(store->size(), kSubs + 1);
+  }
+  {
+    std::lock_guard l(e.mu);
+    e.kv.erase(key(1, 1));
+    e.kv.erase(key(429, 4));
+    e.rev = 200;
+  }
+  agent::Fleet f(options(2), store.get(), "boot", std::make_unique<ReadKv>(&e),
+                 agent::subscriber_value_codec());
+  ASSERT_TRUE(wait_until([&] { return f.state().full_syncs == 1; }, 30s));
+  EXPECT_EQ(store->size(), kSubs - 1);
+  agent::SubscriberView v;
+  agent::SubKey k{};
+  k.ifindex = 10;
+  k.outer_vid = 1;
+  k.inner_vid = 1;
+  EXPECT_FALSE(store->get(k, &v).ok());
+  k.inner_vid = 2;
+  EXPECT_TRUE(store->get(k, &v).ok());
+}
+
+}  // namespace
+}  // namespace xbng::test
