@@ -93,21 +93,21 @@ void SubscriberStore::stage_routes(const Plan& p, Staged* w) const {
 }
 
 void SubscriberStore::read_old_entries(const Plan& p, Staged* w) const {
-  auto read = [&](MapId m) {
-    for (size_t i = 0; i < w->n; ++i) {
+  // Each thread reads both values of half the entries: a police slot is a
+  // load from its mapping (BpfMapOps), a subscriber entry a system call.
+  auto read = [&](size_t from, size_t to) {
+    for (size_t i = from; i < to; ++i) {
       const auto& e = p.entries[i];
       if (e.old_rec < 0) continue;
-      if (m == MapId::kPolice) {
-        struct xbng_police v;
-        if (maps_->lookup(m, &w->slots[i], &v) == 0) w->pold[i] = v;
-      } else {
-        struct xbng_subscriber v;
-        if (maps_->lookup(m, &e.spec.key, &v) == 0) w->sold[i] = v;
-      }
+      struct xbng_police pv;
+      if (maps_->lookup(MapId::kPolice, &w->slots[i], &pv) == 0) w->pold[i] = pv;
+      struct xbng_subscriber sv;
+      if (maps_->lookup(MapId::kSubscribers, &e.spec.key, &sv) == 0) w->sold[i] = sv;
     }
   };
+  const size_t half = w->n / 2;
   run_pair(
-      w->n >= kParallelApply, [&] { read(MapId::kPolice); }, [&] { read(MapId::kSubscribers); });
+      w->n >= kParallelApply, [&] { read(0, half); }, [&] { read(half, w->n); });
 }
 
 void SubscriberStore::encode_entries(const Plan& p, Staged* w) {
