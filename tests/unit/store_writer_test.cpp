@@ -262,7 +262,8 @@ TEST(BpfMapOpsPolice, ReadsThroughTheMappingAndFallsBack) {
         ASSERT_EQ(ops.update(MapId::kPolice, &slot, &v, BPF_ANY), 0);
         struct xbng_police got {};
         ASSERT_EQ(ops.lookup(MapId::kPolice, &slot, &got), 0) << slot;
-        EXPECT_EQ(std::memcmp(&got, &v, sizeof v), 0) << "slot " << slot << " mmapable " << mmapable;
+        EXPECT_EQ(std::memcmp(&got, &v, sizeof v), 0)
+            << "slot " << slot << " mmapable " << mmapable;
       }
       struct xbng_police got {};
       const uint32_t slot = 2;  // never written: zeros
