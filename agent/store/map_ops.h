@@ -42,16 +42,10 @@ class MapOps {
                        const std::function<void(const void*, const void*)>& fn) const = 0;
 };
 
-// The kernel maps themselves. `police` (a BPF_F_MMAPABLE array) is read
-// through a read-only mapping of its values: an update of every subscriber
-// reads every police slot it replaces, and a system call each cost ~2 us on
-// a virtual machine against ~0.1 us for the load.
+// The kernel maps themselves.
 class BpfMapOps final : public MapOps {
  public:
-  explicit BpfMapOps(const StoreMaps& maps);
-  ~BpfMapOps() override;
-  BpfMapOps(const BpfMapOps&) = delete;
-  BpfMapOps& operator=(const BpfMapOps&) = delete;
+  explicit BpfMapOps(const StoreMaps& maps) : maps_(maps) {}
   uint32_t max_entries(MapId m) const override { return maps_.max_entries[static_cast<int>(m)]; }
   int lookup(MapId m, const void* key, void* value) const override;
   int update(MapId m, const void* key, const void* value, uint64_t flags) override;
@@ -65,10 +59,6 @@ class BpfMapOps final : public MapOps {
  private:
   int fd(MapId m) const { return maps_.fd[static_cast<int>(m)]; }
   StoreMaps maps_;
-  // The police values, mapped read-only (null: read by system call).
-  const uint8_t* police_ = nullptr;
-  size_t police_len_ = 0, police_stride_ = 0, police_vsize_ = 0;
-  uint32_t police_max_ = 0;
 };
 
 }  // namespace xbng::agent

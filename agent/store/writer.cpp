@@ -93,8 +93,8 @@ void SubscriberStore::stage_routes(const Plan& p, Staged* w) const {
 }
 
 void SubscriberStore::read_old_entries(const Plan& p, Staged* w) const {
-  // Each thread reads both values of half the entries: a police slot is a
-  // load from its mapping (BpfMapOps), a subscriber entry a system call.
+  // Each thread reads both values of half the entries (one thread per map
+  // split the work unevenly: a hash lookup costs more than an array's).
   auto read = [&](size_t from, size_t to) {
     for (size_t i = from; i < to; ++i) {
       const auto& e = p.entries[i];

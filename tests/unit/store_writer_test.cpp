@@ -2,12 +2,8 @@
 // change is reported, the maps hold exactly what they held before, the index
 // is unchanged, the slots taken are given back; a rollback that itself
 // fails is counted.
-#include <bpf/bpf.h>
 #include <fmt/format.h>
 #include <gmock/gmock.h>
-#include <unistd.h>
-
-#include <cstring>
 
 #include "store_test_maps.h"
 
@@ -236,42 +232,4 @@ TEST(StoreWriterCredit, FirstThreeRoutesAndNewPlanClearsCredit) {
   ASSERT_TRUE(upsert(*store, {plain}).ok());
   for (const auto& [m, v] : routes())
     EXPECT_FALSE(v.flags & (XBNG_ROUTE_F_CREDIT | XBNG_ROUTE_F_POLICED));
-}
-
-// BpfMapOps reads an mmapable police array through its mapping: what a
-// write by system call left, the value of every slot (values rounded to 8
-// bytes apart), ENOENT past the end; a police map without BPF_F_MMAPABLE is
-// read by system call. Kernel maps: needs root.
-TEST(BpfMapOpsPolice, ReadsThroughTheMappingAndFallsBack) {
-  for (const bool mmapable : {true, false}) {
-    LIBBPF_OPTS(bpf_map_create_opts, o, .map_flags = mmapable ? uint32_t{BPF_F_MMAPABLE} : 0u);
-    const int fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, "t_police", sizeof(uint32_t),
-                                  sizeof(struct xbng_police), 1000, &o);
-    if (fd < 0 && errno == EPERM) GTEST_SKIP() << "needs root";
-    ASSERT_GE(fd, 0) << std::strerror(errno);
-    StoreMaps sm{};
-    for (int i = 0; i < kMapCount; ++i) sm.fd[i] = -1, sm.max_entries[i] = 1000;
-    sm.fd[static_cast<int>(MapId::kPolice)] = fd;
-    {
-      BpfMapOps ops(sm);
-      for (uint32_t slot : {0u, 1u, 63u, 64u, 999u}) {
-        struct xbng_police v {};
-        v.down.tat_ns = 1000 + slot;
-        v.up_rate_bps = slot;
-        v.down_policed_bytes = ~uint64_t{slot};
-        ASSERT_EQ(ops.update(MapId::kPolice, &slot, &v, BPF_ANY), 0);
-        struct xbng_police got {};
-        ASSERT_EQ(ops.lookup(MapId::kPolice, &slot, &got), 0) << slot;
-        EXPECT_EQ(std::memcmp(&got, &v, sizeof v), 0)
-            << "slot " << slot << " mmapable " << mmapable;
-      }
-      struct xbng_police got {};
-      const uint32_t slot = 2;  // never written: zeros
-      ASSERT_EQ(ops.lookup(MapId::kPolice, &slot, &got), 0);
-      EXPECT_EQ(got.up_rate_bps, 0u);
-      const uint32_t past = 1000;
-      EXPECT_EQ(ops.lookup(MapId::kPolice, &past, &got), -ENOENT);
-    }
-    close(fd);
-  }
 }
