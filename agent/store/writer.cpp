@@ -93,21 +93,21 @@ void SubscriberStore::stage_routes(const Plan& p, Staged* w) const {
 }
 
 void SubscriberStore::read_old_entries(const Plan& p, Staged* w) const {
-  // Each thread reads both values of half the entries (one thread per map
-  // split the work unevenly: a hash lookup costs more than an array's).
-  auto read = [&](size_t from, size_t to) {
-    for (size_t i = from; i < to; ++i) {
+  auto read = [&](MapId m) {
+    for (size_t i = 0; i < w->n; ++i) {
       const auto& e = p.entries[i];
       if (e.old_rec < 0) continue;
-      struct xbng_police pv;
-      if (maps_->lookup(MapId::kPolice, &w->slots[i], &pv) == 0) w->pold[i] = pv;
-      struct xbng_subscriber sv;
-      if (maps_->lookup(MapId::kSubscribers, &e.spec.key, &sv) == 0) w->sold[i] = sv;
+      if (m == MapId::kPolice) {
+        struct xbng_police v;
+        if (maps_->lookup(m, &w->slots[i], &v) == 0) w->pold[i] = v;
+      } else {
+        struct xbng_subscriber v;
+        if (maps_->lookup(m, &e.spec.key, &v) == 0) w->sold[i] = v;
+      }
     }
   };
-  const size_t half = w->n / 2;
   run_pair(
-      w->n >= kParallelApply, [&] { read(0, half); }, [&] { read(half, w->n); });
+      w->n >= kParallelApply, [&] { read(MapId::kPolice); }, [&] { read(MapId::kSubscribers); });
 }
 
 void SubscriberStore::encode_entries(const Plan& p, Staged* w) {
