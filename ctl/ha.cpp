@@ -50,12 +50,13 @@ int Ctl::ha_status() {
                 when(r.last_takeover_unix()).c_str(), r.last_takeover_cause().c_str());
   std::printf("etcd: %s%s%s\n", r.etcd_ok() ? "ok" : "NOT REACHABLE",
               r.last_error().empty() ? "" : ", last error: ", r.last_error().c_str());
-  std::printf("\n%-16s %-16s %-8s %8s %-7s %-7s %s\n", "MEMBER", "NODE", "ROLE", "PRIORITY",
-              "PREEMPT", "HOLDING", "PORTS");
+  std::printf("\n%-16s %-16s %-8s %8s %-7s %-7s %-6s %s\n", "MEMBER", "NODE", "ROLE", "PRIORITY",
+              "PREEMPT", "HOLDING", "SYNCED", "PORTS");
   for (const auto& m : r.members())
-    std::printf("%-16s %-16s %-8s %8u %-7s %-7s %s\n", m.member().c_str(), m.node().c_str(),
+    std::printf("%-16s %-16s %-8s %8u %-7s %-7s %-6s %s\n", m.member().c_str(), m.node().c_str(),
                 m.role().c_str(), m.priority(), m.preempt() ? "yes" : "no",
-                m.holding() ? "yes" : "no", m.ports_down().empty() ? "up" : m.ports_down().c_str());
+                m.holding() ? "yes" : "no", m.synced() ? "yes" : "no",
+                m.ports_down().empty() ? "up" : m.ports_down().c_str());
   return 0;
 }
 

@@ -40,6 +40,7 @@ Status SubscribersService::GetHaStatus(ServerContext* ctx, const v1::GetHaStatus
     o->set_preempt(m.preempt);
     o->set_holding(m.holding);
     o->set_ports_down(m.ports_down);
+    o->set_synced(m.synced);
   }
   resp->set_etcd_ok(s.etcd_ok);
   resp->set_last_error(s.last_error);

@@ -89,6 +89,12 @@ Agent::Agent(const AgentOptions& o)
 void Agent::start_ha(const HaOptions& opts, const FleetOptions& fo) {
   HaOptions ho = opts;
   ho.etcd_endpoints = fo.etcd.endpoints;
+  // Synced: the fleet's first full read is applied and so is the replicated
+  // state's (the replica reads it once the fleet's is in place).
+  ho.synced = [this] {
+    const HaReplica* r = replica_raw_.load();
+    return fleet_->state().full_syncs > 0 && r && r->stats().full_reads > 0;
+  };
   ha_ = std::make_unique<HaMember>(ho, fleet::connect_etcd(fo.etcd), ha_node_.get());
   service_->set_ha(ha_.get());
   HaReplica::Hooks h;

@@ -235,6 +235,7 @@ std::string HaMember::render_member() const {
   j["role"] = active_ ? "active" : "standby";
   j["holding"] = written_holding_ = Clock::now() < hold_until_;
   j["ports_down"] = written_ports_down_ = ports_down_;
+  j["synced"] = written_synced_ = synced_;
   {
     std::lock_guard l(mu_);
     j["since"] = st_.role_since;
@@ -449,6 +450,7 @@ struct HaMember::GroupView {
 
 void HaMember::tick() {
   check_ports();
+  check_synced();
   const auto now = Clock::now();
   const bool alive = renew(now);
   if (active_) {
@@ -462,7 +464,7 @@ void HaMember::tick() {
   // Written again when the hold-off after a hand-over ends: the others
   // read `holding` from it.
   if (!member_written_ || written_holding_ != (Clock::now() < hold_until_) ||
-      written_ports_down_ != ports_down_)
+      written_ports_down_ != ports_down_ || written_synced_ != synced_)
     put_member();
 
   auto c = kv_->conn();
@@ -510,6 +512,7 @@ bool HaMember::read_group(const std::shared_ptr<fleet::KvConn>& c, GroupView* g)
       m.preempt = j.value("preempt", false);
       m.holding = j.value("holding", false);
       m.ports_down = j.value("ports_down", "");
+      m.synced = j.value("synced", true);
       g->notes[m.member] = j.value("note", "");
       g->members.push_back(std::move(m));
     }
@@ -561,7 +564,7 @@ void HaMember::tick_active(const GroupView& g, bool requested, const std::string
   } else {
     for (const auto& m : g.members)
       if (m.member != o_.member && m.preempt && m.priority > o_.priority && m.role == "standby" &&
-          !m.holding && m.ports_down.empty())
+          !m.holding && m.ports_down.empty() && m.synced)
         handover =
             fmt::format("preempted by {} (priority {} > {})", m.member, m.priority, o_.priority);
   }
@@ -609,20 +612,43 @@ void HaMember::tick_standby(const std::shared_ptr<fleet::KvConn>& c, const Group
   // A member with a port down campaigns only when no member with all its
   // ports can.
   if (!ports_down_.empty() && ready_standby(g)) return;
+  // So does a member whose maps are still filling.
+  if (!synced_ && ready_standby(g)) return;
   // Campaign only when no ready member ranks higher (equal: the first
   // transaction wins).
   for (const auto& m : g.members)
     if (m.member != o_.member && !m.holding && m.role == "standby" && m.ports_down.empty() &&
-        m.priority > o_.priority)
+        m.synced && m.priority > o_.priority)
       return;
   campaign(c, g);
 }
 
 bool HaMember::ready_standby(const GroupView& g) const {
   for (const auto& m : g.members)
-    if (m.member != o_.member && m.role == "standby" && !m.holding && m.ports_down.empty())
+    if (m.member != o_.member && m.role == "standby" && !m.holding && m.ports_down.empty() &&
+        m.synced)
       return true;
   return false;
+}
+
+void HaMember::check_synced() {
+  const bool maps = !o_.synced || o_.synced();
+  if (maps != maps_synced_) {
+    if (maps)
+      spdlog::info("ha: group {} member {}: synced (its maps hold the group's state)", o_.group,
+                   o_.member);
+    else
+      spdlog::warn("ha: group {} member {}: no longer synced (reading the group's state again)",
+                   o_.group, o_.member);
+    maps_synced_ = maps;
+  }
+  // A member handed the role must be able to campaign at once: a preempted
+  // or port-down active steps down as soon as it sees this.
+  const bool now = maps_synced_ && !etcd_failed_ && Clock::now() - etcd_ok_since_ >= ttl_;
+  if (now == synced_) return;
+  synced_ = now;
+  std::lock_guard l(mu_);
+  st_.synced = synced_;
 }
 
 void HaMember::check_ports() {
@@ -732,6 +758,9 @@ std::string HaMember::render_metrics() const {
        "1 when every port of this member is up (0: it hands over or does not campaign)");
   fmt::format_to(std::back_inserter(out), "xbng_ha_ports_up{{{}}} {}\n", labels,
                  s.ports_down.empty() ? 1 : 0);
+  head("xbng_ha_synced", "gauge",
+       "1 when this member's maps hold the group's state (0: it is not handed over to)");
+  fmt::format_to(std::back_inserter(out), "xbng_ha_synced{{{}}} {}\n", labels, s.synced ? 1 : 0);
   head("xbng_ha_port_step_downs_total", "counter",
        "times this member handed over because a port was down");
   fmt::format_to(std::back_inserter(out), "xbng_ha_port_step_downs_total{{{}}} {}\n", labels,

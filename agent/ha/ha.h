@@ -72,6 +72,13 @@ struct HaOptions {
   // How often a member reads the group's keys (standby: how soon it sees
   // the leader key go).
   std::chrono::milliseconds poll{100};
+  // Whether this member's maps hold the group's state: the desired
+  // subscribers (the fleet's first full read) and the replicated dynamic
+  // state. Until then it is not a member to hand over to, and it campaigns
+  // only when no synced member can (a member just booted with empty maps
+  // would otherwise win a preemption and drop every subscriber's traffic).
+  // Null: always synced.
+  std::function<bool()> synced;
 };
 
 // The group's DHCPv6 server DUID: a DUID-UUID (type 4, RFC 6355) whose
@@ -116,6 +123,7 @@ struct HaMemberView {
   bool preempt = false;
   bool holding = false;    // stays out of elections for now (it just handed over)
   std::string ports_down;  // "" = every port up; else why it cannot serve
+  bool synced = true;      // its maps hold the group's state (absent in the key: true)
 };
 
 struct HaStatus {
@@ -140,6 +148,7 @@ struct HaStatus {
   // This member's ports, as last read ("" = every port up).
   std::string ports_down;
   uint64_t port_step_downs = 0;  // times it handed over for a port down
+  bool synced = false;           // this member's maps hold the group's state
 };
 
 class HaMember {
@@ -171,9 +180,10 @@ class HaMember {
   void tick_active(const GroupView& g, bool requested, const std::string& request_cause);
   void tick_standby(const std::shared_ptr<fleet::KvConn>& c, const GroupView& g, bool requested);
   void campaign(const std::shared_ptr<fleet::KvConn>& c, const GroupView& g);
-  // Another live member is standby, not holding, with every port up.
+  // Another live member is standby, synced, not holding, with every port up.
   bool ready_standby(const GroupView& g) const;
   void check_ports();
+  void check_synced();
   bool renew(std::chrono::steady_clock::time_point now);
   bool etcd_down_entirely();
   void etcd_failed();
@@ -197,6 +207,12 @@ class HaMember {
   bool etcd_failed_ = true;
   bool member_written_ = false;
   mutable bool written_holding_ = false;    // `holding` in the member key last written
+  bool maps_synced_ = false;                // as last read (o_.synced)
+  // Ready to take over at once: its maps synced, and etcd has answered it
+  // for a whole TTL (until then it would not campaign). `synced` in the
+  // member key and the status.
+  bool synced_ = false;
+  mutable bool written_synced_ = false;     // `synced` in the member key last written
   std::string last_leader_;                 // the leader seen at the last read
   std::string last_leader_note_;            // and its member key's note
   std::string last_takeover_class_;         // the cause class of the last campaign won

@@ -354,6 +354,14 @@ TEST(HaElection, SwitchoverHandsOver) {
   HaMember b(opts("b", 50), std::make_unique<FakeKv>(&etcd, &up_b), &nb);
   ASSERT_TRUE(wait_until([&] { return a.status().members.size() == 2; }, 3s));
   EXPECT_EQ(b.switchover("test", 1s), "this member is not active");
+  // b can take over once etcd has answered it for a TTL (synced).
+  ASSERT_TRUE(wait_until(
+      [&] {
+        for (const auto& m : a.status().members)
+          if (m.member == "b") return m.synced;
+        return false;
+      },
+      4s));
   EXPECT_EQ(a.switchover("test", 3s), "");
   EXPECT_FALSE(a.active());
   EXPECT_FALSE(na.acting_active());
@@ -443,6 +451,50 @@ TEST(HaElection, PortDownWithoutReadyStandbyKeepsTheActive) {
   nb.set_ports_down("");
   ASSERT_TRUE(wait_until([&] { return b.active(); }, 3s));
   EXPECT_FALSE(a.active());
+}
+
+// A preempting member whose maps are still filling is not handed over to
+// (nor switched over to) until it is synced; then it preempts.
+TEST(HaElection, PreemptWaitsUntilSynced) {
+  FakeEtcd etcd;
+  std::atomic<bool> up_a{true}, up_b{true}, synced_a{false};
+  FakeNode na, nb;
+  HaMember b(opts("b", 50), std::make_unique<FakeKv>(&etcd, &up_b), &nb);
+  ASSERT_TRUE(wait_until([&] { return b.active(); }, 3s));
+  HaOptions oa = opts("a", 100, true);
+  oa.synced = [&] { return synced_a.load(); };
+  HaMember a(oa, std::make_unique<FakeKv>(&etcd, &up_a), &na);
+  ASSERT_TRUE(wait_until([&] { return b.status().members.size() == 2; }, 3s));
+  std::this_thread::sleep_for(600ms);
+  EXPECT_TRUE(b.active()) << "b handed over to a member whose maps are filling";
+  EXPECT_FALSE(a.active());
+  EXPECT_FALSE(a.status().synced);
+  for (const auto& m : b.status().members) {
+    if (m.member == "a") {
+      EXPECT_FALSE(m.synced);
+    }
+  }
+  EXPECT_EQ(b.switchover("test", 1s), "no other member is ready to take over");
+  EXPECT_TRUE(b.active());
+  EXPECT_NE(a.render_metrics().find("xbng_ha_synced{group=\"g\",member=\"a\"} 0"),
+            std::string::npos);
+  synced_a = true;
+  ASSERT_TRUE(wait_until([&] { return a.active(); }, 5s)) << "a did not preempt once synced";
+  EXPECT_FALSE(b.active());
+  EXPECT_TRUE(a.status().synced);
+}
+
+// Alone, a member whose maps are still filling still becomes active (a
+// group with no other member gets an active).
+TEST(HaElection, UnsyncedMemberAloneBecomesActive) {
+  FakeEtcd etcd;
+  std::atomic<bool> up_a{true}, synced_a{false};
+  FakeNode na;
+  HaOptions oa = opts("a", 100);
+  oa.synced = [&] { return synced_a.load(); };
+  HaMember a(oa, std::make_unique<FakeKv>(&etcd, &up_a), &na);
+  ASSERT_TRUE(wait_until([&] { return a.active(); }, 5s)) << "alone, a never became active";
+  EXPECT_FALSE(a.status().synced);
 }
 
 // The group's DHCPv6 DUID: a DUID-UUID (version 5) of the group name, the

@@ -80,7 +80,8 @@ def build_lab(lab, obj, **member_args):
 class Member(Daemon):
     CTL_TIMEOUT = 60
 
-    def __init__(self, lab, k, etcd_ns, acc, up, obj, lease=20, max_subscribers=4096, extra=""):
+    def __init__(self, lab, k, etcd_ns, acc, up, obj, lease=20, max_subscribers=4096, extra="",
+                 preempt=False):
         self.lab, self.k, self.name = lab, k, f"m{k}"
         self.max_subscribers = max_subscribers
         self.ns = lab.netns(f"dut{k}")
@@ -110,6 +111,7 @@ class Member(Daemon):
         self.conf = os.path.join(lab.rundir, f"{self.name}.toml")
         with open(self.conf, "w") as f:
             f.write(f'[ha]\ngroup = "{GROUP}"\nmember = "{self.name}"\npriority = {100 - k}\n'
+                    f'preempt = {"true" if preempt else "false"}\n'
                     f'lease_ttl_s = 2\nvirtual_mac = "{VMAC}"\n'
                     f'uplink_vip_v4 = "{VIP4}/24"\nuplink_vip_v6 = "2001:db8:ffff::1/64"\n'
                     f'\n[dhcp]\nlease_time = {lease}\n' + extra)
@@ -258,6 +260,71 @@ class ArpWatch:
                 except OSError:  # the bridge port is down (a test took the link away)
                     fr = []
                     time.sleep(0.025)
+                counts.append(len(fr))
+            self.rounds.append((t, counts[0], counts[1]))
+
+    def __enter__(self):
+        self.t = threading.Thread(target=self._run)
+        self.t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self.t.join()
+
+    def both(self):
+        return [r for r in self.rounds if r[1] and r[2]]
+
+    def answered(self):
+        return sum(1 for r in self.rounds if r[1] or r[2])
+
+
+class DhcpWatch:
+    """A DHCPDISCOVER from one CPE every 100 ms (its subscriber's punt rate),
+    each with its own xid, and how
+    many OFFERs for that xid each member sent (captured on the bridge ports a0
+    and a1 of the access L2): one member answers each, never both."""
+
+    def __init__(self, cpe, acc, sub):
+        from scapy.all import BOOTP, DHCP, IP, UDP, Dot1AD, Dot1Q, Ether
+        self.tx = cpe.packet_socket("c0")
+        self.rx = [acc.packet_socket("a0"), acc.packet_socket("a1")]
+        for s in self.rx:
+            drain(s)
+        mac = bytes.fromhex(sub["mac"].replace(":", ""))
+        self.frame = bytearray(bytes(
+            Ether(src=sub["mac"], dst="ff:ff:ff:ff:ff:ff") / Dot1AD(vlan=sub["outer_vlan"]) /
+            Dot1Q(vlan=sub["inner_vlan"]) / IP(src="0.0.0.0", dst="255.255.255.255") /
+            UDP(sport=68, dport=67) / BOOTP(chaddr=mac, xid=0) /
+            DHCP(options=[("message-type", "discover"), "end"])))
+        # The xid's offset: Ethernet + two tags (22) + IPv4 (20) + UDP (8) + 4.
+        self.xid_at = 22 + 20 + 8 + 4
+        self.rounds = []  # (time, offers from m0, offers from m1)
+        self._stop = threading.Event()
+
+    def _offer_for(self, xid: bytes):
+        # A reply from a server (UDP source port 67) on two tags with this xid.
+        at = self.xid_at
+        return lambda f: (len(f) > at + 4 and f[12:14] == b"\x88\xa8" and f[20:22] == b"\x08\x00"
+                          and f[42:44] == b"\x00\x43" and f[at:at + 4] == xid)
+
+    def _run(self):
+        xid = 0x5a000000
+        while not self._stop.is_set():
+            xid += 1
+            x = struct.pack("!I", xid)
+            self.frame[self.xid_at:self.xid_at + 4] = x
+            # UDP checksum 0: none (valid over IPv4), so the xid can change.
+            self.frame[22 + 20 + 6:22 + 20 + 8] = b"\x00\x00"
+            self.tx.send(bytes(self.frame))
+            t = time.monotonic()
+            counts = []
+            for s in self.rx:
+                try:
+                    fr = recv_frames(s, 0.05, match=self._offer_for(x))
+                except OSError:
+                    fr = []
+                    time.sleep(0.05)
                 counts.append(len(fr))
             self.rounds.append((t, counts[0], counts[1]))
 

@@ -1,0 +1,127 @@
+"""High availability with preempt on (docs/fleet.md, "Priority and preempt"):
+the HA lab of test_ha (xbnglab.ha: two xbngd members on one access bridge and
+one uplink bridge, a real etcd), both members configured `preempt = true`,
+m0 with the higher priority.
+
+m0 (priority 100) is active. It is killed (kill -9): m1 (99) takes over. m0
+comes back (a member that rejoins): it is synced as soon as its reads of the
+group's state complete, then preempts, and m1 hands over to it. Through both
+takeovers traffic runs both ways for every subscriber (loss printed; under
+2 s for the kill, under 1 s for the preemption, which is planned), and two
+captures of the access bridge show that one member at most answers each ARP
+request for the gateway and each DHCPDISCOVER. m1, lower, never preempts m0.
+(Preempt off, the rejoining member staying standby, is test_ha's kill
+test.)"""
+import os
+import signal
+import time
+import unittest
+
+from xbnglab.etcd import import_to_etcd
+from xbnglab.ha import GROUP, PPS, ArpWatch, DhcpWatch, Flows, build_lab
+from xbnglab.lab import Lab, wait_for
+from xbnglab.xbngd import find_pass_obj, plan
+
+N_SUBS = 20
+
+
+class HaPreemptTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.lab = Lab("xbnghp")
+        cls.addClassCleanup(cls.lab.close)
+        cls.cluster, cls.m, ns = build_lab(cls.lab, find_pass_obj(), preempt=True)
+        cls.acc, cls.cpe, cls.net = (ns[k] for k in ("acc", "cpe", "net"))
+        cls.subs = [plan(i) for i in range(N_SUBS)]
+        r = import_to_etcd(cls.cluster, GROUP, cls.subs,
+                           os.path.join(cls.lab.rundir, "subs.jsonl"))
+        if r.returncode != 0:
+            raise RuntimeError(r.stderr)
+        cls.m[0].start()
+        wait_for(lambda: cls.m[0].role() == "active", 30, 0.2, "m0 to become active")
+        cls.m[1].start()
+        for m in cls.m:
+            wait_for(lambda m=m: m.subscribers() == N_SUBS, 60, 0.2,
+                     f"{m.name} to apply the group's subscribers")
+        wait_for(lambda: cls.m[1].role() == "standby", 30, 0.2, "m1 standby")
+        wait_for(lambda: all(v.get("synced") for v in cls.m[0].ha().get("members", [])), 30, 0.2,
+                 "both members synced")
+
+    def members_view(self, m):
+        return {v["member"]: v for v in m.ha().get("members", [])}
+
+    def report(self, what, flows, arp, dhcp, max_loss_s):
+        for d in ("up", "down"):
+            lost, secs = flows.loss(d)
+            print(f"\nha {what}: {d}stream sent {flows.sent[d]}, lost {lost} = {secs:.2f} s of "
+                  f"loss at {PPS} pps", flush=True)
+        print(f"ha {what}: {len(arp.rounds)} ARP rounds, {arp.answered()} answered, "
+              f"{len(arp.both())} answered by both members; {len(dhcp.rounds)} DHCPDISCOVERs, "
+              f"{dhcp.answered()} offered, {len(dhcp.both())} offered by both", flush=True)
+        for d in ("up", "down"):
+            lost, secs = flows.loss(d)
+            self.assertLess(secs, max_loss_s, f"{what}: {d}stream lost {lost} packets")
+        self.assertEqual(arp.both(), [], f"{what}: both members answered one ARP request")
+        self.assertEqual(dhcp.both(), [], f"{what}: both members offered to one DISCOVER")
+        # The watches saw answers (a capture that sees nothing proves nothing).
+        self.assertGreater(arp.answered(), len(arp.rounds) // 2)
+        self.assertGreater(dhcp.answered(), len(dhcp.rounds) // 2)
+
+    def test_1_rejoining_higher_priority_member_preempts(self):
+        m0, m1 = self.m
+        self.assertEqual(m0.role(), "active")
+        view = self.members_view(m1)
+        self.assertTrue(view["m0"]["preempt"])
+        self.assertTrue(view["m1"]["preempt"])
+        self.assertTrue(view["m1"].get("synced"), view)
+        # The lower-priority member, preempt on too, does not take over.
+        time.sleep(1)
+        self.assertEqual((m0.role(), m1.role()), ("active", "standby"))
+
+        with ArpWatch(self.cpe, self.acc, self.subs[1]) as arp, \
+                DhcpWatch(self.cpe, self.acc, self.subs[2]) as dhcp, \
+                Flows(self.cpe, self.net, self.subs) as flows:
+            time.sleep(2)
+            t_kill = time.monotonic()
+            m0.daemon.send_signal(signal.SIGKILL)
+            m0.daemon.wait(10)
+            wait_for(lambda: m1.role() == "active", 30, 0.1, "m1 to take over")
+            print(f"\nha preempt: m1 active {time.monotonic() - t_kill:.2f} s after the kill",
+                  flush=True)
+            time.sleep(3)
+        self.report("kill -9 of the active (preempt on)", flows, arp, dhcp, 2.0)
+        self.assertTrue(m1.has_vip())
+
+        # m0 rejoins over its pinned maps: synced once its reads complete,
+        # then it preempts m1.
+        with ArpWatch(self.cpe, self.acc, self.subs[1]) as arp, \
+                DhcpWatch(self.cpe, self.acc, self.subs[2]) as dhcp, \
+                Flows(self.cpe, self.net, self.subs) as flows:
+            time.sleep(2)
+            t_start = time.monotonic()
+            m0.start()
+            wait_for(lambda: m0.role() == "active", 30, 0.05, "m0 to preempt")
+            t_back = time.monotonic()
+            time.sleep(3)
+        self.report("preemption by the rejoining member", flows, arp, dhcp, 1.0)
+        print(f"ha preempt: m0 active {t_back - t_start:.2f} s after its start", flush=True)
+        self.assertEqual(m1.role(), "standby")
+        self.assertFalse(m1.has_vip())
+        self.assertTrue(m0.has_vip())
+        cause = m0.ha().get("lastTakeoverCause") or m0.ha().get("last_takeover_cause")
+        self.assertIn("preempted by m0 (priority 100 > 99)", cause)
+        # m0 said it was synced before it was handed the role (its log).
+        with open(m0.log) as f:
+            log = f.read().split("\n")
+        synced = [i for i, ln in enumerate(log) if "synced (its maps hold the group's state)" in ln]
+        won = [i for i, ln in enumerate(log) if "standby -> ACTIVE" in ln]
+        self.assertTrue(synced, "m0 never logged that it was synced")
+        self.assertTrue(won, "m0 never logged its role change")
+        self.assertLess(synced[-1], won[-1])
+        # m1 stays standby: lower priority, it never preempts.
+        time.sleep(1)
+        self.assertEqual((m0.role(), m1.role()), ("active", "standby"))
+
+
+if __name__ == "__main__":
+    unittest.main()
