@@ -11,7 +11,14 @@ takeovers traffic runs both ways for every subscriber (loss printed; under
 captures of the access bridge show that one member at most answers each ARP
 request for the gateway and each DHCPDISCOVER. m1, lower, never preempts m0.
 (Preempt off, the rejoining member staying standby, is test_ha's kill
-test.)"""
+test.)
+
+Then the loss of the active node (its agent killed and both its links down):
+the standby takes over (under 3 s of loss: the lease of 2 s expires first);
+the node comes back and preempts.
+Last, both members are killed and started again: one active (m0, preempt),
+one standby, traffic both ways and one answer to each request.
+"""
 import os
 import signal
 import time
@@ -22,7 +29,8 @@ from xbnglab.ha import GROUP, PPS, ArpWatch, DhcpWatch, Flows, build_lab
 from xbnglab.lab import Lab, wait_for
 from xbnglab.xbngd import find_pass_obj, plan
 
-N_SUBS = 20
+# Traffic runs for every subscriber (round robin at PPS frames a second).
+N_SUBS = 1000
 
 
 class HaPreemptTest(unittest.TestCase):
@@ -31,7 +39,7 @@ class HaPreemptTest(unittest.TestCase):
         cls.lab = Lab("xbnghp")
         cls.addClassCleanup(cls.lab.close)
         cls.cluster, cls.m, ns = build_lab(cls.lab, find_pass_obj(), preempt=True)
-        cls.acc, cls.cpe, cls.net = (ns[k] for k in ("acc", "cpe", "net"))
+        cls.acc, cls.up, cls.cpe, cls.net = (ns[k] for k in ("acc", "up", "cpe", "net"))
         cls.subs = [plan(i) for i in range(N_SUBS)]
         r = import_to_etcd(cls.cluster, GROUP, cls.subs,
                            os.path.join(cls.lab.rundir, "subs.jsonl"))
@@ -121,6 +129,72 @@ class HaPreemptTest(unittest.TestCase):
         # m1 stays standby: lower priority, it never preempts.
         time.sleep(1)
         self.assertEqual((m0.role(), m1.role()), ("active", "standby"))
+
+    def node_down(self, m):
+        """The loss of a whole node: its agent killed and both its links
+        gone (access and uplink bridge ports down)."""
+        m.daemon.send_signal(signal.SIGKILL)
+        m.daemon.wait(10)
+        self.acc.ip("link", "set", f"a{m.k}", "down")
+        self.up.ip("link", "set", f"u{m.k}", "down")
+
+    def node_up(self, m):
+        self.acc.ip("link", "set", f"a{m.k}", "up")
+        self.up.ip("link", "set", f"u{m.k}", "up")
+
+    def test_2_node_loss_then_back(self):
+        """The active node is lost (agent and links): the standby takes over;
+        the node comes back and, higher and preempt on, takes over again."""
+        m0, m1 = self.m
+        wait_for(lambda: m0.role() == "active" and m1.role() == "standby", 30, 0.2,
+                 "m0 active, m1 standby")
+        wait_for(lambda: all(v.get("synced") and not v.get("holding")
+                             for v in m0.ha().get("members", [])), 30, 0.2, "both ready")
+        with ArpWatch(self.cpe, self.acc, self.subs[1]) as arp, \
+                DhcpWatch(self.cpe, self.acc, self.subs[2]) as dhcp, \
+                Flows(self.cpe, self.net, self.subs) as flows:
+            time.sleep(2)
+            t0 = time.monotonic()
+            self.addCleanup(self.node_up, m0)  # also on failure: the next test needs it
+            self.node_down(m0)
+            wait_for(lambda: m1.role() == "active", 30, 0.1, "m1 to take over")
+            t1 = time.monotonic()
+            time.sleep(3)
+        print(f"ha node loss: m1 active {t1 - t0:.2f} s after the node went", flush=True)
+        # A dead node's data plane stops at once (a killed agent's runs on
+        # to its deadline): the loss is the time its lease takes to expire
+        # (up to lease_ttl_s, 2 s here, after its last renewal, plus etcd's
+        # expiry check), the standby's next read and the announcement.
+        self.report("loss of the active node", flows, arp, dhcp, 3.0)
+        self.assertTrue(m1.has_vip())
+        self.node_up(m0)
+        m0.start()
+        wait_for(lambda: m0.role() == "active", 30, 0.1, "m0 back, to preempt")
+        wait_for(lambda: m1.role() == "standby", 10, 0.1, "m1 standby again")
+
+    def test_3_both_members_restarted(self):
+        """Both agents killed and started again (over their pinned maps):
+        one active, the other standby, traffic both ways, one answer each."""
+        m0, m1 = self.m
+        for m in self.m:
+            m.daemon.send_signal(signal.SIGKILL)
+            m.daemon.wait(10)
+        m1.start()
+        m0.start()
+        wait_for(lambda: sorted([m0.role(), m1.role()]) == ["active", "standby"], 30, 0.2,
+                 "one active, one standby")
+        # With preempt on, m0 (higher) ends up active whichever won first.
+        wait_for(lambda: m0.role() == "active", 30, 0.2, "m0 active")
+        wait_for(lambda: all(v.get("synced") and not v.get("holding")
+                             for v in m0.ha().get("members", [])), 30, 0.2, "both ready")
+        with ArpWatch(self.cpe, self.acc, self.subs[1]) as arp, \
+                DhcpWatch(self.cpe, self.acc, self.subs[2]) as dhcp, \
+                Flows(self.cpe, self.net, self.subs) as flows:
+            time.sleep(3)
+        self.report("both members restarted", flows, arp, dhcp, 0.5)
+        self.assertEqual(m1.role(), "standby")
+        self.assertTrue(m0.has_vip())
+        self.assertFalse(m1.has_vip())
 
 
 if __name__ == "__main__":
