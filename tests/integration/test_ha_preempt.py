@@ -19,11 +19,14 @@ the node comes back and preempts.
 Last, both members are killed and started again: one active (m0, preempt),
 one standby, traffic both ways and one answer to each request.
 """
+import json
 import os
 import signal
 import time
 import unittest
 
+from xbnglab.bringup import client_files, dhclient_script, tagged_cpe_link
+from xbnglab.cpe import cpe_sub
 from xbnglab.etcd import import_to_etcd
 from xbnglab.ha import GROUP, PPS, ArpWatch, DhcpWatch, Flows, build_lab
 from xbnglab.lab import Lab, wait_for
@@ -31,6 +34,60 @@ from xbnglab.xbngd import find_pass_obj, plan
 
 # Traffic runs for every subscriber (round robin at PPS frames a second).
 N_SUBS = 1000
+# DHCPv6 lifetimes: the CPE renews (to the group's DUID) at T1 = 8 s.
+T1 = 8
+DHCPV6 = f"[dhcpv6]\npreferred_lifetime = 20\nvalid_lifetime = 40\nt1 = {T1}\nt2 = 14\n"
+# The dhclient -6 CPE's subscriber (IA_NA: its /128).
+DSUB6 = cpe_sub(0, base=2000)
+
+
+class Dhcp6Cpe:
+    """A CPE namespace on DSUB6's tags (the TC tag emulator, IPv6 on) on the
+    access bridge, running Debian's dhclient -6 (IA_NA) with private files."""
+
+    def __init__(self, lab, acc):
+        self.lab = lab
+        self.ns = lab.netns("d6cpe")
+        tagged_cpe_link(lab, self.ns, acc, "d6cpe0", DSUB6["mac"])
+        self.f = client_files(os.path.join(lab.rundir, "d6cpe-dhclient"))
+        with open(self.f["conf"], "w") as c:
+            c.write("")
+        dhclient_script(self.f["script"])
+        self.p = None
+
+    def start(self):
+        # dhclient -6 binds to c0's link-local address: after its DAD.
+        def link_local_ready():
+            out = self.ns.exec(["ip", "-6", "addr", "show", "dev", "c0", "scope", "link"]).stdout
+            return "fe80::" in out and "tentative" not in out
+        wait_for(link_local_ready, 10, 0.1, "c0's link-local address")
+        f = self.f
+        argv = ["dhclient", "-6", "-d", "-v", "-cf", f["conf"], "-lf", f["leases"], "-pf",
+                f["pid"], "-sf", f["script"], "c0"]
+        self.p = self.lab.spawn(self.ns.nsenter_argv(argv), log=f["log"])
+
+    def stop(self):
+        if self.p:
+            self.lab.stop(self.p, signal.SIGTERM, timeout=5)
+            self.p = None
+
+    def addrs(self):
+        out = json.loads(self.ns.exec(["ip", "-j", "-6", "addr", "show", "dev", "c0"]).stdout)
+        return [a["local"] for i in out for a in i.get("addr_info", [])
+                if a.get("scope") == "global"]
+
+    def log(self):
+        with open(self.f["log"]) as f:
+            return f.read()
+
+
+def lease6(m, s):
+    sub = m.sub(s)
+    return sub.get("leaseV6") or sub.get("lease_v6") or {}
+
+
+def bound_unix(lease):
+    return int(lease.get("boundUnix", lease.get("bound_unix", 0)))
 
 
 class HaPreemptTest(unittest.TestCase):
@@ -38,10 +95,10 @@ class HaPreemptTest(unittest.TestCase):
     def setUpClass(cls):
         cls.lab = Lab("xbnghp")
         cls.addClassCleanup(cls.lab.close)
-        cls.cluster, cls.m, ns = build_lab(cls.lab, find_pass_obj(), preempt=True)
+        cls.cluster, cls.m, ns = build_lab(cls.lab, find_pass_obj(), preempt=True, extra=DHCPV6)
         cls.acc, cls.up, cls.cpe, cls.net = (ns[k] for k in ("acc", "up", "cpe", "net"))
         cls.subs = [plan(i) for i in range(N_SUBS)]
-        r = import_to_etcd(cls.cluster, GROUP, cls.subs,
+        r = import_to_etcd(cls.cluster, GROUP, cls.subs + [DSUB6],
                            os.path.join(cls.lab.rundir, "subs.jsonl"))
         if r.returncode != 0:
             raise RuntimeError(r.stderr)
@@ -49,7 +106,7 @@ class HaPreemptTest(unittest.TestCase):
         wait_for(lambda: cls.m[0].role() == "active", 30, 0.2, "m0 to become active")
         cls.m[1].start()
         for m in cls.m:
-            wait_for(lambda m=m: m.subscribers() == N_SUBS, 60, 0.2,
+            wait_for(lambda m=m: m.subscribers() == N_SUBS + 1, 60, 0.2,
                      f"{m.name} to apply the group's subscribers")
         wait_for(lambda: cls.m[1].role() == "standby", 30, 0.2, "m1 standby")
         wait_for(lambda: all(v.get("synced") for v in cls.m[0].ha().get("members", [])), 30, 0.2,
@@ -196,6 +253,54 @@ class HaPreemptTest(unittest.TestCase):
         self.assertTrue(m0.has_vip())
         self.assertFalse(m1.has_vip())
 
+    def test_4_dhcpv6_renewal_after_takeover(self):
+        """A dhclient -6 CPE binds its /128 through the active; the active is
+        killed before T1; the CPE's Renew (to the group's DUID, which every
+        member serves with) is answered by the new active: same address,
+        no new Solicit, no Rebind."""
+        m0, m1 = self.m
+        wait_for(lambda: m0.role() == "active", 30, 0.2, "m0 active")
+        wait_for(lambda: all(v.get("synced") and not v.get("holding")
+                             for v in m0.ha().get("members", [])), 30, 0.2, "both ready")
+        cpe = Dhcp6Cpe(self.lab, self.acc)
+        self.addCleanup(cpe.stop)
+        cpe.start()
+        try:
+            wait_for(lambda: DSUB6["ipv6"] in cpe.addrs(), 40, 0.2, "the CPE's DHCPv6 address")
+        except TimeoutError:
+            nz = {r["reason"]: r["packets"] for r in m0.ctl("stats")["reasons"]
+                  if int(r.get("packets", 0))}
+            print(f"dhclient -6 log:\n{cpe.log()}\nm0 counters {nz}\n"
+                  f"addresses {cpe.addrs()}", flush=True)
+            raise
+        wait_for(lambda: lease6(m0, DSUB6).get("bound"), 10, 0.05, "the lease on the active")
+        la = lease6(m0, DSUB6)
+        bound0 = bound_unix(la)
+        wait_for(lambda: bound_unix(lease6(m1, DSUB6)) == bound0, 10, 0.05,
+                 "the IPv6 lease replicated to the standby")
+        before = cpe.log()
+        m0.daemon.send_signal(signal.SIGKILL)
+        m0.daemon.wait(10)
+        t_kill = time.time()
+        wait_for(lambda: m1.role() == "active", 30, 0.1, "m1 to take over")
+        self.assertLess(t_kill, bound0 + T1, "the takeover came after T1: test too slow")
+        wait_for(lambda: bound_unix(lease6(m1, DSUB6)) > bound0, 3 * T1, 0.2,
+                 "the CPE's Renew through the new active")
+        ln = lease6(m1, DSUB6)
+        self.assertEqual(ln.get("address"), DSUB6["ipv6"])
+        after = cpe.log()[len(before):]
+        print(f"\nha DHCPv6: renewed through {m1.name} {bound_unix(ln) - bound0} s after the "
+              f"bind", flush=True)
+        self.assertIn("XMT: Renew", after, after)
+        self.assertNotIn("XMT: Solicit", after, after)
+        self.assertNotIn("XMT: Rebind", after, after)
+        self.assertLess(bound_unix(ln) - bound0, 14, "renewed at T2 or later: a Rebind")
+        self.assertIn(DSUB6["ipv6"], cpe.addrs())
+        cpe.stop()
+        m0.start()
+        wait_for(lambda: m0.role() == "active", 30, 0.2, "m0 back (preempt)")
+
 
 if __name__ == "__main__":
     unittest.main()
+
