@@ -8,6 +8,9 @@ first --flow-subs subscribers) run through the group while, --rounds times
 each:
   kill      kill -9 of the active agent (its data plane forwards until its
             deadline), then the killed member is started again and rejoins
+  node      loss of the active node: its agent killed and its access and
+            uplink links down at once (its data plane stops with it), then
+            the links up and the member started again
   switchover  `xbngctl ha switchover` of the active
 Per event: seconds of traffic lost each way (lost frames / rate), seconds
 from the event to the other member showing active, and the new active's
@@ -16,6 +19,7 @@ pair, paced): frames, VLAN pairs and seconds, from its log. Prints each
 event and the median and range of each kind; asserts nothing.
 
     PYTHONPATH=tests /usr/bin/python3 bench/ha.py [--subscribers 60000] [--rounds 5]
+        [--kinds kill,node,switchover]
 """
 from __future__ import annotations
 
@@ -40,7 +44,13 @@ def wait_announced(m, before, timeout):
     return m.takeover_announced()
 
 
-def event(kind, members, cpe, net, subs, n):
+def links(ns, m, state):
+    ns["acc"].ip("link", "set", f"a{m.k}", state)
+    ns["up"].ip("link", "set", f"u{m.k}", state)
+
+
+def event(kind, members, ns, subs, n):
+    cpe, net = ns["cpe"], ns["net"]
     act = [m for m in members if m.role() == "active"]
     if len(act) != 1:
         raise RuntimeError(f"{len(act)} active members")
@@ -51,9 +61,11 @@ def event(kind, members, cpe, net, subs, n):
     with Flows(cpe, net, subs) as flows:
         time.sleep(2)
         t0 = time.monotonic()
-        if kind == "kill":
+        if kind in ("kill", "node"):
             old.daemon.send_signal(signal.SIGKILL)
             old.daemon.wait(10)
+            if kind == "node":
+                links(ns, old, "down")
         else:
             old.ctl("ha", "switchover")
         wait_for(lambda: new.role() == "active", 60, 0.02, f"{new.name} to take over")
@@ -64,7 +76,9 @@ def event(kind, members, cpe, net, subs, n):
          "ann_s": secs}
     for d in ("up", "down"):
         r[f"lost_{d}"], r[f"loss_{d}_s"] = flows.loss(d)
-    if kind == "kill":
+    if kind in ("kill", "node"):
+        if kind == "node":
+            links(ns, old, "up")
         old.start()
         wait_for(lambda: old.role() == "standby", 120, 0.2, f"{old.name} to rejoin")
         wait_for(lambda: old.subscribers() == n, 300, 0.5, f"{old.name} to hold the subscribers")
@@ -82,8 +96,13 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--flow-subs", type=int, default=1000,
                     help="subscribers the numbered traffic goes round")
+    ap.add_argument("--kinds", default="kill,node,switchover",
+                    help="events, comma-separated: kill, node, switchover")
     a = ap.parse_args()
     n = a.subscribers
+    kinds = a.kinds.split(",")
+    if not kinds or any(k not in ("kill", "node", "switchover") for k in kinds):
+        ap.error(f"--kinds {a.kinds}: expected kill, node and/or switchover")
     with Lab("xbngbha") as lab:
         cluster, members, ns = build_lab(lab, find_pass_obj(), max_subscribers=max(4096, n))
         subs = [plan(i) for i in range(n)]
@@ -103,8 +122,8 @@ def main() -> int:
         flow_subs = subs[:a.flow_subs]
         rows = []
         for i in range(a.rounds):
-            for kind in ("kill", "switchover"):
-                row = event(kind, members, ns["cpe"], ns["net"], flow_subs, n)
+            for kind in kinds:
+                row = event(kind, members, ns, flow_subs, n)
                 rows.append(row)
                 print(f"ha bench: {kind:10s} round {i + 1}: loss up {row['loss_up_s']:.2f} s "
                       f"down {row['loss_down_s']:.2f} s, active after {row['active_s']:.2f} s, "
@@ -112,7 +131,7 @@ def main() -> int:
                       f"in {row['ann_s']:.2f} s", flush=True)
         print(f"\nha bench: {n} subscribers, {a.rounds} rounds, traffic over {len(flow_subs)} "
               f"subscribers at 500 frames/s each way; median (min-max)")
-        for kind in ("kill", "switchover"):
+        for kind in kinds:
             rs = [r for r in rows if r["kind"] == kind]
             print(f"  {kind:10s} loss up {summary(rs, 'loss_up_s')} s, down "
                   f"{summary(rs, 'loss_down_s')} s; active after {summary(rs, 'active_s')} s; "
