@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "radius/accounting.h"
@@ -57,6 +58,8 @@ struct Rig {
   bool answer = true;  // answer at once with this
   bool hold = false;   // keep completions in `pending`
   std::unique_ptr<Accounting> acct;
+  std::function<bool()> active;  // HA (set before make())
+  std::vector<std::pair<SubKey, AcctCounts>> reported;
 
   explicit Rig(AcctOptions o = {}, std::string table_file = "") : table(std::move(table_file)) {
     make(std::move(o));
@@ -76,18 +79,22 @@ struct Rig {
       *out = it->second;
       return true;
     };
-    h.remove = [this](const SubKey& k) -> absl::Status {
-      auto it = subs.find(agent::key_rank(k));
-      if (it == subs.end()) return absl::NotFoundError("no");
-      acct->on_removing(k, it->second);
-      subs.erase(it);
-      acct->on_subscriber_change(k, nullptr);
-      table.on_subscriber_change(k, nullptr);
-      return absl::OkStatus();
-    };
+    h.remove = [this](const SubKey& k) { return remove(k); };
     h.lease_bound = [this](const SubKey& k) { return bound[agent::key_rank(k)]; };
     h.now_ms = [this] { return now; };
+    h.active = active;
+    h.reported = [this](const SubKey& k, const AcctCounts& c) { reported.emplace_back(k, c); };
     acct = std::make_unique<Accounting>(&table, std::move(o), std::move(h));
+  }
+  // The store deletes k (its hooks run).
+  absl::Status remove(const SubKey& k) {
+    auto it = subs.find(agent::key_rank(k));
+    if (it == subs.end()) return absl::NotFoundError("no");
+    acct->on_removing(k, it->second);
+    subs.erase(it);
+    acct->on_subscriber_change(k, nullptr);
+    table.on_subscriber_change(k, nullptr);
+    return absl::OkStatus();
   }
   void create(const SubKey& k, const SessionData& d) {
     ASSERT_TRUE(table.record(k, d));
@@ -458,6 +465,81 @@ TEST(Accounting, QueueAndStartSurviveARestart) {
   EXPECT_TRUE(r.acct->queued().empty());
   for (const auto& q : r.sent) EXPECT_GE(q.input_octets, 10'000u);
   fs::remove_all(dir);
+}
+
+// HA: a standby sends nothing for the sessions it holds (no Start, no
+// Interim, no Stop, no timer); once active it goes on with them: no second
+// Start for a session the former active started, its counters from the
+// replicated acct_base plus its own, what it reported told; a session the
+// former active never started starts after the grace.
+TEST(Accounting, StandbyIsSilentAndTheNewActiveGoesOnFromTheBase) {
+  AcctOptions o;
+  o.interim_min_s = 1;
+  Rig r(o);
+  bool is_active = false;
+  r.active = [&] { return is_active; };
+  r.make(o);
+  const uint64_t t0 = r.now / 1000;
+  SessionData started = data("s-started", t0 - 100);
+  started.interim_interval = 10;
+  started.acct_started = true;
+  started.acct_base = {1000, 10, 2000, 20};
+  started.session_timeout = 103;  // would end 3 s from now
+  SessionData fresh = data("s-fresh", t0 - 1);
+  SessionData ended = data("s-ended", t0 - 50);
+  ended.acct_started = true;
+  r.create(key(1), started);
+  r.create(key(2), fresh);
+  r.create(key(3), ended);
+  r.acct->on_created(key(2));
+  r.bind(key(1));
+  r.run_for(1000);
+  ASSERT_TRUE(r.remove(key(3)).ok());  // replication deletes it
+  r.run_for(5000);
+  EXPECT_TRUE(r.sent.empty()) << "a standby sent " << r.sent.size() << " request(s)";
+  EXPECT_EQ(r.acct->counters().sessions, 0u);
+  // Its subscriber counted 30 octets in an earlier active period of its own
+  // (in acct_base already); it takes over, then forwards 50 more.
+  AcctView& own = r.subs[agent::key_rank(key(1))];
+  own.up_bytes = 30, own.up_packets = 3, own.down_bytes = 40, own.down_packets = 4;
+  ASSERT_TRUE(r.table.update(key(1), [&](SessionData* d) { d->session_timeout = 3600; }));
+  is_active = true;
+  r.run_for(100);
+  own.up_bytes += 50, own.up_packets += 1, own.down_bytes += 70, own.down_packets += 2;
+  r.run_for(12'000);
+  size_t starts_1 = 0, starts_2 = 0;
+  std::vector<AccountingRequest> interims;
+  for (const auto& q : r.sent) {
+    if (q.status == AcctStatus::kStart) (q.session_id == "s-started" ? starts_1 : starts_2)++;
+    if (q.status == AcctStatus::kInterimUpdate && q.session_id == "s-started") {
+      interims.push_back(q);
+      EXPECT_GE(q.input_octets, 1000u);
+      EXPECT_EQ(q.classes, started.classes);
+    }
+  }
+  ASSERT_FALSE(interims.empty());
+  EXPECT_EQ(interims.back().input_octets, 1050u);
+  EXPECT_EQ(interims.back().input_packets, 11u);
+  EXPECT_EQ(interims.back().output_octets, 2070u);
+  EXPECT_EQ(interims.back().output_packets, 22u);
+  EXPECT_EQ(starts_1, 0u) << "a second Start";
+  EXPECT_EQ(starts_2, 1u) << "the session the former active never started";
+  EXPECT_EQ(r.count(AcctStatus::kStop), 0u);
+  std::optional<AcctCounts> told;  // the last counts told of key(1)
+  for (const auto& [k, c] : r.reported)
+    if (k == key(1)) told = c;
+  ASSERT_TRUE(told);
+  EXPECT_EQ(*told, (AcctCounts{1050, 11, 2070, 22}));
+  // Its Stop carries the base too.
+  ASSERT_TRUE(r.acct->end_session(key(1), cause::kAdminReset).ok());
+  r.run_for(200);
+  ASSERT_EQ(r.count(AcctStatus::kStop), 1u);
+  EXPECT_GE(r.sent.back().input_octets, 1050u);
+  // A standby again: nothing more.
+  is_active = false;
+  const size_t n = r.sent.size();
+  r.run_for(30'000);
+  EXPECT_EQ(r.sent.size(), n);
 }
 
 TEST(Accounting, OnAndOff) {
