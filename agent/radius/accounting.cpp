@@ -290,12 +290,24 @@ size_t Accounting::adopt_all(uint64_t now) {
 }
 
 void Accounting::drop_sessions() {
+  auto freeze = [&](uint64_t rank) {
+    AcctView v;
+    if (hooks_.view && hooks_.view(key_of(rank), &v))
+      frozen_[rank] = {v.up_bytes, v.up_packets, v.down_bytes, v.down_packets};
+  };
+  for (const auto& [rank, s] : sess_) freeze(rank);
+  for (const auto& [due, k] : start_due_) freeze(due.second);
   sess_.clear();
   wheel_.clear();
   start_due_.clear();
   starting_.clear();
   std::lock_guard g(in_mu_);
   last_views_.clear();
+}
+
+void Accounting::standby_events(const std::vector<Event>& events) {
+  for (const auto& e : events)
+    if (e.kind == Event::kEnded || e.kind == Event::kCreated) frozen_.erase(agent::key_rank(e.key));
 }
 
 void Accounting::tell_reported(const SubKey& k, const Sess& s) const {
@@ -423,6 +435,7 @@ void Accounting::tick() {
     if (!hooks_.active()) {  // a standby: the active accounts (its inputs are dropped)
       if (was_active_) drop_sessions();
       was_active_ = false;
+      standby_events(events);
       retry_queue(now);
       if (now >= next_flush_ms_) {
         next_flush_ms_ = now + 1000;
@@ -591,12 +604,18 @@ void Accounting::adopt_session(const SubKey& k, const SessionData& d, uint64_t n
   s.interval_ms = uint64_t{effective_interim_s(d, opts_)} * 1000;
   s.next_interim_ms = next_on_grid(d.session_id, s.interval_ms, opts_.tick_ms, now + 1);
   s.last_activity_ms = now;
+  // In an HA group this member reports acct_base (what was reported
+  // before, by whichever member) plus what it forwards from its takeover
+  // on: its subscriber may hold counts of an earlier active period of its
+  // own, frozen when it stepped down (its data plane counted nothing since,
+  // and everything after is this period's, however late this pass runs
+  // after the takeover).
+  if (auto f = frozen_.find(rank); f != frozen_.end()) {
+    s.own0 = f->second;
+    frozen_.erase(f);
+  }
   AcctView v;
   if (hooks_.view && hooks_.view(k, &v)) {
-    // In an HA group this member reports only what it forwards from now on
-    // above acct_base (what was reported before, by whichever member): its
-    // subscriber may hold counts of an earlier active period of its own.
-    if (hooks_.active) s.own0 = {v.up_bytes, v.up_packets, v.down_bytes, v.down_packets};
     add_base(d, s.own0, &v);
     report(s, &v);
     s.last_packets = v.up_packets + v.down_packets;

@@ -234,6 +234,12 @@ class Accounting {
     // (what it forwarded in an earlier active period is in acct_base).
     AcctCounts own0;
   };
+  // HA, a standby: the counters of each session it accounted when it
+  // stepped down (its data plane counts nothing while standby): they are
+  // in the acct_base of the next active's reports, so this member counts
+  // only above them when it takes the session over again. A session that
+  // ends (or is created again) meanwhile drops its entry.
+  absl::flat_hash_map<uint64_t, AcctCounts> frozen_;
   struct Queued {
     AccountingRequest req;
     uint64_t event_unix = 0;  // when it was first due (Acct-Delay-Time)
@@ -247,8 +253,11 @@ class Accounting {
   // Every session of the table: started ones go on, the others start after
   // the grace. Returns how many go on.
   size_t adopt_all(uint64_t now);
-  // This member is a standby now: no session of its own any more.
+  // This member is a standby now: no session of its own any more (their
+  // counters kept in frozen_).
   void drop_sessions();
+  // A standby's inputs: only sessions ending or created again matter (frozen_).
+  void standby_events(const std::vector<Event>& events);
   // Tells hooks.reported what s reported last.
   void tell_reported(const SubKey& k, const Sess& s) const;
   // Checks timers and sends a due interim; schedules the next wake-up.

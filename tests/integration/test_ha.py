@@ -507,7 +507,8 @@ class HaTest(unittest.TestCase):
                               if int(x.get("Timestamp", 0)) > t_kill + 1]) >= 2,
                  20, 0.2, "interims from the new active")
         after = [x for x in recs() if tuple(sorted(x.items())) not in before]
-        print(f"\nha radius: {len(after)} accounting record(s) after the takeover: "
+        print(f"\nha radius: {old.name} -> {new.name}: {len(after)} accounting record(s) after "
+              "the takeover: "
               + ", ".join(f"{x['Acct-Status-Type']} in={octets(x, 'Input')}" for x in after),
               flush=True)
         self.assertEqual(len(recs("Start")), 1, "a second Start")
