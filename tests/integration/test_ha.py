@@ -30,7 +30,10 @@ authorized on the active; the session reaches the standby (origin radius);
 after a kill -9 of the active the new active forwards for it with no new
 Access-Request, sends no second Start, and its Interim-Updates carry the
 same Acct-Session-Id and Class with counters that never go backwards; the
-killed member rejoins with the session."""
+killed member rejoins with the session. A second lab relays DHCPv4 to a
+real Kea (dhcp = "relay"): the relay's session (origin relay, its lease)
+reaches the standby, and after a kill -9 of the active the CPE's renewal is
+relayed by the new active, same address, no new DISCOVER."""
 import json
 import os
 import signal
@@ -43,6 +46,7 @@ from xbnglab.cpe import cpe_sub
 from xbnglab.etcd import import_to_etcd
 from xbnglab.frames import arp_request, up_v4
 from xbnglab.ha import GROUP, MAGIC_DOWN, MAGIC_UP, NET4, PPS, VMAC, ArpWatch, Flows, build_lab
+from xbnglab.kea import Kea4
 from xbnglab.lab import Lab, recv_frames, wait_for
 from xbnglab.radius import FreeRadius, octets
 from xbnglab.radius import user_name as radius_user
@@ -533,6 +537,95 @@ class HaTest(unittest.TestCase):
         wait_for(lambda: origin(old) == "ORIGIN_RADIUS", 20, 0.2,
                  "the session on the rejoined member")
         self.assertEqual(len(recs("Start")), 1, "a Start from the rejoined standby")
+        cpe.stop()
+
+
+# The relay variant: acc0 relays DHCPv4 to a real Kea behind the uplink
+# (dhcp = "relay"); the relay's subscribers (origin relay) are sessions.
+LSUB = cpe_sub(2, base=100)
+KEA = "198.51.100.67"  # Kea4(index 0)
+RELAY_LIFETIME, RELAY_T1, RELAY_T2 = 30, 6, 24
+RELAY_TOML = f"""
+[ports]
+access = [{{ name = "acc0", dhcp = "relay" }}]
+
+[relay]
+servers_v4 = ["{KEA}"]
+"""
+
+
+class HaRelayTest(unittest.TestCase):
+    """A lease relayed from Kea through the active becomes a relay session on
+    both members (the subscriber with origin relay, and its lease); after
+    kill -9 of the active the CPE's renewal is relayed by the new active, the
+    same address, no new DISCOVER."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.lab = Lab("xbnghr")
+        cls.addClassCleanup(cls.lab.close)
+        cls.cluster, cls.m, ns = build_lab(cls.lab, find_pass_obj(), lease=LEASE,
+                                           extra=RELAY_TOML)
+        cls.acc, cls.net = ns["acc"], ns["net"]
+        # Each member relays from its own uplink address; Kea is behind net.
+        cls.net.sysctl("net.ipv4.ip_forward", "1")
+        for m in cls.m:
+            m.ns.ip("route", "add", "198.51.100.64/29", "via", NET4)
+        cls.kea = Kea4(cls.lab, cls.net, "kea1", 0,
+                       [{"id": 1, "subnet": "100.64.0.0/16",
+                         "pools": [{"pool": "100.64.20.10 - 100.64.20.200"}],
+                         "option-data": [{"name": "routers", "data": GW4}]}],
+                       RELAY_LIFETIME, RELAY_T1, RELAY_T2)
+        assert cls.kea.address == KEA
+        cls.addClassCleanup(cls.kea.stop)
+        cls.kea.start()
+        cls.m[0].start()
+        wait_for(lambda: cls.m[0].role() == "active", 30, 0.2, "m0 to become active")
+        cls.m[1].start()
+        wait_for(lambda: cls.m[1].role() == "standby", 30, 0.2, "m1 standby")
+
+    def sub(self, m):
+        try:
+            return m.sub(LSUB)
+        except CtlError:  # not (yet) there
+            return {}
+
+    def bound(self, m):
+        lease = m.lease4(LSUB) if self.sub(m) else {}
+        return int(lease.get("boundUnix", lease.get("bound_unix", 0)))
+
+    def test_1_relay_session_replicated_renewed_after_takeover(self):
+        old, new = self.m
+        cpe = DhcpCpe(self.lab, self.acc, LSUB, "lcpe")
+        self.addCleanup(cpe.stop)
+        cpe.start()
+        wait_for(lambda: cpe.addrs(), 40, 0.2, "the CPE's address from Kea")
+        addr = cpe.addrs()[0]
+        wait_for(lambda: self.sub(old).get("origin") == "ORIGIN_RELAY", 10, 0.1,
+                 "the relay session on the active")
+        wait_for(lambda: self.sub(new).get("origin") == "ORIGIN_RELAY", 10, 0.1,
+                 "the relay session on the standby")
+        self.assertEqual(self.sub(new).get("ipv4"), addr)
+        wait_for(lambda: self.bound(new) and self.bound(new) == self.bound(old), 10, 0.1,
+                 "the lease on the standby")
+        lb = new.lease4(LSUB)
+        self.assertEqual(lb.get("address"), addr)
+        self.assertEqual(lb.get("server"), KEA)
+        old.daemon.send_signal(signal.SIGKILL)
+        old.daemon.wait(10)
+        t_kill = int(time.time())
+        wait_for(lambda: new.role() == "active", 30, 0.1, f"{new.name} to take over")
+        # Forwarding for the session, then its renewal relayed by the new active.
+        wait_for(lambda: cpe.ns.exec(["ping", "-c1", "-W1", NET4], check=False).returncode == 0,
+                 20, 0.2, "traffic through the new active")
+        wait_for(lambda: self.bound(new) > t_kill, 3 * RELAY_T1, 0.2,
+                 "a renewal relayed by the new active")
+        self.assertEqual(new.lease4(LSUB).get("address"), addr)
+        self.assertEqual(self.sub(new).get("origin"), "ORIGIN_RELAY")
+        self.assertEqual(cpe.addrs(), [addr])
+        self.assertEqual(cpe.log().count("DHCPDISCOVER"), 1, cpe.log())
+        kea = [ln for ln in self.kea.leases() if ln.get("address") == addr]
+        self.assertGreaterEqual(len(kea), 2, "the renewal in Kea's lease file")
         cpe.stop()
 
 
