@@ -295,7 +295,11 @@ bool HaReplica::full_read(int64_t* rev) {
     pruned = hooks_.prune_sessions([&](const SubKey& k) { return present.contains(key_rank(k)); });
   std::lock_guard l(mu_);
   ++st_.full_reads;
-  if (hooks_.session_value) sessions_.swap(present);
+  // What etcd has now; an active keeps what it wrote since the read too.
+  if (hooks_.session_value && !hooks_.active())
+    sessions_.swap(present);
+  else if (hooks_.session_value)
+    sessions_.insert(present.begin(), present.end());
   spdlog::info(
       "ha: state replication: {} key(s) of {} read at revision {} ({} session(s) without a key "
       "deleted); watching",
@@ -361,13 +365,15 @@ std::optional<SubKey> HaReplica::apply(const fleet::KeyValue& kv, bool deleted) 
   if (kind == "session") {
     if (!hooks_.apply_session) return k;
     if (deleted) {
-      {
-        std::lock_guard l(mu_);
-        sessions_.erase(key_rank(k));
-      }
       // The active ignores deletes: its own come back after it may have
-      // created the key again.
-      if (!active) changed = hooks_.remove_session(k);
+      // written the key again (its own writes keep sessions_).
+      if (!active) {
+        {
+          std::lock_guard l(mu_);
+          sessions_.erase(key_rank(k));
+        }
+        changed = hooks_.remove_session(k);
+      }
     } else {
       std::string why;
       const int r = hooks_.apply_session(k, port, kv.value, active, &why);

@@ -517,7 +517,14 @@ void Accounting::process(Event& e, uint64_t now) {
       if (it == sess_.end() && !e.ended->data.acct_started) return;  // no Start, no Stop
       AcctView v;
       if (e.ended->last) v = *e.ended->last;
-      add_base(e.ended->data, it != sess_.end() ? it->second.own0 : AcctCounts{}, &v);
+      AcctCounts own0;
+      if (it != sess_.end()) {
+        own0 = it->second.own0;
+      } else if (auto f = frozen_.find(rank); f != frozen_.end()) {
+        own0 = f->second;
+        frozen_.erase(f);
+      }
+      add_base(e.ended->data, own0, &v);
       if (it != sess_.end()) {
         report(it->second, &v);
         unschedule(rank);
