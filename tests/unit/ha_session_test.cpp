@@ -11,6 +11,7 @@
 #include <map>
 #include <mutex>
 #include <thread>
+#include <utility>
 
 #include "api/convert.h"
 #include "fleet/fleet.h"
@@ -241,13 +242,22 @@ struct StateEtcd {
   std::condition_variable cv;
   std::map<std::string, std::string> kv;
   std::vector<std::vector<agent::fleet::TxnOp>> txns;
+  std::vector<agent::fleet::WatchEvent> events;  // the watch sends them once
 };
 
+// Sends `events` once (when given), then waits until cancelled.
 class StillWatch final : public agent::fleet::WatchStream {
  public:
+  explicit StillWatch(std::vector<agent::fleet::WatchEvent> events = {})
+      : events_(std::move(events)) {}
   void create(const std::string&, const std::string&, int64_t) override {}
-  bool read(agent::fleet::WatchResponse*) override {
+  bool read(agent::fleet::WatchResponse* out) override {
     std::unique_lock l(mu_);
+    if (!events_.empty()) {
+      *out = agent::fleet::WatchResponse{};
+      out->events.swap(events_);
+      return true;
+    }
     cv_.wait(l, [&] { return cancelled_; });
     return false;
   }
@@ -260,6 +270,7 @@ class StillWatch final : public agent::fleet::WatchStream {
   absl::Status finish() override { return absl::CancelledError("cancelled"); }
 
  private:
+  std::vector<agent::fleet::WatchEvent> events_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool cancelled_ = false;
@@ -306,7 +317,8 @@ class StateConn final : public agent::fleet::KvConn {
     return absl::OkStatus();
   }
   absl::Status watch(std::unique_ptr<agent::fleet::WatchStream>* out) override {
-    *out = std::make_unique<StillWatch>();
+    std::lock_guard l(e_->mu);
+    *out = std::make_unique<StillWatch>(std::exchange(e_->events, {}));
     return absl::OkStatus();
   }
 
@@ -481,6 +493,55 @@ TEST(HaReplicaSessions, FullReadAppliesSessionsFirstThenPrunes) {
   r.stop();
   EXPECT_EQ(r.stats().full_reads, 1u);
   EXPECT_EQ(r.stats().applied, 2u);
+}
+
+// Watched session keys: a standby applies a put and deletes the session on
+// a delete; an active applies the put (its hooks decide) but never a
+// delete (its own come back after it may have written the key again).
+TEST(HaReplicaSessions, WatchedPutsAndDeletes) {
+  for (const bool active : {false, true}) {
+    StateEtcd e;
+    agent::fleet::WatchEvent put, del;
+    put.kv.key = kPrefix + "session/a0/100/1";
+    put.kv.value = "s1";
+    del.type = agent::fleet::WatchEvent::Type::kDelete;
+    del.kv.key = put.kv.key;
+    e.events = {put, del};
+    std::mutex mu;
+    std::condition_variable cv;
+    std::vector<std::string> seen;
+    agent::HaReplica::Hooks h;
+    h.active = [active] { return active; };
+    h.ready = [] { return true; };
+    h.session_value = [](const SubKey&) { return std::optional<std::string>(); };
+    h.apply_session = [&](const SubKey&, std::string_view, std::string_view v, bool a,
+                          std::string*) {
+      std::lock_guard l(mu);
+      EXPECT_EQ(a, active);
+      seen.push_back("put " + std::string(v));
+      cv.notify_all();
+      return 1;
+    };
+    h.remove_session = [&](const SubKey& k) {
+      std::lock_guard l(mu);
+      EXPECT_EQ(agent::key_rank(k), agent::key_rank(skey(100, 1)));
+      seen.push_back("delete");
+      cv.notify_all();
+      return true;
+    };
+    h.prune_sessions = [](const std::function<bool(const SubKey&)>&) { return size_t{0}; };
+    agent::HaReplica r("g", "m1", std::make_unique<StateKv>(&e), test_ports(), h);
+    {
+      std::unique_lock l(mu);
+      ASSERT_TRUE(cv.wait_for(l, 5s, [&] { return !seen.empty(); }));
+    }
+    std::this_thread::sleep_for(300ms);  // the delete, when applied, is in by now
+    r.stop();
+    std::lock_guard l(mu);
+    const std::vector<std::string> want =
+        active ? std::vector<std::string>{"put s1"} : std::vector<std::string>{"put s1", "delete"};
+    EXPECT_EQ(seen, want) << (active ? "active" : "standby");
+  }
 }
 
 }  // namespace
