@@ -18,6 +18,7 @@ std::string encode_session_value(const ReplicatedSession& s, const PortResolver&
   xbng::v1::Subscriber m;
   spec_to_proto(s.spec, ports, &m);
   m.clear_origin();  // the value's own "origin" says it
+  m.clear_effective_policy();  // output only: the store derives it
   json j;
   j["v"] = kSessionValueVersion;
   j["member"] = s.member;

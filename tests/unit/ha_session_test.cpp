@@ -85,11 +85,14 @@ TEST(HaSessionValue, RoundTrip) {
   s.radius = session("sid-1");
   s.member = "m0";
   const std::string v = agent::encode_session_value(s, test_ports());
+  // Compact: no output-only field (the effective policy is the store's).
+  EXPECT_LT(v.size(), 600u) << v;
   const auto j = nlohmann::json::parse(v);
   EXPECT_EQ(j["v"], 1);
   EXPECT_EQ(j["origin"], "radius");
   EXPECT_EQ(j["subscriber"]["port"], "a0");
   EXPECT_FALSE(j["subscriber"].contains("origin")) << v;
+  EXPECT_FALSE(j["subscriber"].contains("effectivePolicy")) << v;
   ReplicatedSession back;
   ASSERT_FALSE(agent::decode_session_value(v, "a0", 100, 7, test_ports(), &back)) << v;
   EXPECT_TRUE(back.spec.same_provisioning(s.spec));
