@@ -524,6 +524,11 @@ class HaTest(unittest.TestCase):
         for x in after:
             self.assertEqual(x["Acct-Session-Id"], sid)
             self.assertEqual(x["Class"], "0x" + b"ha-class".hex())
+        # Only the active accounts: every request before the kill came from
+        # the old active's address, every one after from the new active's.
+        self.assertEqual({dict(x).get("NAS-IP-Address") for x in before},
+                         {f"192.0.2.{11 + old.k}"})
+        self.assertEqual({x.get("NAS-IP-Address") for x in after}, {f"192.0.2.{11 + new.k}"})
         seq = recs("Interim-Update")
         for a, c in zip(seq, seq[1:]):
             for k in ("Input", "Output"):
