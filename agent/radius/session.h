@@ -87,10 +87,11 @@ struct SessionData {
   std::optional<std::string> filter_id;
   // Accounting: the Start was sent (never a second one, restarts included).
   bool acct_started = false;
-  // Accounting: what earlier members of an HA group reported for this
-  // session (its last replicated interim); this member reports these plus
-  // its own counters, so a takeover never makes them go backwards. Zero for
-  // a session this member created.
+  // Accounting in an HA group: what the session's last Start or
+  // Interim-Update reported, replicated from the active that sent it; a
+  // member that takes the session over reports these plus what its own
+  // subscriber counts from then on, so a takeover never makes them go
+  // backwards. Zero until another member reported for the session.
   AcctCounts acct_base;
   friend bool operator==(const SessionData&, const SessionData&) = default;
 };
