@@ -104,6 +104,17 @@ void Agent::start_ha(const HaOptions& opts, const FleetOptions& fo) {
   h.apply_mac = [s = store_.get()](const SubKey& k, const Mac& mac) {
     return s->apply_replica_mac(k, mac);
   };
+  if (SessionReplication* r = session_repl_.get()) {
+    h.session_value = [r](const SubKey& k) { return r->value_of(k); };
+    h.apply_session = [r](const SubKey& k, std::string_view port, std::string_view value,
+                          bool active, std::string* why) {
+      return r->apply(k, port, value, active, why);
+    };
+    h.remove_session = [r](const SubKey& k) { return r->remove(k); };
+    h.prune_sessions = [r](const std::function<bool(const SubKey&)>& present) {
+      return r->prune(present);
+    };
+  }
   replica_ = std::make_unique<HaReplica>(ho.group, ho.member, fleet::connect_etcd(fo.etcd),
                                          dp_->resolver(), std::move(h));
   replica_raw_ = replica_.get();
@@ -204,6 +215,10 @@ void Agent::start_bringup(const AgentOptions& ao) {
     return s->binding(k, out, &learned);
   });
   radius_sessions_ = load_radius_sessions(o.lease_file, store_.get());
+  // HA: the sessions of the access side (RADIUS, relay) are replicated too.
+  if (ha)
+    session_repl_ =
+        std::make_unique<SessionReplication>(store_.get(), radius_sessions_.get(), ha->member);
   if (!o.auth_ports.empty()) {
     if (!radius) throw std::runtime_error("access ports with auth = \"radius\" need [radius]");
     auto client = radius::Client::create(radius->client);
@@ -215,8 +230,10 @@ void Agent::start_bringup(const AgentOptions& ao) {
       [this, l = leases_.get(), r = radius_sessions_.get(), a = radius_accounting_.get()](
           const SubKey& k, const SubscriberSpec* now, bool created) {
         l->on_subscriber_change(k, now, created);
-        if (!now || created)
-          if (HaReplica* rep = replica_raw_.load()) rep->subscriber_gone(k);
+        if (HaReplica* rep = replica_raw_.load()) {
+          if (!now || created) rep->subscriber_gone(k);
+          rep->session_changed(k, now && session_origin(now->origin));
+        }
         if (a) a->on_subscriber_change(k, now);  // reads the record: before the table drops it
         if (a && created && now && now->origin == kOriginRadius) a->on_created(k);
         r->on_subscriber_change(k, now);
@@ -266,9 +283,11 @@ void Agent::start_radius_access(const AgentOptions::Radius& radius, const punt::
     const auto& d = *radius.dynauth;
     dynauth_backend_ = std::make_unique<radius::StoreDynAuthBackend>(
         store_.get(), radius_sessions_.get(), radius.access.plans);
-    if (radius_accounting_)
-      dynauth_backend_->set_timers_changed(
-          [a = radius_accounting_.get()](const SubKey& k) { a->timers_changed(k); });
+    // New timers count at once, and reach the standbys with the session.
+    dynauth_backend_->set_timers_changed([this, a = radius_accounting_.get()](const SubKey& k) {
+      if (a) a->timers_changed(k);
+      if (HaReplica* rep = replica_raw_.load()) rep->session_changed(k, true);
+    });
     auto server = radius::DynAuthServer::start(d.host, d.port, d.options, dynauth_backend_.get());
     if (!server.ok()) throw std::runtime_error("radius: " + std::string(server.status().message()));
     dynauth_ = std::move(*server);
@@ -313,6 +332,14 @@ void Agent::start_accounting(const AgentOptions::Radius& radius, const std::stri
       if (auto lease = l->get(k, f); lease && lease->bound) return true;
     return false;
   };
+  // HA: only the active accounts; what it reported goes to the standbys
+  // with the session (its acct_base there).
+  if (HaNode* n = ha_node_.get()) h.active = [n] { return n->active(); };
+  if (SessionReplication* r = session_repl_.get())
+    h.reported = [this, r](const SubKey& k, const radius::AcctCounts& c) {
+      r->reported(k, c);
+      if (HaReplica* rep = replica_raw_.load()) rep->session_changed(k, true);
+    };
   radius_accounting_ =
       std::make_unique<radius::Accounting>(radius_sessions_.get(), ao, std::move(h));
   radius::Accounting* a = radius_accounting_.get();
@@ -326,8 +353,13 @@ void Agent::start_accounting(const AgentOptions::Radius& radius, const std::stri
   });
   if (auto e = a->load_and_adopt()) spdlog::warn("radius: accounting state: {}", *e);
   // A cold start (fresh maps): no session of this NAS goes on. A hitless
-  // restart (maps adopted) says nothing: its sessions go on.
-  if (!dp_->adopted()) a->accounting_on();
+  // restart (maps adopted) says nothing: its sessions go on. An HA member
+  // never says it: the group's sessions go on on the active, and the server
+  // would close them all.
+  if (ha_node_)
+    spdlog::info("radius: no Accounting-On (HA group member: the group's sessions go on)");
+  else if (!dp_->adopted())
+    a->accounting_on();
 }
 
 void Agent::start_relay4(const punt::BringupOptions& o, relay::Relay4Options ro) {

@@ -18,6 +18,7 @@
 #include "ha/ha.h"
 #include "ha/node.h"
 #include "ha/replica.h"
+#include "ha/session_state.h"
 #include "bringup/lease/lease.h"
 #include "telemetry/metrics.h"
 #include "bringup/punt/dispatcher.h"
@@ -136,6 +137,8 @@ class Agent {
   // Its completions reach the dispatcher: declared after it, before the RX
   // thread (gone first, then the client's thread, then the sessions).
   std::unique_ptr<radius::SessionTable> radius_sessions_;
+  // HA: the access side's sessions as replicated values (null without [ha]).
+  std::unique_ptr<SessionReplication> session_repl_;
   // The client's completions reach it: outlives the client.
   std::unique_ptr<radius::Accounting> radius_accounting_;
   std::unique_ptr<radius::AccessSessions> access_sessions_;

@@ -48,6 +48,10 @@ int check_config_file(const std::string& path, const Config& cfg) {
 // retries every server.
 void accounting_off(const Config& cfg) {
   if (!cfg.radius.present) return;
+  if (!cfg.ha_group.empty()) {  // the group's sessions go on on another member
+    spdlog::info("teardown: no Accounting-Off (HA group member)");
+    return;
+  }
   auto rc = to_radius_client_config(cfg.radius);
   if (!rc.ok()) {
     spdlog::warn("teardown: no Accounting-Off: {}", std::string(rc.status().message()));

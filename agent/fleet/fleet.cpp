@@ -46,6 +46,10 @@ bool is_compacted(const absl::Status& s) {
   return s.code() == absl::StatusCode::kOutOfRange &&
          status_message(s).find("compacted") != std::string_view::npos;
 }
+
+// Subscribers the access side created (an Access-Accept, a relayed lease),
+// not etcd: the reconciler never deletes them (docs/fleet.md, "Reconcile").
+bool access_side(uint8_t origin) { return origin == kOriginRadius || origin == kOriginRelay; }
 }  // namespace
 
 struct Fleet::Impl {
@@ -538,7 +542,9 @@ struct Fleet::Impl {
 
   // Deletes what etcd does not have (`present`: the ranks of its keys).
   // Every applied key is in the store and distinct: when the store holds
-  // exactly those, nothing is stale.
+  // exactly those, nothing is stale. Subscribers created on the access side
+  // (origin radius or relay) are not etcd's to delete: they live until
+  // their session ends.
   bool delete_stale(uint64_t applied, std::vector<uint64_t>* present, uint64_t* deleted) {
     if (store->size() == applied) return true;
     std::sort(present->begin(), present->end());
@@ -551,7 +557,8 @@ struct Fleet::Impl {
       uint64_t total = 0;
       if (!store->list(q, &subs, &tok, &total).ok()) break;
       for (const auto& v : subs)
-        if (!std::binary_search(present->begin(), present->end(), key_rank(v.spec.key)))
+        if (!access_side(v.spec.origin) &&
+            !std::binary_search(present->begin(), present->end(), key_rank(v.spec.key)))
           stale.push_back(v.spec.key);
       if (tok.empty()) break;
       q.page_token = tok;
@@ -702,8 +709,16 @@ struct Fleet::Impl {
       puts.clear();
       pending.clear();
     }
+    // A deleted key whose subscriber the access side created (a RADIUS or
+    // relay session that took the key after etcd's value was refused, or
+    // before etcd had one) is left to its session.
     void flush_dels() {
       if (dels.empty()) return;
+      std::erase_if(dels, [&](const SubKey& k) {
+        SubscriberSpec spec;
+        std::optional<Mac> learned;
+        return self->store->binding(k, &spec, &learned) && access_side(spec.origin);
+      });
       uint64_t d = 0;
       ok = self->remove_keys(dels, &d) && ok;
       dels.clear();

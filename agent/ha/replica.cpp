@@ -21,7 +21,7 @@ std::string ha_state_prefix(std::string_view group) {
 
 namespace {
 
-constexpr const char* kKindName[] = {"lease4", "lease6", "mac"};
+constexpr const char* kKindName[] = {"lease4", "lease6", "mac", "session"};
 constexpr int64_t kReadPage = 10000;
 
 uint64_t unix_seconds() {
@@ -133,6 +133,17 @@ void HaReplica::subscriber_gone(const SubKey& k) {
   queue(kMac, k, std::nullopt);
 }
 
+void HaReplica::session_changed(const SubKey& k, bool session) {
+  if (!hooks_.active() || !hooks_.session_value) return;
+  std::lock_guard l(mu_);
+  const uint64_t rank = key_rank(k);
+  if (!session && !sessions_.contains(rank)) return;  // never a session: no key to delete
+  Pending& p = pending_[{kSession, rank}];
+  p.value.reset();
+  p.render = true;
+  ++st_.queued;
+}
+
 void HaReplica::write_loop() {
   for (;;) {
     const bool more = sleep_for(kHaFlushInterval);
@@ -152,6 +163,21 @@ void HaReplica::flush() {
   }
   if (batch.empty()) return;
   std::vector<std::pair<std::pair<uint8_t, uint64_t>, Pending>> items(batch.begin(), batch.end());
+  // Sessions first: a standby applies in this order, and a lease applied
+  // before its subscriber exists would be ended by the subscriber's creation.
+  std::stable_partition(items.begin(), items.end(),
+                        [](const auto& it) { return it.first.first == kSession; });
+  // A session's value as it is now (nullopt: its key goes); a key etcd does
+  // not have and that is no session is nothing to write.
+  for (auto& [id, p] : items)
+    if (p.render) p.value = hooks_.session_value(key_of_rank(id.second));
+  {
+    std::lock_guard l(mu_);
+    std::erase_if(items, [&](const auto& it) {
+      return it.first.first == kSession && !it.second.value && !sessions_.contains(it.first.second);
+    });
+  }
+  if (items.empty()) return;
   for (size_t i = 0; i < items.size(); i += kHaTxnOps) {
     const size_t end = std::min(items.size(), i + kHaTxnOps);
     std::vector<fleet::TxnOp> ops;
@@ -172,6 +198,13 @@ void HaReplica::flush() {
       st_.written += ops.size();
       st_.bytes += bytes;
       ++st_.txns;
+      for (size_t j = i; j < end; ++j)
+        if (items[j].first.first == kSession) {
+          if (items[j].second.value)
+            sessions_.insert(items[j].first.second);
+          else
+            sessions_.erase(items[j].first.second);
+        }
       continue;
     }
     kv_->failed(c, s);
@@ -184,7 +217,11 @@ void HaReplica::flush() {
           "kept for the next flush ({} failed transactions so far)",
           ops.size(), fleet::status_text(s), items.size() - i, st_.write_errors);
     }
-    for (size_t j = i; j < items.size(); ++j) pending_.try_emplace(items[j].first, items[j].second);
+    for (size_t j = i; j < items.size(); ++j) {
+      Pending p = items[j].second;
+      if (p.render) p.value.reset();  // read again at the next flush
+      pending_.try_emplace(items[j].first, std::move(p));
+    }
     return;
   }
 }
@@ -209,14 +246,14 @@ void HaReplica::watch_loop() {
   }
 }
 
-// Every state key at one revision, applied; *rev is that revision.
-bool HaReplica::full_read(int64_t* rev) {
-  auto c = kv_->conn();
+bool HaReplica::read_range(const std::shared_ptr<fleet::KvConn>& c, const std::string& key,
+                           const std::string& end, int64_t* rev, uint64_t* n,
+                           const std::function<void(const fleet::KeyValue&)>& each) {
   fleet::RangeRequest rq;
-  rq.key = prefix_;
-  rq.range_end = prefix_range_end(prefix_);
+  rq.key = key;
+  rq.range_end = end;
   rq.limit = kReadPage;
-  uint64_t n = 0;
+  rq.revision = *rev;
   for (;;) {
     fleet::RangeResponse rs;
     if (absl::Status s = c->range(rq, milliseconds(10000), &rs); !s.ok()) {
@@ -225,16 +262,48 @@ bool HaReplica::full_read(int64_t* rev) {
       return false;
     }
     if (!rq.revision) rq.revision = rs.header.revision;
-    for (const auto& kv : rs.kvs) apply(kv, false);
-    n += rs.kvs.size();
+    for (const auto& kv : rs.kvs) each(kv);
+    *n += rs.kvs.size();
     if (!rs.more || rs.kvs.empty()) break;
     rq.key = rs.kvs.back().key + '\0';
   }
   *rev = rq.revision;
+  return true;
+}
+
+// Every state key at one revision, applied; *rev is that revision. The
+// sessions first (their subscribers must exist before their leases), then
+// the rest; a standby then deletes the sessions etcd does not have.
+bool HaReplica::full_read(int64_t* rev) {
+  auto c = kv_->conn();
+  const std::string sess = prefix_ + kKindName[kSession] + "/";
+  const std::string sess_end = prefix_range_end(sess);
+  int64_t at = 0;
+  uint64_t n = 0;
+  absl::flat_hash_set<uint64_t> present;
+  auto apply_session = [&](const fleet::KeyValue& kv) {
+    if (auto k = apply(kv, false)) present.insert(key_rank(*k));
+  };
+  auto apply_other = [&](const fleet::KeyValue& kv) { apply(kv, false); };
+  if (!read_range(c, sess, sess_end, &at, &n, apply_session) ||
+      !read_range(c, prefix_, sess, &at, &n, apply_other) ||
+      !read_range(c, sess_end, prefix_range_end(prefix_), &at, &n, apply_other))
+    return false;
+  *rev = at;
+  size_t pruned = 0;
+  if (hooks_.prune_sessions && !hooks_.active())
+    pruned = hooks_.prune_sessions([&](const SubKey& k) { return present.contains(key_rank(k)); });
   std::lock_guard l(mu_);
   ++st_.full_reads;
-  spdlog::info("ha: state replication: {} key(s) of {} read at revision {}; watching", n, prefix_,
-               *rev);
+  // What etcd has now; an active keeps what it wrote since the read too.
+  if (hooks_.session_value && !hooks_.active())
+    sessions_.swap(present);
+  else if (hooks_.session_value)
+    sessions_.insert(present.begin(), present.end());
+  spdlog::info(
+      "ha: state replication: {} key(s) of {} read at revision {} ({} session(s) without a key "
+      "deleted); watching",
+      n, prefix_, *rev, pruned);
   return true;
 }
 
@@ -268,11 +337,13 @@ void HaReplica::watch_from(int64_t rev) {
 // One key from etcd. The active skips its own writes coming back (its
 // state is newer); a lease older than the one held is ignored by the
 // table, so a late write of a former active cannot roll a renewal back.
-void HaReplica::apply(const fleet::KeyValue& kv, bool deleted) {
-  auto refuse = [&](const char* why) {
+// Returns the key when it names a subscriber of this member.
+std::optional<SubKey> HaReplica::apply(const fleet::KeyValue& kv, bool deleted) {
+  auto refuse = [&](std::string_view why) -> std::optional<SubKey> {
     spdlog::warn("ha: state replication: key {} refused: {}", escape_bytes(kv.key), why);
     std::lock_guard l(mu_);
     ++st_.refused;
+    return std::nullopt;
   };
   std::string_view rest(kv.key);
   rest.remove_prefix(std::min(rest.size(), prefix_.size()));
@@ -284,15 +355,38 @@ void HaReplica::apply(const fleet::KeyValue& kv, bool deleted) {
   if (parse_subscriber_key_suffix(rest.substr(slash + 1), &port, &outer, &inner))
     return refuse("not <port>/<outer>/<inner>");
   auto ifx = ports_.access_ifindex ? ports_.access_ifindex(port) : std::nullopt;
-  if (!ifx) return;  // a port this member does not have
+  if (!ifx) return std::nullopt;  // a port this member does not have
   SubKey k{};
   k.ifindex = *ifx;
   k.outer_vid = static_cast<uint16_t>(outer);
   k.inner_vid = static_cast<uint16_t>(inner);
   const bool active = hooks_.active();
   bool changed = false;
-  if (kind == "lease4" || kind == "lease6") {
-    if (!hooks_.leases) return;
+  if (kind == "session") {
+    if (!hooks_.apply_session) return k;
+    if (deleted) {
+      // The active ignores deletes: its own come back after it may have
+      // written the key again (its own writes keep sessions_).
+      if (!active) {
+        {
+          std::lock_guard l(mu_);
+          sessions_.erase(key_rank(k));
+        }
+        changed = hooks_.remove_session(k);
+      }
+    } else {
+      std::string why;
+      const int r = hooks_.apply_session(k, port, kv.value, active, &why);
+      if (r < 0) {
+        refuse(why);
+        return k;
+      }
+      changed = r > 0;
+      std::lock_guard l(mu_);
+      sessions_.insert(key_rank(k));
+    }
+  } else if (kind == "lease4" || kind == "lease6") {
+    if (!hooks_.leases) return k;
     const LeaseFamily f = kind == "lease4" ? LeaseFamily::kV4 : LeaseFamily::kV6;
     if (deleted) {
       if (!active) changed = hooks_.leases->apply_replica(k, f, nullptr, unix_seconds());
@@ -302,13 +396,13 @@ void HaReplica::apply(const fleet::KeyValue& kv, bool deleted) {
       changed = hooks_.leases->apply_replica(k, f, &*l, unix_seconds());
     }
   } else if (kind == "mac") {
-    if (deleted) return;
+    if (deleted) return k;
     auto j = nlohmann::json::parse(kv.value, nullptr, false);
     std::optional<Mac> mac;
     if (j.is_object() && j.contains("mac") && j["mac"].is_string())
       mac = parse_mac(j["mac"].get<std::string>());
     if (!mac) return refuse("not a MAC");
-    if (active && j.value("member", "") == member_) return;
+    if (active && j.value("member", "") == member_) return k;
     changed = hooks_.apply_mac && hooks_.apply_mac(k, *mac);
   } else {
     return refuse("unknown kind");
@@ -317,6 +411,7 @@ void HaReplica::apply(const fleet::KeyValue& kv, bool deleted) {
     std::lock_guard l(mu_);
     ++st_.applied;
   }
+  return k;
 }
 
 HaReplicaStats HaReplica::stats() const {

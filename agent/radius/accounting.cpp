@@ -141,6 +141,17 @@ const char* status_name(AcctStatus s) {
   return "?";
 }
 
+// What to report of a session's counters: the counts of earlier members
+// of an HA group (acct_base) plus what this member's subscriber counted
+// since it took the session over (own0: its counters then).
+void add_base(const SessionData& d, const AcctCounts& own0, AcctView* v) {
+  auto since = [](uint64_t now, uint64_t then) { return now > then ? now - then : 0; };
+  v->up_bytes = d.acct_base.up_bytes + since(v->up_bytes, own0.up_bytes);
+  v->up_packets = d.acct_base.up_packets + since(v->up_packets, own0.up_packets);
+  v->down_bytes = d.acct_base.down_bytes + since(v->down_bytes, own0.down_bytes);
+  v->down_packets = d.acct_base.down_packets + since(v->down_packets, own0.down_packets);
+}
+
 }  // namespace
 
 uint32_t effective_interim_s(const SessionData& d, const AcctOptions& o) {
@@ -259,7 +270,12 @@ std::optional<std::string> Accounting::load_and_adopt() {
     if (!queue_.empty())
       spdlog::info("radius: {} accounting request(s) still to deliver", queue_.size());
   }
-  const uint64_t now = now_ms();
+  if (size_t adopted = adopt_all(now_ms()))
+    spdlog::info("radius: accounting of {} session(s) goes on", adopted);
+  return err;
+}
+
+size_t Accounting::adopt_all(uint64_t now) {
   size_t adopted = 0;
   sessions_->for_each([&](const SubKey& k, const SessionData& d) {
     if (!d.acct_started) {  // created, not started yet: a lease or the grace starts it
@@ -270,8 +286,38 @@ std::optional<std::string> Accounting::load_and_adopt() {
     adopt_session(k, d, now);
     ++adopted;
   });
-  if (adopted) spdlog::info("radius: accounting of {} session(s) goes on", adopted);
-  return err;
+  return adopted;
+}
+
+void Accounting::drop_sessions() {
+  auto freeze = [&](uint64_t rank) {
+    AcctView v;
+    if (hooks_.view && hooks_.view(key_of(rank), &v))
+      frozen_[rank] = {v.up_bytes, v.up_packets, v.down_bytes, v.down_packets};
+  };
+  for (const auto& [rank, s] : sess_) freeze(rank);
+  for (const auto& [due, k] : start_due_) freeze(due.second);
+  sess_.clear();
+  wheel_.clear();
+  start_due_.clear();
+  starting_.clear();
+  std::lock_guard g(in_mu_);
+  last_views_.clear();
+}
+
+void Accounting::standby_events(const std::vector<Event>& events) {
+  for (const auto& e : events)
+    if (e.kind == Event::kEnded || e.kind == Event::kCreated) frozen_.erase(agent::key_rank(e.key));
+}
+
+void Accounting::tell_reported(const SubKey& k, const Sess& s) const {
+  if (!hooks_.reported) return;
+  AcctCounts c;
+  c.up_bytes = s.up_bytes;
+  c.up_packets = s.up_packets;
+  c.down_bytes = s.down_bytes;
+  c.down_packets = s.down_packets;
+  hooks_.reported(k, c);
 }
 
 void Accounting::start() {
@@ -385,6 +431,28 @@ void Accounting::tick() {
     std::lock_guard g(in_mu_);
     events.swap(inbox_);
   }
+  if (hooks_.active) {
+    if (!hooks_.active()) {  // a standby: the active accounts (its inputs are dropped)
+      if (was_active_) drop_sessions();
+      was_active_ = false;
+      standby_events(events);
+      retry_queue(now);
+      if (now >= next_flush_ms_) {
+        next_flush_ms_ = now + 1000;
+        flush();
+      }
+      std::lock_guard g(c_mu_);
+      c_.sessions = 0;
+      return;
+    }
+    if (!was_active_) {
+      was_active_ = true;
+      const size_t adopted = adopt_all(now);
+      spdlog::info(
+          "radius: active now: accounting of {} session(s) goes on, {} to start (no second Start)",
+          adopted, start_due_.size());
+    }
+  }
   // Sessions created start_grace_s ago without a lease: started as if bound.
   while (!start_due_.empty() && start_due_.begin()->first.first <= now) {
     Event e;
@@ -449,6 +517,14 @@ void Accounting::process(Event& e, uint64_t now) {
       if (it == sess_.end() && !e.ended->data.acct_started) return;  // no Start, no Stop
       AcctView v;
       if (e.ended->last) v = *e.ended->last;
+      AcctCounts own0;
+      if (it != sess_.end()) {
+        own0 = it->second.own0;
+      } else if (auto f = frozen_.find(rank); f != frozen_.end()) {
+        own0 = f->second;
+        frozen_.erase(f);
+      }
+      add_base(e.ended->data, own0, &v);
       if (it != sess_.end()) {
         report(it->second, &v);
         unschedule(rank);
@@ -524,6 +600,7 @@ void Accounting::start_session(const SubKey& k, uint64_t now) {
   }
   count(AgentReason::kACCT_START);
   send(make_request(AcctStatus::kStart, *d, v, now / 1000), now / 1000, false);
+  tell_reported(k, s);
   schedule(rank, s, *d, now);
 }
 
@@ -534,8 +611,19 @@ void Accounting::adopt_session(const SubKey& k, const SessionData& d, uint64_t n
   s.interval_ms = uint64_t{effective_interim_s(d, opts_)} * 1000;
   s.next_interim_ms = next_on_grid(d.session_id, s.interval_ms, opts_.tick_ms, now + 1);
   s.last_activity_ms = now;
+  // In an HA group this member reports acct_base (what was reported
+  // before, by whichever member) plus what it forwards from its takeover
+  // on: its subscriber may hold counts of an earlier active period of its
+  // own, frozen when it stepped down (its data plane counted nothing since,
+  // and everything after is this period's, however late this pass runs
+  // after the takeover).
+  if (auto f = frozen_.find(rank); f != frozen_.end()) {
+    s.own0 = f->second;
+    frozen_.erase(f);
+  }
   AcctView v;
   if (hooks_.view && hooks_.view(k, &v)) {
+    add_base(d, s.own0, &v);
     report(s, &v);
     s.last_packets = v.up_packets + v.down_packets;
   }
@@ -607,6 +695,7 @@ void Accounting::wake(uint64_t rank, uint64_t now) {
       sess_.erase(it);
       return;
     }
+    add_base(*d, s.own0, &v);
     const uint64_t packets = v.up_packets + v.down_packets;
     if (packets != s.last_packets) {
       s.last_packets = packets;
@@ -630,6 +719,7 @@ void Accounting::wake(uint64_t rank, uint64_t now) {
     }
     count(AgentReason::kACCT_INTERIM);
     send(make_request(AcctStatus::kInterimUpdate, *d, v, now / 1000), now / 1000, false);
+    tell_reported(k, s);
     // The next point of the grid (a late tick skips missed ones: no burst).
     s.next_interim_ms = next_on_grid(d->session_id, s.interval_ms, opts_.tick_ms, now + 1);
   }

@@ -153,6 +153,16 @@ class Accounting {
     // Whether a DHCP lease of either family is bound for k.
     std::function<bool(const SubKey&)> lease_bound;
     std::function<uint64_t()> now_ms;  // unix ms (null: the system clock)
+    // HA: whether this member is the group's active (null: always). A
+    // standby sends nothing and schedules no session (its sessions are the
+    // active's, replicated: no Start, Stop or timer of its own); when it
+    // becomes active it takes every session of the table over as a restart
+    // adopts them: no second Start, the counters from the session's
+    // acct_base on.
+    std::function<bool()> active;
+    // Told of the counts a Start or an Interim-Update of k reported (HA
+    // session replication keeps them as the session's acct_base). Null: none.
+    std::function<void(const SubKey&, const AcctCounts&)> reported;
   };
   // `sessions` outlives this.
   Accounting(SessionTable* sessions, AcctOptions opts, Hooks hooks);
@@ -220,7 +230,16 @@ class Accounting {
     uint64_t last_activity_ms = 0;
     uint64_t last_packets = 0;  // up + down at the last read
     uint64_t up_bytes = 0, up_packets = 0, down_bytes = 0, down_packets = 0;  // last reported
+    // HA: the subscriber's counters when this member took the session over
+    // (what it forwarded in an earlier active period is in acct_base).
+    AcctCounts own0;
   };
+  // HA, a standby: the counters of each session it accounted when it
+  // stepped down (its data plane counts nothing while standby): they are
+  // in the acct_base of the next active's reports, so this member counts
+  // only above them when it takes the session over again. A session that
+  // ends (or is created again) meanwhile drops its entry.
+  absl::flat_hash_map<uint64_t, AcctCounts> frozen_;
   struct Queued {
     AccountingRequest req;
     uint64_t event_unix = 0;  // when it was first due (Acct-Delay-Time)
@@ -231,6 +250,16 @@ class Accounting {
   void prepare_starts(const std::vector<Event>& events);
   void start_session(const SubKey& k, uint64_t now);
   void adopt_session(const SubKey& k, const SessionData& d, uint64_t now);
+  // Every session of the table: started ones go on, the others start after
+  // the grace. Returns how many go on.
+  size_t adopt_all(uint64_t now);
+  // This member is a standby now: no session of its own any more (their
+  // counters kept in frozen_).
+  void drop_sessions();
+  // A standby's inputs: only sessions ending or created again matter (frozen_).
+  void standby_events(const std::vector<Event>& events);
+  // Tells hooks.reported what s reported last.
+  void tell_reported(const SubKey& k, const Sess& s) const;
   // Checks timers and sends a due interim; schedules the next wake-up.
   void wake(uint64_t rank, uint64_t now);
   void schedule(uint64_t rank, Sess& s, const SessionData& d, uint64_t now);
@@ -261,6 +290,7 @@ class Accounting {
   // This pass's Starts, noted durably by prepare_starts: the record and the view.
   absl::flat_hash_map<uint64_t, std::pair<SessionData, AcctView>> starting_;
   uint64_t next_flush_ms_ = 0;
+  bool was_active_ = true;  // hooks.active at the last pass
 
   // The queue (also touched by the client's completions).
   mutable std::mutex q_mu_;

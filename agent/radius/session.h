@@ -69,6 +69,13 @@ std::string nas_port_id(const TemplateVars& v);
 // (frame: the punted QinQ frame).
 void relay_ids_of(std::span<const uint8_t> frame, std::string* circuit_id, std::string* remote_id);
 
+// Accounting counts of a session (Acct-Input = up, from the CPE;
+// Acct-Output = down).
+struct AcctCounts {
+  uint64_t up_bytes = 0, up_packets = 0, down_bytes = 0, down_packets = 0;
+  friend bool operator==(const AcctCounts&, const AcctCounts&) = default;
+};
+
 // What RADIUS said about a session beyond the subscriber itself: kept with
 // the subscriber (accounting, restarts).
 struct SessionData {
@@ -80,6 +87,12 @@ struct SessionData {
   std::optional<std::string> filter_id;
   // Accounting: the Start was sent (never a second one, restarts included).
   bool acct_started = false;
+  // Accounting in an HA group: what the session's last Start or
+  // Interim-Update reported, replicated from the active that sent it; a
+  // member that takes the session over reports these plus what its own
+  // subscriber counts from then on, so a takeover never makes them go
+  // backwards. Zero until another member reported for the session.
+  AcctCounts acct_base;
   friend bool operator==(const SessionData&, const SessionData&) = default;
 };
 

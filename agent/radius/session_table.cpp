@@ -15,6 +15,69 @@
 
 namespace xbng::radius {
 
+using json = nlohmann::json;
+
+json session_data_json(const SessionData& d) {
+  json j = {{"session_id", d.session_id},
+            {"user_name", d.user_name},
+            {"classes", json::array()},
+            {"start_unix", d.start_unix}};
+  // Class is binary: kept as hex.
+  for (const auto& c : d.classes) {
+    std::string hex;
+    for (unsigned char ch : c) hex += fmt::format("{:02x}", ch);
+    j["classes"].push_back(hex);
+  }
+  if (d.session_timeout) j["session_timeout"] = *d.session_timeout;
+  if (d.idle_timeout) j["idle_timeout"] = *d.idle_timeout;
+  if (d.interim_interval) j["interim_interval"] = *d.interim_interval;
+  if (d.filter_id) j["filter_id"] = *d.filter_id;
+  if (d.acct_started) j["acct_started"] = true;
+  if (d.acct_base != AcctCounts{})
+    j["acct_base"] = {{"up_bytes", d.acct_base.up_bytes},
+                      {"up_packets", d.acct_base.up_packets},
+                      {"down_bytes", d.acct_base.down_bytes},
+                      {"down_packets", d.acct_base.down_packets}};
+  return j;
+}
+
+bool session_data_from_json(const json& j, SessionData* d) {
+  *d = SessionData{};
+  d->session_id = j.at("session_id").get<std::string>();
+  d->user_name = j.at("user_name").get<std::string>();
+  d->start_unix = j.at("start_unix").get<uint64_t>();
+  for (const auto& h : j.at("classes")) {
+    const std::string hex = h.get<std::string>();
+    if (hex.size() % 2) return false;
+    std::string c;
+    for (size_t i = 0; i < hex.size(); i += 2) {
+      auto nib = [](char x) -> int {
+        if (x >= '0' && x <= '9') return x - '0';
+        if (x >= 'a' && x <= 'f') return x - 'a' + 10;
+        if (x >= 'A' && x <= 'F') return x - 'A' + 10;
+        return -1;
+      };
+      const int a = nib(hex[i]), b = nib(hex[i + 1]);
+      if (a < 0 || b < 0) return false;
+      c += static_cast<char>(a * 16 + b);
+    }
+    d->classes.push_back(std::move(c));
+  }
+  if (j.contains("session_timeout")) d->session_timeout = j["session_timeout"].get<uint32_t>();
+  if (j.contains("idle_timeout")) d->idle_timeout = j["idle_timeout"].get<uint32_t>();
+  if (j.contains("interim_interval")) d->interim_interval = j["interim_interval"].get<uint32_t>();
+  if (j.contains("filter_id")) d->filter_id = j["filter_id"].get<std::string>();
+  if (j.contains("acct_started")) d->acct_started = j["acct_started"].get<bool>();
+  if (j.contains("acct_base")) {
+    const json& b = j["acct_base"];
+    d->acct_base.up_bytes = b.at("up_bytes").get<uint64_t>();
+    d->acct_base.up_packets = b.at("up_packets").get<uint64_t>();
+    d->acct_base.down_bytes = b.at("down_bytes").get<uint64_t>();
+    d->acct_base.down_packets = b.at("down_packets").get<uint64_t>();
+  }
+  return true;
+}
+
 namespace {
 
 using json = nlohmann::json;
@@ -29,20 +92,10 @@ SubKey key_of(uint64_t rank) {
 }
 
 json to_json(const SubKey& k, const SessionData& d) {
-  json j = {{"ifindex", k.ifindex},       {"outer_vlan", k.outer_vid}, {"inner_vlan", k.inner_vid},
-            {"session_id", d.session_id}, {"user_name", d.user_name},  {"classes", json::array()},
-            {"start_unix", d.start_unix}};
-  // Class is binary: kept as hex.
-  for (const auto& c : d.classes) {
-    std::string hex;
-    for (unsigned char ch : c) hex += fmt::format("{:02x}", ch);
-    j["classes"].push_back(hex);
-  }
-  if (d.session_timeout) j["session_timeout"] = *d.session_timeout;
-  if (d.idle_timeout) j["idle_timeout"] = *d.idle_timeout;
-  if (d.interim_interval) j["interim_interval"] = *d.interim_interval;
-  if (d.filter_id) j["filter_id"] = *d.filter_id;
-  if (d.acct_started) j["acct_started"] = true;
+  json j = session_data_json(d);
+  j["ifindex"] = k.ifindex;
+  j["outer_vlan"] = k.outer_vid;
+  j["inner_vlan"] = k.inner_vid;
   return j;
 }
 
@@ -51,23 +104,7 @@ bool from_json(const json& j, SubKey* k, SessionData* d) {
   k->ifindex = j.at("ifindex").get<uint32_t>();
   k->outer_vid = j.at("outer_vlan").get<uint16_t>();
   k->inner_vid = j.at("inner_vlan").get<uint16_t>();
-  d->session_id = j.at("session_id").get<std::string>();
-  d->user_name = j.at("user_name").get<std::string>();
-  d->start_unix = j.at("start_unix").get<uint64_t>();
-  for (const auto& h : j.at("classes")) {
-    const std::string hex = h.get<std::string>();
-    if (hex.size() % 2) return false;
-    std::string c;
-    for (size_t i = 0; i < hex.size(); i += 2)
-      c += static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16));
-    d->classes.push_back(std::move(c));
-  }
-  if (j.contains("session_timeout")) d->session_timeout = j["session_timeout"].get<uint32_t>();
-  if (j.contains("idle_timeout")) d->idle_timeout = j["idle_timeout"].get<uint32_t>();
-  if (j.contains("interim_interval")) d->interim_interval = j["interim_interval"].get<uint32_t>();
-  if (j.contains("filter_id")) d->filter_id = j["filter_id"].get<std::string>();
-  if (j.contains("acct_started")) d->acct_started = j["acct_started"].get<bool>();
-  return true;
+  return session_data_from_json(j, d);
 }
 
 json key_json(const SubKey& k) {

@@ -46,6 +46,13 @@
 
 namespace xbng::radius {
 
+// A session's data as JSON, as the state file and HA session replication
+// (ha/session_state.h) keep it: Class as hex, absent timers left out.
+nlohmann::json session_data_json(const SessionData& d);
+// Throws nlohmann::json's exceptions on a missing field or a wrong type;
+// false on a wrong value (a Class that is not hex).
+bool session_data_from_json(const nlohmann::json& j, SessionData* d);
+
 class SessionTable {
  public:
   explicit SessionTable(std::string path);  // "" = in memory only

@@ -22,7 +22,18 @@ subscriber provisioned without MAC) binds through the active; the standby
 gets the lease and the learned MAC through etcd; after a kill -9 of the
 active the CPE's unicast renewal at T1 is accepted by the new active with the
 same address, and the killed member rejoins with the renewed lease. etcd
-stopped entirely: both members keep their roles and traffic keeps flowing."""
+stopped entirely: both members keep their roles and traffic keeps flowing.
+
+Sessions: acc0 has auth = "radius" (a real FreeRADIUS in the net namespace,
+its detail file read back): a dhclient CPE on a pair nobody provisioned is
+authorized on the active; the session reaches the standby (origin radius);
+after a kill -9 of the active the new active forwards for it with no new
+Access-Request, sends no second Start, and its Interim-Updates carry the
+same Acct-Session-Id and Class with counters that never go backwards; the
+killed member rejoins with the session. A second lab relays DHCPv4 to a
+real Kea (dhcp = "relay"): the relay's session (origin relay, its lease)
+reaches the standby, and after a kill -9 of the active the CPE's renewal is
+relayed by the new active, same address, no new DISCOVER."""
 import json
 import os
 import signal
@@ -35,25 +46,45 @@ from xbnglab.cpe import cpe_sub
 from xbnglab.etcd import import_to_etcd
 from xbnglab.frames import arp_request, up_v4
 from xbnglab.ha import GROUP, MAGIC_DOWN, MAGIC_UP, NET4, PPS, VMAC, ArpWatch, Flows, build_lab
+from xbnglab.kea import Kea4
 from xbnglab.lab import Lab, recv_frames, wait_for
-from xbnglab.xbngd import GW4, find_pass_obj, plan
+from xbnglab.radius import FreeRadius, octets
+from xbnglab.radius import user_name as radius_user
+from xbnglab.xbngd import GW4, CtlError, find_pass_obj, plan
 
 N_SUBS = 20
 LEASE = 20  # DHCPv4 lease time: T1 = 10 s, T2 = 17.5 s
 # The dhclient CPE's subscriber, provisioned without MAC (learned from DHCP).
 DSUB = cpe_sub(0, base=100)
+# A pair nobody provisioned: RADIUS authorizes it (acc0 has auth = "radius").
+RSUB = cpe_sub(1, base=100)
+RSUB_IP = "100.64.78.7"
+SECRET = "xbng-lab-secret"
+RADIUS_TOML = f"""
+[ports]
+access = [{{ name = "acc0", auth = "radius" }}]
+
+[radius]
+servers = [{{ address = "{NET4}", secret = "{SECRET}" }}]
+nas_identifier = "xbng-ha"
+timeout_ms = 500
+retries = 2
+reject_hold_s = 1
+interim_min_s = 1
+coa_listen = ""
+"""
 
 
 class DhcpCpe:
-    """A CPE namespace on DSUB's tags (the TC tag emulator on c0, as in
-    xbnglab.bringup) on the access bridge, running Debian's dhclient with
-    private files in the lab's run dir."""
+    """A CPE namespace on a subscriber's tags (DSUB's by default; the TC tag
+    emulator on c0, as in xbnglab.bringup) on the access bridge, running
+    Debian's dhclient with private files in the lab's run dir."""
 
-    def __init__(self, lab, acc):
+    def __init__(self, lab, acc, sub=DSUB, name="dcpe"):
         self.lab = lab
-        self.ns = ns = lab.netns("dcpe")
-        tagged_cpe_link(lab, ns, acc, "dcpe0", DSUB["mac"], disable_ipv6=True)
-        self.f = client_files(os.path.join(lab.rundir, "dcpe-dhclient"))
+        self.ns = ns = lab.netns(name)
+        tagged_cpe_link(lab, ns, acc, f"{name}0", sub["mac"], disable_ipv6=True)
+        self.f = client_files(os.path.join(lab.rundir, f"{name}-dhclient"))
         with open(self.f["conf"], "w") as c:
             c.write("request subnet-mask, broadcast-address, routers;\n")
         dhclient_script(self.f["script"])
@@ -85,9 +116,21 @@ class HaTest(unittest.TestCase):
     def setUpClass(cls):
         cls.lab = Lab("xbngha")
         cls.addClassCleanup(cls.lab.close)
-        cls.cluster, cls.m, ns = build_lab(cls.lab, find_pass_obj(), lease=LEASE)
+        cls.cluster, cls.m, ns = build_lab(cls.lab, find_pass_obj(), lease=LEASE,
+                                           extra=RADIUS_TOML)
         cls.etcd_ns, cls.acc, cls.up, cls.cpe, cls.net = (
             ns[k] for k in ("etcd", "acc", "up", "cpe", "net"))
+        # The RADIUS server of both members (each speaks from its own
+        # uplink address; the VIP is the active's too).
+        users = (f'"{radius_user(RSUB)}" Auth-Type := Accept\n'
+                 f'\tFramed-IP-Address = {RSUB_IP},\n'
+                 f'\tAcct-Interim-Interval = 2,\n'
+                 f'\tClass = "ha-class"\n')
+        cls.radius = FreeRadius(cls.lab, cls.net, [(a, SECRET) for a in
+                                                   ("192.0.2.1", "192.0.2.11", "192.0.2.12")],
+                                users)
+        cls.addClassCleanup(cls.radius.stop)
+        cls.radius.start()
         cls.subs = [plan(i) for i in range(N_SUBS)]
         dsub = {k: v for k, v in DSUB.items() if k != "mac"}
         r = import_to_etcd(cls.cluster, GROUP, cls.subs + [dsub],
@@ -400,6 +443,195 @@ class HaTest(unittest.TestCase):
             self.assertIn("etcd is down entirely", f.read())
         wait_for(lambda: active.ha().get("etcdOk", active.ha().get("etcd_ok")), 20, 0.2,
                  "the active to reach etcd again")
+
+    def test_7_radius_session_replicated_accounting_goes_on(self):
+        """A RADIUS session authorized on the active reaches the standby;
+        after kill -9 of the active the new active forwards for it with no
+        new Access-Request and goes on accounting it: no second Start, the
+        same Acct-Session-Id and Class, counters never backwards."""
+        act = self.active_member()
+        self.assertEqual(len(act), 1)
+        old = act[0]
+        new = self.m[1 - old.k]
+        wait_for(lambda: not any(m.get("holding") for m in old.ha().get("members", [])), 30, 0.2,
+                 "no member holding")
+        user = radius_user(RSUB)
+
+        def recs(status=None):
+            # Each member's requests go to a detail file of its own address:
+            # in the order FreeRADIUS received them (whole seconds, then the
+            # session's time).
+            out = [r for r in self.radius.accounting() if r.get("User-Name") == user and
+                   (status is None or r.get("Acct-Status-Type") == status)]
+            return sorted(out, key=lambda r: (int(r.get("Timestamp", 0)),
+                                              int(r.get("Acct-Session-Time", 0))))
+
+        def requests():
+            return self.radius.read_log().count("Received Access-Request")
+
+        def origin(m):
+            try:
+                return m.sub(RSUB).get("origin")
+            except CtlError:  # not (yet) there
+                return None
+
+        cpe = DhcpCpe(self.lab, self.acc, RSUB, "rcpe")
+        self.addCleanup(cpe.stop)
+        cpe.start()
+        wait_for(lambda: RSUB_IP in cpe.addrs(), 40, 0.2, "the CPE's address from RADIUS")
+        wait_for(lambda: recs("Start"), 15, 0.2, "the Start in the detail file")
+        start = recs("Start")[0]
+        sid = start["Acct-Session-Id"]
+        self.assertEqual(start["Class"], "0x" + b"ha-class".hex())
+        self.assertGreaterEqual(old.counter("auth_requests"), 1)
+        # The standby has the session, as RADIUS's.
+        wait_for(lambda: origin(new), 10, 0.1, "the session on the standby")
+        sub = new.sub(RSUB)
+        self.assertEqual(sub.get("origin"), "ORIGIN_RADIUS", sub)
+        self.assertEqual(sub.get("ipv4"), RSUB_IP)
+        # Traffic through the active, then an interim carrying it (replicated).
+        r = cpe.ns.exec(["ping", "-c20", "-i0.05", "-s1000", "-W2", NET4], check=False)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        wait_for(lambda: any(octets(x, "Input") >= 20 * 1028 for x in recs("Interim-Update")),
+                 15, 0.2, "an interim with the traffic")
+        time.sleep(1)  # that interim's counts reach etcd (200 ms) and the standby
+        asked = requests()
+        self.assertEqual(new.counter("auth_requests"), 0)
+        before = {tuple(sorted(x.items())) for x in recs()}
+        old.daemon.send_signal(signal.SIGKILL)
+        old.daemon.wait(10)
+        t_kill = time.time()
+        wait_for(lambda: new.role() == "active", 30, 0.1, f"{new.name} to take over")
+        # The new active forwards for the session.
+        wait_for(lambda: cpe.ns.exec(["ping", "-c1", "-W1", NET4], check=False).returncode == 0,
+                 20, 0.2, "traffic through the new active")
+        r = cpe.ns.exec(["ping", "-c10", "-i0.05", "-s1000", "-W2", NET4], check=False)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        wait_for(lambda: len([x for x in recs("Interim-Update")
+                              if int(x.get("Timestamp", 0)) > t_kill + 1]) >= 2,
+                 20, 0.2, "interims from the new active")
+        after = [x for x in recs() if tuple(sorted(x.items())) not in before]
+        print(f"\nha radius: {old.name} -> {new.name}: {len(after)} accounting record(s) after "
+              "the takeover: "
+              + ", ".join(f"{x['Acct-Status-Type']} in={octets(x, 'Input')}" for x in after),
+              flush=True)
+        self.assertEqual(len(recs("Start")), 1, "a second Start")
+        self.assertEqual([x for x in self.radius.accounting()
+                          if x.get("Acct-Status-Type") in ("Accounting-On", "Accounting-Off")],
+                         [], "Accounting-On/Off in an HA group")
+        self.assertEqual(requests(), asked, "a new Access-Request after the takeover")
+        self.assertEqual(new.counter("auth_requests"), 0)
+        for x in after:
+            self.assertEqual(x["Acct-Session-Id"], sid)
+            self.assertEqual(x["Class"], "0x" + b"ha-class".hex())
+        # Only the active accounts: every request before the kill came from
+        # the old active's address, every one after from the new active's.
+        self.assertEqual({dict(x).get("NAS-IP-Address") for x in before},
+                         {f"192.0.2.{11 + old.k}"})
+        self.assertEqual({x.get("NAS-IP-Address") for x in after}, {f"192.0.2.{11 + new.k}"})
+        seq = recs("Interim-Update")
+        for a, c in zip(seq, seq[1:]):
+            for k in ("Input", "Output"):
+                self.assertLessEqual(octets(a, k), octets(c, k), (a, c))
+            self.assertLessEqual(int(a["Acct-Session-Time"]), int(c["Acct-Session-Time"]))
+        # The new active's own traffic on top of the replicated base.
+        self.assertGreaterEqual(octets(seq[-1], "Input"), 30 * 1028, seq[-1])
+        # The killed member rejoins as standby and reads the session back.
+        old.start()
+        wait_for(lambda: old.role() == "standby", 30, 0.2, f"{old.name} to rejoin as standby")
+        wait_for(lambda: origin(old) == "ORIGIN_RADIUS", 20, 0.2,
+                 "the session on the rejoined member")
+        self.assertEqual(len(recs("Start")), 1, "a Start from the rejoined standby")
+        cpe.stop()
+
+
+# The relay variant: acc0 relays DHCPv4 to a real Kea behind the uplink
+# (dhcp = "relay"); the relay's subscribers (origin relay) are sessions.
+LSUB = cpe_sub(2, base=100)
+KEA = "198.51.100.67"  # Kea4(index 0)
+RELAY_LIFETIME, RELAY_T1, RELAY_T2 = 30, 6, 24
+RELAY_TOML = f"""
+[ports]
+access = [{{ name = "acc0", dhcp = "relay" }}]
+
+[relay]
+servers_v4 = ["{KEA}"]
+"""
+
+
+class HaRelayTest(unittest.TestCase):
+    """A lease relayed from Kea through the active becomes a relay session on
+    both members (the subscriber with origin relay, and its lease); after
+    kill -9 of the active the CPE's renewal is relayed by the new active, the
+    same address, no new DISCOVER."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.lab = Lab("xbnghr")
+        cls.addClassCleanup(cls.lab.close)
+        cls.cluster, cls.m, ns = build_lab(cls.lab, find_pass_obj(), lease=LEASE,
+                                           extra=RELAY_TOML)
+        cls.acc, cls.net = ns["acc"], ns["net"]
+        # Each member relays from its own uplink address; Kea is behind net.
+        cls.net.sysctl("net.ipv4.ip_forward", "1")
+        for m in cls.m:
+            m.ns.ip("route", "add", "198.51.100.64/29", "via", NET4)
+        cls.kea = Kea4(cls.lab, cls.net, "kea1", 0,
+                       [{"id": 1, "subnet": "100.64.0.0/16",
+                         "pools": [{"pool": "100.64.20.10 - 100.64.20.200"}],
+                         "option-data": [{"name": "routers", "data": GW4}]}],
+                       RELAY_LIFETIME, RELAY_T1, RELAY_T2)
+        assert cls.kea.address == KEA
+        cls.addClassCleanup(cls.kea.stop)
+        cls.kea.start()
+        cls.m[0].start()
+        wait_for(lambda: cls.m[0].role() == "active", 30, 0.2, "m0 to become active")
+        cls.m[1].start()
+        wait_for(lambda: cls.m[1].role() == "standby", 30, 0.2, "m1 standby")
+
+    def sub(self, m):
+        try:
+            return m.sub(LSUB)
+        except CtlError:  # not (yet) there
+            return {}
+
+    def bound(self, m):
+        lease = m.lease4(LSUB) if self.sub(m) else {}
+        return int(lease.get("boundUnix", lease.get("bound_unix", 0)))
+
+    def test_1_relay_session_replicated_renewed_after_takeover(self):
+        old, new = self.m
+        cpe = DhcpCpe(self.lab, self.acc, LSUB, "lcpe")
+        self.addCleanup(cpe.stop)
+        cpe.start()
+        wait_for(lambda: cpe.addrs(), 40, 0.2, "the CPE's address from Kea")
+        addr = cpe.addrs()[0]
+        wait_for(lambda: self.sub(old).get("origin") == "ORIGIN_RELAY", 10, 0.1,
+                 "the relay session on the active")
+        wait_for(lambda: self.sub(new).get("origin") == "ORIGIN_RELAY", 10, 0.1,
+                 "the relay session on the standby")
+        self.assertEqual(self.sub(new).get("ipv4"), addr)
+        wait_for(lambda: self.bound(new) and self.bound(new) == self.bound(old), 10, 0.1,
+                 "the lease on the standby")
+        lb = new.lease4(LSUB)
+        self.assertEqual(lb.get("address"), addr)
+        self.assertEqual(lb.get("server"), KEA)
+        old.daemon.send_signal(signal.SIGKILL)
+        old.daemon.wait(10)
+        t_kill = int(time.time())
+        wait_for(lambda: new.role() == "active", 30, 0.1, f"{new.name} to take over")
+        # Forwarding for the session, then its renewal relayed by the new active.
+        wait_for(lambda: cpe.ns.exec(["ping", "-c1", "-W1", NET4], check=False).returncode == 0,
+                 20, 0.2, "traffic through the new active")
+        wait_for(lambda: self.bound(new) > t_kill, 3 * RELAY_T1, 0.2,
+                 "a renewal relayed by the new active")
+        self.assertEqual(new.lease4(LSUB).get("address"), addr)
+        self.assertEqual(self.sub(new).get("origin"), "ORIGIN_RELAY")
+        self.assertEqual(cpe.addrs(), [addr])
+        self.assertEqual(cpe.log().count("DHCPDISCOVER"), 1, cpe.log())
+        kea = [ln for ln in self.kea.leases() if ln.get("address") == addr]
+        self.assertGreaterEqual(len(kea), 2, "the renewal in Kea's lease file")
+        cpe.stop()
 
 
 if __name__ == "__main__":

@@ -14,7 +14,9 @@
 #include <map>
 #include <mutex>
 #include <thread>
+#include <utility>
 
+#include "api/convert.h"
 #include "etcd/value_codec.h"
 #include "fleet/fleet.h"
 #include "fleet/kv.h"
@@ -36,12 +38,16 @@ struct ReadEtcd {
   int compact_at = 0;  // the compact_at-th request at a pinned revision fails as compacted
   int pinned = 0;
   int in_flight = 0, max_in_flight = 0;
+  // Events the watch sends once, after it is created.
+  std::vector<agent::fleet::WatchEvent> events;
 };
 
-// Waits until cancelled: a watch that stays up after the full read.
+// Waits until cancelled: a watch that stays up after the full read (after
+// sending `events`, when given).
 class IdleWatch final : public agent::fleet::WatchStream {
  public:
-  explicit IdleWatch(int64_t rev) : rev_(rev) {}
+  explicit IdleWatch(int64_t rev, std::vector<agent::fleet::WatchEvent> events = {})
+      : rev_(rev), events_(std::move(events)) {}
   void create(const std::string&, const std::string&, int64_t) override {}
   bool read(agent::fleet::WatchResponse* out) override {
     std::unique_lock l(mu_);
@@ -49,6 +55,12 @@ class IdleWatch final : public agent::fleet::WatchStream {
       created_ = true;
       out->created = true;
       out->header.revision = rev_;
+      return true;
+    }
+    if (!events_.empty()) {
+      *out = agent::fleet::WatchResponse{};
+      out->header.revision = rev_ + 1;
+      out->events.swap(events_);
       return true;
     }
     cv_.wait(l, [&] { return cancelled_; });
@@ -64,6 +76,7 @@ class IdleWatch final : public agent::fleet::WatchStream {
 
  private:
   int64_t rev_;
+  std::vector<agent::fleet::WatchEvent> events_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool created_ = false, cancelled_ = false;
@@ -124,7 +137,7 @@ class ReadConn final : public agent::fleet::KvConn {
   }
   absl::Status watch(std::unique_ptr<agent::fleet::WatchStream>* out) override {
     std::lock_guard l(e_->mu);
-    *out = std::make_unique<IdleWatch>(e_->rev);
+    *out = std::make_unique<IdleWatch>(e_->rev, std::exchange(e_->events, {}));
     return absl::OkStatus();
   }
 
@@ -256,6 +269,59 @@ TEST(FleetReadAgain, CompactedMidReadThenStaleDeleted) {
   EXPECT_FALSE(store->get(k, &v).ok());
   k.inner_vid = 2;
   EXPECT_TRUE(store->get(k, &v).ok());
+}
+
+// Subscribers the access side created (origin radius, relay) are not the
+// reconciler's: a full read keeps them although etcd has no key of theirs,
+// and so does a watch delete of their key; an API subscriber etcd does not
+// have goes, and a delete of an etcd subscriber's key deletes it.
+TEST(FleetReadAgain, AccessSideSubscribersAreNotStale) {
+  ReadEtcd e;
+  e.kv[key(1, 1)] = value(1, 1, "100.64.0.1");
+  e.kv[key(1, 2)] = value(1, 2, "100.64.0.2");
+  auto store = make_store(std::make_shared<MapState>(64));
+  auto add = [&](uint16_t inner, const std::string& ip, agent::Origin origin) {
+    v1::Subscriber m;
+    m.set_port("a0");
+    m.set_outer_vlan(7);
+    m.set_inner_vlan(inner);
+    m.set_ipv4(ip);
+    std::vector<agent::SubscriberSpec> specs(1);
+    ASSERT_TRUE(agent::validate_subscriber(m, store->ports(), "s", &specs[0]).ok());
+    specs[0].origin = origin;
+    agent::UpsertResult r;
+    ASSERT_TRUE(store->upsert(std::move(specs), &r).ok());
+  };
+  add(1, "100.64.1.1", agent::kOriginRadius);
+  add(2, "100.64.1.2", agent::kOriginRelay);
+  add(3, "100.64.1.3", agent::kOriginApi);
+  auto has = [&](uint16_t outer, uint16_t inner) {
+    agent::SubKey k{};
+    k.ifindex = 10;
+    k.outer_vid = outer;
+    k.inner_vid = inner;
+    agent::SubscriberView v;
+    return store->get(k, &v).ok();
+  };
+  // The watch then deletes the RADIUS session's key (etcd never applied
+  // it) and an etcd subscriber's.
+  for (const auto& k : {key(7, 1), key(1, 2)}) {
+    agent::fleet::WatchEvent ev;
+    ev.type = agent::fleet::WatchEvent::Type::kDelete;
+    ev.kv.key = k;
+    ev.kv.mod_revision = 101;
+    e.events.push_back(ev);
+  }
+  agent::Fleet f(options(1), store.get(), "boot", std::make_unique<ReadKv>(&e),
+                 agent::subscriber_value_codec());
+  ASSERT_TRUE(wait_until([&] { return f.state().full_syncs == 1 && f.state().events == 2; }, 30s));
+  f.stop();
+  EXPECT_TRUE(has(7, 1)) << "a RADIUS session deleted by the fleet";
+  EXPECT_TRUE(has(7, 2)) << "a relay session deleted by the fleet";
+  EXPECT_FALSE(has(7, 3)) << "an API subscriber etcd does not have kept";
+  EXPECT_TRUE(has(1, 1));
+  EXPECT_FALSE(has(1, 2)) << "the etcd subscriber whose key was deleted kept";
+  EXPECT_EQ(store->size(), 3u);
 }
 
 }  // namespace

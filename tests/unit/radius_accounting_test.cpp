@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "radius/accounting.h"
@@ -57,6 +58,8 @@ struct Rig {
   bool answer = true;  // answer at once with this
   bool hold = false;   // keep completions in `pending`
   std::unique_ptr<Accounting> acct;
+  std::function<bool()> active;  // HA (set before make())
+  std::vector<std::pair<SubKey, AcctCounts>> reported;
 
   explicit Rig(AcctOptions o = {}, std::string table_file = "") : table(std::move(table_file)) {
     make(std::move(o));
@@ -76,18 +79,22 @@ struct Rig {
       *out = it->second;
       return true;
     };
-    h.remove = [this](const SubKey& k) -> absl::Status {
-      auto it = subs.find(agent::key_rank(k));
-      if (it == subs.end()) return absl::NotFoundError("no");
-      acct->on_removing(k, it->second);
-      subs.erase(it);
-      acct->on_subscriber_change(k, nullptr);
-      table.on_subscriber_change(k, nullptr);
-      return absl::OkStatus();
-    };
+    h.remove = [this](const SubKey& k) { return remove(k); };
     h.lease_bound = [this](const SubKey& k) { return bound[agent::key_rank(k)]; };
     h.now_ms = [this] { return now; };
+    h.active = active;
+    h.reported = [this](const SubKey& k, const AcctCounts& c) { reported.emplace_back(k, c); };
     acct = std::make_unique<Accounting>(&table, std::move(o), std::move(h));
+  }
+  // The store deletes k (its hooks run).
+  absl::Status remove(const SubKey& k) {
+    auto it = subs.find(agent::key_rank(k));
+    if (it == subs.end()) return absl::NotFoundError("no");
+    acct->on_removing(k, it->second);
+    subs.erase(it);
+    acct->on_subscriber_change(k, nullptr);
+    table.on_subscriber_change(k, nullptr);
+    return absl::OkStatus();
   }
   void create(const SubKey& k, const SessionData& d) {
     ASSERT_TRUE(table.record(k, d));
@@ -458,6 +465,97 @@ TEST(Accounting, QueueAndStartSurviveARestart) {
   EXPECT_TRUE(r.acct->queued().empty());
   for (const auto& q : r.sent) EXPECT_GE(q.input_octets, 10'000u);
   fs::remove_all(dir);
+}
+
+// HA: a standby sends nothing for the sessions it holds (no Start, no
+// Interim, no Stop, no timer); once active it goes on with them: no second
+// Start for a session a former active started, its counters the replicated
+// acct_base plus what its own subscriber counted since the takeover (even
+// traffic forwarded before its first pass as active; counts of an earlier
+// active period of its own are in the base), what it reported told; a
+// session the former active never started starts after the grace.
+TEST(Accounting, StandbyIsSilentAndTheNewActiveGoesOnFromTheBase) {
+  AcctOptions o;
+  o.interim_min_s = 1;
+  Rig r(o);
+  bool is_active = true;
+  r.active = [&] { return is_active; };
+  r.make(o);
+  const uint64_t t0 = r.now / 1000;
+  SessionData started = data("s-started", t0 - 100);
+  started.interim_interval = 10;
+  started.acct_started = true;
+  started.acct_base = {1000, 10, 2000, 20};
+  started.session_timeout = 115;  // would end 15 s from now: while standby
+  SessionData fresh = data("s-fresh", t0 - 1);
+  SessionData ended = data("s-ended", t0 - 50);
+  ended.acct_started = true;
+  r.create(key(1), started);
+  r.create(key(3), ended);
+  // Active first: its subscriber counts 30 octets up, reported above the base.
+  AcctView& own = r.subs[agent::key_rank(key(1))];
+  own.up_bytes = 30, own.up_packets = 3, own.down_bytes = 40, own.down_packets = 4;
+  ASSERT_FALSE(r.acct->load_and_adopt());
+  r.run_for(10'000);
+  ASSERT_FALSE(r.sent.empty());
+  EXPECT_EQ(r.sent.back().input_octets, 1030u);
+  // A standby: nothing is sent whatever happens to its sessions.
+  is_active = false;
+  r.run_for(100);
+  const size_t n0 = r.sent.size();
+  r.create(key(2), fresh);
+  r.acct->on_created(key(2));
+  r.bind(key(1));
+  ASSERT_TRUE(r.remove(key(3)).ok());  // replication deletes it
+  r.run_for(12'000);  // past key(1)'s Session-Timeout of the time
+  EXPECT_EQ(r.sent.size(), n0) << "a standby sent something";
+  EXPECT_EQ(r.acct->counters().sessions, 0u);
+  // The other member took over, reported 1500 octets (its base: this
+  // member's 1030, plus its own) and a CoA gave a longer Session-Timeout.
+  ASSERT_TRUE(r.table.update(key(1), [&](SessionData* d) {
+    d->acct_base = {1500, 15, 2500, 25};
+    d->session_timeout = 3600;
+  }));
+  // This member takes over again; its data plane forwards 50 octets before
+  // accounting's first pass as active.
+  own.up_bytes += 50, own.up_packets += 1, own.down_bytes += 70, own.down_packets += 2;
+  is_active = true;
+  r.run_for(12'000);
+  size_t starts_1 = 0, starts_2 = 0;
+  std::vector<AccountingRequest> interims;
+  for (size_t i = n0; i < r.sent.size(); ++i) {
+    const auto& q = r.sent[i];
+    if (q.status == AcctStatus::kStart) (q.session_id == "s-started" ? starts_1 : starts_2)++;
+    if (q.status == AcctStatus::kInterimUpdate && q.session_id == "s-started") {
+      interims.push_back(q);
+      EXPECT_EQ(q.classes, started.classes);
+    }
+  }
+  ASSERT_FALSE(interims.empty());
+  for (const auto& q : interims) {
+    EXPECT_EQ(q.input_octets, 1550u);
+    EXPECT_EQ(q.input_packets, 16u);
+    EXPECT_EQ(q.output_octets, 2570u);
+    EXPECT_EQ(q.output_packets, 27u);
+  }
+  EXPECT_EQ(starts_1, 0u) << "a second Start";
+  EXPECT_EQ(starts_2, 1u) << "the session the former active never started";
+  EXPECT_EQ(r.count(AcctStatus::kStop), 0u);
+  std::optional<AcctCounts> told;  // the last counts told of key(1)
+  for (const auto& [k, c] : r.reported)
+    if (agent::key_rank(k) == agent::key_rank(key(1))) told = c;
+  ASSERT_TRUE(told);
+  EXPECT_EQ(*told, (AcctCounts{1550, 16, 2570, 27}));
+  // Its Stop carries the base too.
+  ASSERT_TRUE(r.acct->end_session(key(1), cause::kAdminReset).ok());
+  r.run_for(200);
+  ASSERT_EQ(r.count(AcctStatus::kStop), 1u);
+  EXPECT_EQ(r.sent.back().input_octets, 1550u);
+  // A standby again: nothing more.
+  is_active = false;
+  const size_t n = r.sent.size();
+  r.run_for(30'000);
+  EXPECT_EQ(r.sent.size(), n);
 }
 
 TEST(Accounting, OnAndOff) {
