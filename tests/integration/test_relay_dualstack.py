@@ -11,7 +11,10 @@ family's routes away; the subscriber goes when no family is left.
 The second suite relays DHCPv6 by multicast (servers_v6 = ["ff02::1:2"]):
 kea-dhcp6 is on the uplink's own link, where it listens to
 All_DHCP_Relay_Agents_and_Servers, and answers from its link-local address,
-which xbngd learns as a server.
+which xbngd learns as a server. The third sends to All_DHCP_Servers
+(servers_v6 = ["ff05::1:3"]), which Kea does not join: a server of the
+test's own in net joins it on the uplink's link, checks what arrives, and
+answers.
 """
 import ipaddress
 import signal
@@ -22,7 +25,7 @@ from xbnglab.cpe import cpe_sub
 from xbnglab.kea import Kea4, Kea6
 from xbnglab.lab import wait_for
 from xbnglab.relay import RelaySuite
-from xbnglab.xbngd import GW4, UPLINK_NET4, UPLINK_NET6
+from xbnglab.xbngd import GW4, GW6, UPLINK_DUT6, UPLINK_NET4, UPLINK_NET6
 
 KEA4, KEA6 = "198.51.100.67", "2001:db8:ffff:60::3"  # Kea4(index 0), Kea6(index 0)
 POOL4 = "100.64.50.10 - 100.64.50.200"
@@ -262,6 +265,67 @@ class RelayDualStackMulticastTest(DualStackSuite):
         # A renewal goes the same way.
         n6 = len(self.lines6(na))
         wait_for(lambda: len(self.lines6(na)) > n6, 3 * T1, 0.5, "a DHCPv6 renewal in Kea's file")
+
+
+def dhcpv6_options(b: bytes) -> dict:
+    """The top-level options of a relay message's option area: {code: data}."""
+    out, o = {}, 0
+    while o + 4 <= len(b):
+        code, n = struct.unpack("!HH", b[o:o + 4])
+        out[code] = b[o + 4:o + 4 + n]
+        o += 4 + n
+    return out
+
+
+class RelayAllDhcpServersTest(RelaySuite):
+    """servers_v6 = ["ff05::1:3"]; DHCPv4 is xbngd's own (no servers_v4)."""
+    DHCP_TOML = '[relay]\nservers_v6 = ["ff05::1:3"]\n'
+
+    def test_1_relay_forward_to_all_dhcp_servers_by_the_uplink(self):
+        x = self.x
+        with x.net.entered():
+            sk = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+        try:
+            sk.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sk.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_RECVHOPLIMIT, 1)
+            sk.bind(("::", 547))
+            sk.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_JOIN_GROUP,
+                          socket.inet_pton(socket.AF_INET6, "ff05::1:3") +
+                          struct.pack("@I", x.net.ifindex("n0")))
+            sk.settimeout(30)
+            s = cpe_sub(0)
+            ns = self.b.cpe(s)
+            self.dhcpcd_with_duid(ns, s, ["-6"], "ia_na 1\n")
+            data, anc, _, src = sk.recvmsg(4096, socket.CMSG_SPACE(4))
+            hops = [struct.unpack("@i", d)[0] for lvl, typ, d in anc
+                    if lvl == socket.IPPROTO_IPV6 and typ == socket.IPV6_HOPLIMIT]
+            # A Relay-Forward from the uplink's global address (site scope),
+            # hop limit 8, for the CPE's port and tags.
+            self.assertEqual(data[0], 12, data.hex())
+            self.assertEqual(src[0], UPLINK_DUT6)
+            self.assertEqual(hops, [8])
+            self.assertEqual(ipaddress.ip_address(data[2:18]), ipaddress.ip_address(GW6))
+            opts = dhcpv6_options(data[34:])
+            self.assertEqual(opts.get(18), b"acc0:100:1")
+            inner = opts[9]
+            self.assertEqual(inner[0], 1, "a SOLICIT inside")
+            # Answered from net's address (no configured server): accepted by
+            # the uplink, its ADVERTISE forwarded to the CPE, the server learned.
+            before = x.stats()
+            adv = bytes([2]) + inner[1:4]
+            reply = (bytes([13, 0]) + data[2:34] + struct.pack("!HH", 18, len(opts[18])) +
+                     opts[18] + struct.pack("!HH", 9, len(adv)) + adv)
+            sk.sendto(reply, (src[0], 547))
+            wait_for(lambda: x.stats().get("relay6_replies_forwarded", 0) >
+                     before.get("relay6_replies_forwarded", 0), 10, 0.2,
+                     "the ADVERTISE forwarded to the CPE")
+            st = x.stats()
+            for r in ("relay6_reply_unknown_server", "relay6_reply_unknown_client"):
+                self.assertEqual(st.get(r, 0), before.get(r, 0), r)
+            wait_for(lambda: f"relay6: server {UPLINK_NET6} answers" in x.read_log(), 5, 0.2,
+                     "the answering server learned")
+        finally:
+            sk.close()
 
 
 if __name__ == "__main__":
