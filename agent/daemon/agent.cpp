@@ -422,7 +422,8 @@ void Agent::start_relay6(const punt::BringupOptions& o, relay::Relay6Options ro)
         break;
       }
     if (!ro.uplink_ifindex)
-      throw std::runtime_error("relay: relay.servers_v6 is a multicast group and there is no uplink");
+      throw std::runtime_error(
+          "relay: relay.servers_v6 is a multicast group and there is no uplink");
   }
   relay6_ = std::make_unique<relay::Relay6>(
       ro, std::move(ports), relay_sessions_.get(),

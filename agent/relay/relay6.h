@@ -195,7 +195,7 @@ class Relay6 {
   Relay6Counters counters_;
 
   mutable std::mutex mu_;
-  std::vector<ServerState6> servers_;  // multicast: learned from their answers
+  std::vector<ServerState6> servers_;       // multicast: learned from their answers
   std::map<uint64_t, Exchange> exchanges_;  // by key_rank
 };
 

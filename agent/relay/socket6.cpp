@@ -42,8 +42,8 @@ Socket6::~Socket6() = default;
 
 void Socket6::multicast_via(uint32_t ifindex, int hops) {
   if (!socket_->set_multicast6(ifindex, hops))
-    throw std::runtime_error(fmt::format("relay socket: multicast via interface {}: {}", ifindex,
-                                         std::strerror(errno)));
+    throw std::runtime_error(
+        fmt::format("relay socket: multicast via interface {}: {}", ifindex, std::strerror(errno)));
   multicast_ifindex_ = ifindex;
 }
 

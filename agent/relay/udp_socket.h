@@ -18,8 +18,8 @@ class UdpSocket {
  public:
   // `ifindex`: the interface the datagram arrived on (IP_PKTINFO /
   // IPV6_PKTINFO), 0 when the kernel did not say.
-  using OnDatagram = std::function<void(const sockaddr_storage& from, uint32_t ifindex,
-                                        std::span<const uint8_t>)>;
+  using OnDatagram =
+      std::function<void(const sockaddr_storage& from, uint32_t ifindex, std::span<const uint8_t>)>;
   using OnTick = std::function<void()>;
   // Binds `sa` (AF_INET, or AF_INET6 with IPV6_V6ONLY) and starts the
   // reader; a datagram longer than max_datagram is cut to it. Throws

@@ -609,7 +609,9 @@ ipv4 = "100.64.0.1"
   EXPECT_TRUE(v6.warnings.empty());
   const Case cases6[] = {
       {[](Config& x) { x.relay.servers_v6 = {"ff02::1:3"}; }, "the multicast groups are"},
-      {[](Config& x) { x.relay.servers_v6 = {"ff05::1:3", "2001:db8::1"}; },
+      {[](Config& x) {
+         x.relay.servers_v6 = {"ff05::1:3", "2001:db8::1"};
+       },
        "must be the only entry"},
       {[](Config& x) { x.relay.servers_v6 = {"fe80::1"}; }, "not a global unicast address"},
       {[](Config& x) {

@@ -195,8 +195,8 @@ TEST_F(RelaySessionsTest, AckAndReplyTogetherKeepBothFamilies) {
       meet(i);
       const std::string a = fmt::format("2001:db8:1000::4:{:x}", i);
       const std::string p = fmt::format("2001:db8:2000:{:x}::", i);
-      if (absl::Status st =
-              sessions_.bound6(key(kFirst + i), mac_, leases6(a.c_str(), p.c_str(), 64, 60), server);
+      if (absl::Status st = sessions_.bound6(key(kFirst + i), mac_,
+                                             leases6(a.c_str(), p.c_str(), 64, 60), server);
           !st.ok()) {
         ADD_FAILURE() << i << ": " << st.message();
         ++refused;
