@@ -1,4 +1,4 @@
-"""DHCPv4 leases per second from Debian's Kea, straight and through xbngd's relay.
+"""DHCPv4 (or DHCPv6) leases per second from Debian's Kea, straight and through xbngd's relay.
 
 One run, one Kea (kea-dhcp4, memfile) in a namespace behind the uplink of a
 standard xbng lab (tests/xbnglab), two phases of the same shape: --clients
@@ -23,13 +23,17 @@ Prints what it measured; asserts nothing.
 
 With --family 6, the same for DHCPv6 with one kea-dhcp6 (memfile):
   A6 straight: perfdhcp -6 -A1 (it plays a relay) in `net`, unicast to Kea,
+     N clients at R/s,
      IA_NA + IA_PD, four-message exchanges; Kea picks a subnet of its own
      by the link-address (net's address toward Kea).
-  B6 relayed: xbng_bench_bringup --v6-only: N QinQ CPEs nobody provisioned,
+  B6 relayed: xbng_bench_bringup --v6-only: N QinQ CPEs nobody provisioned at R/s,
      SOLICIT/ADVERTISE/REQUEST/REPLY (IA_NA + IA_PD) through the punt
      path, xbngd's DHCPv6 relay and Kea (the subnet of the access port's
-     link-address); xbngd creates each subscriber from its REPLY.
-  The ratio B6/A6 of leases/s is printed (counted in Kea's lease file).
+     link-address), no retransmission; xbngd creates each subscriber from
+     its REPLY.
+  Measured as for DHCPv4: Kea's REPLYs on its link (k60) in both phases, and
+  the latency the relay added per SOLICIT -> ADVERTISE and REQUEST -> REPLY
+  (the client's messages inside the Relay-Forwards on the uplink).
 
     PYTHONPATH=tests /usr/bin/python3 bench/relay.py --clients 2000 [--rate 300] [--family 6]
 """
@@ -48,11 +52,7 @@ from xbnglab.lab import Netns, read_text, wait_for
 from xbnglab.xbngd import GW4, XbngLab, find_bin
 
 DISCOVER, OFFER, REQUEST, ACK = 1, 2, 3, 5
-
-
-def unique_leases(kea: Kea4, prefix: str) -> int:
-    return len({ln["address"] for ln in kea.leases()
-                if ln.get("address", "").startswith(prefix) and ln.get("valid_lifetime") != "0"})
+SOLICIT, ADVERTISE, REQUEST6, REPLY6 = 1, 2, 3, 7
 
 
 class Capture:
@@ -65,22 +65,25 @@ class Capture:
                                             "-B", "8192", "-w", self.path, *bpf]), log=log)
         wait_for(lambda: "listening on" in read_text(log), 10, 0.05, f"tcpdump on {iface}")
 
-    def stop(self) -> list[tuple[float, bytes, int]]:
-        """Stops the capture; its DHCPv4 messages as (time, xid, message type)."""
+    def stop(self, family: int = 4) -> list[tuple[float, bytes, int]]:
+        """Stops the capture; its DHCP messages of `family` as (time,
+        transaction id, message type)."""
         self.p.send_signal(signal.SIGINT)
         self.p.wait(10)
-        return dhcp4_messages(self.path)
+        return dhcp4_messages(self.path) if family == 4 else dhcp6_messages(self.path)
 
 
-def dhcp4_messages(path: str) -> list[tuple[float, bytes, int]]:
-    """The DHCPv4 messages of a pcap (Ethernet, any number of VLAN tags)."""
+def udp_payloads(path: str, ethertype: int):
+    """(time, frame, offset of the UDP payload) of a pcap's UDP packets of
+    ethertype (Ethernet, any number of VLAN tags; IPv6 without extension
+    headers)."""
     with open(path, "rb") as f:
         data = f.read()
     if len(data) < 24:
-        return []
+        return
     magic = struct.unpack("<I", data[:4])[0]
     scale = 1e-9 if magic == 0xA1B23C4D else 1e-6
-    out, off = [], 24
+    off = 24
     while off + 16 <= len(data):
         sec, frac, incl, _ = struct.unpack("<IIII", data[off:off + 16])
         pkt = data[off + 16:off + 16 + incl]
@@ -88,9 +91,38 @@ def dhcp4_messages(path: str) -> list[tuple[float, bytes, int]]:
         p, et = 14, int.from_bytes(pkt[12:14], "big")
         while et in (0x8100, 0x88A8) and len(pkt) >= p + 4:
             et, p = int.from_bytes(pkt[p + 2:p + 4], "big"), p + 4
-        if et != 0x0800 or len(pkt) < p + 20 or pkt[p + 9] != 17:
+        if et != ethertype:
             continue
-        b = p + (pkt[p] & 0xF) * 4 + 8  # the BOOTP message
+        if et == 0x0800 and len(pkt) >= p + 20 and pkt[p + 9] == 17:
+            yield sec + frac * scale, pkt, p + (pkt[p] & 0xF) * 4 + 8
+        elif et == 0x86DD and len(pkt) >= p + 48 and pkt[p + 6] == 17:
+            yield sec + frac * scale, pkt, p + 48
+
+
+def dhcp6_messages(path: str) -> list[tuple[float, bytes, int]]:
+    """The DHCPv6 client and server messages of a pcap; those inside a
+    Relay-Forward or Relay-Reply (one level) as themselves."""
+    out = []
+    for t, pkt, b in udp_payloads(path, 0x86DD):
+        m = pkt[b:]
+        if len(m) >= 34 and m[0] in (12, 13):
+            o, inner = 34, b""
+            while o + 4 <= len(m):
+                code, n = struct.unpack("!HH", m[o:o + 4])
+                if code == 9:
+                    inner = m[o + 4:o + 4 + n]
+                    break
+                o += 4 + n
+            m = inner
+        if len(m) >= 4:
+            out.append((t, m[1:4], m[0]))
+    return out
+
+
+def dhcp4_messages(path: str) -> list[tuple[float, bytes, int]]:
+    """The DHCPv4 messages of a pcap."""
+    out = []
+    for t, pkt, b in udp_payloads(path, 0x0800):  # b: the BOOTP message
         if len(pkt) < b + 244 or pkt[b + 236:b + 240] != b"\x63\x82\x53\x63":
             continue
         o, mtype = b + 240, 0
@@ -102,7 +134,7 @@ def dhcp4_messages(path: str) -> list[tuple[float, bytes, int]]:
                 mtype = pkt[o + 2]
                 break
             o += 2 + pkt[o + 1]
-        out.append((sec + frac * scale, pkt[b + 4:b + 8], mtype))
+        out.append((t, pkt[b + 4:b + 8], mtype))
     return out
 
 
@@ -115,10 +147,11 @@ def first_times(msgs) -> tuple[dict, dict]:
     return first, n
 
 
-def kea_rate(msgs) -> tuple[int, float]:
-    """Kea's DHCPACKs and the time from the first DISCOVER to the last ACK."""
-    acks = [t for t, _, m in msgs if m == ACK]
-    disc = [t for t, _, m in msgs if m == DISCOVER]
+def kea_rate(msgs, first=DISCOVER, last=ACK) -> tuple[int, float]:
+    """Kea's DHCPACKs (REPLYs) and the time from the first DISCOVER
+    (SOLICIT) to the last of them."""
+    acks = [t for t, _, m in msgs if m == last]
+    disc = [t for t, _, m in msgs if m == first]
     if not acks or not disc:
         return 0, 0.0
     return len(acks), max(acks) - min(disc)
@@ -234,13 +267,6 @@ def main() -> int:
     return 0
 
 
-def unique_leases6(kea: Kea6, prefix: str) -> int:
-    """IA_NA leases (lease_type 0) under prefix, live."""
-    return len({ln["address"] for ln in kea.leases()
-                if ln.get("address", "").startswith(prefix) and ln.get("lease_type") == "0"
-                and ln.get("valid_lifetime") != "0"})
-
-
 def main6(a) -> int:
     n = a.clients
     with XbngLab(kind="xbngrelay6") as x:
@@ -254,6 +280,11 @@ def main6(a) -> int:
              "pools": [{"pool": "2001:db8:ffff:60:1::/80"}],
              "pd-pools": [{"prefix": "2001:db8:3000::", "prefix-len": 36, "delegated-len": 56}]},
         ], valid_lifetime=3600)
+        with open(kea.conf) as f:
+            cfg = json.load(f)
+        cfg["Dhcp6"]["loggers"][0].update({"severity": "INFO", "debuglevel": 0})
+        with open(kea.conf, "w") as f:
+            json.dump(cfg, f)
         kea.start()
         conf = os.path.join(x.lab.rundir, "relay.toml")
         with open(conf, "w") as f:
@@ -262,44 +293,53 @@ def main6(a) -> int:
                     "[punt]\nsubscriber_rate = 100\nsubscriber_burst = 100\n")
         x.start(max_subscribers=max(4096, 2 * n), extra=["--config", conf])
         x.resolve_uplink_neighbours()
+        port547 = ["udp", "port", "547", "or", "udp", "port", "546"]
 
         secs = max(5, n // max(a.rate, 1) + 5)
         print(f"## A6: perfdhcp -6 straight to Kea {kea.address}: {n} clients at {a.rate}/s",
               flush=True)
-        before = unique_leases6(kea, "2001:db8:ffff:60:")
-        t0 = time.monotonic()
+        cap = Capture(x.lab, x.net, "k60", port547)
         r = subprocess.run(x.net.nsenter_argv(
             ["perfdhcp", "-6", "-A1", "-e", "address-and-prefix", "-r", str(a.rate),
              "-R", str(n), "-n", str(n), "-p", str(secs), kea.address]),
             capture_output=True, text=True)
-        dt_a = time.monotonic() - t0
-        got_a = unique_leases6(kea, "2001:db8:ffff:60:") - before
-        print("\n".join(ln for ln in (r.stdout + r.stderr).splitlines()
-                        if any(k in ln for k in ("sent", "received", "drops", "delay", "rate",
-                                                 "rror"))))
-        print(f"  Kea's lease file: {got_a} leases in {dt_a:.1f} s of perfdhcp "
-              f"({got_a / dt_a:.0f} leases/s over the whole run)", flush=True)
+        replies_a, dt_a = kea_rate(cap.stop(6), SOLICIT, REPLY6)
+        print("\n".join("  " + ln.strip() for ln in (r.stdout + r.stderr).splitlines()
+                        if any(k in ln for k in ("sent", "received", "drops", "delay", "rror"))))
+        rate_a = replies_a / dt_a if dt_a else 0
+        print(f"  at Kea (k60): {replies_a} REPLYs in {dt_a:.2f} s: {rate_a:.0f} leases/s",
+              flush=True)
 
         print(f"## B6: {n} QinQ CPEs at {a.rate}/s through xbngd's DHCPv6 relay "
               f"(window {a.window})", flush=True)
-        before = unique_leases6(kea, "2001:db8:1000:")
+        caps = [Capture(x.lab, x.net, "k60", port547), Capture(x.lab, x.sub, "s0", []),
+                Capture(x.lab, x.net, "n0", port547)]
         gen = find_bin("xbng_bench_bringup")
-        t0 = time.monotonic()
         subprocess.run([gen, "--v6-only", "--no-rapid-commit", "-n", str(n), "--rate",
-                        str(a.rate), "--window", str(a.window), "--netns", x.sub.name, "--iface", "s0", "--pid",
-                        str(x.daemon.pid), "--timeout", "30"], check=False)
-        dt_b = time.monotonic() - t0
-        got_b = unique_leases6(kea, "2001:db8:1000:") - before
+                        str(a.rate), "--window", str(a.window), "--netns", x.sub.name,
+                        "--iface", "s0", "--pid", str(x.daemon.pid), "--timeout", "10",
+                        "--retransmit", "30"], check=False)
+        kea_msgs, cpe_msgs, upl_msgs = (c.stop(6) for c in caps)
+        replies_b, dt_b = kea_rate(kea_msgs, SOLICIT, REPLY6)
+        rate_b = replies_b / dt_b if dt_b else 0
+        print(f"  at Kea (k60): {replies_b} REPLYs in {dt_b:.2f} s: {rate_b:.0f} leases/s")
         st = {r["reason"]: int(r.get("packets", 0)) for r in x.ctl("stats").get("reasons", [])}
-        print(f"  Kea's lease file: {got_b} leases; xbngd: relay6_bound {st.get('relay6_bound', 0)}, "
-              f"relay6_reply_refused {st.get('relay6_reply_refused', 0)}, relay6_forwarded "
-              f"{st.get('relay6_forwarded', 0)} ({dt_b:.1f} s with the generator's start)")
+        print(f"  xbngd: relay6_bound {st.get('relay6_bound', 0)}, relay6_reply_refused "
+              f"{st.get('relay6_reply_refused', 0)}, relay6_forwarded "
+              f"{st.get('relay6_forwarded', 0)}")
         drops = {k: v for k, v in st.items()
                  if v and any(t in k for t in ("punt", "relay6", "drop_", "rate"))}
         print(f"  xbngd counters: {drops}")
-        if got_a and dt_a > 0 and dt_b > 0:
-            print(f"## relayed / straight (leases/s over each whole phase): "
-                  f"{(got_b / dt_b) / (got_a / dt_a):.2f}")
+        print(f"## relayed / straight, Kea's leases/s at the same load: "
+              f"{rate_b / rate_a if rate_a else float('nan'):.3f}")
+        for what, kinds in (("every exchange", ((SOLICIT, ADVERTISE), (REQUEST6, REPLY6))),
+                            ("SOLICIT -> ADVERTISE", ((SOLICIT, ADVERTISE),)),
+                            ("REQUEST -> REPLY", ((REQUEST6, REPLY6),))):
+            added = added_latency(cpe_msgs, upl_msgs, kinds)
+            print(f"## latency the relay added, {what} ({len(added)} sent once): "
+                  f"p50 {pct(added, 0.5):.3f} ms, p99 {pct(added, 0.99):.3f} ms, "
+                  f"max {pct(added, 1.0):.3f} ms")
+        print(f"# load: {open('/proc/loadavg').read().strip()}", flush=True)
         kea.stop()
     return 0
 
