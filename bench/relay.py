@@ -177,6 +177,16 @@ def pct(v: list[float], q: float) -> float:
     return v[min(len(v) - 1, int(q * len(v)))] if v else float("nan")
 
 
+def realtime(x: XbngLab, prio: int) -> None:
+    """With --rt: every thread of xbngd SCHED_FIFO at prio, so that the
+    other jobs of a shared machine do not delay it (a diagnostic: does the
+    added latency's tail come from the relay or from waiting for a CPU?)."""
+    if prio:
+        subprocess.run(["chrt", "-a", "-f", "-p", str(prio), str(x.daemon.pid)], check=True,
+                       capture_output=True)
+        print(f"# xbngd's threads SCHED_FIFO {prio}", flush=True)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--clients", type=int, default=2000)
@@ -186,6 +196,8 @@ def main() -> int:
                     help="generator: CPEs in progress at once (default: --clients, so that "
                          "the rate alone paces both phases)")
     ap.add_argument("--family", type=int, choices=(4, 6), default=4)
+    ap.add_argument("--rt", type=int, default=0,
+                    help="run xbngd's threads SCHED_FIFO at this priority (diagnostic)")
     a = ap.parse_args()
     a.window = a.window or a.clients
     print(f"# load: {open('/proc/loadavg').read().strip()}", flush=True)
@@ -212,6 +224,7 @@ def main() -> int:
                     f'[relay]\nservers_v4 = ["{kea.address}"]\n'
                     "[punt]\nsubscriber_rate = 100\nsubscriber_burst = 100\n")
         x.start(max_subscribers=max(4096, 2 * n), extra=["--config", conf])
+        realtime(x, a.rt)
         x.resolve_uplink_neighbours()
         port67 = ["udp", "port", "67"]
 
@@ -292,6 +305,7 @@ def main6(a) -> int:
                     f'[relay]\nservers_v4 = ["198.51.100.67"]\nservers_v6 = ["{kea.address}"]\n'
                     "[punt]\nsubscriber_rate = 100\nsubscriber_burst = 100\n")
         x.start(max_subscribers=max(4096, 2 * n), extra=["--config", conf])
+        realtime(x, a.rt)
         x.resolve_uplink_neighbours()
         port547 = ["udp", "port", "547", "or", "udp", "port", "546"]
 
