@@ -5,8 +5,10 @@ A real dhcpcd on a QinQ pair nobody provisioned does DHCPv4, IA_NA and
 IA_PD at once: the DHCPACK and the REPLY reach xbngd together, from the
 two relays' threads, and make one subscriber (origin relay) with the /32,
 the /128 and the delegated prefix. Traffic flows both ways for each family,
-both renewals reach Kea, and the end of one family's lease takes only that
-family's routes away; the subscriber goes when no family is left.
+both renewals reach Kea, and the end of one family's lease (the client's
+RELEASE of that family alone, or its expiry) takes only that family's
+routes away; the subscriber goes when no family is left (the other's
+expiry or RELEASE, or dhcpcd releasing both).
 
 The second suite relays DHCPv6 by multicast (servers_v6 = ["ff02::1:2"]):
 kea-dhcp6 is on the uplink's own link, where it listens to
@@ -16,7 +18,9 @@ which xbngd learns as a server. The third sends to All_DHCP_Servers
 test's own in net joins it on the uplink's link, checks what arrives, and
 answers.
 """
+import contextlib
 import ipaddress
+import os
 import signal
 import socket
 import struct
@@ -72,6 +76,20 @@ def dhcp_release(ciaddr: str, mac: str, server_id: str, client_id: bytes) -> byt
     return pkt + opts + bytes([255])
 
 
+def dhcpv6_release(client_duid: bytes, server_duid: bytes, na: str, na_iaid: int, prefix: str,
+                   pd_iaid: int) -> bytes:
+    """A RELEASE of an IA_NA address and an IA_PD prefix as a client sends it
+    (RFC 8415 18.2.7): its DUID, the server's, both IAs with lifetimes 0."""
+    def opt(code, data):
+        return struct.pack("!HH", code, len(data)) + data
+    net = ipaddress.ip_network(prefix)
+    iaaddr = opt(5, ipaddress.ip_address(na).packed + bytes(8))
+    iaprefix = opt(26, bytes(8) + bytes([net.prefixlen]) + net.network_address.packed)
+    return (bytes([8, 0x5e, 0x1e, 0xa5]) + opt(1, client_duid) + opt(2, server_duid) +
+            opt(3, struct.pack("!III", na_iaid, 0, 0) + iaaddr) +
+            opt(25, struct.pack("!III", pd_iaid, 0, 0) + iaprefix))
+
+
 class DualStackSuite(RelaySuite):
     """Both servers started; the helpers of both suites (no tests)."""
     KEA6_ON_UPLINK = False
@@ -117,6 +135,57 @@ class DualStackSuite(RelaySuite):
 
     def lines6(self, addr):
         return [ln for ln in self.kea6.leases() if ln.get("address") == addr]
+
+    @staticmethod
+    def kill(client):
+        """SIGKILL to the client's process group: dhcpcd and its privilege
+        separation helpers (which would hold its sockets), no RELEASE."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(client.pid, signal.SIGKILL)
+        client.wait(10)
+
+    def release4(self, ns, s, v4):
+        """The client's DHCPRELEASE of its IPv4 address alone (RFC 2131
+        4.4.6: unicast to the server identifier it holds, the gateway), with
+        the client identifier Kea bound the lease to."""
+        cid = self.lines4(v4)[-1].get("client_id", "")
+        release = dhcp_release(v4, s["mac"], GW4, bytes.fromhex(cid.replace(":", "")))
+        with ns.entered():
+            sk = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            sk.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sk.bind((v4, 68))
+            sk.sendto(release, (GW4, 67))
+        finally:
+            sk.close()
+
+    def release6(self, ns, na, prefix):
+        """The client's RELEASE of its /128 and its prefix alone, to
+        All_DHCP_Relay_Agents_and_Servers from its link-local address."""
+        na_line, pd_line = self.lines6(na)[-1], self.lines6(prefix.split("/")[0])[-1]
+        release = dhcpv6_release(bytes.fromhex(na_line["duid"].replace(":", "")),
+                                 self.kea6_duid(), na, int(na_line["iaid"]), prefix,
+                                 int(pd_line["iaid"]))
+        ifindex = ns.ifindex("c0")
+        with ns.entered():
+            sk = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+        def bound():
+            try:
+                sk.bind(("::", 546, 0, ifindex))
+                return True
+            except OSError:
+                return False
+        try:
+            sk.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            # dhcpcd's helpers hold port 546 a moment after they are killed.
+            wait_for(bound, 15, 0.2, "port 546 free on the CPE")
+            sk.sendto(release, ("ff02::1:2", 547, 0, ifindex))
+        finally:
+            sk.close()
+
+    def kea6_duid(self) -> bytes:
+        """Kea6(index 0)'s server DUID: DUID-EN, enterprise 32473, "kea" 00."""
+        return struct.pack("!HI", 2, 32473) + bytes.fromhex("6b656100")
 
     def routes_up(self, ns, v4, na, prefix):
         """Default routes of both families; traffic both ways for each."""
@@ -187,17 +256,8 @@ class RelayDualStackTest(DualStackSuite):
         # DHCPRELEASE of its IPv4 address alone (RFC 2131 4.4.6: unicast to
         # the server identifier it holds, the gateway), with the client
         # identifier Kea bound the lease to.
-        self.x.lab.stop(client, signal.SIGKILL)
-        cid = self.lines4(v4)[-1].get("client_id", "")
-        release = dhcp_release(v4, s["mac"], GW4, bytes.fromhex(cid.replace(":", "")))
-        with ns.entered():
-            sk = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        try:
-            sk.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sk.bind((v4, 68))
-            sk.sendto(release, (GW4, 67))
-        finally:
-            sk.close()
+        self.kill(client)
+        self.release4(ns, s, v4)
         wait_for(lambda: not (self.get(s) or {}).get("ipv4"), 15, 0.2, "the /32 removed on RELEASE")
         sub = self.get(s)
         self.assertIsNotNone(sub, "the subscriber stays: its IPv6 lease is bound")
@@ -235,6 +295,34 @@ class RelayDualStackTest(DualStackSuite):
         wait_for(lambda: self.kea6.read_log().count("DHCP6_RELEASE") > logged6, 10, 0.2,
                  "kea-dhcp6 saw the RELEASE")
         del self.cpes[1]
+
+    def test_5_release_of_ipv6_keeps_ipv4_then_ipv4_release_removes_it(self):
+        ns, client, v4, na, prefix, s = self.up(2)
+        host = self.routes_up(ns, v4, na, prefix)
+        # Killed (no renewal, no RELEASE of its own); the client's RELEASE
+        # of its /128 and prefix alone.
+        self.kill(client)
+        logged6 = self.kea6.read_log().count("DHCP6_RELEASE")
+        self.release6(ns, na, prefix)
+        wait_for(lambda: not (self.get(s) or {}).get("ipv6"), 15, 0.2,
+                 "the /128 removed on RELEASE")
+        sub = self.get(s)
+        self.assertIsNotNone(sub, "the subscriber stays: its IPv4 lease is bound")
+        self.assertFalse(sub.get("ipv6_prefixes"), sub)
+        self.assertEqual(sub.get("ipv4"), v4)
+        self.assertTrue(sub["lease_v4"].get("bound"), sub)
+        self.assertFalse(sub.get("lease_v6", {}).get("bound"), sub)
+        wait_for(lambda: self.kea6.read_log().count("DHCP6_RELEASE") > logged6, 10, 0.2,
+                 "kea-dhcp6 released them")
+        for dst in (na, host):
+            self.ping(self.x.net, dst, ok=False)
+        self.ping(self.x.net, v4)
+        self.ping(ns, UPLINK_NET4)
+        # The IPv4 RELEASE leaves nothing: the subscriber goes at once.
+        self.release4(ns, s, v4)
+        wait_for(lambda: self.get(s) is None, 15, 0.2, "the subscriber removed on RELEASE")
+        self.ping(self.x.net, v4, ok=False)
+        del self.cpes[2]
 
 
 class RelayDualStackMulticastTest(DualStackSuite):
