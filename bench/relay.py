@@ -1,54 +1,206 @@
-"""DHCPv4 leases per second from Debian's Kea, straight and through xbngd's relay.
+"""DHCPv4 (or DHCPv6) leases per second from Debian's Kea, straight and through xbngd's relay.
 
 One run, one Kea (kea-dhcp4, memfile) in a namespace behind the uplink of a
-standard xbng lab (tests/xbnglab), two phases:
+standard xbng lab (tests/xbnglab), two phases of the same shape: --clients
+new clients started at --rate per second (open loop: the rate paces them,
+not the answers), each a four-message exchange.
   A  straight: perfdhcp (kea-admin) in `net` asks Kea directly, as a relay
-     would (unicast to Kea, option 82 link-selection = the access gateway),
-     N four-message exchanges at --rate.
-  B  relayed: xbng_bench_bringup --v4-only emulates N QinQ CPEs nobody
-     provisioned on xbngd's access port (dhcp = "relay"): DORA through the
-     punt path, the relay and Kea; xbngd creates each subscriber from its
-     ACK. The generator prints sessions/s, time to bound (p50/p99) and
-     xbngd's CPU.
-Leases are counted in Kea's lease file for both phases (perfdhcp's own
-counters are not trusted in relay mode). Prints what it measured; asserts
-nothing.
+     would (unicast to Kea, option 82 link-selection = the access gateway).
+  B  relayed: xbng_bench_bringup --v4-only --rate R --window N emulates the
+     QinQ CPEs nobody provisioned on xbngd's access port (dhcp = "relay"),
+     no retransmission (perfdhcp makes none):
+     DORA through the punt path, the relay and Kea; xbngd creates each
+     subscriber from its ACK.
+Both phases are measured at the same point, with tcpdump on net's side of
+Kea's link (k0): Kea's leases/s = its DHCPACKs over the time from the first
+DISCOVER to the last ACK. Phase B is also captured on the CPEs' side (s0)
+and on the uplink (n0): for each exchange the relay carried (DISCOVER ->
+OFFER, REQUEST -> ACK, first sends only), the time the client waited minus
+the time the server took as seen from the uplink is the latency the relay
+added (XDP punt, xbngd, the access and uplink veths); its p50/p99/max are
+printed. The captures cost CPU too (the machine's load is printed).
+Prints what it measured; asserts nothing.
 
 With --family 6, the same for DHCPv6 with one kea-dhcp6 (memfile):
   A6 straight: perfdhcp -6 -A1 (it plays a relay) in `net`, unicast to Kea,
+     N clients at R/s,
      IA_NA + IA_PD, four-message exchanges; Kea picks a subnet of its own
      by the link-address (net's address toward Kea).
-  B6 relayed: xbng_bench_bringup --v6-only: N QinQ CPEs nobody provisioned,
+  B6 relayed: xbng_bench_bringup --v6-only: N QinQ CPEs nobody provisioned at R/s,
      SOLICIT/ADVERTISE/REQUEST/REPLY (IA_NA + IA_PD) through the punt
      path, xbngd's DHCPv6 relay and Kea (the subnet of the access port's
-     link-address); xbngd creates each subscriber from its REPLY.
-  The ratio B6/A6 of leases/s is printed.
+     link-address), no retransmission; xbngd creates each subscriber from
+     its REPLY.
+  Measured as for DHCPv4: Kea's REPLYs on its link (k60) in both phases, and
+  the latency the relay added per SOLICIT -> ADVERTISE and REQUEST -> REPLY
+  (the client's messages inside the Relay-Forwards on the uplink).
 
-    PYTHONPATH=tests /usr/bin/python3 bench/relay.py --clients 2000 [--rate 1000] [--family 6]
+    PYTHONPATH=tests /usr/bin/python3 bench/relay.py --clients 2000 [--rate 300] [--family 6]
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import signal
+import struct
 import subprocess
 import time
 
 from xbnglab.kea import Kea4, Kea6
+from xbnglab.lab import Netns, read_text, wait_for
 from xbnglab.xbngd import GW4, XbngLab, find_bin
 
+DISCOVER, OFFER, REQUEST, ACK = 1, 2, 3, 5
+SOLICIT, ADVERTISE, REQUEST6, REPLY6 = 1, 2, 3, 7
 
-def unique_leases(kea: Kea4, prefix: str) -> int:
-    return len({ln["address"] for ln in kea.leases()
-                if ln.get("address", "").startswith(prefix) and ln.get("valid_lifetime") != "0"})
+
+class Capture:
+    """tcpdump on ns/iface into a pcap under the lab's run dir, until stop()."""
+
+    def __init__(self, lab, ns: Netns, iface: str, bpf: list[str]):
+        self.path = os.path.join(lab.rundir, f"{ns.name}-{iface}-{time.monotonic_ns()}.pcap")
+        log = self.path + ".log"
+        self.p = lab.spawn(ns.nsenter_argv(["tcpdump", "-i", iface, "-n", "-s", "400", "-U",
+                                            "-B", "8192", "-w", self.path, *bpf]), log=log)
+        wait_for(lambda: "listening on" in read_text(log), 10, 0.05, f"tcpdump on {iface}")
+
+    def stop(self, family: int = 4) -> list[tuple[float, bytes, int]]:
+        """Stops the capture; its DHCP messages of `family` as (time,
+        transaction id, message type)."""
+        self.p.send_signal(signal.SIGINT)
+        self.p.wait(10)
+        return dhcp4_messages(self.path) if family == 4 else dhcp6_messages(self.path)
+
+
+def udp_payloads(path: str, ethertype: int):
+    """(time, frame, offset of the UDP payload) of a pcap's UDP packets of
+    ethertype (Ethernet, any number of VLAN tags; IPv6 without extension
+    headers)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if len(data) < 24:
+        return
+    magic = struct.unpack("<I", data[:4])[0]
+    scale = 1e-9 if magic == 0xA1B23C4D else 1e-6
+    off = 24
+    while off + 16 <= len(data):
+        sec, frac, incl, _ = struct.unpack("<IIII", data[off:off + 16])
+        pkt = data[off + 16:off + 16 + incl]
+        off += 16 + incl
+        p, et = 14, int.from_bytes(pkt[12:14], "big")
+        while et in (0x8100, 0x88A8) and len(pkt) >= p + 4:
+            et, p = int.from_bytes(pkt[p + 2:p + 4], "big"), p + 4
+        if et != ethertype:
+            continue
+        if et == 0x0800 and len(pkt) >= p + 20 and pkt[p + 9] == 17:
+            yield sec + frac * scale, pkt, p + (pkt[p] & 0xF) * 4 + 8
+        elif et == 0x86DD and len(pkt) >= p + 48 and pkt[p + 6] == 17:
+            yield sec + frac * scale, pkt, p + 48
+
+
+def dhcp6_messages(path: str) -> list[tuple[float, bytes, int]]:
+    """The DHCPv6 client and server messages of a pcap; those inside a
+    Relay-Forward or Relay-Reply (one level) as themselves."""
+    out = []
+    for t, pkt, b in udp_payloads(path, 0x86DD):
+        m = pkt[b:]
+        if len(m) >= 34 and m[0] in (12, 13):
+            o, inner = 34, b""
+            while o + 4 <= len(m):
+                code, n = struct.unpack("!HH", m[o:o + 4])
+                if code == 9:
+                    inner = m[o + 4:o + 4 + n]
+                    break
+                o += 4 + n
+            m = inner
+        if len(m) >= 4:
+            out.append((t, m[1:4], m[0]))
+    return out
+
+
+def dhcp4_messages(path: str) -> list[tuple[float, bytes, int]]:
+    """The DHCPv4 messages of a pcap."""
+    out = []
+    for t, pkt, b in udp_payloads(path, 0x0800):  # b: the BOOTP message
+        if len(pkt) < b + 244 or pkt[b + 236:b + 240] != b"\x63\x82\x53\x63":
+            continue
+        o, mtype = b + 240, 0
+        while o + 2 <= len(pkt) and pkt[o] != 255:
+            if pkt[o] == 0:
+                o += 1
+                continue
+            if pkt[o] == 53:
+                mtype = pkt[o + 2]
+                break
+            o += 2 + pkt[o + 1]
+        out.append((t, pkt[b + 4:b + 8], mtype))
+    return out
+
+
+def first_times(msgs) -> tuple[dict, dict]:
+    """{(xid, type): time of its first send}, {(xid, type): how many}."""
+    first, n = {}, {}
+    for t, xid, m in msgs:
+        first.setdefault((xid, m), t)
+        n[(xid, m)] = n.get((xid, m), 0) + 1
+    return first, n
+
+
+def kea_rate(msgs, first=DISCOVER, last=ACK) -> tuple[int, float]:
+    """Kea's DHCPACKs (REPLYs) and the time from the first DISCOVER
+    (SOLICIT) to the last of them."""
+    acks = [t for t, _, m in msgs if m == last]
+    disc = [t for t, _, m in msgs if m == first]
+    if not acks or not disc:
+        return 0, 0.0
+    return len(acks), max(acks) - min(disc)
+
+
+def added_latency(cpe, uplink, kinds=((DISCOVER, OFFER), (REQUEST, ACK))) -> list[float]:
+    """Per exchange carried once (no retransmission on either side): the
+    client's wait minus the server's, both first sends, in ms."""
+    c, cn = first_times(cpe)
+    u, un = first_times(uplink)
+    out = []
+    for ask, answer in kinds:
+        for (xid, m), t0 in c.items():
+            if m != ask or cn[(xid, m)] != 1 or un.get((xid, m)) != 1:
+                continue
+            if (xid, answer) not in c or (xid, answer) not in u:
+                continue
+            out.append(((c[(xid, answer)] - t0) - (u[(xid, answer)] - u[(xid, m)])) * 1e3)
+    return sorted(out)
+
+
+def pct(v: list[float], q: float) -> float:
+    return v[min(len(v) - 1, int(q * len(v)))] if v else float("nan")
+
+
+def realtime(x: XbngLab, prio: int) -> None:
+    """With --rt: every thread of xbngd SCHED_FIFO at prio, so that the
+    other jobs of a shared machine do not delay it (a diagnostic: does the
+    added latency's tail come from the relay or from waiting for a CPU?)."""
+    if prio:
+        subprocess.run(["chrt", "-a", "-f", "-p", str(prio), str(x.daemon.pid)], check=True,
+                       capture_output=True)
+        print(f"# xbngd's threads SCHED_FIFO {prio}", flush=True)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--clients", type=int, default=2000)
-    ap.add_argument("--rate", type=int, default=1000, help="perfdhcp exchanges started per second")
-    ap.add_argument("--window", type=int, default=512, help="CPEs in progress at once (phase B)")
+    ap.add_argument("--rate", type=int, default=300,
+                    help="new clients started per second, both phases")
+    ap.add_argument("--window", type=int, default=0,
+                    help="generator: CPEs in progress at once (default: --clients, so that "
+                         "the rate alone paces both phases)")
     ap.add_argument("--family", type=int, choices=(4, 6), default=4)
+    ap.add_argument("--rt", type=int, default=0,
+                    help="run xbngd's threads SCHED_FIFO at this priority (diagnostic)")
     a = ap.parse_args()
+    a.window = a.window or a.clients
+    print(f"# load: {open('/proc/loadavg').read().strip()}", flush=True)
     if a.family == 6:
         return main6(a)
     n = a.clients
@@ -58,6 +210,13 @@ def main() -> int:
             "id": 1, "subnet": "100.64.0.0/10",
             "pools": [{"pool": "100.65.0.0 - 100.65.255.255"},
                       {"pool": "100.66.0.0 - 100.66.255.255"}]}], valid_lifetime=3600)
+        # Kea's debug log (the lab's default) would be its bottleneck: INFO
+        # (one line per lease, and the start line the lab waits for).
+        with open(kea.conf) as f:
+            cfg = json.load(f)
+        cfg["Dhcp4"]["loggers"][0].update({"severity": "INFO", "debuglevel": 0})
+        with open(kea.conf, "w") as f:
+            json.dump(cfg, f)
         kea.start()
         conf = os.path.join(x.lab.rundir, "relay.toml")
         with open(conf, "w") as f:
@@ -65,53 +224,60 @@ def main() -> int:
                     f'[relay]\nservers_v4 = ["{kea.address}"]\n'
                     "[punt]\nsubscriber_rate = 100\nsubscriber_burst = 100\n")
         x.start(max_subscribers=max(4096, 2 * n), extra=["--config", conf])
+        realtime(x, a.rt)
         x.resolve_uplink_neighbours()
+        port67 = ["udp", "port", "67"]
 
-        # A: straight to Kea (the first pool by a client-class-free subnet:
-        # perfdhcp's range is what Kea hands out first).
+        # A: straight to Kea.
         link_sel = "".join(f"{int(o):02x}" for o in GW4.split("."))
         secs = max(5, n // max(a.rate, 1) + 5)
         print(f"## A: perfdhcp straight to Kea {kea.address}: {n} clients at {a.rate}/s", flush=True)
-        before = unique_leases(kea, "100.6")
-        t0 = time.monotonic()
+        cap = Capture(x.lab, x.net, "k0", port67)
         r = subprocess.run(x.net.nsenter_argv(
             ["perfdhcp", "-4", "-r", str(a.rate), "-R", str(n), "-n", str(n), "-p", str(secs),
              "-o", f"82,0504{link_sel}", kea.address]), capture_output=True, text=True)
-        dt_a = time.monotonic() - t0
-        got_a = unique_leases(kea, "100.6") - before
-        print("\n".join(ln for ln in r.stdout.splitlines()
-                        if any(k in ln for k in ("sent", "received", "drops", "delay", "rate"))))
-        print(f"  Kea's lease file: {got_a} leases in {dt_a:.1f} s of perfdhcp "
-              f"({got_a / dt_a:.0f} leases/s over the whole run)", flush=True)
+        acks_a, dt_a = kea_rate(cap.stop())
+        print("\n".join("  " + ln.strip() for ln in r.stdout.splitlines()
+                        if any(k in ln for k in ("sent", "received", "drops", "delay"))))
+        rate_a = acks_a / dt_a if dt_a else 0
+        print(f"  at Kea (k0): {acks_a} ACKs in {dt_a:.2f} s: {rate_a:.0f} leases/s", flush=True)
 
-        # B: through xbngd's relay.
-        print(f"## B: {n} QinQ CPEs through xbngd's relay (window {a.window})", flush=True)
-        before = unique_leases(kea, "100.6")
+        # B: the same load through xbngd's relay.
+        print(f"## B: {n} QinQ CPEs at {a.rate}/s through xbngd's relay (window {a.window})",
+              flush=True)
+        caps = [Capture(x.lab, x.net, "k0", port67), Capture(x.lab, x.sub, "s0", []),
+                Capture(x.lab, x.net, "n0", port67)]
         gen = find_bin("xbng_bench_bringup")
-        t0 = time.monotonic()
-        subprocess.run([gen, "--v4-only", "-n", str(n), "--window", str(a.window), "--netns",
-                        x.sub.name, "--iface", "s0", "--pid", str(x.daemon.pid),
-                        "--timeout", "30"], check=False)
-        dt_b = time.monotonic() - t0
-        got_b = unique_leases(kea, "100.6") - before
-        subs = x.ctl("stats")
-        created = {r["reason"]: int(r.get("packets", 0)) for r in subs.get("reasons", [])}
-        print(f"  Kea's lease file: {got_b} leases; xbngd: relay4_bound "
-              f"{created.get('relay4_bound', 0)}, relay4_ack_refused "
-              f"{created.get('relay4_ack_refused', 0)}, relay4_forwarded "
-              f"{created.get('relay4_forwarded', 0)} ({dt_b:.1f} s with the generator's start)")
-        drops = {k: v for k, v in created.items()
+        out = os.path.join(x.lab.rundir, "gen.json")
+        # No retransmission (the first one after the timeout), as perfdhcp.
+        subprocess.run([gen, "--v4-only", "-n", str(n), "--rate", str(a.rate), "--window",
+                        str(a.window), "--netns", x.sub.name, "--iface", "s0", "--pid",
+                        str(x.daemon.pid), "--timeout", "10", "--retransmit", "30", "--json",
+                        out], check=False)
+        kea_msgs, cpe_msgs, upl_msgs = (c.stop() for c in caps)
+        acks_b, dt_b = kea_rate(kea_msgs)
+        rate_b = acks_b / dt_b if dt_b else 0
+        print(f"  at Kea (k0): {acks_b} ACKs in {dt_b:.2f} s: {rate_b:.0f} leases/s")
+        st = {r["reason"]: int(r.get("packets", 0)) for r in x.ctl("stats").get("reasons", [])}
+        print(f"  xbngd: relay4_bound {st.get('relay4_bound', 0)}, relay4_ack_refused "
+              f"{st.get('relay4_ack_refused', 0)}, relay4_forwarded {st.get('relay4_forwarded', 0)}")
+        drops = {k: v for k, v in st.items()
                  if v and any(t in k for t in ("punt", "relay4", "drop_", "rate"))}
         print(f"  xbngd counters: {drops}")
+        print(f"## relayed / straight, Kea's leases/s at the same load: "
+              f"{rate_b / rate_a if rate_a else float('nan'):.3f}")
+        # DISCOVER -> OFFER is relaying alone; REQUEST -> ACK also creates the
+        # subscriber (store, maps, journal) before the ACK goes on.
+        for what, kinds in (("every exchange", ((DISCOVER, OFFER), (REQUEST, ACK))),
+                            ("DISCOVER -> OFFER", ((DISCOVER, OFFER),)),
+                            ("REQUEST -> ACK", ((REQUEST, ACK),))):
+            added = added_latency(cpe_msgs, upl_msgs, kinds)
+            print(f"## latency the relay added, {what} ({len(added)} sent once): "
+                  f"p50 {pct(added, 0.5):.3f} ms, p99 {pct(added, 0.99):.3f} ms, "
+                  f"max {pct(added, 1.0):.3f} ms")
+        print(f"# load: {open('/proc/loadavg').read().strip()}", flush=True)
         kea.stop()
     return 0
-
-
-def unique_leases6(kea: Kea6, prefix: str) -> int:
-    """IA_NA leases (lease_type 0) under prefix, live."""
-    return len({ln["address"] for ln in kea.leases()
-                if ln.get("address", "").startswith(prefix) and ln.get("lease_type") == "0"
-                and ln.get("valid_lifetime") != "0"})
 
 
 def main6(a) -> int:
@@ -127,6 +293,11 @@ def main6(a) -> int:
              "pools": [{"pool": "2001:db8:ffff:60:1::/80"}],
              "pd-pools": [{"prefix": "2001:db8:3000::", "prefix-len": 36, "delegated-len": 56}]},
         ], valid_lifetime=3600)
+        with open(kea.conf) as f:
+            cfg = json.load(f)
+        cfg["Dhcp6"]["loggers"][0].update({"severity": "INFO", "debuglevel": 0})
+        with open(kea.conf, "w") as f:
+            json.dump(cfg, f)
         kea.start()
         conf = os.path.join(x.lab.rundir, "relay.toml")
         with open(conf, "w") as f:
@@ -134,44 +305,55 @@ def main6(a) -> int:
                     f'[relay]\nservers_v4 = ["198.51.100.67"]\nservers_v6 = ["{kea.address}"]\n'
                     "[punt]\nsubscriber_rate = 100\nsubscriber_burst = 100\n")
         x.start(max_subscribers=max(4096, 2 * n), extra=["--config", conf])
+        realtime(x, a.rt)
         x.resolve_uplink_neighbours()
+        port547 = ["udp", "port", "547", "or", "udp", "port", "546"]
 
         secs = max(5, n // max(a.rate, 1) + 5)
         print(f"## A6: perfdhcp -6 straight to Kea {kea.address}: {n} clients at {a.rate}/s",
               flush=True)
-        before = unique_leases6(kea, "2001:db8:ffff:60:")
-        t0 = time.monotonic()
+        cap = Capture(x.lab, x.net, "k60", port547)
         r = subprocess.run(x.net.nsenter_argv(
             ["perfdhcp", "-6", "-A1", "-e", "address-and-prefix", "-r", str(a.rate),
              "-R", str(n), "-n", str(n), "-p", str(secs), kea.address]),
             capture_output=True, text=True)
-        dt_a = time.monotonic() - t0
-        got_a = unique_leases6(kea, "2001:db8:ffff:60:") - before
-        print("\n".join(ln for ln in (r.stdout + r.stderr).splitlines()
-                        if any(k in ln for k in ("sent", "received", "drops", "delay", "rate",
-                                                 "rror"))))
-        print(f"  Kea's lease file: {got_a} leases in {dt_a:.1f} s of perfdhcp "
-              f"({got_a / dt_a:.0f} leases/s over the whole run)", flush=True)
+        replies_a, dt_a = kea_rate(cap.stop(6), SOLICIT, REPLY6)
+        print("\n".join("  " + ln.strip() for ln in (r.stdout + r.stderr).splitlines()
+                        if any(k in ln for k in ("sent", "received", "drops", "delay", "rror"))))
+        rate_a = replies_a / dt_a if dt_a else 0
+        print(f"  at Kea (k60): {replies_a} REPLYs in {dt_a:.2f} s: {rate_a:.0f} leases/s",
+              flush=True)
 
-        print(f"## B6: {n} QinQ CPEs through xbngd's DHCPv6 relay (window {a.window})", flush=True)
-        before = unique_leases6(kea, "2001:db8:1000:")
+        print(f"## B6: {n} QinQ CPEs at {a.rate}/s through xbngd's DHCPv6 relay "
+              f"(window {a.window})", flush=True)
+        caps = [Capture(x.lab, x.net, "k60", port547), Capture(x.lab, x.sub, "s0", []),
+                Capture(x.lab, x.net, "n0", port547)]
         gen = find_bin("xbng_bench_bringup")
-        t0 = time.monotonic()
-        subprocess.run([gen, "--v6-only", "--no-rapid-commit", "-n", str(n), "--window",
-                        str(a.window), "--netns", x.sub.name, "--iface", "s0", "--pid",
-                        str(x.daemon.pid), "--timeout", "30"], check=False)
-        dt_b = time.monotonic() - t0
-        got_b = unique_leases6(kea, "2001:db8:1000:") - before
+        subprocess.run([gen, "--v6-only", "--no-rapid-commit", "-n", str(n), "--rate",
+                        str(a.rate), "--window", str(a.window), "--netns", x.sub.name,
+                        "--iface", "s0", "--pid", str(x.daemon.pid), "--timeout", "10",
+                        "--retransmit", "30"], check=False)
+        kea_msgs, cpe_msgs, upl_msgs = (c.stop(6) for c in caps)
+        replies_b, dt_b = kea_rate(kea_msgs, SOLICIT, REPLY6)
+        rate_b = replies_b / dt_b if dt_b else 0
+        print(f"  at Kea (k60): {replies_b} REPLYs in {dt_b:.2f} s: {rate_b:.0f} leases/s")
         st = {r["reason"]: int(r.get("packets", 0)) for r in x.ctl("stats").get("reasons", [])}
-        print(f"  Kea's lease file: {got_b} leases; xbngd: relay6_bound {st.get('relay6_bound', 0)}, "
-              f"relay6_reply_refused {st.get('relay6_reply_refused', 0)}, relay6_forwarded "
-              f"{st.get('relay6_forwarded', 0)} ({dt_b:.1f} s with the generator's start)")
+        print(f"  xbngd: relay6_bound {st.get('relay6_bound', 0)}, relay6_reply_refused "
+              f"{st.get('relay6_reply_refused', 0)}, relay6_forwarded "
+              f"{st.get('relay6_forwarded', 0)}")
         drops = {k: v for k, v in st.items()
                  if v and any(t in k for t in ("punt", "relay6", "drop_", "rate"))}
         print(f"  xbngd counters: {drops}")
-        if got_a and dt_a > 0 and dt_b > 0:
-            print(f"## relayed / straight (leases/s over each whole phase): "
-                  f"{(got_b / dt_b) / (got_a / dt_a):.2f}")
+        print(f"## relayed / straight, Kea's leases/s at the same load: "
+              f"{rate_b / rate_a if rate_a else float('nan'):.3f}")
+        for what, kinds in (("every exchange", ((SOLICIT, ADVERTISE), (REQUEST6, REPLY6))),
+                            ("SOLICIT -> ADVERTISE", ((SOLICIT, ADVERTISE),)),
+                            ("REQUEST -> REPLY", ((REQUEST6, REPLY6),))):
+            added = added_latency(cpe_msgs, upl_msgs, kinds)
+            print(f"## latency the relay added, {what} ({len(added)} sent once): "
+                  f"p50 {pct(added, 0.5):.3f} ms, p99 {pct(added, 0.99):.3f} ms, "
+                  f"max {pct(added, 1.0):.3f} ms")
+        print(f"# load: {open('/proc/loadavg').read().strip()}", flush=True)
         kea.stop()
     return 0
 

@@ -38,6 +38,7 @@ RelaySessions::RelaySessions(SubscriberStore* store, LeaseTable* leases, Clock c
 
 absl::Status RelaySessions::bound(const SubKey& k, const Mac& mac, uint32_t addr,
                                   uint32_t lifetime_s, uint32_t server) {
+  std::lock_guard lk(mu_);
   SubscriberSpec spec;
   std::optional<Mac> learned;
   const bool exists = store_->binding(k, &spec, &learned);
@@ -72,6 +73,7 @@ absl::Status RelaySessions::bound(const SubKey& k, const Mac& mac, uint32_t addr
 
 absl::Status RelaySessions::bound6(const SubKey& k, const Mac& mac, const relay::Reply6Leases& l,
                                    const Ipv6& server) {
+  std::lock_guard lk(mu_);
   SubscriberSpec spec;
   std::optional<Mac> learned;
   const bool exists = store_->binding(k, &spec, &learned);
@@ -129,6 +131,7 @@ void RelaySessions::ended6(const SubKey& k, const char* why) {
 }
 
 void RelaySessions::drop_ipv6(const SubKey& k, const char* why) {
+  std::lock_guard lk(mu_);
   SubscriberSpec spec;
   std::optional<Mac> learned;
   if (!store_->binding(k, &spec, &learned) || !lease_owned(spec)) return;
@@ -144,6 +147,7 @@ void RelaySessions::drop_ipv6(const SubKey& k, const char* why) {
 }
 
 void RelaySessions::drop_ipv4(const SubKey& k, const char* why) {
+  std::lock_guard lk(mu_);
   SubscriberSpec spec;
   std::optional<Mac> learned;
   if (!store_->binding(k, &spec, &learned) || !lease_owned(spec) || !spec.has_ipv4) return;

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <functional>
+#include <mutex>
 
 #include "bringup/lease/lease.h"
 #include "relay/relay4.h"
@@ -49,6 +50,13 @@ class RelaySessions : public relay::Sessions, public relay::Sessions6 {
   SubscriberStore* store_;
   LeaseTable* leases_;
   Clock clock_;
+  // Each change is a read-modify-write of the whole subscriber, and the
+  // DHCPv4 and DHCPv6 relays (and the lease expiry) call from threads of
+  // their own: a dual-stack CPE's ACK and REPLY arrive together, and the
+  // one written second must not drop (or, both creating, replace) what
+  // the first installed. Held across the store's upsert, never taken
+  // under the lease table's lock.
+  std::mutex mu_;
 };
 
 }  // namespace xbng::agent

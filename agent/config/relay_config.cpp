@@ -52,8 +52,24 @@ void check_relay_config(const RelayConfig& r, const std::vector<std::string>& re
     auto a = parse_ipv6(s);
     if (!a)
       err(fmt::format("relay.servers_v6 {}: not an IPv6 address", quote_value(s)));
-    else if ((*a)[0] == 0xff || ((*a)[0] == 0xfe && ((*a)[1] & 0xc0) == 0x80) || *a == Ipv6{})
-      err(fmt::format("relay.servers_v6 {}: not a global unicast address", s));
+    else if (relay::is_dhcp_group(*a) && r.servers_v6.size() > 1)
+      err(
+          fmt::format("relay.servers_v6 {}: a multicast group must be the only entry (the "
+                      "servers listening there get each Relay-Forward once)",
+                      s));
+    else if (relay::is_dhcp_group(*a))
+      warnings->push_back(
+          fmt::format("relay.servers_v6 {}: Relay-Forwards multicast out of the first uplink; a "
+                      "Relay-Reply from any host on the uplink is accepted",
+                      s));
+    else if ((*a)[0] == 0xff)
+      err(
+          fmt::format("relay.servers_v6 {}: the multicast groups are ff05::1:3 "
+                      "(All_DHCP_Servers) and ff02::1:2 (All_DHCP_Relay_Agents_and_Servers)",
+                      s));
+    else if (((*a)[0] == 0xfe && ((*a)[1] & 0xc0) == 0x80) || *a == Ipv6{})
+      err(fmt::format("relay.servers_v6 {}: not a global unicast address or a DHCP multicast group",
+                      s));
     else if (!seen6.insert(format_ipv6(a->data())).second)
       err(fmt::format("relay.servers_v6 {}: listed twice", s));
   }

@@ -1,7 +1,7 @@
 // The [relay] section of the config file and the per access port `dhcp`:
 //   [relay]
 //   servers_v4 = ["192.0.2.67", "192.0.2.68"]   # every message goes to each
-//   servers_v6 = ["2001:db8:ffff::547"]
+//   servers_v6 = ["2001:db8:ffff::547"]         # or one group: ["ff05::1:3"] / ["ff02::1:2"]
 //   relay_address_v4 = "192.0.2.1"   # giaddr; default: the uplink's first global address
 //   circuit_id = "{port}:{svlan}:{cvlan}"   # option 82 sub-option 1 (and the reply's key)
 //   remote_id = "{mac}"                     # option 82 sub-option 2

@@ -122,6 +122,12 @@ void Agent::start_ha(const HaOptions& opts, const FleetOptions& fo) {
 
 namespace {
 
+// The hop limit of the DHCPv6 relay's Relay-Forwards to a multicast group:
+// ff02::1:2 never leaves the link whatever it is; ff05::1:3 may cross the
+// site's multicast routers (RFC 8415 leaves the value open; a site is a few
+// hops deep).
+constexpr int kRelay6MulticastHops = 8;
+
 // The DHCPv6 server DUID stays the same across restarts and upgrades
 // (dhcpv6::load_or_create_server_duid); an HA group's members share the
 // group's (ha_group_duid), so that a client renews with whichever is active.
@@ -442,6 +448,21 @@ void Agent::start_relay6(const punt::BringupOptions& o, relay::Relay6Options ro)
                                " has no IPv6 gateway (the Relay-Forward's link-address)");
     ports.push_back(std::move(r));
   }
+  // Multicast (servers_v6 is a DHCP group): out of the first uplink, and
+  // the servers' Relay-Replies come back by it.
+  const bool multicast = ro.servers.size() == 1 && relay::is_dhcp_group(ro.servers[0]);
+  std::string uplink;
+  if (multicast) {
+    for (const auto& p : dp_->ports())
+      if (p.role == XBNG_ROLE_UPLINK) {
+        ro.uplink_ifindex = p.ifindex;
+        uplink = p.name;
+        break;
+      }
+    if (!ro.uplink_ifindex)
+      throw std::runtime_error(
+          "relay: relay.servers_v6 is a multicast group and there is no uplink");
+  }
   relay6_ = std::make_unique<relay::Relay6>(
       ro, std::move(ports), relay_sessions_.get(),
       [this](const relay::RelayPort6&, const SubKey& k, const Mac& mac, const Ipv6& client,
@@ -453,10 +474,10 @@ void Agent::start_relay6(const punt::BringupOptions& o, relay::Relay6Options ro)
   // address toward the servers, and their replies come back to it.
   relay_socket6_ = std::make_unique<relay::Socket6>(
       Ipv6{}, 547,
-      [r = relay6_.get()](const Ipv6& src, uint16_t sport, std::span<const uint8_t> b) {
-        r->on_server(src, sport, b);
-      },
+      [r = relay6_.get()](const Ipv6& src, uint16_t sport, uint32_t ifindex,
+                          std::span<const uint8_t> b) { r->on_server(src, sport, b, ifindex); },
       [r = relay6_.get()] { r->tick(); });
+  if (multicast) relay_socket6_->multicast_via(ro.uplink_ifindex, kRelay6MulticastHops);
   dispatcher_->set_relay6_handler([r = relay6_.get()](const SubKey& k, const punt::FrameView& v) {
     if (v.ip_version != 6 || v.proto != 17 || v.dport != 547) {
       count(AgentReason::kDHCPV6_BAD_PORTS);
@@ -466,9 +487,11 @@ void Agent::start_relay6(const punt::BringupOptions& o, relay::Relay6Options ro)
   });
   std::vector<std::string> servers;
   for (const auto& a : ro.servers) servers.push_back(format_ipv6(a.data()));
-  spdlog::info("relay: DHCPv6 of {} relayed from port 547 to {} (Interface-ID {}, Remote-ID {})",
-               fmt::join(o.relay6_ports, ","), fmt::join(servers, ","), ro.circuit_id,
-               ro.remote_id);
+  spdlog::info("relay: DHCPv6 of {} relayed from port 547 to {}{} (Interface-ID {}, Remote-ID {})",
+               fmt::join(o.relay6_ports, ","), fmt::join(servers, ","),
+               multicast ? " (multicast out of " + uplink + ", servers learned from their answers)"
+                         : std::string(),
+               ro.circuit_id, ro.remote_id);
 }
 
 bool Agent::send_relay6_reply(const SubKey& k, const Mac& mac, const Ipv6& client,

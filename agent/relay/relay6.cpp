@@ -54,21 +54,35 @@ Relay6::Relay6(Relay6Options opts, std::vector<RelayPort6> ports, Sessions6* ses
       to_server_(std::move(to_server)),
       clock_(clock ? std::move(clock) : Clock(monotonic_ns)) {
   if (opts_.servers.size() > kMaxServers6) opts_.servers.resize(kMaxServers6);
+  multicast_ = opts_.servers.size() == 1 && is_dhcp_group(opts_.servers[0]);
   for (auto& p : ports) {
     port_by_name_[p.name] = p.ifindex;
     ports_[p.ifindex] = std::move(p);
   }
-  for (const auto& a : opts_.servers) {
-    ServerState6 st;
-    st.address = a;
-    servers_.push_back(st);
-  }
+  if (!multicast_)
+    for (const auto& a : opts_.servers) {
+      ServerState6 st;
+      st.address = a;
+      servers_.push_back(st);
+    }
 }
 
-int Relay6::server_index(const Ipv6& a) const {
-  for (size_t i = 0; i < opts_.servers.size(); ++i)
-    if (opts_.servers[i] == a) return static_cast<int>(i);
+int Relay6::server_index_locked(const Ipv6& a) const {
+  for (size_t i = 0; i < servers_.size(); ++i)
+    if (servers_[i].address == a) return static_cast<int>(i);
   return -1;
+}
+
+int Relay6::learn_locked(const Ipv6& a) {
+  const int i = server_index_locked(a);
+  if (i >= 0 || !multicast_ || servers_.size() >= kMaxServers6) return i;
+  ServerState6 st;
+  st.address = a;
+  st.sent = 1;  // the message it answers
+  servers_.push_back(st);
+  spdlog::info("relay6: server {} answers the Relay-Forwards to {}", format_ipv6(a.data()),
+               format_ipv6(opts_.servers[0].data()));
+  return static_cast<int>(servers_.size() - 1);
 }
 
 // The servers expected to answer this client message: every server that
@@ -153,10 +167,12 @@ void Relay6::on_client(const SubKey& k, const Mac& mac, const Ipv6& src,
     std::lock_guard<std::mutex> lk(mu_);
     record_locked(k, mac, src, payload, clock_());
   }
+  // Unicast: a bit per server sent to. Multicast: one send to the group
+  // reaches every server that listens there.
   uint32_t sent = 0;
   for (size_t i = 0; i < opts_.servers.size(); ++i) {
     if (to_server_(opts_.servers[i], *fw)) {
-      sent |= 1u << i;
+      sent |= multicast_ ? ~0u : 1u << i;
       bump(counters_.forwarded, AgentReason::kRELAY6_FORWARDED);
     } else {
       bump(counters_.send_failed, AgentReason::kRELAY6_SEND_ERROR);
@@ -177,26 +193,37 @@ void Relay6::answered_locked(int si, Wait& w) {
   w.answered |= 1u << si;
 }
 
-// Matches a Relay-Reply of server `si` to k's exchange and records the
-// answer; false when it answers no current transaction (a late answer to
-// the previous one still counts for the server).
-bool Relay6::match_locked(const SubKey& k, int si, const RelayReply6& r, Exchange* out) {
+// Matches a Relay-Reply of server `src` to k's exchange and records the
+// answer (multicast: a server answering for the first time is learned);
+// false when it answers no current transaction (a late answer to the
+// previous one still counts for the server).
+bool Relay6::match_locked(const SubKey& k, const Ipv6& src, const RelayReply6& r, Exchange* out) {
   auto it = exchanges_.find(key_rank(k));
   if (it == exchanges_.end() || it->second.client != r.peer_address) return false;
   Exchange& e = it->second;
   const uint32_t xid = xid_of(r.message);
   if (e.cur.xid != xid) {
-    if (e.prev.sent_ns && e.prev.xid == xid) answered_locked(si, e.prev);
+    if (e.prev.sent_ns && e.prev.xid == xid)
+      if (const int si = learn_locked(src); si >= 0) answered_locked(si, e.prev);
     return false;
   }
-  answered_locked(si, e.cur);
+  if (const int si = learn_locked(src); si >= 0) answered_locked(si, e.cur);
   *out = e;
   return true;
 }
 
-void Relay6::on_server(const Ipv6& src, uint16_t sport, std::span<const uint8_t> payload) {
-  const int si = server_index(src);
-  if (si < 0 || sport != 547) {
+void Relay6::on_server(const Ipv6& src, uint16_t sport, std::span<const uint8_t> payload,
+                       uint32_t ifindex) {
+  // Unicast: from a configured server. Multicast: from any address, by
+  // the uplink.
+  bool known = sport == 547;
+  if (known && multicast_) {
+    known = !opts_.uplink_ifindex || ifindex == opts_.uplink_ifindex;
+  } else if (known) {
+    known = false;
+    for (const auto& a : opts_.servers) known = known || a == src;
+  }
+  if (!known) {
     bump(counters_.reply_unknown_server, AgentReason::kRELAY6_REPLY_UNKNOWN_SERVER);
     return;
   }
@@ -223,7 +250,7 @@ void Relay6::on_server(const Ipv6& src, uint16_t sport, std::span<const uint8_t>
   Exchange e;
   {
     std::lock_guard<std::mutex> lk(mu_);
-    if (!match_locked(k, si, *r, &e)) {
+    if (!match_locked(k, src, *r, &e)) {
       bump(counters_.reply_unknown_client, AgentReason::kRELAY6_REPLY_UNKNOWN_CLIENT);
       return;
     }

@@ -20,6 +20,14 @@
 // client's RELEASE or DECLINE does. The inner message then goes to the
 // client.
 //
+// Multicast: when servers_v6 is one of the two DHCP groups (All_DHCP_Servers
+// ff05::1:3, the default of RFC 8415 19.1.1, or the link-scoped
+// All_DHCP_Relay_Agents_and_Servers ff02::1:2), each Relay-Forward is sent
+// once, to the group out of the uplink, and a Relay-Reply is accepted from
+// any address's port 547 that arrives on the uplink (`uplink_ifindex`):
+// the servers are learned from their answers (a reply matching an
+// exchange), at most kMaxServers6, each with its own liveness below.
+//
 // Server liveness, as Relay4 does it: a client message every server may
 // answer (SOLICIT, REBIND, CONFIRM, an INFORMATION-REQUEST without a
 // Server Identifier) expects an answer from each server that is up; one
@@ -61,8 +69,19 @@ namespace xbng::agent::relay {
 // documentation: a deployment sets its own.
 inline constexpr uint32_t kDefaultRemoteIdEnterprise = 32473;
 
+// RFC 8415 section 7.1.
+inline constexpr Ipv6 kAllDhcpServers{0xff, 0x05, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 3};
+inline constexpr Ipv6 kAllDhcpRelayAgentsAndServers{0xff, 0x02, 0, 0, 0, 0, 0, 0,
+                                                    0,    0,    0, 0, 0, 1, 0, 2};
+inline bool is_dhcp_group(const Ipv6& a) {
+  return a == kAllDhcpServers || a == kAllDhcpRelayAgentsAndServers;
+}
+
 struct Relay6Options {
-  std::vector<Ipv6> servers;  // unicast, at most kMaxServers6
+  // Unicast, at most kMaxServers6; or one DHCP group (multicast).
+  std::vector<Ipv6> servers;
+  // Multicast: the interface Relay-Replies must arrive on (0: any).
+  uint32_t uplink_ifindex = 0;
   std::string circuit_id = kDefaultCircuitId;
   std::string remote_id = kDefaultRemoteId;
   uint32_t enterprise = kDefaultRemoteIdEnterprise;
@@ -122,13 +141,17 @@ class Relay6 {
   // link-local address) with source MAC `mac`.
   void on_client(const SubKey& k, const Mac& mac, const Ipv6& src,
                  std::span<const uint8_t> payload);
-  // A datagram received on the relay socket.
-  void on_server(const Ipv6& src, uint16_t sport, std::span<const uint8_t> payload);
+  // A datagram received on the relay socket, by interface `ifindex` (0:
+  // unknown).
+  void on_server(const Ipv6& src, uint16_t sport, std::span<const uint8_t> payload,
+                 uint32_t ifindex = 0);
   // Forgets expired exchanges; call about once a second.
   void tick();
 
   size_t exchanges() const;
+  // The servers and their liveness (multicast: those that answered).
   std::vector<ServerState6> servers() const;
+  bool multicast() const { return multicast_; }
   const Relay6Counters& counters() const { return counters_; }
 
  private:
@@ -150,15 +173,19 @@ class Relay6 {
     Wait prev;
   };
   const RelayPort6* port(uint32_t ifindex) const;
-  int server_index(const Ipv6& a) const;
+  int server_index_locked(const Ipv6& a) const;
+  // Multicast: the index of an answering server, learned when new (-1:
+  // the table is full).
+  int learn_locked(const Ipv6& a);
   uint32_t expected_locked(std::span<const uint8_t> payload) const;
   void record_locked(const SubKey& k, const Mac& mac, const Ipv6& src,
                      std::span<const uint8_t> payload, uint64_t now);
   void judge_locked(Wait& w, std::vector<Ipv6>* went_down);
   void answered_locked(int si, Wait& w);
-  bool match_locked(const SubKey& k, int si, const RelayReply6& r, Exchange* out);
+  bool match_locked(const SubKey& k, const Ipv6& src, const RelayReply6& r, Exchange* out);
 
   Relay6Options opts_;
+  bool multicast_ = false;
   std::map<uint32_t, RelayPort6> ports_;
   std::map<std::string, uint32_t> port_by_name_;
   Sessions6* sessions_;
@@ -168,7 +195,7 @@ class Relay6 {
   Relay6Counters counters_;
 
   mutable std::mutex mu_;
-  std::vector<ServerState6> servers_;
+  std::vector<ServerState6> servers_;       // multicast: learned from their answers
   std::map<uint64_t, Exchange> exchanges_;  // by key_rank
 };
 

@@ -16,7 +16,9 @@ namespace xbng::agent::relay {
 
 class Socket6 {
  public:
-  using OnDatagram = std::function<void(const Ipv6& src, uint16_t sport, std::span<const uint8_t>)>;
+  // `ifindex`: the interface the datagram arrived on (0: unknown).
+  using OnDatagram = std::function<void(const Ipv6& src, uint16_t sport, uint32_t ifindex,
+                                        std::span<const uint8_t>)>;
   using OnTick = std::function<void()>;
   // Binds address:port (an all-zero address: any; host order port) and starts
   // the reader; on_tick runs on it about once a second. Throws
@@ -27,10 +29,14 @@ class Socket6 {
   Socket6& operator=(const Socket6&) = delete;
   // To dst:port (host order port). Thread-safe.
   bool send(const Ipv6& dst, uint16_t port, std::span<const uint8_t> payload);
+  // Sends to a multicast group leave by interface `ifindex` (the uplink)
+  // with hop limit `hops`. Throws std::runtime_error when refused.
+  void multicast_via(uint32_t ifindex, int hops);
   uint16_t port() const;
 
  private:
   std::unique_ptr<UdpSocket> socket_;
+  uint32_t multicast_ifindex_ = 0;
 };
 
 }  // namespace xbng::agent::relay

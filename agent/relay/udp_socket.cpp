@@ -27,6 +27,23 @@ uint16_t port_of(const sockaddr_storage& sa) {
                                   : ntohs(reinterpret_cast<const sockaddr_in&>(sa).sin_port);
 }
 
+// The interface a datagram arrived on, from its IP_PKTINFO / IPV6_PKTINFO.
+uint32_t arrival_ifindex(msghdr& mh) {
+  for (cmsghdr* c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+    if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_PKTINFO) {
+      in6_pktinfo pi;
+      std::memcpy(&pi, CMSG_DATA(c), sizeof(pi));
+      return pi.ipi6_ifindex;
+    }
+    if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO) {
+      in_pktinfo pi;
+      std::memcpy(&pi, CMSG_DATA(c), sizeof(pi));
+      return static_cast<uint32_t>(pi.ipi_ifindex);
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 UdpSocket::UdpSocket(const sockaddr* sa, socklen_t len, const std::string& what,
@@ -36,7 +53,12 @@ UdpSocket::UdpSocket(const sockaddr* sa, socklen_t len, const std::string& what,
   if (fd_ < 0) throw std::runtime_error(fmt::format("relay socket: {}", std::strerror(errno)));
   const int one = 1;
   setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  if (sa->sa_family == AF_INET6) setsockopt(fd_, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+  if (sa->sa_family == AF_INET6) {
+    setsockopt(fd_, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+    setsockopt(fd_, IPPROTO_IPV6, IPV6_RECVPKTINFO, &one, sizeof(one));
+  } else {
+    setsockopt(fd_, IPPROTO_IP, IP_PKTINFO, &one, sizeof(one));
+  }
   if (bind(fd_, sa, len) != 0) {
     const int e = errno;
     close(fd_);
@@ -69,6 +91,13 @@ bool UdpSocket::send_to(const sockaddr* sa, socklen_t len, std::span<const uint8
          static_cast<ssize_t>(payload.size());
 }
 
+bool UdpSocket::set_multicast6(uint32_t ifindex, int hops) {
+  const int ifx = static_cast<int>(ifindex), zero = 0;
+  return setsockopt(fd_, IPPROTO_IPV6, IPV6_MULTICAST_IF, &ifx, sizeof(ifx)) == 0 &&
+         setsockopt(fd_, IPPROTO_IPV6, IPV6_MULTICAST_HOPS, &hops, sizeof(hops)) == 0 &&
+         setsockopt(fd_, IPPROTO_IPV6, IPV6_MULTICAST_LOOP, &zero, sizeof(zero)) == 0;
+}
+
 void UdpSocket::run() {
   uint64_t next_tick = monotonic_ms() + 1000;
   for (;;) {
@@ -82,11 +111,19 @@ void UdpSocket::run() {
       // Drain what is there (bounded per wake-up, so the tick keeps its pace).
       for (int i = 0; i < 256; ++i) {
         sockaddr_storage from{};
-        socklen_t fl = sizeof(from);
-        const ssize_t r =
-            recvfrom(fd_, buf_.data(), buf_.size(), 0, reinterpret_cast<sockaddr*>(&from), &fl);
+        alignas(cmsghdr) char control[CMSG_SPACE(sizeof(in6_pktinfo))];
+        iovec iov{buf_.data(), buf_.size()};
+        msghdr mh{};
+        mh.msg_name = &from;
+        mh.msg_namelen = sizeof(from);
+        mh.msg_iov = &iov;
+        mh.msg_iovlen = 1;
+        mh.msg_control = control;
+        mh.msg_controllen = sizeof(control);
+        const ssize_t r = recvmsg(fd_, &mh, 0);
         if (r < 0) break;
-        on_datagram_(from, std::span<const uint8_t>(buf_.data(), static_cast<size_t>(r)));
+        on_datagram_(from, arrival_ifindex(mh),
+                     std::span<const uint8_t>(buf_.data(), static_cast<size_t>(r)));
       }
     }
     if (monotonic_ms() >= next_tick) {

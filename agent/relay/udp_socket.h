@@ -16,7 +16,10 @@ namespace xbng::agent::relay {
 
 class UdpSocket {
  public:
-  using OnDatagram = std::function<void(const sockaddr_storage& from, std::span<const uint8_t>)>;
+  // `ifindex`: the interface the datagram arrived on (IP_PKTINFO /
+  // IPV6_PKTINFO), 0 when the kernel did not say.
+  using OnDatagram =
+      std::function<void(const sockaddr_storage& from, uint32_t ifindex, std::span<const uint8_t>)>;
   using OnTick = std::function<void()>;
   // Binds `sa` (AF_INET, or AF_INET6 with IPV6_V6ONLY) and starts the
   // reader; a datagram longer than max_datagram is cut to it. Throws
@@ -28,6 +31,10 @@ class UdpSocket {
   UdpSocket& operator=(const UdpSocket&) = delete;
   // Thread-safe, never blocks.
   bool send_to(const sockaddr* sa, socklen_t len, std::span<const uint8_t> payload);
+  // Multicast sends (IPv6) leave by interface `ifindex` with hop limit
+  // `hops`, and are not looped back to the host. Returns false (errno set)
+  // when the kernel refuses.
+  bool set_multicast6(uint32_t ifindex, int hops);
   uint16_t port() const { return port_; }
 
  private:

@@ -15,12 +15,12 @@ import ipaddress
 import time
 
 from xbnglab.cpe import cpe_sub
-from xbnglab.fixture import BringupSuite
 from xbnglab.kea import Kea4
 from xbnglab.lab import wait_for
 from xbnglab.radius import FreeRadius
 from xbnglab.radius import user_name as user
-from xbnglab.xbngd import GW4, UPLINK_DUT4, UPLINK_NET4, CtlError
+from xbnglab.relay import RelaySuite
+from xbnglab.xbngd import GW4, UPLINK_DUT4, UPLINK_NET4
 
 SECRET = "xbng-lab-secret"
 KEA = "198.51.100.67"  # Kea4(index 0)
@@ -44,7 +44,7 @@ silver = {{ up_rate_bps = {RATE}, up_burst_bytes = 500000, down_rate_bps = {RATE
 """
 
 
-class RadiusRelayTest(BringupSuite):
+class RadiusRelayTest(RelaySuite):
     DHCP_TOML = CONFIG
     ACCESS_PORT = ('{ name = "acc0", subscriber_mtu = 1492, auth = "radius", '
                    'dhcp = "relay" }')
@@ -66,13 +66,6 @@ class RadiusRelayTest(BringupSuite):
         assert cls.kea.address == KEA
         cls.addClassCleanup(cls.kea.stop)
         cls.kea.start()
-
-    def get(self, s):
-        try:
-            return self.x.ctl("sub", "get", "--port", "acc0", "--outer", str(s["outer_vlan"]),
-                              "--inner", str(s["inner_vlan"]))["subscriber"]
-        except CtlError:
-            return None
 
     def test_1_radius_authorizes_kea_addresses(self):
         b = self.b

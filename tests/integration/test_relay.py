@@ -13,10 +13,10 @@ import socket
 import time
 
 from xbnglab.cpe import cpe_sub
-from xbnglab.fixture import BringupSuite
 from xbnglab.kea import Kea4
 from xbnglab.lab import read_text, wait_for
-from xbnglab.xbngd import GW4, UPLINK_DUT4, UPLINK_NET4, CtlError
+from xbnglab.relay import RelaySuite
+from xbnglab.xbngd import GW4, UPLINK_DUT4, UPLINK_NET4
 
 KEA1, KEA2 = "198.51.100.67", "198.51.100.75"  # Kea4(index 0 / 1)
 RESERVED = "100.64.30.30"
@@ -42,9 +42,8 @@ def in_pools(addr: str) -> bool:
     return a in ipaddress.ip_network("100.64.20.0/23")
 
 
-class RelayTest(BringupSuite):
+class RelayTest(RelaySuite):
     DHCP_TOML = CONFIG
-    ACCESS_PORT = '{ name = "acc0", subscriber_mtu = 1492, dhcp = "relay" }'
 
     @classmethod
     def setUpLab(cls):
@@ -60,13 +59,6 @@ class RelayTest(BringupSuite):
         cls.cpes = {}
 
     # -- helpers ------------------------------------------------------------------
-    def get(self, s):
-        try:
-            return self.x.ctl("sub", "get", "--port", "acc0", "--outer", str(s["outer_vlan"]),
-                              "--inner", str(s["inner_vlan"]))["subscriber"]
-        except CtlError:
-            return None
-
     def up(self, i):
         """CPE i with a running dhclient and its address: (ns, files, address)."""
         if i in self.cpes:
@@ -78,13 +70,6 @@ class RelayTest(BringupSuite):
         addr = b.addrs(ns)[0].split("/")[0]
         self.cpes[i] = (ns, files, addr, client, s)
         return self.cpes[i]
-
-    def ping(self, ns, dst, ok=True):
-        r = ns.exec(["ping", "-c2", "-i0.2", "-W2", dst], check=False)
-        if ok:
-            self.assertEqual(r.returncode, 0, f"ping {dst} from {ns.name}: {r.stdout}{r.stderr}")
-        else:
-            self.assertNotEqual(r.returncode, 0, f"ping {dst} from {ns.name} went through")
 
     def kea_lines(self, addr):
         return [ln for k in self.kea for ln in k.leases() if ln.get("address") == addr]

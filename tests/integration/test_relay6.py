@@ -15,15 +15,14 @@ dhcpcd takes the first ADVERTISE, so which server a lease came from would
 be chance.)
 """
 import ipaddress
-import os
 import signal
 import socket
 
 from xbnglab.cpe import cpe_sub
-from xbnglab.fixture import BringupSuite
 from xbnglab.kea import Kea6
 from xbnglab.lab import wait_for
-from xbnglab.xbngd import GW6, UPLINK_DUT6, UPLINK_NET6, CtlError
+from xbnglab.relay import RelaySuite, duid_of
+from xbnglab.xbngd import GW6, UPLINK_DUT6, UPLINK_NET6
 
 KEA6 = "2001:db8:ffff:60::3"  # Kea6(index 0)
 KEA6B = "2001:db8:ffff:61::3"  # Kea6(index 1)
@@ -37,11 +36,6 @@ CONFIG = f"""
 [relay]
 servers_v6 = ["{KEA6}", "{KEA6B}"]
 """
-
-
-def duid_of(mac: str) -> str:
-    """DUID-LL (type 3, hardware type 1) of a MAC, as dhcpcd's duid file holds it."""
-    return "00:03:00:01:" + mac
 
 
 def subnet() -> list:
@@ -67,9 +61,8 @@ def subnet_b() -> list:
     }]
 
 
-class Relay6Test(BringupSuite):
+class Relay6Test(RelaySuite):
     DHCP_TOML = CONFIG
-    ACCESS_PORT = '{ name = "acc0", subscriber_mtu = 1492, dhcp = "relay" }'
 
     @classmethod
     def setUpLab(cls):
@@ -84,13 +77,6 @@ class Relay6Test(BringupSuite):
         cls.cpes = {}
 
     # -- helpers ------------------------------------------------------------------
-    def get(self, s):
-        try:
-            return self.x.ctl("sub", "get", "--port", "acc0", "--outer", str(s["outer_vlan"]),
-                              "--inner", str(s["inner_vlan"]))["subscriber"]
-        except CtlError:
-            return None
-
     def up(self, i):
         """CPE i with a running dhcpcd (IA_NA 1, IA_PD 2), its /128 and its
         delegated prefix: (ns, client, address, prefix, s)."""
@@ -98,13 +84,7 @@ class Relay6Test(BringupSuite):
             return self.cpes[i]
         b, s = self.b, cpe_sub(i)
         ns = b.cpe(s)
-        ns.ip("link", "set", "lo", "up")
-        # A DUID of its MAC (Kea's reservation names it), in dhcpcd's state dir.
-        db = os.path.join(b.client_files(ns, "dhcpcd")["dir"], "db")
-        os.makedirs(db, exist_ok=True)
-        with open(os.path.join(db, "duid"), "w") as f:
-            f.write(duid_of(s["mac"]) + "\n")
-        client, _ = b.dhcpcd(ns, ["-6"], iface_conf="ia_na 1\nia_pd 2\n")
+        client = self.dhcpcd_with_duid(ns, s, ["-6"], "ia_na 1\nia_pd 2\n")
         wait_for(lambda: self.na(ns), 40, 0.2, f"an IA_NA address on {ns.name}")
         addr = self.na(ns)
         wait_for(lambda: (self.get(s) or {}).get("ipv6_prefixes"), 20, 0.2,
@@ -113,29 +93,8 @@ class Relay6Test(BringupSuite):
         self.cpes[i] = (ns, client, addr, prefix, s)
         return self.cpes[i]
 
-    def na(self, ns):
-        a = [x.split("/")[0] for x in self.b.addrs(ns, "-6") if x.endswith("/128")]
-        return a[0] if a else None
-
-    def default6(self, ns):
-        return self.b.default_via(ns, "-6")
-
-    def ping(self, ns, dst, ok=True, src=None):
-        argv = ["ping", "-6", "-c2", "-i0.2", "-W2", *(["-I", src] if src else []), dst]
-        r = ns.exec(argv, check=False)
-        if ok:
-            self.assertEqual(r.returncode, 0, f"ping {dst} from {ns.name}: {r.stdout}{r.stderr}")
-        else:
-            self.assertNotEqual(r.returncode, 0, f"ping {dst} from {ns.name} went through")
-
     def kea_lines(self, addr):
         return [ln for ln in self.kea.leases() if ln.get("address") == addr]
-
-    def host_in_prefix(self, ns, prefix):
-        """The delegated prefix's ::1 on the CPE's loopback (a host behind it)."""
-        host = str(ipaddress.ip_network(prefix)[1])
-        ns.ip("-6", "addr", "replace", f"{host}/128", "dev", "lo")
-        return host
 
     # -- tests --------------------------------------------------------------------
     def test_1_lease_from_kea_becomes_a_subscriber_and_traffic_flows(self):

@@ -608,7 +608,11 @@ ipv4 = "100.64.0.1"
   EXPECT_TRUE(v6.ok()) << errors_of(v6);
   EXPECT_TRUE(v6.warnings.empty());
   const Case cases6[] = {
-      {[](Config& x) { x.relay.servers_v6 = {"ff02::1:2"}; }, "not a global unicast address"},
+      {[](Config& x) { x.relay.servers_v6 = {"ff02::1:3"}; }, "the multicast groups are"},
+      {[](Config& x) {
+         x.relay.servers_v6 = {"ff05::1:3", "2001:db8::1"};
+       },
+       "must be the only entry"},
       {[](Config& x) { x.relay.servers_v6 = {"fe80::1"}; }, "not a global unicast address"},
       {[](Config& x) {
          x.relay.servers_v6 = {"2001:db8::1", "2001:db8:0::1"};
@@ -623,6 +627,17 @@ ipv4 = "100.64.0.1"
     });
     EXPECT_FALSE(chk.ok()) << tc.expect;
     EXPECT_THAT(errors_of(chk), testing::HasSubstr(tc.expect));
+  }
+  // A DHCP multicast group alone: Relay-Forwards out of the uplink (a
+  // warning says who may answer).
+  for (const char* group : {"ff05::1:3", "ff02::1:2"}) {
+    auto mc = check_with([&](Config& x) {
+      relay6(x);
+      x.relay.servers_v6 = {group};
+    });
+    EXPECT_TRUE(mc.ok()) << errors_of(mc);
+    ASSERT_EQ(mc.warnings.size(), 1u) << group;
+    EXPECT_THAT(mc.warnings[0], testing::HasSubstr("multicast out of the first uplink"));
   }
   {
     Config c = valid_config();

@@ -4,7 +4,12 @@
 // it; the end of the lease takes the address (and the subscriber) away; an
 // address the store refuses is refused; a subscriber another source
 // provisioned keeps its origin.
+#include <arpa/inet.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
 
 #include "api/relay_store.h"
 #include "bringup/lease/lease.h"
@@ -157,6 +162,65 @@ TEST_F(RelaySessionsTest, Dhcpv6ExpiryAndRefusal) {
       sessions_.bound6(key(9), mac_, leases6("2001:db8:1000::88", nullptr, 0, 60), server).ok());
   EXPECT_FALSE(spec(9, &s));
   EXPECT_FALSE(leases_.get(key(9), LeaseFamily::kV6));
+}
+
+// A dual-stack CPE's DHCPACK and DHCPv6 REPLY are bound from the two
+// relays' threads at the same moment: each change is a read-modify-write of
+// the whole subscriber, and the second must keep what the first installed
+// (and, when both create it, not replace the other's subscriber).
+TEST_F(RelaySessionsTest, AckAndReplyTogetherKeepBothFamilies) {
+  const agent::Ipv6 server = *agent::parse_ipv6("2001:db8:ffff::547");
+  constexpr uint16_t kFirst = 100, kKeys = 300;
+  std::atomic<int> arrived{0};
+  // Both threads start each key together (a spin barrier of two).
+  auto meet = [&](int round) {
+    arrived.fetch_add(1);
+    while (arrived.load() < 2 * (round + 1)) {
+    }
+  };
+  std::atomic<int> refused{0};
+  std::thread v4([&] {
+    for (uint16_t i = 0; i < kKeys; ++i) {
+      meet(i);
+      const uint32_t a = htonl(ntohl(ip("100.64.40.0")) + 1 + i);  // network order
+      if (absl::Status st = sessions_.bound(key(kFirst + i), mac_, a, 60, ip("198.51.100.67"));
+          !st.ok()) {
+        ADD_FAILURE() << i << ": " << st.message();
+        ++refused;
+      }
+    }
+  });
+  std::thread v6([&] {
+    for (uint16_t i = 0; i < kKeys; ++i) {
+      meet(i);
+      const std::string a = fmt::format("2001:db8:1000::4:{:x}", i);
+      const std::string p = fmt::format("2001:db8:2000:{:x}::", i);
+      if (absl::Status st = sessions_.bound6(key(kFirst + i), mac_,
+                                             leases6(a.c_str(), p.c_str(), 64, 60), server);
+          !st.ok()) {
+        ADD_FAILURE() << i << ": " << st.message();
+        ++refused;
+      }
+    }
+  });
+  v4.join();
+  v6.join();
+  EXPECT_EQ(refused.load(), 0);
+  int both = 0;
+  for (uint16_t i = 0; i < kKeys; ++i) {
+    agent::SubscriberSpec s;
+    ASSERT_TRUE(spec(kFirst + i, &s)) << i;
+    EXPECT_TRUE(s.has_ipv4) << i;
+    EXPECT_TRUE(s.has_ipv6) << i;
+    EXPECT_EQ(s.prefixes.size(), 1u) << i;
+    EXPECT_EQ(s.origin, agent::kOriginRelay) << i;
+    auto l4 = leases_.get(key(kFirst + i), LeaseFamily::kV4);
+    auto l6 = leases_.get(key(kFirst + i), LeaseFamily::kV6);
+    EXPECT_TRUE(l4 && l4->bound) << i;
+    EXPECT_TRUE(l6 && l6->bound) << i;
+    both += s.has_ipv4 && s.has_ipv6 && l4 && l4->bound && l6 && l6->bound;
+  }
+  EXPECT_EQ(both, kKeys);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // and fake sessions: no socket, no store.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <net/if.h>
 #include <netinet/in.h>
 
 #include <cctype>
@@ -11,6 +12,8 @@
 #include <map>
 #include <mutex>
 #include <thread>
+#include <tuple>
+#include <type_traits>
 
 #include "bringup/punt/counters.h"
 #include "bringup/punt/frame.h"
@@ -546,11 +549,16 @@ struct FakeSessions6 : Sessions6 {
   std::vector<std::pair<uint64_t, std::string>> ended;
 };
 
+Relay6Options unicast6(bool two_servers) {
+  Relay6Options o;
+  o.servers = {*parse_ipv6("2001:db8:ffff::547")};
+  if (two_servers) o.servers.push_back(*parse_ipv6("2001:db8:ffff::548"));
+  return o;
+}
+
 struct Relay6Harness {
-  explicit Relay6Harness(bool two_servers = false) {
-    Relay6Options o;
-    o.servers = {*parse_ipv6("2001:db8:ffff::547")};
-    if (two_servers) o.servers.push_back(*parse_ipv6("2001:db8:ffff::548"));
+  explicit Relay6Harness(bool two_servers = false) : Relay6Harness(unicast6(two_servers)) {}
+  explicit Relay6Harness(Relay6Options o) {
     RelayPort6 p;
     p.ifindex = 7;
     p.name = "acc0";
@@ -563,8 +571,9 @@ struct Relay6Harness {
           client_addr = c;
           return true;
         },
-        [this](const Ipv6&, std::span<const uint8_t> b) {
+        [this](const Ipv6& dst, std::span<const uint8_t> b) {
           to_server.emplace_back(b.begin(), b.end());
+          to_server_dst.push_back(dst);
           return true;
         },
         [this] { return now; });
@@ -595,6 +604,7 @@ struct Relay6Harness {
   FakeSessions6 sessions;
   std::unique_ptr<Relay6> relay;
   std::vector<Bytes> to_server;
+  std::vector<Ipv6> to_server_dst;
   std::vector<std::pair<uint64_t, Bytes>> to_client;
   Ipv6 client_addr{};
   uint64_t now = 1;
@@ -775,6 +785,69 @@ TEST(Relay6, OnlyOpenMessagesAndFirstSendsAreJudged) {
   EXPECT_EQ(h.relay->servers()[1].misses, 1u);
 }
 
+// servers_v6 = [ff05::1:3]: each client message goes once to the group; a
+// Relay-Reply is taken from any address that arrives by the uplink, its
+// server learned from a reply that matches an exchange, and judged as a
+// configured one is (misses, down, up again).
+TEST(Relay6, MulticastSendsOnceAndLearnsTheServersThatAnswer) {
+  Relay6Options o;
+  o.servers = {kAllDhcpServers};
+  o.uplink_ifindex = 3;
+  Relay6Harness h(o);
+  EXPECT_TRUE(h.relay->multicast());
+  EXPECT_TRUE(h.relay->servers().empty());
+  const Ipv6 a = *parse_ipv6("fe80::a"), b = *parse_ipv6("2001:db8:ffff::b");
+  h.relay->on_client(h.key, h.mac, h.ll, hex("01 000100 0008 0002 0000"));
+  ASSERT_EQ(h.to_server.size(), 1u);
+  EXPECT_EQ(h.to_server_dst[0], kAllDhcpServers);
+  EXPECT_EQ(h.relay->counters().forwarded.load(), 1u);
+  const Bytes adv = h.answer(hex("02 000100 0008 0002 0000"));
+  // Not by the uplink, or not from port 547: no server's.
+  h.relay->on_server(a, 547, adv, 4);
+  h.relay->on_server(a, 5470, adv, 3);
+  EXPECT_EQ(h.relay->counters().reply_unknown_server.load(), 2u);
+  // A reply for no exchange teaches nothing.
+  h.relay->on_server(b, 547, h.answer(hex("02 0001ff 0008 0002 0000")), 3);
+  EXPECT_EQ(h.relay->counters().reply_unknown_client.load(), 1u);
+  EXPECT_TRUE(h.relay->servers().empty());
+  h.relay->on_server(a, 547, adv, 3);
+  ASSERT_EQ(h.to_client.size(), 1u);
+  auto s = h.relay->servers();
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0].address, a);
+  EXPECT_EQ(s[0].answered, 1u);
+  // A second server answers the same SOLICIT (late, not forwarded again:
+  // the client has it from the first): learned too.
+  h.relay->on_server(b, 547, adv, 3);
+  ASSERT_EQ(h.relay->servers().size(), 2u);
+  h.now += 3'000'000'000ull;
+  h.relay->tick();
+  EXPECT_EQ(h.relay->counters().server_misses.load(), 0u);
+  // From now on both are expected to answer each SOLICIT; b stays silent.
+  for (uint8_t i = 0; i < 3; ++i) {
+    Bytes solicit = hex("01 00aa00 0008 0002 0000");
+    solicit[3] = i;
+    h.relay->on_client(h.key, h.mac, h.ll, solicit);
+    Bytes answer = solicit;
+    answer[0] = 2;
+    h.relay->on_server(a, 547, h.answer(answer), 3);
+    h.now += 3'000'000'000ull;
+    h.relay->tick();
+  }
+  EXPECT_EQ(h.to_server.size(), 4u);  // one send per client message
+  s = h.relay->servers();
+  EXPECT_TRUE(s[0].up);
+  EXPECT_EQ(s[0].misses_total, 0u);
+  EXPECT_FALSE(s[1].up);
+  EXPECT_EQ(s[1].misses_total, 3u);
+  EXPECT_EQ(s[1].sent, 4u);
+  EXPECT_EQ(h.relay->counters().server_down.load(), 1u);
+  // Its next answer marks it up again.
+  h.relay->on_client(h.key, h.mac, h.ll, hex("01 00bb00 0008 0002 0000"));
+  h.relay->on_server(b, 547, h.answer(hex("02 00bb00 0008 0002 0000")), 3);
+  EXPECT_TRUE(h.relay->servers()[1].up);
+}
+
 // Both sockets over loopback: bound on an ephemeral port, a datagram to
 // themselves arrives with its source, the tick runs.
 template <typename Socket, typename Addr>
@@ -784,13 +857,18 @@ void loopback_roundtrip(const Addr& lo) {
   Addr from{};
   uint16_t sport = 0;
   std::atomic<int> ticks{0};
+  uint32_t arrival = 0;
+  // Socket6 also says the interface a datagram arrived by.
   Socket s(
       lo, 0,
-      [&](const Addr& src, uint16_t p, std::span<const uint8_t> b) {
+      [&](const Addr& src, uint16_t p, auto... rest) {
+        const auto args = std::make_tuple(rest...);
+        const std::span<const uint8_t> b = std::get<sizeof...(rest) - 1>(args);
         std::lock_guard l(mu);
         got.emplace_back(b.begin(), b.end());
         from = src;
         sport = p;
+        if constexpr (sizeof...(rest) == 2) arrival = std::get<0>(args);
       },
       [&] { ++ticks; });
   ASSERT_NE(s.port(), 0);
@@ -804,6 +882,9 @@ void loopback_roundtrip(const Addr& lo) {
   EXPECT_EQ(from, lo);
   EXPECT_EQ(sport, s.port());
   EXPECT_GE(ticks.load(), 1);
+  if constexpr (std::is_same_v<Socket, Socket6>) {
+    EXPECT_EQ(arrival, if_nametoindex("lo"));
+  }
 }
 
 TEST(RelaySocket, Socket4Loopback) { loopback_roundtrip<Socket4>(htonl(INADDR_LOOPBACK)); }
@@ -813,7 +894,7 @@ TEST(RelaySocket, Socket6Loopback) { loopback_roundtrip<Socket6>(*parse_ipv6("::
 TEST(RelaySocket, BindErrorNamesTheAddress) {
   try {
     Socket6 s(
-        *parse_ipv6("2001:db8::dead"), 0, [](const Ipv6&, uint16_t, auto) {}, nullptr);
+        *parse_ipv6("2001:db8::dead"), 0, [](const Ipv6&, uint16_t, uint32_t, auto) {}, nullptr);
     FAIL() << "bound an address the host does not have";
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("[2001:db8::dead]:0"), std::string::npos) << e.what();

@@ -2,7 +2,9 @@
 namespace of its own, behind the uplink: the namespace is joined to `net`
 by a veth (Kea4: on a /29 of 198.51.100.0/24, more specific than net's
 route of that /24 towards the DUT; Kea6: on a /64 of 2001:db8:ffff::/48
-beside the uplink's), and reaches the DUT through net. The config (memfile
+beside the uplink's), and reaches the DUT through net; or (Kea6 with
+uplink=True) on the uplink's own link, a macvlan of net's n0, for a relay
+that multicasts its Relay-Forwards. The config (memfile
 leases, logs, pid and lock files) is written by the test under the lab's
 run dir; Kea runs in the foreground and is stopped by PID."""
 from __future__ import annotations
@@ -105,27 +107,44 @@ class Kea6(_Kea):
 
     def __init__(self, lab, net: Netns, name: str, index: int, subnet6: list[dict],
                  valid_lifetime: int = 60, preferred_lifetime: int | None = None,
-                 renew_timer: int | None = None, rebind_timer: int | None = None):
+                 renew_timer: int | None = None, rebind_timer: int | None = None,
+                 uplink: bool = False):
         """A server at 2001:db8:ffff:(0x60 + index)::3/64 (net's side: ::1),
         listening on that unicast address (relays send to it); subnet6:
-        Kea's subnet6 list (pools, pd-pools, reservations by DUID)."""
+        Kea's subnet6 list (pools, pd-pools, reservations by DUID).
+        uplink: instead on the uplink's link (a macvlan of net's n0) at
+        2001:db8:ffff::5:(index), listening on the interface: its link-local
+        address and All_DHCP_Relay_Agents_and_Servers (ff02::1:2), where Kea
+        receives multicast (it joins no other group)."""
         self.lab, self.net, self.name = lab, net, name
-        base = f"2001:db8:ffff:{0x60 + index:x}"
-        self.address = f"{base}::3"
-        self.gateway = f"{base}::1"
         self.ns = lab.netns(name)
-        peer = f"k6{index}"
-        lab.veth(self.ns, "e0", net, peer)
-        net.ip("-6", "addr", "add", f"{self.gateway}/64", "dev", peer, "nodad")
-        self.ns.ip("-6", "addr", "add", f"{self.address}/64", "dev", "e0", "nodad")
-        self.ns.ip("-6", "route", "add", "default", "via", self.gateway)
+        if uplink:
+            self.address = f"2001:db8:ffff::5:{index:x}"
+            self.gateway = None
+            mv = f"km6{index}"
+            net.ip("link", "add", "link", "n0", "name", mv, "type", "macvlan", "mode", "bridge")
+            net.ip("link", "set", mv, "netns", self.ns.name)
+            self.ns.ip("link", "set", mv, "name", "e0")
+            self.ns.ip("link", "set", "e0", "up")
+            self.ns.ip("-6", "addr", "add", f"{self.address}/64", "dev", "e0", "nodad")
+            listen = "e0"
+        else:
+            base = f"2001:db8:ffff:{0x60 + index:x}"
+            self.address = f"{base}::3"
+            self.gateway = f"{base}::1"
+            peer = f"k6{index}"
+            lab.veth(self.ns, "e0", net, peer)
+            net.ip("-6", "addr", "add", f"{self.gateway}/64", "dev", peer, "nodad")
+            self.ns.ip("-6", "addr", "add", f"{self.address}/64", "dev", "e0", "nodad")
+            self.ns.ip("-6", "route", "add", "default", "via", self.gateway)
+            listen = f"e0/{self.address}"
         self.dir = os.path.join(lab.rundir, name)
         os.makedirs(self.dir, exist_ok=True)
         self.lease_file = os.path.join(self.dir, "leases6.csv")
         self.log = os.path.join(self.dir, "kea.log")
         self.conf = os.path.join(self.dir, "kea-dhcp6.conf")
         cfg = {"Dhcp6": {
-            "interfaces-config": {"interfaces": [f"e0/{self.address}"]},
+            "interfaces-config": {"interfaces": [listen]},
             "lease-database": {"type": "memfile", "persist": True, "name": self.lease_file,
                                "lfc-interval": 0},
             # The DUID is not written to Kea's data directory (not the lab's).
@@ -144,6 +163,12 @@ class Kea6(_Kea):
         with open(self.conf, "w") as f:
             json.dump(cfg, f, indent=1)
         self.proc: subprocess.Popen | None = None
+
+    def link_local(self) -> str:
+        """e0's link-local address: the source of Kea's answers on the uplink."""
+        out = json.loads(self.ns.exec(["ip", "-j", "-6", "addr", "show", "dev", "e0"]).stdout)
+        return [a["local"] for i in out for a in i.get("addr_info", [])
+                if a.get("scope") == "link"][0]
 
     def start(self, timeout: float = 30) -> None:
         # Kea opens its sockets on e0's addresses: the link-local one must be
