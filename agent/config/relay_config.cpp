@@ -8,9 +8,13 @@
 
 namespace xbng::agent {
 
-void check_relay_config(const RelayConfig& r, const std::vector<std::string>& relay_ports,
-                        bool punt, std::vector<std::string>* errors,
-                        std::vector<std::string>* warnings) {
+namespace {
+
+using Errors = std::vector<std::string>;
+
+// Each relay port: a [relay] section with servers, and the punt path.
+void check_relay_ports(const RelayConfig& r, const std::vector<std::string>& relay_ports, bool punt,
+                       Errors* errors, Errors* warnings) {
   auto err = [&](std::string s) { errors->push_back(std::move(s)); };
   for (const auto& p : relay_ports) {
     if (!r.present)
@@ -31,9 +35,10 @@ void check_relay_config(const RelayConfig& r, const std::vector<std::string>& re
     if (!punt)
       err(fmt::format("ports.access {} dhcp relay: needs the punt path (punt.enabled = true)", p));
   }
-  if (!r.present) return;
-  if (relay_ports.empty())
-    warnings->push_back("relay: no access port has dhcp = \"relay\": the section is not used");
+}
+
+void check_servers_v4(const RelayConfig& r, Errors* errors) {
+  auto err = [&](std::string s) { errors->push_back(std::move(s)); };
   if (r.servers_v4.size() > relay::kMaxServers)
     err(fmt::format("relay.servers_v4: {} servers, at most {}", r.servers_v4.size(),
                     relay::kMaxServers));
@@ -47,6 +52,11 @@ void check_relay_config(const RelayConfig& r, const std::vector<std::string>& re
     else if (!seen4.insert(*a).second)
       err(fmt::format("relay.servers_v4 {}: listed twice", s));
   }
+}
+
+// Global unicast servers, or one DHCP multicast group alone.
+void check_servers_v6(const RelayConfig& r, Errors* errors, Errors* warnings) {
+  auto err = [&](std::string s) { errors->push_back(std::move(s)); };
   std::set<std::string> seen6;
   for (const auto& s : r.servers_v6) {
     auto a = parse_ipv6(s);
@@ -76,6 +86,20 @@ void check_relay_config(const RelayConfig& r, const std::vector<std::string>& re
   if (r.servers_v6.size() > relay::kMaxServers6)
     err(fmt::format("relay.servers_v6: {} servers, at most {}", r.servers_v6.size(),
                     relay::kMaxServers6));
+}
+
+}  // namespace
+
+void check_relay_config(const RelayConfig& r, const std::vector<std::string>& relay_ports,
+                        bool punt, std::vector<std::string>* errors,
+                        std::vector<std::string>* warnings) {
+  auto err = [&](std::string s) { errors->push_back(std::move(s)); };
+  check_relay_ports(r, relay_ports, punt, errors, warnings);
+  if (!r.present) return;
+  if (relay_ports.empty())
+    warnings->push_back("relay: no access port has dhcp = \"relay\": the section is not used");
+  check_servers_v4(r, errors);
+  check_servers_v6(r, errors, warnings);
   if (!r.relay_address_v4.empty()) {
     auto a = parse_ipv4(r.relay_address_v4);
     if (!a)

@@ -107,9 +107,8 @@ void Agent::start_ha(const HaOptions& opts, const FleetOptions& fo) {
   if (SessionReplication* r = session_repl_.get()) {
     h.session_value = [r](const SubKey& k) { return r->value_of(k); };
     h.apply_session = [r](const SubKey& k, std::string_view port, std::string_view value,
-                          bool active, std::string* why) {
-      return r->apply(k, port, value, active, why);
-    };
+                          bool active,
+                          std::string* why) { return r->apply(k, port, value, active, why); };
     h.remove_session = [r](const SubKey& k) { return r->remove(k); };
     h.prune_sessions = [r](const std::function<bool(const SubKey&)>& present) {
       return r->prune(present);

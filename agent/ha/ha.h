@@ -206,8 +206,8 @@ class HaMember {
   std::chrono::steady_clock::time_point etcd_ok_since_{};
   bool etcd_failed_ = true;
   bool member_written_ = false;
-  mutable bool written_holding_ = false;    // `holding` in the member key last written
-  bool maps_synced_ = false;                // as last read (o_.synced)
+  mutable bool written_holding_ = false;  // `holding` in the member key last written
+  bool maps_synced_ = false;              // as last read (o_.synced)
   // Ready to take over at once: its maps synced, and etcd has answered it
   // for a whole TTL (until then it would not campaign). `synced` in the
   // member key and the status.

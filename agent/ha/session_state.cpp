@@ -17,7 +17,7 @@ using json = nlohmann::json;
 std::string encode_session_value(const ReplicatedSession& s, const PortResolver& ports) {
   xbng::v1::Subscriber m;
   spec_to_proto(s.spec, ports, &m);
-  m.clear_origin();  // the value's own "origin" says it
+  m.clear_origin();            // the value's own "origin" says it
   m.clear_effective_policy();  // output only: the store derives it
   json j;
   j["v"] = kSessionValueVersion;
@@ -203,8 +203,7 @@ size_t SessionReplication::prune(const std::function<bool(const SubKey&)>& prese
     }
     removed += deleted;
   }
-  if (removed)
-    spdlog::info("ha: {} session(s) whose key etcd no longer has deleted", removed);
+  if (removed) spdlog::info("ha: {} session(s) whose key etcd no longer has deleted", removed);
   return removed;
 }
 

@@ -122,8 +122,7 @@ TEST(HaSessionValue, RefusesWhatIsNoSession) {
     nlohmann::json j = good;
     change(j);
     ReplicatedSession out;
-    return agent::decode_session_value(j.dump(), "a0", 100, inner, test_ports(), &out)
-        .value_or("");
+    return agent::decode_session_value(j.dump(), "a0", 100, inner, test_ports(), &out).value_or("");
   };
   EXPECT_EQ(refused([](auto&) {}), "");
   EXPECT_NE(refused([](auto& j) { j["v"] = 2; }).find("version 2"), std::string::npos);
@@ -197,9 +196,9 @@ TEST(HaSessionApply, StandbyTakesTheActivesSessions) {
   ReplicatedSession other;
   other.spec = spec(5, "100.64.0.55", kOriginRelay);
   other.member = "m0";
-  EXPECT_EQ(b.apply(skey(100, 5), "a0", agent::encode_session_value(other, test_ports()), false,
-                    &why),
-            -1);
+  EXPECT_EQ(
+      b.apply(skey(100, 5), "a0", agent::encode_session_value(other, test_ports()), false, &why),
+      -1);
   EXPECT_EQ(origin_of(*b_store, skey(100, 5)), kOriginApi);
   // A store refusal (the address another subscriber owns) leaves no
   // session record behind.
@@ -207,9 +206,9 @@ TEST(HaSessionApply, StandbyTakesTheActivesSessions) {
   clash.spec = spec(6, "100.64.0.5", kOriginRadius);
   clash.radius = session("sid-clash");
   clash.member = "m0";
-  EXPECT_EQ(b.apply(skey(100, 6), "a0", agent::encode_session_value(clash, test_ports()), false,
-                    &why),
-            -1);
+  EXPECT_EQ(
+      b.apply(skey(100, 6), "a0", agent::encode_session_value(clash, test_ports()), false, &why),
+      -1);
   EXPECT_FALSE(b_tab.get(skey(100, 6)));
 
   // The active itself: skips its own writes and what it has, takes what a
@@ -287,8 +286,7 @@ class StateConn final : public agent::fleet::KvConn {
                      agent::fleet::RangeResponse* out) override {
     std::lock_guard l(e_->mu);
     out->header.revision = 50;
-    for (auto it = e_->kv.lower_bound(rq.key); it != e_->kv.end() && it->first < rq.range_end;
-         ++it)
+    for (auto it = e_->kv.lower_bound(rq.key); it != e_->kv.end() && it->first < rq.range_end; ++it)
       out->kvs.push_back({it->first, it->second, 1, 1, 1, 0});
     return absl::OkStatus();
   }

@@ -507,7 +507,7 @@ TEST(Accounting, StandbyIsSilentAndTheNewActiveGoesOnFromTheBase) {
   r.acct->on_created(key(2));
   r.bind(key(1));
   ASSERT_TRUE(r.remove(key(3)).ok());  // replication deletes it
-  r.run_for(12'000);  // past key(1)'s Session-Timeout of the time
+  r.run_for(12'000);                   // past key(1)'s Session-Timeout of the time
   EXPECT_EQ(r.sent.size(), n0) << "a standby sent something";
   EXPECT_EQ(r.acct->counters().sessions, 0u);
   // The other member took over, reported 1500 octets (its base: this
