@@ -16,8 +16,11 @@ test.)
 Then the loss of the active node (its agent killed and both its links down):
 the standby takes over (under 3 s of loss: the lease of 2 s expires first);
 the node comes back and preempts.
-Last, both members are killed and started again: one active (m0, preempt),
-one standby, traffic both ways and one answer to each request.
+Then both members are killed and started again: one active (m0, preempt),
+one standby, traffic both ways and one answer to each request; a dhclient -6
+CPE renews through the new active after a kill; and the active is cut off
+from etcd but not from the access: it steps down by itself before its lease
+can expire, and the standby takes over.
 """
 import json
 import os
@@ -96,7 +99,8 @@ class HaPreemptTest(unittest.TestCase):
         cls.lab = Lab("xbnghp")
         cls.addClassCleanup(cls.lab.close)
         cls.cluster, cls.m, ns = build_lab(cls.lab, find_pass_obj(), preempt=True, extra=DHCPV6)
-        cls.acc, cls.up, cls.cpe, cls.net = (ns[k] for k in ("acc", "up", "cpe", "net"))
+        cls.etcd_ns, cls.acc, cls.up, cls.cpe, cls.net = (
+            ns[k] for k in ("etcd", "acc", "up", "cpe", "net"))
         cls.subs = [plan(i) for i in range(N_SUBS)]
         r = import_to_etcd(cls.cluster, GROUP, cls.subs + [DSUB6],
                            os.path.join(cls.lab.rundir, "subs.jsonl"))
@@ -299,6 +303,40 @@ class HaPreemptTest(unittest.TestCase):
         cpe.stop()
         m0.start()
         wait_for(lambda: m0.role() == "active", 30, 0.2, "m0 back (preempt)")
+
+    def test_5_active_cut_off_from_etcd(self):
+        """The active loses etcd (its link to etcd down: requests time out,
+        nothing refuses them) but not the access: it steps down before its
+        lease can expire, its data plane stops at its deadline, and the
+        standby takes over once the lease has expired. Never two actives.
+        Its etcd link back, it rejoins and preempts."""
+        m0, m1 = self.m
+        wait_for(lambda: m0.role() == "active" and m1.role() == "standby", 30, 0.2,
+                 "m0 active, m1 standby")
+        wait_for(lambda: all(v.get("synced") and not v.get("holding")
+                             for v in m0.ha().get("members", [])), 30, 0.2, "both ready")
+
+        def link(state):
+            self.etcd_ns.ip("link", "set", "e0", state)
+        self.addCleanup(link, "up")
+        with ArpWatch(self.cpe, self.acc, self.subs[1]) as arp, \
+                DhcpWatch(self.cpe, self.acc, self.subs[2]) as dhcp, \
+                Flows(self.cpe, self.net, self.subs) as flows:
+            time.sleep(2)
+            t0 = time.monotonic()
+            link("down")
+            wait_for(lambda: m1.role() == "active", 30, 0.1, "m1 to take over")
+            t1 = time.monotonic()
+            time.sleep(3)
+        print(f"\nha cut off from etcd: m1 active {t1 - t0:.2f} s after m0's etcd link went",
+              flush=True)
+        self.report("the active cut off from etcd", flows, arp, dhcp, 3.0)
+        self.assertEqual(m0.role(), "standby")
+        self.assertFalse(m0.has_vip())
+        self.assertTrue(m1.has_vip())
+        link("up")
+        wait_for(lambda: m0.role() == "active", 30, 0.1, "m0 back on etcd, to preempt")
+        wait_for(lambda: m1.role() == "standby", 10, 0.1, "m1 standby again")
 
 
 if __name__ == "__main__":
