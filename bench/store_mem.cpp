@@ -10,8 +10,11 @@
 //       moved to the addresses of subscriber N + i;
 //   (c) every subscriber deleted (requests of 10,000 keys, as
 //       `xbngctl sub del --file`).
-// After each phase: the process's peak RSS during the phase (VmHWM, reset
-// before it), its RSS and the bytes malloc has handed out. Run it under
+// With --update, between (a) and (b): the same N streamed again with a rate
+// plan added (bench/provision.py's update: every claim kept), for the
+// store's own CPU time of an update.
+// After each phase: its wall and CPU seconds, the process's peak RSS during
+// it (VmHWM, reset before it), its RSS and the bytes malloc has handed out. Run it under
 // heaptrack for a breakdown by allocation site. A benchmark: it measures
 // and prints, it never passes or fails.
 //
@@ -20,6 +23,7 @@
 #include <fmt/format.h>
 #include <arpa/inet.h>
 #include <malloc.h>
+#include <sys/resource.h>
 
 #include <cerrno>
 #include <chrono>
@@ -110,16 +114,26 @@ double heap_mb() {
   return static_cast<double>(m.uordblks + m.hblkhd) / (1 << 20);
 }
 
+// User + system CPU seconds of the process (all threads).
+double cpu_s() {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+         static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
 template <typename F>
 void phase(const char* name, F&& f) {
   reset_peak();
   const double before = status_mb("VmRSS");
   const auto t0 = std::chrono::steady_clock::now();
+  const double c0 = cpu_s();
   f();
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double cpu = cpu_s() - c0;
   const double peak = status_mb("VmHWM");
   malloc_trim(0);
-  std::printf("%-34s %8.2f %10.1f %9.1f %9.1f %9.1f\n", name, secs, before, peak,
+  std::printf("%-34s %8.2f %6.2f %10.1f %9.1f %9.1f %9.1f\n", name, secs, cpu, before, peak,
               status_mb("VmRSS"), heap_mb());
   std::fflush(stdout);
 }
@@ -129,10 +143,12 @@ void phase(const char* name, F&& f) {
 int main(int argc, char** argv) {
   CLI::App app{"the subscriber store's own memory at N subscribers (maps that keep nothing)"};
   uint64_t n = 1000000, cap = 0, upsert = 5546;
+  bool update = false;
   app.add_option("-n,--subscribers", n, "subscribers streamed")->default_str("1000000");
   app.add_option("--max-subscribers", cap, "the maps' (and the store's) capacity; 0: n + 20000");
   app.add_option("--upsert", upsert, "subscribers moved by one atomic upsert (512 KiB: ~5,546)")
       ->default_str("5546");
+  app.add_flag("--update", update, "stream the N again with a rate plan added, before (b)");
   CLI11_PARSE(app, argc, argv);
   if (!cap) cap = n + 20000;
   if (n + upsert > cap) {
@@ -143,15 +159,15 @@ int main(int argc, char** argv) {
   PortResolver ports;
   ports.access_ifindex = [](std::string_view) { return std::optional<uint32_t>(kIfindex); };
   ports.name = [](uint32_t) { return std::string("acc0"); };
-  std::printf("%-34s %8s %10s %9s %9s %9s\n", "phase", "seconds", "RSS before", "peak RSS",
-              "RSS after", "heap MB");
+  std::printf("%-34s %8s %6s %10s %9s %9s %9s\n", "phase", "seconds", "CPU s", "RSS before",
+              "peak RSS", "RSS after", "heap MB");
   std::unique_ptr<SubscriberStore> store;
   phase("store created", [&] {
     store = std::make_unique<SubscriberStore>(std::make_unique<NullMaps>(cap), ports, nullptr);
   });
 
-  StreamResult sr;
-  phase(fmt::format("(a) stream {}", n).c_str(), [&] {
+  // Streams subscribers 0..n-1 (with a rate plan when `policy`).
+  auto stream = [&](bool policy, StreamResult* out) {
     uint64_t next = 0;
     store->stream(
         [&](StreamBatch* b, size_t max) {
@@ -159,17 +175,30 @@ int main(int argc, char** argv) {
             b->keys.push_back({"acc0", 100 + static_cast<uint32_t>(next / kCPerS),
                                1 + static_cast<uint32_t>(next % kCPerS)});
             b->specs.push_back(spec_of(next, next));
+            if (policy) {
+              b->specs.back().has_policy = true;
+              b->specs.back().policy = {10000000, 125000, 50000000, 625000};
+            }
             b->idx.push_back(b->base + b->got);
           }
           return next < n;
         },
-        &sr);
-  });
-  if (sr.failed || sr.applied != n) {
-    std::fprintf(stderr, "stream: %lu applied, %lu failed%s%s\n", sr.applied, sr.failed,
-                 sr.failures.empty() ? "" : ": ",
-                 sr.failures.empty() ? "" : std::string(sr.failures[0].status.message()).c_str());
-    return 1;
+        out);
+  };
+  auto check = [&](const char* what, const StreamResult& r) {
+    if (!r.failed && r.applied == n) return true;
+    std::fprintf(stderr, "%s: %lu applied, %lu failed%s%s\n", what, r.applied, r.failed,
+                 r.failures.empty() ? "" : ": ",
+                 r.failures.empty() ? "" : std::string(r.failures[0].status.message()).c_str());
+    return false;
+  };
+  StreamResult sr;
+  phase(fmt::format("(a) stream {}", n).c_str(), [&] { stream(false, &sr); });
+  if (!check("stream", sr)) return 1;
+  if (update) {
+    StreamResult ur2;
+    phase(fmt::format("(a2) stream {} again, rate plan", n).c_str(), [&] { stream(true, &ur2); });
+    if (!check("update", ur2)) return 1;
   }
 
   UpsertResult ur;
