@@ -77,8 +77,12 @@ SubscriberSpec spec_of(uint64_t key, uint64_t a) {
   SubscriberSpec s;
   s.key = key_of(key);
   s.has_mac = true;
-  s.mac = {0x02, 0x00, static_cast<uint8_t>(key >> 24), static_cast<uint8_t>(key >> 16),
-           static_cast<uint8_t>(key >> 8), static_cast<uint8_t>(key)};
+  s.mac = {0x02,
+           0x00,
+           static_cast<uint8_t>(key >> 24),
+           static_cast<uint8_t>(key >> 16),
+           static_cast<uint8_t>(key >> 8),
+           static_cast<uint8_t>(key)};
   s.has_ipv4 = true;
   s.ipv4 = htonl(0x64400000u + 16 + static_cast<uint32_t>(a));  // 100.64.0.16 + a
   s.has_ipv6 = true;

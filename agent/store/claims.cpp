@@ -37,7 +37,7 @@ uint64_t ClaimsIndex::entries(MapId m) const {
 }
 
 absl::btree_set<ClaimsIndex::Ord>::const_iterator ClaimsIndex::find_prefix(int fi, uint64_t start,
-                                                                          uint32_t len) const {
+                                                                           uint32_t len) const {
   // Entries of one start are ordered by length, then record: the first at
   // or after (start, len, record 0) is this prefix's entry if it has one.
   auto it = ord_pfx_[fi].lower_bound(Ord(start, len << kLenShift));
@@ -66,8 +66,7 @@ int64_t ClaimsIndex::owner_of(const RouteKey& k) const {
     default: {
       const Span sp = span_of(k.as_prefix());
       auto it = find_prefix(sp.fi, sp.start, sp.len);
-      return it == ord_pfx_[sp.fi].end() ? int64_t{-1}
-                                         : int64_t{it->tag & ((1u << kLenShift) - 1)};
+      return it == ord_pfx_[sp.fi].end() ? int64_t{-1} : int64_t{it->tag & ((1u << kLenShift) - 1)};
     }
   }
 }
