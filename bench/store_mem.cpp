@@ -26,9 +26,11 @@
 #include <sys/resource.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <random>
 #include <string>
 
 #include "store/map_ops.h"
@@ -147,12 +149,15 @@ void phase(const char* name, F&& f) {
 int main(int argc, char** argv) {
   CLI::App app{"the subscriber store's own memory at N subscribers (maps that keep nothing)"};
   uint64_t n = 1000000, cap = 0, upsert = 5546;
-  bool update = false;
+  bool update = false, shuffle = false;
   app.add_option("-n,--subscribers", n, "subscribers streamed")->default_str("1000000");
   app.add_option("--max-subscribers", cap, "the maps' (and the store's) capacity; 0: n + 20000");
   app.add_option("--upsert", upsert, "subscribers moved by one atomic upsert (512 KiB: ~5,546)")
       ->default_str("5546");
   app.add_flag("--update", update, "stream the N again with a rate plan added, before (b)");
+  app.add_flag("--shuffle", shuffle,
+               "stream (and update) the subscribers in a random order: every index lookup a "
+               "cache miss, as a load in no particular order");
   CLI11_PARSE(app, argc, argv);
   if (!cap) cap = n + 20000;
   if (n + upsert > cap) {
@@ -170,15 +175,19 @@ int main(int argc, char** argv) {
     store = std::make_unique<SubscriberStore>(std::make_unique<NullMaps>(cap), ports, nullptr);
   });
 
+  std::vector<uint32_t> order(n);
+  for (uint32_t i = 0; i < n; ++i) order[i] = i;
+  if (shuffle) std::shuffle(order.begin(), order.end(), std::mt19937_64(1));
   // Streams subscribers 0..n-1 (with a rate plan when `policy`).
   auto stream = [&](bool policy, StreamResult* out) {
     uint64_t next = 0;
     store->stream(
         [&](StreamBatch* b, size_t max) {
           for (; b->got < max && next < n; ++next, ++b->got) {
-            b->keys.push_back({"acc0", 100 + static_cast<uint32_t>(next / kCPerS),
-                               1 + static_cast<uint32_t>(next % kCPerS)});
-            b->specs.push_back(spec_of(next, next));
+            const uint64_t i = order[next];
+            b->keys.push_back({"acc0", 100 + static_cast<uint32_t>(i / kCPerS),
+                               1 + static_cast<uint32_t>(i % kCPerS)});
+            b->specs.push_back(spec_of(i, i));
             if (policy) {
               b->specs.back().has_policy = true;
               b->specs.back().policy = {10000000, 125000, 50000000, 625000};
