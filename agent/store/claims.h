@@ -3,16 +3,20 @@
 // claim inside another subscriber's prefix, or a prefix containing another
 // subscriber's claim. Records are the store's record numbers.
 //
-// The host tables (/32, /128) hold only the owner's record number, and find
-// an address through the record: record r owns address a exactly when
-// records[r] has a as its IPv4 (IPv6). A slot is 4 bytes instead of 8 (/32)
-// and 20 (/128): ~40 MB less at 1M subscribers. The price is a rule for the
-// store: a record's IPv4 and IPv6 do not change while it owns them (release
-// the claim, change the record, take the claim).
+// Every claim but an IPv6 /128 is found in the ordered indexes themselves:
+// they hold each IPv4 host and each prefix whole (start, length, record), so
+// an exact owner is one ordered search, and a hash table beside them would
+// hold the same claims a second time (~38 MB at 1M subscribers: the /32 and
+// /64 tables, sized for --max-subscribers). The /128 table is the one hash
+// table: the ordered index of IPv6 hosts keeps only their first 64 bits. It
+// holds only the owner's record number, and finds an address through the
+// record: record r owns address a exactly when records[r].ipv6 is a (a slot
+// is 4 bytes instead of 20). The price is a rule for the store: a record's
+// IPv6 does not change while it owns it (release the claim, change the
+// record, take the claim).
 #pragma once
 
 #include <absl/container/btree_set.h>
-#include <absl/container/flat_hash_map.h>
 #include <absl/container/flat_hash_set.h>
 #include <absl/hash/hash.h>
 
@@ -20,7 +24,6 @@
 #include <cstring>
 #include <optional>
 #include <tuple>
-#include <type_traits>
 #include <vector>
 
 #include "common/route_key.h"
@@ -33,8 +36,8 @@ class ClaimsIndex {
   // `records` (the store's, indexed by record number) outlives the index.
   explicit ClaimsIndex(const std::vector<SubscriberSpec>* records);
 
-  // Sizes the exact-match tables for `cap` subscribers up front (growing
-  // one at 1M entries would briefly hold the old and the new table).
+  // Sizes the /128 table for `cap` subscribers up front (growing it at 1M
+  // entries would briefly hold the old and the new table).
   void reserve(size_t cap);
 
   // The claims of a subscriber, in the order the store writes them: IPv4,
@@ -47,7 +50,8 @@ class ClaimsIndex {
   void set_owner(const RouteKey& k, uint32_t rec);
   // `k` is free again, if `rec` owned it.
   void erase_owner(const RouteKey& k, uint32_t rec);
-  // Starts loading the slots a later owner_of/set_owner on s's claims touch.
+  // Starts loading the /128 slot a later owner_of/set_owner on s's claims
+  // touches (the ordered indexes' upper levels stay in cache).
   void prefetch(const SubscriberSpec& s) const;
   // Entries of route map `m` the index holds (0 for other maps).
   uint64_t entries(MapId m) const;
@@ -72,64 +76,23 @@ class ClaimsIndex {
   void ord_insert(const RouteKey& k, uint32_t rec);
   void ord_erase(const RouteKey& k, uint32_t rec);
 
-  // Lookup keys of the host tables (an address, told from a record number).
-  struct V4 {
-    uint32_t a;  // network order
-  };
-  // Hash and equality of a host table's records by their address
-  // (`records[r].*Addr`), and of an address looked up (V4 or Ipv6).
-  template <typename Addr, typename Key, Addr SubscriberSpec::*kField>
-  struct ByAddr {
+  // Hash and equality of the /128 table's records by their IPv6 address
+  // (`records[r].ipv6`), and of an address looked up.
+  struct ByV6 {
     using is_transparent = void;
     const std::vector<SubscriberSpec>* recs;
-    static const Addr& addr(const Key& k) {
-      if constexpr (std::is_same_v<Key, V4>)
-        return k.a;
-      else
-        return k;
-    }
-    size_t operator()(uint32_t rec) const { return absl::Hash<Addr>{}((*recs)[rec].*kField); }
-    size_t operator()(const Key& k) const { return absl::Hash<Addr>{}(addr(k)); }
+    size_t operator()(uint32_t rec) const { return absl::Hash<Ipv6>{}((*recs)[rec].ipv6); }
+    size_t operator()(const Ipv6& a) const { return absl::Hash<Ipv6>{}(a); }
     bool operator()(uint32_t a, uint32_t b) const { return a == b; }
-    bool operator()(uint32_t rec, const Key& k) const { return (*recs)[rec].*kField == addr(k); }
-    bool operator()(const Key& k, uint32_t rec) const { return (*recs)[rec].*kField == addr(k); }
+    bool operator()(uint32_t rec, const Ipv6& a) const { return (*recs)[rec].ipv6 == a; }
+    bool operator()(const Ipv6& a, uint32_t rec) const { return (*recs)[rec].ipv6 == a; }
   };
-  using ByV4 = ByAddr<uint32_t, V4, &SubscriberSpec::ipv4>;
-  using ByV6 = ByAddr<Ipv6, Ipv6, &SubscriberSpec::ipv6>;
-  template <typename By>
-  using HostTable = absl::flat_hash_set<uint32_t, By, By>;
-  // Makes `rec` the owner of host `key` in `t` (replacing another owner,
-  // whose record must still hold the address); true when it had none.
-  template <typename By, typename Key>
-  bool take_host(HostTable<By>& t, const Key& key, const RouteKey& k, uint32_t rec);
 
   const std::vector<SubscriberSpec>* recs_;
-  HostTable<ByV4> own_v4_;  // /32 → record
-  HostTable<ByV6> own_v6_;  // /128 → record
-  // /64 → record, packed in 12 bytes (a map of uint64_t to uint32_t pads
-  // its slot to 16: ~9 MB more at 1M subscribers).
-  struct Own64 {
-    uint32_t a[2];  // the /64's first 64 bits, as its map key holds them
-    mutable uint32_t rec;
-    uint64_t addr() const {
-      uint64_t v;
-      std::memcpy(&v, a, 8);
-      return v;
-    }
-  };
-  struct By64 {
-    using is_transparent = void;
-    size_t operator()(const Own64& o) const { return absl::Hash<uint64_t>{}(o.addr()); }
-    size_t operator()(uint64_t a) const { return absl::Hash<uint64_t>{}(a); }
-    bool operator()(const Own64& x, const Own64& y) const { return x.addr() == y.addr(); }
-    bool operator()(const Own64& x, uint64_t a) const { return x.addr() == a; }
-    bool operator()(uint64_t a, const Own64& x) const { return x.addr() == a; }
-  };
-  absl::flat_hash_set<Own64, By64, By64> own_v6_64_;
-  absl::flat_hash_map<Prefix, uint32_t> own_lpm_;  // other prefixes → record
-  uint64_t lpm_v4_count_ = 0, lpm_v6_count_ = 0;
-  // For nested overlaps. Addresses as host-order integers: IPv4 whole, IPv6
-  // its first 64 bits (every IPv6 prefix is /64 or shorter).
+  absl::flat_hash_set<uint32_t, ByV6, ByV6> own_v6_;  // /128 → record
+  // The ordered indexes, which are also the owner tables of every other
+  // claim. Addresses as host-order integers: IPv4 whole, IPv6 its first 64
+  // bits (every IPv6 prefix is /64 or shorter).
   uint64_t pfx_len_[2][65] = {};  // [v4, v6][length]: prefixes of that length (not hosts)
   // An ordered entry packed in 12 bytes (a pair of 64-bit words takes 16):
   // (start, tag) with tag = record for hosts, length << 24 | record for
@@ -144,9 +107,14 @@ class ClaimsIndex {
     }
   };
   static constexpr int kLenShift = 24;
-  absl::btree_set<Ord> ord_pfx_[2];        // (start, len << kLenShift | record)
-  absl::btree_set<uint64_t> ord_v4_host_;  // address << 32 | record
+  absl::btree_set<Ord> ord_pfx_[2];        // (start, len << kLenShift | record): one per prefix
+  absl::btree_set<uint64_t> ord_v4_host_;  // address << 32 | record: one per address
   absl::btree_set<Ord> ord_v6_host_;       // (first 64 bits, record)
+
+  // The entry of prefix (start, len) in ord_pfx_[fi], or end().
+  absl::btree_set<Ord>::const_iterator find_prefix(int fi, uint64_t start, uint32_t len) const;
+  // The entry of IPv4 host `a` (host order) in ord_v4_host_, or end().
+  absl::btree_set<uint64_t>::const_iterator find_v4(uint64_t a) const;
 };
 
 template <typename Foreign>

@@ -24,6 +24,11 @@ struct SubscriberStore::Plan {
     int64_t old_rec = -1;
     absl::InlinedVector<RouteKey, 3> claims;
     uint64_t owned = 0;  // bit i: claims[i] had an owner when planned (i < 64)
+    // Bit i: claims[i] was already this subscriber's when planned (i < 64).
+    // No other entry of the plan claims it and only a claim the entry drops
+    // is released before the entry is committed: it is still the
+    // subscriber's then, and commit_index() does not look it up again.
+    uint64_t own = 0;
   };
   std::vector<Entry> entries;                      // created or updated
   absl::flat_hash_map<uint64_t, size_t> keys;      // every planned key (unchanged included)

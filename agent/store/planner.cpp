@@ -99,7 +99,7 @@ Status SubscriberStore::check_entry(const SubscriberSpec& s, const std::vector<R
                                     bool atomic, size_t input,
                                     const absl::flat_hash_map<uint64_t, size_t>& released,
                                     const Plan& p, const std::vector<SubscriberSpec>& specs,
-                                    uint64_t* adds, uint64_t* owned) const {
+                                    uint64_t* adds, uint64_t* owned, uint64_t* own) const {
   const uint64_t rank = key_rank(s.key);
   for (size_t ci = 0; ci < cl.size(); ++ci) {
     const RouteKey& c = cl[ci];
@@ -130,10 +130,12 @@ Status SubscriberStore::check_entry(const SubscriberSpec& s, const std::vector<R
     }
     if (Status err = overlap(c, rank, s.key, released, p, specs, atomic, input); !err.ok())
       return err;
-    if (o < 0)
+    if (o < 0) {
       ++adds[static_cast<int>(c.map)];
-    else if (ci < 64)
+    } else if (ci < 64) {
       *owned |= uint64_t{1} << ci;
+      if (recs_[o].key == s.key) *own |= uint64_t{1} << ci;
+    }
   }
   return absl::OkStatus();
 }
@@ -213,9 +215,9 @@ size_t SubscriberStore::plan(const std::vector<SubscriberSpec>& specs,
     cl.clear();
     claims_of(s, &cl);
     uint64_t adds[kMapCount] = {};
-    uint64_t owned = 0;
+    uint64_t owned = 0, own = 0;
     Status err = check_entry(s, cl, atomic, input_index[i], atomic ? batch_keys : p->keys, *p,
-                             specs, adds, &owned);
+                             specs, adds, &owned, &own);
     if (err.ok() && old < 0) ++adds[static_cast<int>(MapId::kSubscribers)];
     if (err.ok()) err = check_capacity(*p, adds, atomic, input_index[i]);
     if (!err.ok()) {
@@ -234,7 +236,7 @@ size_t SubscriberStore::plan(const std::vector<SubscriberSpec>& specs,
       continue;
     }
     (old < 0 ? p->created : p->updated)++;
-    p->entries.push_back(Plan::Entry{input_index[i], s, old, {cl.begin(), cl.end()}, owned});
+    p->entries.push_back(Plan::Entry{input_index[i], s, old, {cl.begin(), cl.end()}, owned, own});
   }
   return specs.size();
 }

@@ -224,13 +224,15 @@ class SubscriberStore {
               Mode mode, Plan* p, absl::Status* atomic_error,
               std::vector<std::pair<size_t, absl::Status>>* failures);
   // The checks of one entry's claims against the index, the reserved
-  // addresses and the plan; counts in adds[] the entries it would add.
+  // addresses and the plan; counts in adds[] the entries it would add, and
+  // marks in *owned the claims that have an owner and in *own those whose
+  // owner is the entry's own subscriber (bit i: claim i, i < 64).
   // (`input` numbers the entry in messages: "subscribers[i]" when atomic,
   // "entry i" otherwise.)
   absl::Status check_entry(const SubscriberSpec& s, const std::vector<RouteKey>& cl, bool atomic,
                            size_t input, const absl::flat_hash_map<uint64_t, size_t>& released,
                            const Plan& p, const std::vector<SubscriberSpec>& specs, uint64_t* adds,
-                           uint64_t* owned) const;
+                           uint64_t* owned, uint64_t* own) const;
   absl::Status check_capacity(const Plan& p, const uint64_t* adds, bool atomic, size_t input) const;
   // Takes the planned entry's claims into the plan.
   static void add_to_plan(Plan* p, const SubscriberSpec& s, const std::vector<RouteKey>& cl,

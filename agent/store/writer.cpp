@@ -306,7 +306,8 @@ void SubscriberStore::commit_index(Plan& p, const Staged& w) {
       index_.emplace(key_rank(key), rec);
       count_key(key, +1);
     }
-    for (const auto& c : e.claims) claims_.set_owner(c, rec);
+    for (size_t ci = 0; ci < e.claims.size(); ++ci)
+      if (ci >= 64 || !((e.own >> ci) & 1)) claims_.set_owner(e.claims[ci], rec);
     const SubscriberSpec& sp = recs_[rec];
     if (change_hook_) change_hook_(sp.key, &sp, e.old_rec < 0);
     publish(e.old_rec >= 0 ? EventType::kSubscriberUpdated : EventType::kSubscriberAdded, sp.key,

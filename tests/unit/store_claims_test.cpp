@@ -114,8 +114,8 @@ TEST(StoreClaims, NestedPrefixesAndHosts) {
       ix.first_inside(span_of(*parse_prefix("203.0.113.0/24")), [](uint32_t r) { return r != 6; }));
 }
 
-// The host tables hold record numbers and find an address through the
-// record: a host moves between records, is released only by its owner, and
+// Hosts move between records and are released only by their owner. The
+// /128 table holds record numbers and finds an address through the record:
 // a record that changes its address (after releasing the old one) is found
 // by the new one only.
 TEST(StoreClaims, HostsByRecordNumber) {
@@ -170,6 +170,94 @@ TEST(StoreClaims, HostsByRecordNumber) {
   }
   EXPECT_EQ(big.entries(MapId::kRoutesV4), many.size());
   EXPECT_EQ(big.entries(MapId::kRoutesV6), many.size());
+}
+
+// The IPv4 hosts and every prefix have no hash table: their owner is found
+// in the ordered index, whose entries of one start differ by length and
+// record. Prefixes of one start and different lengths are different claims
+// (different owners, released one by one); a /64 and a /48 at the same
+// address are counted in their own maps; neighbours are not mistaken for
+// the claim looked up.
+TEST(StoreClaims, OwnersFoundInTheOrderedIndex) {
+  Records r;
+  ClaimsIndex ix(&r.recs);
+  ix.set_owner(pfx("2001:db8:5::/48"), 1);
+  ix.set_owner(pfx("2001:db8:5::/56"), 2);
+  ix.set_owner(pfx("2001:db8:5::/64"), 3);
+  ix.set_owner(pfx("2001:db8::/40"), 4);
+  EXPECT_EQ(ix.owner_of(pfx("2001:db8::/40")), 4);
+  EXPECT_EQ(ix.owner_of(pfx("2001:db8:5::/48")), 1);
+  EXPECT_EQ(ix.owner_of(pfx("2001:db8:5::/56")), 2);
+  EXPECT_EQ(ix.owner_of(pfx("2001:db8:5::/64")), 3);
+  EXPECT_EQ(ix.owner_of(pfx("2001:db8:5::/52")), -1);
+  EXPECT_EQ(ix.owner_of(pfx("2001:db8:5:1::/64")), -1);
+  EXPECT_EQ(ix.owner_of(pfx("2001:db8:4:ffff::/64")), -1);
+  EXPECT_EQ(ix.entries(MapId::kRoutesV6_64), 1u);
+  EXPECT_EQ(ix.entries(MapId::kPrefixesV6), 3u);
+  // Released one by one, by their owner only.
+  ix.erase_owner(pfx("2001:db8:5::/56"), 1);  // record 1 owns the /48, not the /56
+  EXPECT_EQ(ix.owner_of(pfx("2001:db8:5::/56")), 2);
+  ix.erase_owner(pfx("2001:db8:5::/56"), 2);
+  EXPECT_EQ(ix.owner_of(pfx("2001:db8:5::/56")), -1);
+  EXPECT_EQ(ix.owner_of(pfx("2001:db8:5::/48")), 1);
+  EXPECT_EQ(ix.owner_of(pfx("2001:db8:5::/64")), 3);
+  EXPECT_FALSE(ix.has_prefix_len(1, 56));
+  EXPECT_EQ(ix.entries(MapId::kPrefixesV6), 2u);
+  // A /64 moves to another record: one entry, found under the new owner.
+  ix.set_owner(pfx("2001:db8:5::/64"), 9);
+  EXPECT_EQ(ix.owner_of(pfx("2001:db8:5::/64")), 9);
+  EXPECT_EQ(ix.entries(MapId::kRoutesV6_64), 1u);
+  ix.erase_owner(pfx("2001:db8:5::/64"), 3);  // its previous owner: kept
+  EXPECT_EQ(ix.owner_of(pfx("2001:db8:5::/64")), 9);
+  ix.erase_owner(pfx("2001:db8:5::/64"), 9);
+  EXPECT_EQ(ix.entries(MapId::kRoutesV6_64), 0u);
+  EXPECT_FALSE(ix.has_prefix_len(1, 64));
+  // IPv4 prefixes and hosts side by side: a host is not a prefix of its address.
+  ix.set_owner(pfx("198.51.100.0/24"), 5);
+  ix.set_owner(pfx("198.51.100.0/25"), 6);
+  ix.set_owner(v4("198.51.100.0"), 7);
+  ix.set_owner(v4("198.51.100.2"), 8);
+  EXPECT_EQ(ix.owner_of(pfx("198.51.100.0/24")), 5);
+  EXPECT_EQ(ix.owner_of(pfx("198.51.100.0/25")), 6);
+  EXPECT_EQ(ix.owner_of(pfx("198.51.100.0/26")), -1);
+  EXPECT_EQ(ix.owner_of(v4("198.51.100.0")), 7);
+  EXPECT_EQ(ix.owner_of(v4("198.51.100.1")), -1);
+  EXPECT_EQ(ix.owner_of(v4("198.51.100.2")), 8);
+  EXPECT_EQ(ix.owner_of(v4("198.51.100.3")), -1);
+  EXPECT_EQ(ix.entries(MapId::kPrefixesV4), 2u);
+  EXPECT_EQ(ix.entries(MapId::kRoutesV4), 2u);
+  // A host that moves leaves one entry (the nested check sees the new owner only).
+  ix.set_owner(v4("198.51.100.2"), 3);
+  EXPECT_EQ(ix.owner_of(v4("198.51.100.2")), 3);
+  EXPECT_EQ(ix.entries(MapId::kRoutesV4), 2u);
+  EXPECT_FALSE(ix.first_inside(span_of(*parse_prefix("198.51.100.0/30")),
+                               [](uint32_t rec) { return rec == 8; }));
+  // The extremes of the address space.
+  ix.set_owner(v4("255.255.255.255"), 10);
+  ix.set_owner(v4("0.0.0.0"), 11);
+  EXPECT_EQ(ix.owner_of(v4("255.255.255.255")), 10);
+  EXPECT_EQ(ix.owner_of(v4("0.0.0.0")), 11);
+  EXPECT_EQ(ix.owner_of(v4("255.255.255.254")), -1);
+  // Many claims (records up to 2^24 - 1, the largest the tag holds).
+  ClaimsIndex big(&r.recs);
+  const uint32_t kTop = (1u << 24) - 1;
+  for (uint32_t i = 0; i < 5000; ++i) {
+    Prefix p = *parse_prefix("2001:db8:2000::/64");
+    p.addr[6] = static_cast<uint8_t>(i >> 8);
+    p.addr[7] = static_cast<uint8_t>(i);
+    big.set_owner(RouteKey::prefix(p), kTop - i);
+    big.set_owner(RouteKey::host_v4(htonl(0x64400000u + 2 * i)), kTop - i);
+  }
+  for (uint32_t i = 0; i < 5000; ++i) {
+    Prefix p = *parse_prefix("2001:db8:2000::/64");
+    p.addr[6] = static_cast<uint8_t>(i >> 8);
+    p.addr[7] = static_cast<uint8_t>(i);
+    ASSERT_EQ(big.owner_of(RouteKey::prefix(p)), kTop - i);
+    ASSERT_EQ(big.owner_of(RouteKey::host_v4(htonl(0x64400000u + 2 * i))), kTop - i);
+    ASSERT_EQ(big.owner_of(RouteKey::host_v4(htonl(0x64400000u + 2 * i + 1))), -1);
+  }
+  EXPECT_EQ(big.entries(MapId::kRoutesV6_64), 5000u);
+  EXPECT_EQ(big.entries(MapId::kRoutesV4), 5000u);
 }
 
 TEST(StoreClaims, ClaimsOfASpecInWriteOrder) {
