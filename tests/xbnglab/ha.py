@@ -250,6 +250,15 @@ class ArpWatch:
 
     def _run(self):
         while not self._stop.is_set():
+            # An ARP reply carries nothing of its request: one left queued
+            # (late, or behind a bridge port taken down, whose socket then
+            # fails a round) would count in a later round. Each round starts
+            # empty.
+            for s in self.rx:
+                try:
+                    drain(s)
+                except OSError:
+                    pass
             self.tx.send(self.req)
             t = time.monotonic()
             counts = []
