@@ -1,15 +1,23 @@
 """The xbng demo: a throwaway lab, the real daemon, thousands of QinQ
-subscribers provisioned through gRPC, traffic both ways, counters.
+subscribers provisioned through gRPC, traffic both ways, counters; real
+CPEs brought up by DHCP and RA, by RADIUS and through the DHCP relay to Kea;
+an HA pair taking over by itself.
 
 Run through scripts/demo (which installs and builds first)."""
 import ipaddress
+import os
 import random
+import signal
 import subprocess
+import time
 
 from xbnglab.frames import (ARP, Ether, ICMPv6ND_NA, IP, IPv6, arp_request, down_v4, down_v6,
                             neighbour_solicit, tags, up_v4, up_v6)
-from xbnglab.lab import drain, recv_frames, wait_for
-from xbnglab.xbngd import GW4, GW6, UPLINK_NET4, UPLINK_NET6, XbngLab, plan, subscribed
+from xbnglab.etcd import import_to_etcd
+from xbnglab.ha import GROUP, PPS, Flows, build_lab
+from xbnglab.lab import Lab, drain, recv_frames, wait_for
+from xbnglab.xbngd import (GW4, GW6, UPLINK_NET4, UPLINK_NET6, XbngLab, find_pass_obj, plan,
+                           subscribed)
 
 S_VLANS, C_PER_S = 3, 1000
 N = S_VLANS * C_PER_S
@@ -118,6 +126,7 @@ def main():
     bringup()
     radius()
     relay()
+    ha()
     print("demo done")
 
 
@@ -300,6 +309,46 @@ def relay():
         if kea:
             kea.stop()
         b.close()
+
+
+def ha():
+    """An HA pair: two xbngd members of one group on one access bridge, the
+    group's 1,000 subscribers in a real etcd; traffic both ways; kill -9 of
+    the active; the standby takes over by itself; the killed member rejoins."""
+    step("HA pair: two xbngd, one group, elected through etcd (virtual MAC, uplink VIP)")
+    with Lab("xbngdha") as lab:
+        cluster, m, ns = build_lab(lab, find_pass_obj())
+        subs = [plan(i) for i in range(1000)]
+        r = import_to_etcd(cluster, GROUP, subs, os.path.join(lab.rundir, "subs.jsonl"))
+        if r.returncode != 0:
+            raise RuntimeError(r.stderr)
+        print(f"  {len(subs)} subscribers written to etcd under the group {GROUP}")
+        m[0].start()
+        wait_for(lambda: m[0].role() == "active", 30, 0.2, "m0 active")
+        m[1].start()
+        for k in m:
+            wait_for(lambda k=k: k.subscribers() == len(subs), 60, 0.2, f"{k.name} to apply")
+        wait_for(lambda: all(v.get("synced") for v in m[0].ha().get("members", [])), 30, 0.2,
+                 "both members synced")
+        show("xbngctl ha status", m[1].ctl_raw("ha", "status").stdout)
+
+        step("kill -9 of the active agent, traffic flowing both ways for 1,000 subscribers")
+        with Flows(ns["cpe"], ns["net"], subs) as flows:
+            time.sleep(2)
+            t0 = time.monotonic()
+            m[0].daemon.send_signal(signal.SIGKILL)
+            m[0].daemon.wait(10)
+            wait_for(lambda: m[1].role() == "active", 30, 0.05, "m1 to take over")
+            took = time.monotonic() - t0
+            time.sleep(3)
+        print(f"  m1 active {took:.2f} s after the kill (m0's data plane stopped at its deadline, "
+              "before its lease expired)")
+        for d in ("up", "down"):
+            lost, secs = flows.loss(d)
+            print(f"  {d}stream: {flows.sent[d]} frames sent, {lost} lost = {secs:.2f} s at {PPS}/s")
+        m[0].start()
+        wait_for(lambda: m[0].role() == "standby", 30, 0.2, "m0 to rejoin")
+        show("xbngctl ha status", m[1].ctl_raw("ha", "status").stdout)
 
 
 if __name__ == "__main__":
