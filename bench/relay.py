@@ -55,6 +55,23 @@ DISCOVER, OFFER, REQUEST, ACK = 1, 2, 3, 5
 SOLICIT, ADVERTISE, REQUEST6, REPLY6 = 1, 2, 3, 7
 
 
+def rss_kib(pid: int) -> int:
+    """VmRSS of a process, KiB."""
+    with open(f"/proc/{pid}/status") as f:
+        for ln in f:
+            if ln.startswith("VmRSS:"):
+                return int(ln.split()[1])
+    return 0
+
+
+def print_memory(pid: int, before_kib: int, bound: int) -> None:
+    """xbngd's RSS now, and what it grew by per session bound since before_kib."""
+    now = rss_kib(pid)
+    per = (now - before_kib) * 1024 / bound if bound else 0
+    print(f"  xbngd RSS {before_kib / 1024:.1f} -> {now / 1024:.1f} MiB: {per:.0f} B per session "
+          f"bound ({bound})", flush=True)
+
+
 class Capture:
     """tcpdump on ns/iface into a pcap under the lab's run dir, until stop()."""
 
@@ -249,6 +266,7 @@ def main() -> int:
                 Capture(x.lab, x.net, "n0", port67)]
         gen = find_bin("xbng_bench_bringup")
         out = os.path.join(x.lab.rundir, "gen.json")
+        rss0 = rss_kib(x.daemon.pid)
         # No retransmission (the first one after the timeout), as perfdhcp.
         subprocess.run([gen, "--v4-only", "-n", str(n), "--rate", str(a.rate), "--window",
                         str(a.window), "--netns", x.sub.name, "--iface", "s0", "--pid",
@@ -261,6 +279,7 @@ def main() -> int:
         st = {r["reason"]: int(r.get("packets", 0)) for r in x.ctl("stats").get("reasons", [])}
         print(f"  xbngd: relay4_bound {st.get('relay4_bound', 0)}, relay4_ack_refused "
               f"{st.get('relay4_ack_refused', 0)}, relay4_forwarded {st.get('relay4_forwarded', 0)}")
+        print_memory(x.daemon.pid, rss0, st.get("relay4_bound", 0))
         drops = {k: v for k, v in st.items()
                  if v and any(t in k for t in ("punt", "relay4", "drop_", "rate"))}
         print(f"  xbngd counters: {drops}")
@@ -329,6 +348,7 @@ def main6(a) -> int:
         caps = [Capture(x.lab, x.net, "k60", port547), Capture(x.lab, x.sub, "s0", []),
                 Capture(x.lab, x.net, "n0", port547)]
         gen = find_bin("xbng_bench_bringup")
+        rss0 = rss_kib(x.daemon.pid)
         subprocess.run([gen, "--v6-only", "--no-rapid-commit", "-n", str(n), "--rate",
                         str(a.rate), "--window", str(a.window), "--netns", x.sub.name,
                         "--iface", "s0", "--pid", str(x.daemon.pid), "--timeout", "10",
@@ -341,6 +361,7 @@ def main6(a) -> int:
         print(f"  xbngd: relay6_bound {st.get('relay6_bound', 0)}, relay6_reply_refused "
               f"{st.get('relay6_reply_refused', 0)}, relay6_forwarded "
               f"{st.get('relay6_forwarded', 0)}")
+        print_memory(x.daemon.pid, rss0, st.get("relay6_bound", 0))
         drops = {k: v for k, v in st.items()
                  if v and any(t in k for t in ("punt", "relay6", "drop_", "rate"))}
         print(f"  xbngd counters: {drops}")
