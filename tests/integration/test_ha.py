@@ -34,18 +34,17 @@ killed member rejoins with the session. A second lab relays DHCPv4 to a
 real Kea (dhcp = "relay"): the relay's session (origin relay, its lease)
 reaches the standby, and after a kill -9 of the active the CPE's renewal is
 relayed by the new active, same address, no new DISCOVER."""
-import json
 import os
 import signal
 import socket
 import time
 import unittest
 
-from xbnglab.bringup import client_files, dhclient_script, tagged_cpe_link
 from xbnglab.cpe import cpe_sub
 from xbnglab.etcd import import_to_etcd
 from xbnglab.frames import arp_request, up_v4
-from xbnglab.ha import GROUP, MAGIC_DOWN, MAGIC_UP, NET4, PPS, VMAC, ArpWatch, Flows, build_lab
+from xbnglab.ha import (GROUP, MAGIC_DOWN, MAGIC_UP, NET4, PPS, VMAC, ArpWatch, DhclientCpe,
+                        Flows, build_lab)
 from xbnglab.kea import Kea4
 from xbnglab.lab import Lab, recv_frames, wait_for
 from xbnglab.radius import FreeRadius, octets
@@ -75,40 +74,9 @@ coa_listen = ""
 """
 
 
-class DhcpCpe:
-    """A CPE namespace on a subscriber's tags (DSUB's by default; the TC tag
-    emulator on c0, as in xbnglab.bringup) on the access bridge, running
-    Debian's dhclient with private files in the lab's run dir."""
-
-    def __init__(self, lab, acc, sub=DSUB, name="dcpe"):
-        self.lab = lab
-        self.ns = ns = lab.netns(name)
-        tagged_cpe_link(lab, ns, acc, f"{name}0", sub["mac"], disable_ipv6=True)
-        self.f = client_files(os.path.join(lab.rundir, f"{name}-dhclient"))
-        with open(self.f["conf"], "w") as c:
-            c.write("request subnet-mask, broadcast-address, routers;\n")
-        dhclient_script(self.f["script"])
-        self.p = None
-
-    def start(self):
-        f = self.f
-        argv = ["dhclient", "-4", "-d", "-v", "-cf", f["conf"], "-lf", f["leases"], "-pf", f["pid"],
-                "-sf", f["script"], "c0"]
-        self.p = self.lab.spawn(self.ns.nsenter_argv(argv), log=f["log"])
-
-    def stop(self):
-        if self.p:
-            self.lab.stop(self.p, signal.SIGTERM, timeout=5)
-            self.p = None
-
-    def addrs(self):
-        out = json.loads(self.ns.exec(["ip", "-j", "-4", "addr", "show", "dev", "c0"]).stdout)
-        return [a["local"] for i in out for a in i.get("addr_info", [])
-                if a.get("scope") == "global"]
-
-    def log(self):
-        with open(self.f["log"]) as f:
-            return f.read()
+def DhcpCpe(lab, acc, sub=DSUB, name="dcpe"):
+    """A dhclient -4 CPE on a subscriber's tags (DSUB's by default)."""
+    return DhclientCpe(lab, acc, sub, name)
 
 
 class HaTest(unittest.TestCase):

@@ -22,16 +22,14 @@ CPE renews through the new active after a kill; and the active is cut off
 from etcd but not from the access: it steps down by itself before its lease
 can expire, and the standby takes over.
 """
-import json
 import os
 import signal
 import time
 import unittest
 
-from xbnglab.bringup import client_files, dhclient_script, tagged_cpe_link
 from xbnglab.cpe import cpe_sub
 from xbnglab.etcd import import_to_etcd
-from xbnglab.ha import GROUP, PPS, ArpWatch, DhcpWatch, Flows, build_lab
+from xbnglab.ha import GROUP, PPS, ArpWatch, DhcpWatch, DhclientCpe, Flows, build_lab
 from xbnglab.lab import Lab, wait_for
 from xbnglab.xbngd import find_pass_obj, plan
 
@@ -42,46 +40,6 @@ T1 = 8
 DHCPV6 = f"[dhcpv6]\npreferred_lifetime = 20\nvalid_lifetime = 40\nt1 = {T1}\nt2 = 14\n"
 # The dhclient -6 CPE's subscriber (IA_NA: its /128).
 DSUB6 = cpe_sub(0, base=2000)
-
-
-class Dhcp6Cpe:
-    """A CPE namespace on DSUB6's tags (the TC tag emulator, IPv6 on) on the
-    access bridge, running Debian's dhclient -6 (IA_NA) with private files."""
-
-    def __init__(self, lab, acc):
-        self.lab = lab
-        self.ns = lab.netns("d6cpe")
-        tagged_cpe_link(lab, self.ns, acc, "d6cpe0", DSUB6["mac"])
-        self.f = client_files(os.path.join(lab.rundir, "d6cpe-dhclient"))
-        with open(self.f["conf"], "w") as c:
-            c.write("")
-        dhclient_script(self.f["script"])
-        self.p = None
-
-    def start(self):
-        # dhclient -6 binds to c0's link-local address: after its DAD.
-        def link_local_ready():
-            out = self.ns.exec(["ip", "-6", "addr", "show", "dev", "c0", "scope", "link"]).stdout
-            return "fe80::" in out and "tentative" not in out
-        wait_for(link_local_ready, 10, 0.1, "c0's link-local address")
-        f = self.f
-        argv = ["dhclient", "-6", "-d", "-v", "-cf", f["conf"], "-lf", f["leases"], "-pf",
-                f["pid"], "-sf", f["script"], "c0"]
-        self.p = self.lab.spawn(self.ns.nsenter_argv(argv), log=f["log"])
-
-    def stop(self):
-        if self.p:
-            self.lab.stop(self.p, signal.SIGTERM, timeout=5)
-            self.p = None
-
-    def addrs(self):
-        out = json.loads(self.ns.exec(["ip", "-j", "-6", "addr", "show", "dev", "c0"]).stdout)
-        return [a["local"] for i in out for a in i.get("addr_info", [])
-                if a.get("scope") == "global"]
-
-    def log(self):
-        with open(self.f["log"]) as f:
-            return f.read()
 
 
 def lease6(m, s):
@@ -266,7 +224,7 @@ class HaPreemptTest(unittest.TestCase):
         wait_for(lambda: m0.role() == "active", 30, 0.2, "m0 active")
         wait_for(lambda: all(v.get("synced") and not v.get("holding")
                              for v in m0.ha().get("members", [])), 30, 0.2, "both ready")
-        cpe = Dhcp6Cpe(self.lab, self.acc)
+        cpe = DhclientCpe(self.lab, self.acc, DSUB6, "d6cpe", family=6)
         self.addCleanup(cpe.stop)
         cpe.start()
         try:

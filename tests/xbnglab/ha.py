@@ -14,16 +14,19 @@ Used by tests/integration/test_ha.py and bench/ha.py.
 from __future__ import annotations
 
 import ctypes
+import json
 import os
+import signal
 import re
 import socket
 import struct
 import threading
 import time
 
+from xbnglab.bringup import client_files, dhclient_script, tagged_cpe_link
 from xbnglab.etcd import CLIENT_PORTS, EtcdCluster
 from xbnglab.frames import arp_request, up_v4
-from xbnglab.lab import drain, recv_frames
+from xbnglab.lab import drain, recv_frames, wait_for
 from xbnglab.xbngd import GW4, GW6, Daemon, find_bin
 
 GROUP = "pair1"
@@ -351,3 +354,47 @@ class DhcpWatch:
 
     def answered(self):
         return sum(1 for r in self.rounds if r[1] or r[2])
+
+
+class DhclientCpe:
+    """A CPE namespace `name` on subscriber `sub`'s tags (the TC tag emulator
+    on c0, as in xbnglab.bringup) on the access bridge, running Debian's
+    dhclient (-4, or -6 for IA_NA) with private files in the lab's run dir."""
+
+    def __init__(self, lab, acc, sub, name, family=4):
+        self.lab, self.family = lab, family
+        self.ns = lab.netns(name)
+        tagged_cpe_link(lab, self.ns, acc, f"{name}0", sub["mac"], disable_ipv6=family == 4)
+        self.f = client_files(os.path.join(lab.rundir, f"{name}-dhclient"))
+        with open(self.f["conf"], "w") as c:
+            c.write("request subnet-mask, broadcast-address, routers;\n" if family == 4 else "")
+        dhclient_script(self.f["script"])
+        self.p = None
+
+    def start(self):
+        if self.family == 6:
+            # dhclient -6 binds to c0's link-local address: after its DAD.
+            def link_local_ready():
+                out = self.ns.exec(["ip", "-6", "addr", "show", "dev", "c0", "scope",
+                                    "link"]).stdout
+                return "fe80::" in out and "tentative" not in out
+            wait_for(link_local_ready, 10, 0.1, "c0's link-local address")
+        f = self.f
+        argv = ["dhclient", f"-{self.family}", "-d", "-v", "-cf", f["conf"], "-lf", f["leases"],
+                "-pf", f["pid"], "-sf", f["script"], "c0"]
+        self.p = self.lab.spawn(self.ns.nsenter_argv(argv), log=f["log"])
+
+    def stop(self):
+        if self.p:
+            self.lab.stop(self.p, signal.SIGTERM, timeout=5)
+            self.p = None
+
+    def addrs(self):
+        out = json.loads(self.ns.exec(["ip", "-j", f"-{self.family}", "addr", "show", "dev",
+                                       "c0"]).stdout)
+        return [a["local"] for i in out for a in i.get("addr_info", [])
+                if a.get("scope") == "global"]
+
+    def log(self):
+        with open(self.f["log"]) as f:
+            return f.read()
