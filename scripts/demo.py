@@ -5,7 +5,6 @@ an HA pair taking over by itself.
 
 Run through scripts/demo (which installs and builds first)."""
 import ipaddress
-import os
 import random
 import signal
 import subprocess
@@ -13,8 +12,7 @@ import time
 
 from xbnglab.frames import (ARP, Ether, ICMPv6ND_NA, IP, IPv6, arp_request, down_v4, down_v6,
                             neighbour_solicit, tags, up_v4, up_v6)
-from xbnglab.etcd import import_to_etcd
-from xbnglab.ha import GROUP, PPS, Flows, build_lab
+from xbnglab.ha import GROUP, PPS, Flows, build_lab, start_group
 from xbnglab.lab import Lab, drain, recv_frames, wait_for
 from xbnglab.xbngd import (GW4, GW6, UPLINK_NET4, UPLINK_NET6, XbngLab, find_pass_obj, plan,
                            subscribed)
@@ -319,15 +317,8 @@ def ha():
     with Lab("xbngdha") as lab:
         cluster, m, ns = build_lab(lab, find_pass_obj())
         subs = [plan(i) for i in range(1000)]
-        r = import_to_etcd(cluster, GROUP, subs, os.path.join(lab.rundir, "subs.jsonl"))
-        if r.returncode != 0:
-            raise RuntimeError(r.stderr)
-        print(f"  {len(subs)} subscribers written to etcd under the group {GROUP}")
-        m[0].start()
-        wait_for(lambda: m[0].role() == "active", 30, 0.2, "m0 active")
-        m[1].start()
-        for k in m:
-            wait_for(lambda k=k: k.subscribers() == len(subs), 60, 0.2, f"{k.name} to apply")
+        start_group(lab, cluster, m, subs)
+        print(f"  {len(subs)} subscribers written to etcd under the group {GROUP}, applied by both")
         wait_for(lambda: all(v.get("synced") for v in m[0].ha().get("members", [])), 30, 0.2,
                  "both members synced")
         show("xbngctl ha status", m[1].ctl_raw("ha", "status").stdout)

@@ -9,6 +9,7 @@
 
 #include "api/convert.h"
 #include "xbng/v1/xbng.pb.h"
+#include "store/scan.h"
 
 namespace xbng::agent {
 
@@ -189,30 +190,20 @@ std::optional<uint32_t> RelaySessions::lease_server(const SubKey& k) {
 }
 
 size_t RelaySessions::reconcile() {
-  ListQuery q;
-  q.page_size = 10000;
   std::vector<SubKey> stale, stale6;
-  for (;;) {
-    std::vector<SubscriberView> page;
-    std::string next;
-    uint64_t total = 0;
-    if (!store_->list(q, &page, &next, &total).ok()) break;
-    for (const auto& v : page) {
-      if (v.spec.origin != kOriginRelay) continue;
-      if (v.spec.has_ipv4) {
-        auto l = leases_->get(v.spec.key, LeaseFamily::kV4);
-        if (!l || !l->bound) stale.push_back(v.spec.key);
-      }
-      bool v6 = v.spec.has_ipv6;
-      for (const auto& p : v.spec.prefixes) v6 = v6 || p.family == 6;
-      if (v6) {
-        auto l = leases_->get(v.spec.key, LeaseFamily::kV6);
-        if (!l || !l->bound) stale6.push_back(v.spec.key);
-      }
+  for_each_subscriber(*store_, [&](const SubscriberView& v) {
+    if (v.spec.origin != kOriginRelay) return;
+    if (v.spec.has_ipv4) {
+      auto l = leases_->get(v.spec.key, LeaseFamily::kV4);
+      if (!l || !l->bound) stale.push_back(v.spec.key);
     }
-    if (next.empty()) break;
-    q.page_token = next;
-  }
+    bool v6 = v.spec.has_ipv6;
+    for (const auto& p : v.spec.prefixes) v6 = v6 || p.family == 6;
+    if (v6) {
+      auto l = leases_->get(v.spec.key, LeaseFamily::kV6);
+      if (!l || !l->bound) stale6.push_back(v.spec.key);
+    }
+  });
   for (const auto& k : stale) drop_ipv4(k, "lease gone while stopped");
   for (const auto& k : stale6) drop_ipv6(k, "lease gone while stopped");
   return stale.size() + stale6.size();

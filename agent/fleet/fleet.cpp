@@ -20,6 +20,7 @@
 #include "fleet/fleet.h"
 #include "fleet/kv.h"
 #include "store/store.h"
+#include "store/scan.h"
 
 namespace xbng::agent {
 
@@ -549,20 +550,11 @@ struct Fleet::Impl {
     if (store->size() == applied) return true;
     std::sort(present->begin(), present->end());
     std::vector<SubKey> stale;
-    ListQuery q;
-    q.page_size = 10000;
-    for (;;) {
-      std::vector<SubscriberView> subs;
-      std::string tok;
-      uint64_t total = 0;
-      if (!store->list(q, &subs, &tok, &total).ok()) break;
-      for (const auto& v : subs)
-        if (!access_side(v.spec.origin) &&
-            !std::binary_search(present->begin(), present->end(), key_rank(v.spec.key)))
-          stale.push_back(v.spec.key);
-      if (tok.empty()) break;
-      q.page_token = tok;
-    }
+    for_each_subscriber(*store, [&](const SubscriberView& v) {
+      if (!access_side(v.spec.origin) &&
+          !std::binary_search(present->begin(), present->end(), key_rank(v.spec.key)))
+        stale.push_back(v.spec.key);
+    });
     return remove_keys(stale, deleted);
   }
 

@@ -9,6 +9,7 @@
 #include "api/convert.h"
 #include "etcd/value_codec.h"
 #include "xbng/v1/xbng.pb.h"
+#include "store/scan.h"
 
 namespace xbng::agent {
 
@@ -177,18 +178,9 @@ bool SessionReplication::remove(const SubKey& k) {
 
 size_t SessionReplication::prune(const std::function<bool(const SubKey&)>& present) {
   std::vector<SubKey> gone;
-  ListQuery q;
-  q.page_size = 10000;
-  for (;;) {
-    std::vector<SubscriberView> subs;
-    std::string tok;
-    uint64_t total = 0;
-    if (!store_->list(q, &subs, &tok, &total).ok()) break;
-    for (const auto& v : subs)
-      if (session_origin(v.spec.origin) && !present(v.spec.key)) gone.push_back(v.spec.key);
-    if (tok.empty()) break;
-    q.page_token = tok;
-  }
+  for_each_subscriber(*store_, [&](const SubscriberView& v) {
+    if (session_origin(v.spec.origin) && !present(v.spec.key)) gone.push_back(v.spec.key);
+  });
   size_t removed = 0;
   constexpr size_t kChunk = 10000;
   for (size_t i = 0; i < gone.size(); i += kChunk) {

@@ -9,6 +9,7 @@
 
 #include "bringup/punt/counters.h"
 #include "common/statefile.h"
+#include "common/sub_key.h"
 
 namespace xbng::radius {
 
@@ -17,14 +18,6 @@ namespace {
 using json = nlohmann::json;
 using agent::AgentReason;
 constexpr size_t kMaxStateBytes = size_t{256} << 20;
-
-SubKey key_of(uint64_t rank) {
-  SubKey k{};
-  k.ifindex = static_cast<uint32_t>(rank >> 32);
-  k.outer_vid = static_cast<uint16_t>(rank >> 16);
-  k.inner_vid = static_cast<uint16_t>(rank);
-  return k;
-}
 
 // FNV-1a, then the splitmix64 finalizer (session ids differ in a few
 // digits only): a stable hash, the grid must be the same in the next process.
@@ -292,7 +285,7 @@ size_t Accounting::adopt_all(uint64_t now) {
 void Accounting::drop_sessions() {
   auto freeze = [&](uint64_t rank) {
     AcctView v;
-    if (hooks_.view && hooks_.view(key_of(rank), &v))
+    if (hooks_.view && hooks_.view(agent::key_of_rank(rank), &v))
       frozen_[rank] = {v.up_bytes, v.up_packets, v.down_bytes, v.down_packets};
   };
   for (const auto& [rank, s] : sess_) freeze(rank);
@@ -663,7 +656,7 @@ void Accounting::wake(uint64_t rank, uint64_t now) {
   auto it = sess_.find(rank);
   if (it == sess_.end()) return;
   Sess& s = it->second;
-  const SubKey k = key_of(rank);
+  const SubKey k = agent::key_of_rank(rank);
   auto d = sessions_->get(k);
   if (!d) {  // its deletion is on its way as an event
     sess_.erase(it);

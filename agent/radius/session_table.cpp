@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/statefile.h"
+#include "common/sub_key.h"
 
 namespace xbng::radius {
 
@@ -82,14 +83,6 @@ namespace {
 
 using json = nlohmann::json;
 constexpr size_t kMaxFileBytes = size_t{1} << 30;
-
-SubKey key_of(uint64_t rank) {
-  SubKey k{};
-  k.ifindex = static_cast<uint32_t>(rank >> 32);
-  k.outer_vid = static_cast<uint16_t>(rank >> 16);
-  k.inner_vid = static_cast<uint16_t>(rank);
-  return k;
-}
 
 json to_json(const SubKey& k, const SessionData& d) {
   json j = session_data_json(d);
@@ -271,11 +264,11 @@ void SessionTable::retain(const std::function<bool(const SubKey&)>& live) {
   std::unique_lock g(mu_);
   size_t dropped = 0;
   for (auto it = recs_.begin(); it != recs_.end();)
-    if (live(key_of(it->first))) {
+    if (live(agent::key_of_rank(it->first))) {
       ++it;
     } else {
       index_remove_locked(it->first, it->second);
-      pending_ += del_line(key_of(it->first));
+      pending_ += del_line(agent::key_of_rank(it->first));
       ++staged_;
       it = recs_.erase(it);
       ++dropped;
@@ -382,7 +375,7 @@ void SessionTable::compact_locked(std::unique_lock<std::mutex>& g) {
   // (replaying a full record twice is harmless).
   const uint64_t gen = generation_ + 1;
   json j = {{"generation", gen}, {"sessions", json::array()}};
-  for (const auto& [rank, d] : recs_) j["sessions"].push_back(to_json(key_of(rank), d));
+  for (const auto& [rank, d] : recs_) j["sessions"].push_back(to_json(agent::key_of_rank(rank), d));
   const std::string text = j.dump();
   j = json();
   g.unlock();
@@ -499,7 +492,7 @@ std::vector<SubKey> SessionTable::find_by_session_id(std::string_view id) const 
   std::lock_guard g(mu_);
   std::vector<SubKey> out;
   auto [b, e] = by_session_id_.equal_range(std::string(id));
-  for (auto it = b; it != e; ++it) out.push_back(key_of(it->second));
+  for (auto it = b; it != e; ++it) out.push_back(agent::key_of_rank(it->second));
   return out;
 }
 
@@ -507,7 +500,7 @@ std::vector<SubKey> SessionTable::find_by_user_name(std::string_view name) const
   std::lock_guard g(mu_);
   std::vector<SubKey> out;
   auto [b, e] = by_user_name_.equal_range(std::string(name));
-  for (auto it = b; it != e; ++it) out.push_back(key_of(it->second));
+  for (auto it = b; it != e; ++it) out.push_back(agent::key_of_rank(it->second));
   return out;
 }
 
@@ -534,7 +527,7 @@ std::optional<SessionData> SessionTable::get(const SubKey& k) const {
 
 void SessionTable::for_each(const std::function<void(const SubKey&, const SessionData&)>& f) const {
   std::lock_guard g(mu_);
-  for (const auto& [rank, d] : recs_) f(key_of(rank), d);
+  for (const auto& [rank, d] : recs_) f(agent::key_of_rank(rank), d);
 }
 
 bool SessionTable::mark_acct_started(const SubKey& k) { return mark_acct_started_many({k})[0]; }

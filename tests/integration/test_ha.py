@@ -34,17 +34,15 @@ killed member rejoins with the session. A second lab relays DHCPv4 to a
 real Kea (dhcp = "relay"): the relay's session (origin relay, its lease)
 reaches the standby, and after a kill -9 of the active the CPE's renewal is
 relayed by the new active, same address, no new DISCOVER."""
-import os
 import signal
 import socket
 import time
 import unittest
 
 from xbnglab.cpe import cpe_sub
-from xbnglab.etcd import import_to_etcd
 from xbnglab.frames import arp_request, up_v4
 from xbnglab.ha import (GROUP, MAGIC_DOWN, MAGIC_UP, NET4, PPS, VMAC, ArpWatch, DhclientCpe,
-                        Flows, build_lab)
+                        Flows, build_lab, start_group)
 from xbnglab.kea import Kea4
 from xbnglab.lab import Lab, recv_frames, wait_for
 from xbnglab.radius import FreeRadius, octets
@@ -101,18 +99,7 @@ class HaTest(unittest.TestCase):
         cls.radius.start()
         cls.subs = [plan(i) for i in range(N_SUBS)]
         dsub = {k: v for k, v in DSUB.items() if k != "mac"}
-        r = import_to_etcd(cls.cluster, GROUP, cls.subs + [dsub],
-                           os.path.join(cls.lab.rundir, "subs.jsonl"))
-        if r.returncode != 0:
-            raise RuntimeError(r.stderr)
-        # m0 first (priority 100): it wins the first election.
-        cls.m[0].start()
-        wait_for(lambda: cls.m[0].role() == "active", 30, 0.2, "m0 to become active")
-        cls.m[1].start()
-        for m in cls.m:
-            wait_for(lambda m=m: m.subscribers() == N_SUBS + 1, 60, 0.2,
-                     f"{m.name} to apply the group's subscribers")
-        wait_for(lambda: cls.m[1].role() == "standby", 30, 0.2, "m1 standby")
+        start_group(cls.lab, cls.cluster, cls.m, cls.subs + [dsub])
 
     def active_member(self):
         roles = [m.role() for m in self.m]

@@ -22,14 +22,12 @@ CPE renews through the new active after a kill; and the active is cut off
 from etcd but not from the access: it steps down by itself before its lease
 can expire, and the standby takes over.
 """
-import os
 import signal
 import time
 import unittest
 
 from xbnglab.cpe import cpe_sub
-from xbnglab.etcd import import_to_etcd
-from xbnglab.ha import GROUP, PPS, ArpWatch, DhcpWatch, DhclientCpe, Flows, build_lab
+from xbnglab.ha import PPS, ArpWatch, DhcpWatch, DhclientCpe, Flows, build_lab, start_group
 from xbnglab.lab import Lab, wait_for
 from xbnglab.xbngd import find_pass_obj, plan
 
@@ -60,17 +58,7 @@ class HaPreemptTest(unittest.TestCase):
         cls.etcd_ns, cls.acc, cls.up, cls.cpe, cls.net = (
             ns[k] for k in ("etcd", "acc", "up", "cpe", "net"))
         cls.subs = [plan(i) for i in range(N_SUBS)]
-        r = import_to_etcd(cls.cluster, GROUP, cls.subs + [DSUB6],
-                           os.path.join(cls.lab.rundir, "subs.jsonl"))
-        if r.returncode != 0:
-            raise RuntimeError(r.stderr)
-        cls.m[0].start()
-        wait_for(lambda: cls.m[0].role() == "active", 30, 0.2, "m0 to become active")
-        cls.m[1].start()
-        for m in cls.m:
-            wait_for(lambda m=m: m.subscribers() == N_SUBS + 1, 60, 0.2,
-                     f"{m.name} to apply the group's subscribers")
-        wait_for(lambda: cls.m[1].role() == "standby", 30, 0.2, "m1 standby")
+        start_group(cls.lab, cls.cluster, cls.m, cls.subs + [DSUB6])
         wait_for(lambda: all(v.get("synced") for v in cls.m[0].ha().get("members", [])), 30, 0.2,
                  "both members synced")
 

@@ -80,6 +80,23 @@ def build_lab(lab, obj, **member_args):
     return cluster, members, ns
 
 
+def start_group(lab, cluster, members, subs, timeout=60):
+    """Writes `subs` to etcd as the group's subscribers, starts m0 (priority
+    100: it wins the first election), then m1; returns once both hold them
+    and m1 is standby."""
+    from xbnglab.etcd import import_to_etcd
+    r = import_to_etcd(cluster, GROUP, subs, os.path.join(lab.rundir, "subs.jsonl"))
+    if r.returncode != 0:
+        raise RuntimeError(r.stderr)
+    members[0].start()
+    wait_for(lambda: members[0].role() == "active", 30, 0.2, "m0 to become active")
+    members[1].start()
+    for m in members:
+        wait_for(lambda m=m: m.subscribers() == len(subs), timeout, 0.2,
+                 f"{m.name} to apply the group's subscribers")
+    wait_for(lambda: members[1].role() == "standby", 30, 0.2, "m1 standby")
+
+
 class Member(Daemon):
     CTL_TIMEOUT = 60
 
@@ -238,41 +255,36 @@ class Flows:
         return lost, lost / PPS
 
 
-class ArpWatch:
-    """ARP requests for the gateway from one CPE every 50 ms, and which member
-    answered each (captured on the bridge ports a0 and a1 of the access L2)."""
+class AnswerWatch:
+    """Requests from one CPE, round after round, and how many answers each
+    member sent to each (captured on the bridge ports a0 and a1 of the
+    access L2). A subclass sends a round's request and says which frames
+    answer it (`_round`)."""
 
-    def __init__(self, cpe, acc, sub):
+    def __init__(self, cpe, acc):
         self.tx = cpe.packet_socket("c0")
         self.rx = [acc.packet_socket("a0"), acc.packet_socket("a1")]
         for s in self.rx:
             drain(s)
-        self.req = bytes(arp_request(sub, GW4))
         self.rounds = []  # (time, answers from m0, answers from m1)
         self._stop = threading.Event()
 
+    def _counts(self, timeout, match):
+        """Answers matching `match` on each bridge port, `timeout` each."""
+        counts = []
+        for s in self.rx:
+            try:
+                fr = recv_frames(s, timeout, match=match)
+            except OSError:  # the bridge port is down (a test took the link away)
+                fr = []
+                time.sleep(timeout)
+            counts.append(len(fr))
+        return counts
+
     def _run(self):
         while not self._stop.is_set():
-            # An ARP reply carries nothing of its request: one left queued
-            # (late, or behind a bridge port taken down, whose socket then
-            # fails a round) would count in a later round. Each round starts
-            # empty.
-            for s in self.rx:
-                try:
-                    drain(s)
-                except OSError:
-                    pass
-            self.tx.send(self.req)
             t = time.monotonic()
-            counts = []
-            for s in self.rx:
-                try:
-                    fr = recv_frames(s, 0.025, match=lambda f: f[20:22] == b"\x08\x06" and
-                                     f[22 + 6:22 + 8] == b"\x00\x02")
-                except OSError:  # the bridge port is down (a test took the link away)
-                    fr = []
-                    time.sleep(0.025)
-                counts.append(len(fr))
+            counts = self._round()
             self.rounds.append((t, counts[0], counts[1]))
 
     def __enter__(self):
@@ -291,18 +303,37 @@ class ArpWatch:
         return sum(1 for r in self.rounds if r[1] or r[2])
 
 
-class DhcpWatch:
+class ArpWatch(AnswerWatch):
+    """ARP requests for the gateway from one CPE every 50 ms, and which member
+    answered each."""
+
+    def __init__(self, cpe, acc, sub):
+        super().__init__(cpe, acc)
+        self.req = bytes(arp_request(sub, GW4))
+
+    def _round(self):
+        # An ARP reply carries nothing of its request: one left queued
+        # (late, or behind a bridge port taken down, whose socket then
+        # fails a round) would count in a later round. Each round starts
+        # empty.
+        for s in self.rx:
+            try:
+                drain(s)
+            except OSError:
+                pass
+        self.tx.send(self.req)
+        return self._counts(0.025, lambda f: f[20:22] == b"\x08\x06" and
+                            f[22 + 6:22 + 8] == b"\x00\x02")
+
+
+class DhcpWatch(AnswerWatch):
     """A DHCPDISCOVER from one CPE every 100 ms (its subscriber's punt rate),
-    each with its own xid, and how
-    many OFFERs for that xid each member sent (captured on the bridge ports a0
-    and a1 of the access L2): one member answers each, never both."""
+    each with its own xid, and how many OFFERs for that xid each member sent:
+    one member answers each, never both."""
 
     def __init__(self, cpe, acc, sub):
         from scapy.all import BOOTP, DHCP, IP, UDP, Dot1AD, Dot1Q, Ether
-        self.tx = cpe.packet_socket("c0")
-        self.rx = [acc.packet_socket("a0"), acc.packet_socket("a1")]
-        for s in self.rx:
-            drain(s)
+        super().__init__(cpe, acc)
         mac = bytes.fromhex(sub["mac"].replace(":", ""))
         self.frame = bytearray(bytes(
             Ether(src=sub["mac"], dst="ff:ff:ff:ff:ff:ff") / Dot1AD(vlan=sub["outer_vlan"]) /
@@ -311,8 +342,7 @@ class DhcpWatch:
             DHCP(options=[("message-type", "discover"), "end"])))
         # The xid's offset: Ethernet + two tags (22) + IPv4 (20) + UDP (8) + 4.
         self.xid_at = 22 + 20 + 8 + 4
-        self.rounds = []  # (time, offers from m0, offers from m1)
-        self._stop = threading.Event()
+        self.xid = 0x5a000000
 
     def _offer_for(self, xid: bytes):
         # A reply from a server (UDP source port 67) on two tags with this xid.
@@ -320,40 +350,14 @@ class DhcpWatch:
         return lambda f: (len(f) > at + 4 and f[12:14] == b"\x88\xa8" and f[20:22] == b"\x08\x00"
                           and f[42:44] == b"\x00\x43" and f[at:at + 4] == xid)
 
-    def _run(self):
-        xid = 0x5a000000
-        while not self._stop.is_set():
-            xid += 1
-            x = struct.pack("!I", xid)
-            self.frame[self.xid_at:self.xid_at + 4] = x
-            # UDP checksum 0: none (valid over IPv4), so the xid can change.
-            self.frame[22 + 20 + 6:22 + 20 + 8] = b"\x00\x00"
-            self.tx.send(bytes(self.frame))
-            t = time.monotonic()
-            counts = []
-            for s in self.rx:
-                try:
-                    fr = recv_frames(s, 0.05, match=self._offer_for(x))
-                except OSError:
-                    fr = []
-                    time.sleep(0.05)
-                counts.append(len(fr))
-            self.rounds.append((t, counts[0], counts[1]))
-
-    def __enter__(self):
-        self.t = threading.Thread(target=self._run)
-        self.t.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self.t.join()
-
-    def both(self):
-        return [r for r in self.rounds if r[1] and r[2]]
-
-    def answered(self):
-        return sum(1 for r in self.rounds if r[1] or r[2])
+    def _round(self):
+        self.xid += 1
+        x = struct.pack("!I", self.xid)
+        self.frame[self.xid_at:self.xid_at + 4] = x
+        # UDP checksum 0: none (valid over IPv4), so the xid can change.
+        self.frame[22 + 20 + 6:22 + 20 + 8] = b"\x00\x00"
+        self.tx.send(bytes(self.frame))
+        return self._counts(0.05, self._offer_for(x))
 
 
 class DhclientCpe:

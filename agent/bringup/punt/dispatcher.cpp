@@ -9,6 +9,7 @@
 
 #include "xbng/abi.h"
 #include "bringup/punt/counters.h"
+#include "store/scan.h"
 
 namespace xbng::agent::punt {
 
@@ -367,24 +368,14 @@ void Dispatcher::start_ra() {
   if (!ra_sched_ || ra_thread_.joinable()) return;
   // Every provisioned IPv6 subscriber: hosts that came up while xbngd was
   // down (or before a restart) keep hearing RAs.
-  ListQuery q;
-  q.page_size = 10000;
   size_t n = 0;
-  for (;;) {
-    std::vector<SubscriberView> page;
-    std::string next;
-    uint64_t total = 0;
-    if (!store_->list(q, &page, &next, &total).ok()) break;
-    for (const auto& v : page) {
-      if (!has_v6(v.spec)) continue;
-      // Only subscribers of a port still configured for access.
-      if (!store_->ports().access_ifindex(store_->ports().name(v.spec.key.ifindex))) continue;
-      schedule_ra(v.spec.key);
-      ++n;
-    }
-    if (next.empty()) break;
-    q.page_token = next;
-  }
+  for_each_subscriber(*store_, [&](const SubscriberView& v) {
+    if (!has_v6(v.spec)) return;
+    // Only subscribers of a port still configured for access.
+    if (!store_->ports().access_ifindex(store_->ports().name(v.spec.key.ifindex))) return;
+    schedule_ra(v.spec.key);
+    ++n;
+  });
   spdlog::info("unsolicited RAs: {} subscribers, one RA each every {} s, in {} slots", n,
                opts_.ra_unsolicited_interval_s, opts_.ra_slots);
   ra_thread_ = std::thread([this] {
