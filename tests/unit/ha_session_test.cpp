@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "api/convert.h"
+#include "etcd_double.h"
 #include "fleet/fleet.h"
 #include "fleet/kv.h"
 #include "ha/replica.h"
@@ -239,104 +240,8 @@ TEST(HaSessionApply, StandbyTakesTheActivesSessions) {
 
 // ---- the replica against an etcd double ------------------------------------
 
-struct StateEtcd {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::map<std::string, std::string> kv;
-  std::vector<std::vector<agent::fleet::TxnOp>> txns;
-  std::vector<agent::fleet::WatchEvent> events;  // the watch sends them once
-};
-
-// Sends `events` once (when given), then waits until cancelled.
-class StillWatch final : public agent::fleet::WatchStream {
- public:
-  explicit StillWatch(std::vector<agent::fleet::WatchEvent> events = {})
-      : events_(std::move(events)) {}
-  void create(const std::string&, const std::string&, int64_t) override {}
-  bool read(agent::fleet::WatchResponse* out) override {
-    std::unique_lock l(mu_);
-    if (!events_.empty()) {
-      *out = agent::fleet::WatchResponse{};
-      out->events.swap(events_);
-      return true;
-    }
-    cv_.wait(l, [&] { return cancelled_; });
-    return false;
-  }
-  bool request_progress() override { return false; }
-  void cancel() override {
-    std::lock_guard l(mu_);
-    cancelled_ = true;
-    cv_.notify_all();
-  }
-  absl::Status finish() override { return absl::CancelledError("cancelled"); }
-
- private:
-  std::vector<agent::fleet::WatchEvent> events_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool cancelled_ = false;
-};
-
-class StateConn final : public agent::fleet::KvConn {
- public:
-  explicit StateConn(StateEtcd* e) : e_(e) {}
-  const std::string& endpoint() const override { return ep_; }
-  absl::Status range(const agent::fleet::RangeRequest& rq, std::chrono::milliseconds,
-                     agent::fleet::RangeResponse* out) override {
-    std::lock_guard l(e_->mu);
-    out->header.revision = 50;
-    for (auto it = e_->kv.lower_bound(rq.key); it != e_->kv.end() && it->first < rq.range_end; ++it)
-      out->kvs.push_back({it->first, it->second, 1, 1, 1, 0});
-    return absl::OkStatus();
-  }
-  absl::Status put(const std::string&, const std::string&, int64_t,
-                   std::chrono::milliseconds) override {
-    return absl::OkStatus();
-  }
-  absl::Status txn(const std::vector<agent::fleet::TxnOp>& ops,
-                   std::chrono::milliseconds) override {
-    std::lock_guard l(e_->mu);
-    for (const auto& op : ops)
-      if (op.type == agent::fleet::TxnOp::Type::kPut)
-        e_->kv[op.key] = op.value;
-      else
-        e_->kv.erase(op.key);
-    e_->txns.push_back(ops);
-    e_->cv.notify_all();
-    return absl::OkStatus();
-  }
-  absl::Status lease_grant(int64_t, std::chrono::milliseconds, int64_t* id) override {
-    *id = 1;
-    return absl::OkStatus();
-  }
-  absl::Status lease_keepalive(int64_t, std::chrono::milliseconds, int64_t* ttl) override {
-    *ttl = 10;
-    return absl::OkStatus();
-  }
-  absl::Status lease_revoke(int64_t, std::chrono::milliseconds) override {
-    return absl::OkStatus();
-  }
-  absl::Status watch(std::unique_ptr<agent::fleet::WatchStream>* out) override {
-    std::lock_guard l(e_->mu);
-    *out = std::make_unique<StillWatch>(std::exchange(e_->events, {}));
-    return absl::OkStatus();
-  }
-
- private:
-  StateEtcd* e_;
-  std::string ep_ = "double";
-};
-
-class StateKv final : public agent::fleet::Kv {
- public:
-  explicit StateKv(StateEtcd* e) : c_(std::make_shared<StateConn>(e)) {}
-  std::shared_ptr<agent::fleet::KvConn> conn() override { return c_; }
-  void failed(const std::shared_ptr<agent::fleet::KvConn>&, const absl::Status&) override {}
-
- private:
-  std::shared_ptr<StateConn> c_;
-};
+using StateEtcd = EtcdDouble;
+using StateKv = EtcdDoubleKv;
 
 const std::string kPrefix = "/xbng/v1/ha/g/state/";
 
@@ -448,9 +353,9 @@ TEST(HaReplicaSessions, WrittenBeforeLeasesAndDeletedWhenGone) {
 // sort before them), then deletes the sessions etcd has no key for.
 TEST(HaReplicaSessions, FullReadAppliesSessionsFirstThenPrunes) {
   StateEtcd e;
-  e.kv[kPrefix + "mac/a0/100/1"] = R"({"mac":"02:00:00:00:00:01","member":"m0"})";
-  e.kv[kPrefix + "session/a0/100/1"] = "s1";
-  e.kv[kPrefix + "session/a9/100/2"] = "a port this member does not have";
+  e.set(kPrefix + "mac/a0/100/1", R"({"mac":"02:00:00:00:00:01","member":"m0"})");
+  e.set(kPrefix + "session/a0/100/1", "s1");
+  e.set(kPrefix + "session/a9/100/2", "a port this member does not have");
   std::mutex mu;
   std::condition_variable cv;
   std::vector<std::string> order;

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "config/config.h"
+#include "etcd_double.h"
 #include "fleet/kv.h"
 #include "bringup/lease/lease.h"
 #include "ha/ha.h"
@@ -54,125 +55,9 @@ std::string errors(const Config& c) {
   return s;
 }
 
-// ---- an etcd in memory: keys, leases that expire, transactions -------------------
-struct FakeEtcd {
-  struct Entry {
-    std::string value;
-    int64_t lease = 0, create = 0;
-  };
-  std::mutex mu;
-  std::map<std::string, Entry> kv;
-  std::map<int64_t, Clock::time_point> leases;  // id -> expiry
-  std::map<int64_t, int64_t> ttl;
-  int64_t rev = 1, next_lease = 100;
-
-  void expire() {
-    const auto now = Clock::now();
-    for (auto it = leases.begin(); it != leases.end();) {
-      if (it->second <= now) {
-        for (auto k = kv.begin(); k != kv.end();)
-          k = k->second.lease == it->first ? kv.erase(k) : std::next(k);
-        it = leases.erase(it);
-      } else {
-        ++it;
-      }
-    }
-  }
-};
-
-class FakeConn final : public fleet::KvConn {
- public:
-  FakeConn(FakeEtcd* e, std::atomic<bool>* up) : e_(e), up_(up) {}
-  const std::string& endpoint() const override { return ep_; }
-  absl::Status down() const { return absl::UnavailableError("cut off"); }
-  absl::Status range(const fleet::RangeRequest& rq, std::chrono::milliseconds,
-                     fleet::RangeResponse* out) override {
-    if (!*up_) return down();
-    std::lock_guard l(e_->mu);
-    e_->expire();
-    out->kvs.clear();
-    for (auto& [k, v] : e_->kv)
-      if (k >= rq.key && (rq.range_end.empty() ? k == rq.key : k < rq.range_end)) {
-        fleet::KeyValue o;
-        o.key = k;
-        o.value = v.value;
-        o.lease = v.lease;
-        o.create_revision = v.create;
-        out->kvs.push_back(o);
-      }
-    return absl::OkStatus();
-  }
-  absl::Status put(const std::string& key, const std::string& value, int64_t lease,
-                   std::chrono::milliseconds) override {
-    if (!*up_) return down();
-    std::lock_guard l(e_->mu);
-    e_->expire();
-    if (lease && !e_->leases.count(lease)) return absl::NotFoundError("lease not found");
-    auto& en = e_->kv[key];
-    if (!en.create) en.create = ++e_->rev;
-    en.value = value;
-    en.lease = lease;
-    return absl::OkStatus();
-  }
-  absl::Status txn(const std::vector<fleet::TxnOp>&, std::chrono::milliseconds) override {
-    return absl::UnimplementedError("txn");
-  }
-  absl::Status create_if_absent(const std::string& key, const std::string& value, int64_t lease,
-                                std::chrono::milliseconds, bool* created) override {
-    if (!*up_) return down();
-    std::lock_guard l(e_->mu);
-    e_->expire();
-    *created = !e_->kv.count(key) && e_->leases.count(lease);
-    if (*created) e_->kv[key] = {value, lease, ++e_->rev};
-    return absl::OkStatus();
-  }
-  absl::Status lease_grant(int64_t ttl, std::chrono::milliseconds, int64_t* id) override {
-    if (!*up_) return down();
-    std::lock_guard l(e_->mu);
-    *id = ++e_->next_lease;
-    e_->ttl[*id] = ttl;
-    e_->leases[*id] = Clock::now() + std::chrono::seconds(ttl);
-    return absl::OkStatus();
-  }
-  absl::Status lease_keepalive(int64_t id, std::chrono::milliseconds, int64_t* left) override {
-    if (!*up_) return down();
-    std::lock_guard l(e_->mu);
-    e_->expire();
-    auto it = e_->leases.find(id);
-    if (it == e_->leases.end()) {
-      *left = 0;
-      return absl::OkStatus();
-    }
-    it->second = Clock::now() + std::chrono::seconds(e_->ttl[id]);
-    *left = e_->ttl[id];
-    return absl::OkStatus();
-  }
-  absl::Status lease_revoke(int64_t id, std::chrono::milliseconds) override {
-    if (!*up_) return down();
-    std::lock_guard l(e_->mu);
-    e_->leases[id] = Clock::now();
-    e_->expire();
-    return absl::OkStatus();
-  }
-  absl::Status watch(std::unique_ptr<fleet::WatchStream>*) override {
-    return absl::UnimplementedError("watch");
-  }
-
- private:
-  FakeEtcd* e_;
-  std::atomic<bool>* up_;
-  std::string ep_ = "fake";
-};
-
-class FakeKv final : public fleet::Kv {
- public:
-  FakeKv(FakeEtcd* e, std::atomic<bool>* up) : c_(std::make_shared<FakeConn>(e, up)) {}
-  std::shared_ptr<fleet::KvConn> conn() override { return c_; }
-  void failed(const std::shared_ptr<fleet::KvConn>&, const absl::Status&) override {}
-
- private:
-  std::shared_ptr<FakeConn> c_;
-};
+// ---- an etcd in memory (etcd_double.h): keys, leases that expire --------------
+using FakeEtcd = xbng::test::EtcdDouble;
+using FakeKv = xbng::test::EtcdDoubleKv;
 
 // The data plane of one member: its deadline, and whether it acts active now.
 struct FakeNode final : HaActions {
