@@ -24,13 +24,11 @@ event and the median and range of each kind; asserts nothing.
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import statistics
 import time
 
-from xbnglab.etcd import import_to_etcd
-from xbnglab.ha import GROUP, Flows, build_lab
+from xbnglab.ha import Flows, build_lab, start_group
 from xbnglab.lab import Lab, wait_for
 from xbnglab.xbngd import find_pass_obj, plan
 
@@ -106,18 +104,9 @@ def main() -> int:
     with Lab("xbngbha") as lab:
         cluster, members, ns = build_lab(lab, find_pass_obj(), max_subscribers=max(4096, n))
         subs = [plan(i) for i in range(n)]
-        t = time.monotonic()
-        r = import_to_etcd(cluster, GROUP, subs, os.path.join(lab.rundir, "subs.jsonl"))
-        if r.returncode != 0:
-            raise RuntimeError(r.stderr)
-        print(f"ha bench: {n} subscribers imported to etcd in {time.monotonic() - t:.1f} s",
-              flush=True)
-        members[0].start()
-        wait_for(lambda: members[0].role() == "active", 60, 0.2, "m0 active")
-        members[1].start()
-        for m in members:
-            wait_for(lambda m=m: m.subscribers() == n, 600, 0.5, f"{m.name} to apply")
-        wait_for(lambda: members[1].role() == "standby", 60, 0.2, "m1 standby")
+        imported = start_group(lab, cluster, members, subs, timeout=600, role_timeout=60)
+        print(f"ha bench: {n} subscribers imported to etcd in {imported:.1f} s; "
+              "both members hold them", flush=True)
         wait_announced(members[0], 0, 300)
         flow_subs = subs[:a.flow_subs]
         rows = []

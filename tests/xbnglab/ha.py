@@ -80,21 +80,25 @@ def build_lab(lab, obj, **member_args):
     return cluster, members, ns
 
 
-def start_group(lab, cluster, members, subs, timeout=60):
+def start_group(lab, cluster, members, subs, timeout=60, role_timeout=30):
     """Writes `subs` to etcd as the group's subscribers, starts m0 (priority
     100: it wins the first election), then m1; returns once both hold them
-    and m1 is standby."""
+    (within `timeout` s) and m1 is standby. Returns the seconds the import
+    to etcd took."""
     from xbnglab.etcd import import_to_etcd
+    t = time.monotonic()
     r = import_to_etcd(cluster, GROUP, subs, os.path.join(lab.rundir, "subs.jsonl"))
     if r.returncode != 0:
         raise RuntimeError(r.stderr)
+    imported = time.monotonic() - t
     members[0].start()
-    wait_for(lambda: members[0].role() == "active", 30, 0.2, "m0 to become active")
+    wait_for(lambda: members[0].role() == "active", role_timeout, 0.2, "m0 to become active")
     members[1].start()
     for m in members:
         wait_for(lambda m=m: m.subscribers() == len(subs), timeout, 0.2,
                  f"{m.name} to apply the group's subscribers")
-    wait_for(lambda: members[1].role() == "standby", 30, 0.2, "m1 standby")
+    wait_for(lambda: members[1].role() == "standby", role_timeout, 0.2, "m1 standby")
+    return imported
 
 
 class Member(Daemon):
