@@ -1,5 +1,6 @@
 // What reading the values an update replaces costs, one system call per
-// value (bpf_map_lookup_elem, what agent/store/writer.cpp does) against one
+// value (bpf_map_lookup_elem, what agent/store/writer.cpp did before
+// bpf/store_read.bpf.c; still its way where that program does not load) against one
 // syscall program run per chunk of 2,048 keys (bench/bpf/lookup_many.bpf.c:
 // the lookups in the kernel, keys and values through a mmapable array).
 // A hash map of -n route values (struct xbng_route), looked up in a random
