@@ -31,12 +31,18 @@ int rc_of(int rc) { return rc == 0 ? 0 : (rc < 0 && rc != -1 ? rc : -errno); }
 // The maps read_many reads, as its xbng_read_map; -1: not there.
 int read_map_of(MapId m) {
   switch (m) {
-    case MapId::kSubscribers: return XBNG_READ_SUBSCRIBERS;
-    case MapId::kPolice: return XBNG_READ_POLICE;
-    case MapId::kRoutesV4: return XBNG_READ_ROUTES_V4;
-    case MapId::kRoutesV6: return XBNG_READ_ROUTES_V6;
-    case MapId::kRoutesV6_64: return XBNG_READ_ROUTES_V6_64;
-    default: return -1;
+    case MapId::kSubscribers:
+      return XBNG_READ_SUBSCRIBERS;
+    case MapId::kPolice:
+      return XBNG_READ_POLICE;
+    case MapId::kRoutesV4:
+      return XBNG_READ_ROUTES_V4;
+    case MapId::kRoutesV6:
+      return XBNG_READ_ROUTES_V6;
+    case MapId::kRoutesV6_64:
+      return XBNG_READ_ROUTES_V6_64;
+    default:
+      return -1;
   }
 }
 
@@ -46,8 +52,7 @@ void MapOps::lookup_many(MapId m, const void* keys, size_t n, size_t key_size, v
                          size_t value_size, uint8_t* found) const {
   const auto* k = static_cast<const uint8_t*>(keys);
   auto* v = static_cast<uint8_t*>(values);
-  for (size_t i = 0; i < n; ++i)
-    found[i] = lookup(m, k + i * key_size, v + i * value_size) == 0;
+  for (size_t i = 0; i < n; ++i) found[i] = lookup(m, k + i * key_size, v + i * value_size) == 0;
 }
 
 // bpf/store_read.bpf.c loaded on the store's maps, and its scratch array
@@ -112,8 +117,7 @@ class StoreReader {
     for (;;) {
       while (slot < XBNG_READ_SLOTS && (busy >> slot) & 1) ++slot;
       if (slot == XBNG_READ_SLOTS) return false;
-      if (busy_.compare_exchange_weak(busy, busy | (1u << slot), std::memory_order_acquire))
-        break;
+      if (busy_.compare_exchange_weak(busy, busy | (1u << slot), std::memory_order_acquire)) break;
       slot = 0;
     }
     struct xbng_read_scratch* sc = &mem_[slot];
