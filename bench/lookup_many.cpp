@@ -1,7 +1,9 @@
 // What reading the values an update replaces costs, one system call per
-// value (bpf_map_lookup_elem, what agent/store/writer.cpp does) against one
-// syscall program run per chunk of 2,048 keys (bench/bpf/lookup_many.bpf.c:
-// the lookups in the kernel, keys and values through a mmapable array).
+// value (bpf_map_lookup_elem: agent/store/writer.cpp before
+// bpf/store_read.bpf.c, and still where that program does not load)
+// against one syscall program run per chunk of 2,048 keys
+// (bench/bpf/lookup_many.bpf.c: the lookups in the kernel, keys and values
+// through a mmapable array).
 // A hash map of -n route values (struct xbng_route), looked up in a random
 // order, --rounds times each way, alternated. Prints seconds and ns per
 // key; checks that both ways read the same values. Needs root.

@@ -1,8 +1,17 @@
 #include "store/map_ops.h"
 
 #include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <spdlog/spdlog.h>
+#include <sys/mman.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <cstring>
+
+#include "store_read.skel.h"
+#include "xbng/store_read.h"
 
 namespace xbng::agent {
 
@@ -19,7 +28,146 @@ namespace {
 
 int rc_of(int rc) { return rc == 0 ? 0 : (rc < 0 && rc != -1 ? rc : -errno); }
 
+// The maps read_many reads, as its xbng_read_map; -1: not there.
+int read_map_of(MapId m) {
+  switch (m) {
+    case MapId::kSubscribers:
+      return XBNG_READ_SUBSCRIBERS;
+    case MapId::kPolice:
+      return XBNG_READ_POLICE;
+    case MapId::kRoutesV4:
+      return XBNG_READ_ROUTES_V4;
+    case MapId::kRoutesV6:
+      return XBNG_READ_ROUTES_V6;
+    case MapId::kRoutesV6_64:
+      return XBNG_READ_ROUTES_V6_64;
+    default:
+      return -1;
+  }
+}
+
 }  // namespace
+
+void MapOps::lookup_many(MapId m, const void* keys, size_t n, size_t key_size, void* values,
+                         size_t value_size, uint8_t* found) const {
+  const auto* k = static_cast<const uint8_t*>(keys);
+  auto* v = static_cast<uint8_t*>(values);
+  for (size_t i = 0; i < n; ++i) found[i] = lookup(m, k + i * key_size, v + i * value_size) == 0;
+}
+
+// bpf/store_read.bpf.c loaded on the store's maps, and its scratch array
+// mapped into the agent: XBNG_READ_SLOTS chunks, one per reader at once.
+class StoreReader {
+ public:
+  // Null (and why, logged) when the program cannot be loaded here.
+  static std::unique_ptr<StoreReader> open(const StoreMaps& maps) {
+    auto r = std::unique_ptr<StoreReader>(new StoreReader());
+    const char* step = "opening";
+    int err = 0;
+    r->sk_ = store_read__open();
+    if (!r->sk_) {
+      err = -errno;
+    } else {
+      for (MapId m : {MapId::kSubscribers, MapId::kPolice, MapId::kRoutesV4, MapId::kRoutesV6,
+                      MapId::kRoutesV6_64}) {
+        struct bpf_map* bm = bpf_object__find_map_by_name(r->sk_->obj, map_name(m));
+        step = "reusing a map";
+        err = bm ? bpf_map__reuse_fd(bm, maps.fd[static_cast<int>(m)]) : -ENOENT;
+        if (err) break;
+      }
+      if (!err) {
+        step = "loading";
+        err = store_read__load(r->sk_);
+      }
+      if (!err) {
+        step = "mapping read_scratch";
+        r->len_ = (sizeof(struct xbng_read_scratch) * XBNG_READ_SLOTS + 4095) & ~size_t{4095};
+        void* mem = mmap(nullptr, r->len_, PROT_READ | PROT_WRITE, MAP_SHARED,
+                         bpf_map__fd(r->sk_->maps.read_scratch), 0);
+        if (mem == MAP_FAILED) {
+          err = -errno;
+          r->len_ = 0;
+        } else {
+          r->mem_ = static_cast<struct xbng_read_scratch*>(mem);
+        }
+      }
+    }
+    if (err) {
+      spdlog::warn("store: reads of replaced values one system call each ({} store_read.bpf.o: {})",
+                   step, std::strerror(-err));
+      return nullptr;
+    }
+    r->prog_ = bpf_program__fd(r->sk_->progs.read_many);
+    return r;
+  }
+
+  ~StoreReader() {
+    if (mem_) munmap(mem_, len_);
+    if (sk_) store_read__destroy(sk_);
+  }
+
+  // Reads n keys of m (packed at the map's key and value sizes) into
+  // values and found; false if it could not (no slot free, m not read
+  // here, the program failed), the caller then reads them itself.
+  bool read(MapId m, const uint8_t* keys, size_t n, size_t ks, uint8_t* values, size_t vs,
+            uint8_t* found) {
+    const int map = read_map_of(m);
+    if (map < 0 || ks > XBNG_READ_KEY_MAX || vs > XBNG_READ_VALUE_MAX) return false;
+    uint32_t slot = 0, busy = busy_.load(std::memory_order_relaxed);
+    for (;;) {
+      while (slot < XBNG_READ_SLOTS && (busy >> slot) & 1) ++slot;
+      if (slot == XBNG_READ_SLOTS) return false;
+      if (busy_.compare_exchange_weak(busy, busy | (1u << slot), std::memory_order_acquire)) break;
+      slot = 0;
+    }
+    struct xbng_read_scratch* sc = &mem_[slot];
+    bool ok = true;
+    for (size_t at = 0; ok && at < n; at += XBNG_READ_CHUNK) {
+      const uint32_t c = static_cast<uint32_t>(std::min<size_t>(XBNG_READ_CHUNK, n - at));
+      std::memcpy(sc->keys, keys + at * ks, c * ks);
+      struct xbng_read_args args = {static_cast<uint32_t>(map), c, slot};
+      LIBBPF_OPTS(bpf_test_run_opts, ro, .ctx_in = &args, .ctx_size_in = sizeof args);
+      ok = bpf_prog_test_run_opts(prog_, &ro) == 0 && ro.retval == c;
+      if (!ok) break;
+      runs_.fetch_add(1, std::memory_order_relaxed);
+      std::memcpy(values + at * vs, sc->vals, c * vs);
+      std::memcpy(found + at, sc->found, c);
+    }
+    busy_.fetch_and(~(1u << slot), std::memory_order_release);
+    if (!ok && !failed_.exchange(true))
+      spdlog::warn("store: store_read.bpf.o failed ({}); reading one system call a key",
+                   std::strerror(errno));
+    return ok;
+  }
+
+ private:
+  StoreReader() = default;
+  struct store_read* sk_ = nullptr;
+  int prog_ = -1;
+  struct xbng_read_scratch* mem_ = nullptr;
+  size_t len_ = 0;
+  std::atomic<uint32_t> busy_{0};  // bit i: slot i in use
+  std::atomic<bool> failed_{false};
+  std::atomic<uint64_t> runs_{0};
+
+ public:
+  uint64_t runs() const { return runs_.load(std::memory_order_relaxed); }
+};
+
+BpfMapOps::BpfMapOps(const StoreMaps& maps) : maps_(maps), reader_(StoreReader::open(maps)) {}
+
+BpfMapOps::~BpfMapOps() = default;
+
+uint64_t BpfMapOps::program_runs() const { return reader_ ? reader_->runs() : 0; }
+
+void BpfMapOps::lookup_many(MapId m, const void* keys, size_t n, size_t key_size, void* values,
+                            size_t value_size, uint8_t* found) const {
+  if (n == 0) return;
+  if (reader_ && reader_->read(m, static_cast<const uint8_t*>(keys), n, key_size,
+                               static_cast<uint8_t*>(values), value_size, found))
+    return;
+  MapOps::lookup_many(m, keys, n, key_size, values, value_size, found);
+}
 
 int BpfMapOps::lookup(MapId m, const void* key, void* value) const {
   return rc_of(bpf_map_lookup_elem(fd(m), key, value));

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 
 #include "dataplane/dataplane.h"
 
@@ -30,6 +31,12 @@ class MapOps {
   virtual ~MapOps() = default;
   virtual uint32_t max_entries(MapId m) const = 0;
   virtual int lookup(MapId m, const void* key, void* value) const = 0;
+  // Looks up n keys (packed at key_size): found[i] is 1 and values[i]
+  // (packed at value_size) the value if key i is present, found[i] 0 if it
+  // is not. Here one lookup() each; the kernel maps read chunks of keys in
+  // one system call.
+  virtual void lookup_many(MapId m, const void* keys, size_t n, size_t key_size, void* values,
+                           size_t value_size, uint8_t* found) const;
   // flags: BPF_ANY, BPF_NOEXIST, BPF_EXIST.
   virtual int update(MapId m, const void* key, const void* value, uint64_t flags) = 0;
   virtual int erase(MapId m, const void* key) = 0;
@@ -42,12 +49,26 @@ class MapOps {
                        const std::function<void(const void*, const void*)>& fn) const = 0;
 };
 
-// The kernel maps themselves.
+class StoreReader;
+
+// The kernel maps themselves. lookup_many() of the subscribers, police and
+// the three hash route maps runs bpf/store_read.bpf.c (a chunk of keys per
+// system call); where that program does not load (an older kernel, no
+// CAP_BPF), and for the LPM prefix maps, it looks up one key at a time.
 class BpfMapOps final : public MapOps {
  public:
-  explicit BpfMapOps(const StoreMaps& maps) : maps_(maps) {}
+  explicit BpfMapOps(const StoreMaps& maps);
+  ~BpfMapOps() override;
+  BpfMapOps(const BpfMapOps&) = delete;
+  BpfMapOps& operator=(const BpfMapOps&) = delete;
   uint32_t max_entries(MapId m) const override { return maps_.max_entries[static_cast<int>(m)]; }
   int lookup(MapId m, const void* key, void* value) const override;
+  void lookup_many(MapId m, const void* keys, size_t n, size_t key_size, void* values,
+                   size_t value_size, uint8_t* found) const override;
+  // Whether lookup_many() reads through the program (tests, the log).
+  bool reads_in_chunks() const { return reader_ != nullptr; }
+  // Chunks read through the program so far.
+  uint64_t program_runs() const;
   int update(MapId m, const void* key, const void* value, uint64_t flags) override;
   int erase(MapId m, const void* key) override;
   int update_many(MapId m, const void* keys, const void* values, size_t n, size_t key_size,
@@ -59,6 +80,7 @@ class BpfMapOps final : public MapOps {
  private:
   int fd(MapId m) const { return maps_.fd[static_cast<int>(m)]; }
   StoreMaps maps_;
+  std::unique_ptr<StoreReader> reader_;
 };
 
 }  // namespace xbng::agent

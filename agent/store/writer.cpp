@@ -93,17 +93,31 @@ void SubscriberStore::stage_routes(const Plan& p, Staged* w) const {
 }
 
 void SubscriberStore::read_old_entries(const Plan& p, Staged* w) const {
+  // The updated entries' police slots and subscriber keys, packed: each map
+  // read in chunks of keys per system call (MapOps::lookup_many).
+  std::vector<uint32_t> at;
+  for (size_t i = 0; i < w->n; ++i)
+    if (p.entries[i].old_rec >= 0) at.push_back(static_cast<uint32_t>(i));
+  if (at.empty()) return;
+  const size_t k = at.size();
   auto read = [&](MapId m) {
-    for (size_t i = 0; i < w->n; ++i) {
-      const auto& e = p.entries[i];
-      if (e.old_rec < 0) continue;
-      if (m == MapId::kPolice) {
-        struct xbng_police v;
-        if (maps_->lookup(m, &w->slots[i], &v) == 0) w->pold[i] = v;
-      } else {
-        struct xbng_subscriber v;
-        if (maps_->lookup(m, &e.spec.key, &v) == 0) w->sold[i] = v;
-      }
+    std::vector<uint8_t> found(k);
+    if (m == MapId::kPolice) {
+      std::vector<uint32_t> keys(k);
+      std::vector<struct xbng_police> vals(k);
+      for (size_t j = 0; j < k; ++j) keys[j] = w->slots[at[j]];
+      maps_->lookup_many(m, keys.data(), k, sizeof(uint32_t), vals.data(), sizeof vals[0],
+                         found.data());
+      for (size_t j = 0; j < k; ++j)
+        if (found[j]) w->pold[at[j]] = vals[j];
+    } else {
+      std::vector<SubKey> keys(k);
+      std::vector<struct xbng_subscriber> vals(k);
+      for (size_t j = 0; j < k; ++j) keys[j] = p.entries[at[j]].spec.key;
+      maps_->lookup_many(m, keys.data(), k, sizeof(SubKey), vals.data(), sizeof vals[0],
+                         found.data());
+      for (size_t j = 0; j < k; ++j)
+        if (found[j]) w->sold[at[j]] = vals[j];
     }
   };
   run_pair(
@@ -142,7 +156,29 @@ void SubscriberStore::encode_entries(const Plan& p, Staged* w) {
 void SubscriberStore::stage_route_map(const Plan& p, MapId m, Staged* w) const {
   auto& mw = w->w[static_cast<int>(m)];
   const size_t ks = route_key_size(m);
-  size_t at = 0, out = 0;
+  // The values the claims already the subscriber's replace, read first in
+  // one go (MapOps::lookup_many): the claim's index among this map's, in
+  // plan order, and its key.
+  std::vector<uint32_t> owned_at;
+  std::vector<uint8_t> owned_keys;
+  {
+    size_t at = 0;
+    for (const auto& e : p.entries)
+      for (size_t ci = 0; ci < e.claims.size(); ++ci) {
+        const RouteKey& c = e.claims[ci];
+        if (c.map != m) continue;
+        if (ci < 64 ? (e.owned >> ci) & 1 : claims_.owner_of(c) >= 0) {
+          owned_at.push_back(static_cast<uint32_t>(at));
+          owned_keys.insert(owned_keys.end(), c.b.begin(), c.b.begin() + ks);
+        }
+        ++at;
+      }
+  }
+  std::vector<struct xbng_route> owned_vals(owned_at.size());
+  std::vector<uint8_t> owned_found(owned_at.size());
+  maps_->lookup_many(m, owned_keys.data(), owned_at.size(), ks, owned_vals.data(),
+                     sizeof(struct xbng_route), owned_found.data());
+  size_t at = 0, out = 0, next_owned = 0;
   for (size_t i = 0; i < w->n; ++i) {
     const auto& e = p.entries[i];
     // A new downstream bucket (new plan): the routes are rewritten too, so
@@ -156,9 +192,9 @@ void SubscriberStore::stage_route_map(const Plan& p, MapId m, Staged* w) const {
       if (c.map != m) continue;
       const size_t k = at++;
       std::optional<struct xbng_route> old;
-      if (ci < 64 ? (e.owned >> ci) & 1 : claims_.owner_of(c) >= 0) {
-        struct xbng_route v;
-        if (maps_->lookup(m, c.b.data(), &v) == 0) old = v;
+      if (next_owned < owned_at.size() && owned_at[next_owned] == k) {
+        if (owned_found[next_owned]) old = owned_vals[next_owned];
+        ++next_owned;
       }
       // The first XBNG_CREDIT_ROUTES routes (host /32, /128, then prefixes)
       // hold prepaid credit; the shared bucket's depth leaves room for them.

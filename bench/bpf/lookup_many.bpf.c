@@ -5,9 +5,10 @@
  * `lookup_many` is a syscall program run by BPF_PROG_TEST_RUN: it looks up
  * the first `n` keys user space wrote into `scratch` (a mmapable array, one
  * value of LM_CHUNK keys, their values and found flags) and copies each
- * value found next to its key. It stands for what an update of every
- * subscriber does today with one bpf_map_lookup_elem system call per value
- * it replaces (agent/store/writer.cpp), on a map of the routes' value type.
+ * value found next to its key, on a map of the routes' value type: the
+ * measurement that led the store to read the values an update replaces
+ * that way (bpf/store_read.bpf.c) instead of one bpf_map_lookup_elem
+ * system call per value.
  */
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>

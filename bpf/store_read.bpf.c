@@ -1,0 +1,124 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/*
+ * The store's reads of many values in one system call (xbng/store_read.h).
+ *
+ * Not part of the fast path: a syscall program the agent runs with
+ * BPF_PROG_TEST_RUN on the store's own maps. The map definitions below only
+ * name the maps and their key and value types: the agent replaces each with
+ * the running map (bpf_map__reuse_fd) before loading, so nothing is created
+ * but `read_scratch`.
+ */
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+
+#include "xbng/abi.h"
+#include "xbng/store_read.h"
+
+_Static_assert(sizeof(struct xbng_subscriber) <= XBNG_READ_VALUE_MAX &&
+		       sizeof(struct xbng_police) <= XBNG_READ_VALUE_MAX &&
+		       sizeof(struct xbng_route) <= XBNG_READ_VALUE_MAX &&
+		       sizeof(struct xbng_v6_key) <= XBNG_READ_KEY_MAX,
+	       "xbng_read_scratch holds every key and value read_many copies");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1);
+	__type(key, struct xbng_sub_key);
+	__type(value, struct xbng_subscriber);
+} subscribers SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct xbng_police);
+} police SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1);
+	__type(key, __be32);
+	__type(value, struct xbng_route);
+} routes_v4 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1);
+	__type(key, struct xbng_v6_key);
+	__type(value, struct xbng_route);
+} routes_v6 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1);
+	__type(key, struct xbng_v6_64_key);
+	__type(value, struct xbng_route);
+} routes_v6_64 SEC(".maps");
+
+/* One chunk per reader at once; mmapped by the agent. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, XBNG_READ_SLOTS);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct xbng_read_scratch);
+} read_scratch SEC(".maps");
+
+struct read_ctx {
+	__u32 map;
+	__u32 slot;
+};
+
+/* Key i of the chunk looked up in `m`; its value, if found, copied to
+ * value i. */
+#define READ_ONE(m, ktype, vtype)                                                  \
+	do {                                                                       \
+		vtype *v = bpf_map_lookup_elem(&m, sc->keys + i * sizeof(ktype));  \
+		if (v)                                                             \
+			*(vtype *)(sc->vals + i * sizeof(vtype)) = *v;             \
+		sc->found[i] = v != 0;                                             \
+	} while (0)
+
+static long read_one(__u64 i, struct read_ctx *c)
+{
+	__u32 slot = c->slot;
+	struct xbng_read_scratch *sc = bpf_map_lookup_elem(&read_scratch, &slot);
+
+	if (!sc || i >= XBNG_READ_CHUNK)
+		return 1;
+	switch (c->map) {
+	case XBNG_READ_SUBSCRIBERS:
+		READ_ONE(subscribers, struct xbng_sub_key, struct xbng_subscriber);
+		break;
+	case XBNG_READ_POLICE:
+		READ_ONE(police, __u32, struct xbng_police);
+		break;
+	case XBNG_READ_ROUTES_V4:
+		READ_ONE(routes_v4, __be32, struct xbng_route);
+		break;
+	case XBNG_READ_ROUTES_V6:
+		READ_ONE(routes_v6, struct xbng_v6_key, struct xbng_route);
+		break;
+	case XBNG_READ_ROUTES_V6_64:
+		READ_ONE(routes_v6_64, struct xbng_v6_64_key, struct xbng_route);
+		break;
+	default:
+		return 1;
+	}
+	return 0;
+}
+
+/* Returns the number of keys read (a->n), or -1 for arguments out of range. */
+SEC("syscall")
+int read_many(struct xbng_read_args *a)
+{
+	struct read_ctx c = { .map = a->map, .slot = a->slot };
+	__u32 n = a->n;
+
+	if (c.map > XBNG_READ_ROUTES_V6_64 || c.slot >= XBNG_READ_SLOTS || n > XBNG_READ_CHUNK)
+		return -1;
+	return bpf_loop(n, read_one, &c, 0);
+}
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
