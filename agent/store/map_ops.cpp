@@ -2,7 +2,10 @@
 
 #include <bpf/bpf.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstring>
+#include <vector>
 
 namespace xbng::agent {
 
@@ -12,6 +15,7 @@ StoreMaps StoreMaps::from(const Dataplane& dp) {
     m.fd[i] = dp.fd(static_cast<MapId>(i));
     m.max_entries[i] = dp.max_entries(static_cast<MapId>(i));
   }
+  m.direct = dp.direct();
   return m;
 }
 
@@ -19,30 +23,119 @@ namespace {
 
 int rc_of(int rc) { return rc == 0 ? 0 : (rc < 0 && rc != -1 ? rc : -errno); }
 
+uint32_t load_u32(const void* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
 }  // namespace
 
+int BpfMapOps::direct_lookup(uint32_t slot, void* value) const {
+  struct xbng_direct_route e;
+  if (bpf_map_lookup_elem(fd(MapId::kDirectV4), &slot, &e) != 0) return -errno;
+  if (e.r.sub.ifindex == 0) {
+    errno = ENOENT;
+    return -ENOENT;
+  }
+  std::memcpy(value, &e.r, sizeof e.r);
+  return 0;
+}
+
+// An array entry cannot be created or deleted: BPF_NOEXIST and BPF_EXIST,
+// and deletion, are decided on the present mark (sub.ifindex). The store
+// writes each route from one thread at a time (its lock), so the test and
+// the write do not race with another writer.
+int BpfMapOps::direct_update(uint32_t slot, const void* value, uint64_t flags) {
+  if (flags != BPF_ANY) {
+    struct xbng_route old;
+    const int rc = direct_lookup(slot, &old);
+    if (rc != 0 && rc != -ENOENT) return rc;
+    const bool present = rc == 0;
+    if (flags == BPF_NOEXIST && present) return errno = EEXIST, -EEXIST;
+    if (flags == BPF_EXIST && !present) return errno = ENOENT, -ENOENT;
+  }
+  struct xbng_direct_route e {};
+  std::memcpy(&e.r, value, sizeof e.r);
+  if (e.r.sub.ifindex == 0) return errno = EINVAL, -EINVAL;  // would read as empty
+  return rc_of(bpf_map_update_elem(fd(MapId::kDirectV4), &slot, &e, BPF_ANY));
+}
+
+int BpfMapOps::direct_erase(uint32_t slot) {
+  struct xbng_route old;
+  if (int rc = direct_lookup(slot, &old)) return rc;
+  const struct xbng_direct_route empty {};
+  return rc_of(bpf_map_update_elem(fd(MapId::kDirectV4), &slot, &empty, BPF_ANY));
+}
+
 int BpfMapOps::lookup(MapId m, const void* key, void* value) const {
+  if (direct(m))
+    if (auto slot = maps_.direct.slot_of(load_u32(key))) return direct_lookup(*slot, value);
   return rc_of(bpf_map_lookup_elem(fd(m), key, value));
 }
 
 int BpfMapOps::update(MapId m, const void* key, const void* value, uint64_t flags) {
+  if (direct(m))
+    if (auto slot = maps_.direct.slot_of(load_u32(key))) return direct_update(*slot, value, flags);
   return rc_of(bpf_map_update_elem(fd(m), key, value, flags));
 }
 
-int BpfMapOps::erase(MapId m, const void* key) { return rc_of(bpf_map_delete_elem(fd(m), key)); }
+int BpfMapOps::erase(MapId m, const void* key) {
+  if (direct(m))
+    if (auto slot = maps_.direct.slot_of(load_u32(key))) return direct_erase(*slot);
+  return rc_of(bpf_map_delete_elem(fd(m), key));
+}
 
+// Runs of consecutive keys on one path: the hash's go in batches, the
+// array's one by one (no batch: each is one line written in place).
 int BpfMapOps::update_many(MapId m, const void* keys, const void* values, size_t n, size_t key_size,
                            size_t value_size, size_t* done) {
-  return map_update_many(fd(m), keys, values, n, key_size, value_size, done);
+  if (!direct(m)) return map_update_many(fd(m), keys, values, n, key_size, value_size, done);
+  const auto* k = static_cast<const uint8_t*>(keys);
+  const auto* v = static_cast<const uint8_t*>(values);
+  *done = 0;
+  while (*done < n) {
+    if (auto slot = maps_.direct.slot_of(load_u32(k + *done * key_size))) {
+      if (int rc = direct_update(*slot, v + *done * value_size, BPF_ANY)) return rc;
+      ++*done;
+      continue;
+    }
+    size_t end = *done + 1;
+    while (end < n && !maps_.direct.slot_of(load_u32(k + end * key_size))) ++end;
+    size_t part = 0;
+    const int rc = map_update_many(fd(m), k + *done * key_size, v + *done * value_size,
+                                   end - *done, key_size, value_size, &part);
+    *done += part;
+    if (rc) return rc;
+  }
+  return 0;
 }
 
 int BpfMapOps::delete_many(MapId m, const void* keys, size_t n, size_t key_size) {
-  return map_delete_many(fd(m), keys, n, key_size);
+  if (!direct(m)) return map_delete_many(fd(m), keys, n, key_size);
+  const auto* k = static_cast<const uint8_t*>(keys);
+  std::vector<uint8_t> hashed;
+  for (size_t i = 0; i < n; ++i) {
+    if (auto slot = maps_.direct.slot_of(load_u32(k + i * key_size))) {
+      if (int rc = direct_erase(*slot); rc && rc != -ENOENT) return rc;
+      continue;
+    }
+    hashed.insert(hashed.end(), k + i * key_size, k + (i + 1) * key_size);
+  }
+  if (hashed.empty()) return 0;
+  return map_delete_many(fd(m), hashed.data(), hashed.size() / key_size, key_size);
 }
 
 int BpfMapOps::for_each(MapId m, size_t key_size, size_t value_size,
                         const std::function<void(const void*, const void*)>& fn) const {
-  return map_for_each(fd(m), key_size, value_size, fn);
+  if (int rc = map_for_each(fd(m), key_size, value_size, fn)) return rc;
+  if (!direct(m)) return 0;
+  std::vector<uint8_t> value(value_size);
+  return direct_for_each(fd(MapId::kDirectV4), maps_.direct,
+                         [&](uint32_t be, const struct xbng_route& r) {
+                           std::memcpy(value.data(), &r, std::min(value_size, sizeof r));
+                           fn(&be, value.data());
+                         });
 }
 
 }  // namespace xbng::agent

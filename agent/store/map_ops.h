@@ -22,6 +22,9 @@ namespace xbng::agent {
 struct StoreMaps {
   int fd[kMapCount];
   uint32_t max_entries[kMapCount];
+  // Where IPv4 host routes live: `routes_v4` is one logical map to the
+  // store, whose addresses inside these pools are slots of `direct_v4`.
+  DirectLayout direct;
   static StoreMaps from(const Dataplane& dp);
 };
 
@@ -42,7 +45,9 @@ class MapOps {
                        const std::function<void(const void*, const void*)>& fn) const = 0;
 };
 
-// The kernel maps themselves.
+// The kernel maps themselves. MapId::kRoutesV4 stands for the `routes_v4`
+// hash and the `direct_v4` array together: each key goes to the place the
+// direct layout gives it (common/direct.h), for every operation.
 class BpfMapOps final : public MapOps {
  public:
   explicit BpfMapOps(const StoreMaps& maps) : maps_(maps) {}
@@ -58,6 +63,10 @@ class BpfMapOps final : public MapOps {
 
  private:
   int fd(MapId m) const { return maps_.fd[static_cast<int>(m)]; }
+  bool direct(MapId m) const { return m == MapId::kRoutesV4 && !maps_.direct.empty(); }
+  int direct_lookup(uint32_t slot, void* value) const;
+  int direct_update(uint32_t slot, const void* value, uint64_t flags);
+  int direct_erase(uint32_t slot);
   StoreMaps maps_;
 };
 
