@@ -86,17 +86,40 @@ int BpfMapOps::erase(MapId m, const void* key) {
   return rc_of(bpf_map_delete_elem(fd(m), key));
 }
 
-// Runs of consecutive keys on one path: the hash's go in batches, the
-// array's one by one (no batch: each is one line written in place).
+// Runs of consecutive keys on one path, each in batches: the hash's as
+// they are, the array's as slots and line-sized values.
 int BpfMapOps::update_many(MapId m, const void* keys, const void* values, size_t n, size_t key_size,
                            size_t value_size, size_t* done) {
   if (!direct(m)) return map_update_many(fd(m), keys, values, n, key_size, value_size, done);
   const auto* k = static_cast<const uint8_t*>(keys);
   const auto* v = static_cast<const uint8_t*>(values);
   *done = 0;
+  std::vector<uint32_t> slots;
+  std::vector<struct xbng_direct_route> lines;
   while (*done < n) {
-    if (auto slot = maps_.direct.slot_of(load_u32(k + *done * key_size))) {
-      if (int rc = direct_update(*slot, v + *done * value_size, BPF_ANY)) return rc;
+    slots.clear();
+    lines.clear();
+    for (size_t i = *done; i < n; ++i) {
+      auto slot = maps_.direct.slot_of(load_u32(k + i * key_size));
+      if (!slot) break;
+      struct xbng_direct_route e {};
+      std::memcpy(&e.r, v + i * value_size, sizeof e.r);
+      if (e.r.sub.ifindex == 0) break;  // would read as empty: direct_update refuses it below
+      slots.push_back(*slot);
+      lines.push_back(e);
+    }
+    if (!slots.empty()) {
+      size_t part = 0;
+      const int rc = map_update_many(fd(MapId::kDirectV4), slots.data(), lines.data(), slots.size(),
+                                     sizeof(uint32_t), sizeof(struct xbng_direct_route), &part);
+      *done += part;
+      if (rc) return rc;
+      continue;
+    }
+    if (maps_.direct.slot_of(load_u32(k + *done * key_size))) {
+      if (int rc = direct_update(*maps_.direct.slot_of(load_u32(k + *done * key_size)),
+                                 v + *done * value_size, BPF_ANY))
+        return rc;
       ++*done;
       continue;
     }
