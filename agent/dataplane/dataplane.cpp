@@ -354,6 +354,16 @@ std::unique_ptr<Dataplane> Dataplane::start(const DataplaneOptions& opts) {
   dp->configure_pools();
   dp->set_allow_to_host(opts.allow_to_host);
   dp->attach_ports();
+  // After the programs are swapped in: a previous build without the direct
+  // array kept forwarding from the hash until then, and the host routes
+  // that move into the array leave the hash only now.
+  std::vector<Prefix> pools;
+  for (const auto& p : dp->ports_) {
+    if (p.role != XBNG_ROLE_ACCESS) continue;
+    if (auto it = opts.access_overrides.find(p.name); it != opts.access_overrides.end())
+      pools.insert(pools.end(), it->second.pools.begin(), it->second.pools.end());
+  }
+  dp->configure_direct(pools);
   return dp;
 }
 
@@ -747,9 +757,6 @@ void Dataplane::configure_pools() {
           fmt::format("writing pool {}: {}", format_prefix(e.pool), errstr(errno)));
     spdlog::info("port {}: subscriber pool {}", ifname_of(e.ifindex), format_prefix(e.pool));
   }
-  std::vector<Prefix> pools;
-  for (const auto& e : entries) pools.push_back(e.pool);
-  configure_direct(pools);
 }
 
 namespace {
@@ -772,7 +779,8 @@ void write_direct_table(int fd, const DirectLayout& d) {
 // hash entries inside the new layout are copied into the array, the new
 // table written, and those hash entries deleted. Packets see the hash copy
 // or the array copy, never neither; counter increments on a copy between
-// the two copies are lost.
+// the two copies are lost. Runs once the new programs are attached (a
+// program of a build without the array reads only the hash).
 void Dataplane::configure_direct(const std::vector<Prefix>& pools) {
   std::vector<std::string> skipped;
   const uint32_t slots = opts_.direct_slots ? max_entries(MapId::kDirectV4) : 0;
