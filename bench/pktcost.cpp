@@ -52,6 +52,7 @@ struct Case {
   int len_delta;        // output length - input length
   bool police = false;  // timed with every subscriber on a rate plan
   bool steps = false;   // the benchmark build ending at a stop point (--steps)
+  bool direct = false;  // IPv4 host routes looked up in the direct array
 };
 
 constexpr uint32_t stop_slot(uint32_t stop) { return PC_SLOT_UP_STOP0 + stop; }
@@ -78,6 +79,10 @@ const std::vector<Case>& cases() {
        Tmpl::kDownV6, true, XDP_REDIRECT, XBNG_FWD_DOWNSTREAM, 8},
       {"down_v6_64", "xbng downstream IPv6 /64", "xbng", PC_SLOT_XDP_UPLINK, PC_MODE_DOWN_V6_64,
        Tmpl::kDownV6_64, true, XDP_REDIRECT, XBNG_FWD_DOWNSTREAM, 8},
+      // The same /32 routes in the direct array (one pool, slot = offset).
+      {"down_v4_direct", "xbng downstream IPv4 direct", "xbng", PC_SLOT_XDP_UPLINK,
+       PC_MODE_DOWN_V4, Tmpl::kDownV4, true, XDP_REDIRECT, XBNG_FWD_DOWNSTREAM, 8, false, false,
+       true},
       {"arp", "xbng ARP reply", "xbng", PC_SLOT_XDP_ACCESS, PC_MODE_ARP, Tmpl::kArp, false, XDP_TX,
        XBNG_TX_ARP_REPLY, 0},
       // TCP SYNs whose MSS option is clamped on every pass.
@@ -99,6 +104,9 @@ const std::vector<Case>& cases() {
        Tmpl::kUpV6, false, XDP_REDIRECT, XBNG_FWD_UPSTREAM, -8, true},
       {"down_v4_pol", "xbng downstream IPv4 +police", "xbng", PC_SLOT_XDP_UPLINK, PC_MODE_DOWN_V4,
        Tmpl::kDownV4, true, XDP_REDIRECT, XBNG_FWD_DOWNSTREAM, 8, true},
+      {"down_v4_direct_pol", "xbng down IPv4 direct +police", "xbng", PC_SLOT_XDP_UPLINK,
+       PC_MODE_DOWN_V4, Tmpl::kDownV4, true, XDP_REDIRECT, XBNG_FWD_DOWNSTREAM, 8, true, false,
+       true},
       {"down_v6_pol", "xbng downstream /128 +police", "xbng", PC_SLOT_XDP_UPLINK, PC_MODE_DOWN_V6,
        Tmpl::kDownV6, true, XDP_REDIRECT, XBNG_FWD_DOWNSTREAM, 8, true},
       {"down_v6_64_pol", "xbng downstream /64 +police", "xbng", PC_SLOT_XDP_UPLINK,
@@ -240,6 +248,7 @@ struct Bench {
     w.use_tail = true;
     w.target = c.slot;
     pktcost_configure(p, w);
+    xbng_set_direct(x, n, c.direct);
   }
 
   unsigned ingress(const Case& c) const { return c.uplink_ingress ? env.upl : env.acc; }
@@ -650,7 +659,22 @@ int main(int argc, char** argv) {
       std::printf("  N=%-5s before %.0f B, after %.0f B per subscriber (+%.0f%%)\n",
                   size_label(n).c_str(), double(before) / n, double(after) / n,
                   100.0 * (double(after) / double(before) - 1));
-      memj.push_back({{"n", n}, {"before_bytes", before}, {"after_bytes", after}});
+      // The IPv4 /32s: the hash, or the direct array over the bench's pool
+      // (the smallest prefix holding the N addresses: slots / N lines each).
+      const uint64_t v4_hash = map_memlock(BPF_MAP_TYPE_HASH, 4, sizeof(xbng_route), n);
+      const uint32_t slots = bench_direct_slots(n);
+      const uint64_t v4_direct =
+          map_memlock(BPF_MAP_TYPE_ARRAY, 4, sizeof(xbng_direct_route), slots, BPF_F_MMAPABLE);
+      std::printf("         IPv4 /32: routes_v4 hash %.0f B, direct array %.0f B per subscriber "
+                  "(/%u pool, %u slots of %zu B, %.0f%% used)\n",
+                  double(v4_hash) / n, double(v4_direct) / n, bench_direct_len(n), slots,
+                  sizeof(xbng_direct_route), 100.0 * n / slots);
+      memj.push_back({{"n", n},
+                      {"before_bytes", before},
+                      {"after_bytes", after},
+                      {"v4_hash_bytes", v4_hash},
+                      {"v4_direct_bytes", v4_direct},
+                      {"direct_slots", slots}});
     }
     out["police_ratios"] = pol_ratios;
     out["memory_per_subscriber"] = memj;

@@ -112,6 +112,37 @@ uint64_t dump_routes(const CtlOptions& o, const PinnedMaps& maps, MapId id, size
   return nroutes;
 }
 
+// Prints the IPv4 host routes of the direct array (the pools the pinned
+// `direct_pools` table lays out), as dump_routes does; returns how many.
+uint64_t dump_direct(const CtlOptions& o, const PinnedMaps& maps) {
+  DirectLayout d;
+  if (int rc = direct_read_layout(maps.fd(MapId::kDirectPools), &d))
+    throw std::runtime_error(fmt::format("reading direct_pools: {}", std::strerror(-rc)));
+  uint64_t nroutes = 0;
+  if (!o.json)
+    std::printf("\n# %s (%zu pools, %llu slots)\n%-44s %-20s %-17s %12s %14s\n",
+                map_name(MapId::kDirectV4), d.v4.size(), (unsigned long long)d.slots(),
+                "DESTINATION", "OWNER", "MAC", "DOWN_PKTS", "DOWN_BYTES");
+  int rc = direct_for_each(
+      maps.fd(MapId::kDirectV4), d, [&](uint32_t be, const struct xbng_route& r) {
+        const Prefix p = route_destination(MapId::kRoutesV4, reinterpret_cast<const uint8_t*>(&be));
+        ++nroutes;
+        std::string mac = (r.flags & XBNG_ROUTE_F_MAC_VALID) ? format_mac(r.mac) : "-";
+        if (o.json)
+          std::printf(
+              "{\"map\":\"%s\",\"destination\":\"%s\",\"owner\":\"%s\",\"mac\":\"%s\","
+              "\"down_packets\":%llu,\"down_bytes\":%llu}\n",
+              map_name(MapId::kDirectV4), format_prefix(p).c_str(), key_str(r.sub).c_str(),
+              mac.c_str(), (unsigned long long)r.down_packets, (unsigned long long)r.down_bytes);
+        else
+          std::printf("%-44s %-20s %-17s %12llu %14llu\n", format_prefix(p).c_str(),
+                      key_str(r.sub).c_str(), mac.c_str(), (unsigned long long)r.down_packets,
+                      (unsigned long long)r.down_bytes);
+      });
+  if (rc) throw std::runtime_error(fmt::format("reading direct_v4: {}", std::strerror(-rc)));
+  return nroutes;
+}
+
 }  // namespace
 
 int ctl_bpf_dump(const CtlOptions& o, const std::string& bpffs) {
@@ -126,6 +157,7 @@ int ctl_bpf_dump(const CtlOptions& o, const std::string& bpffs) {
                         RouteMap{MapId::kRoutesV6_64, 8}, RouteMap{MapId::kPrefixesV4, 8},
                         RouteMap{MapId::kPrefixesV6, 20}})
     nroutes += dump_routes(o, maps, id, ks);
+  nroutes += dump_direct(o, maps);
   if (!o.json) std::printf("\n-- %lu subscribers, %lu routes\n", nsubs, nroutes);
   return 0;
 }

@@ -16,6 +16,7 @@
 
 #include "xbng/abi.h"
 #include "dataplane/host_services.h"
+#include "common/direct.h"
 #include "common/net.h"
 #include "common/status.h"
 #include "dataplane/pinlock.h"
@@ -36,6 +37,8 @@ inline constexpr int kMapCount = static_cast<int>(MapId::kCount);
 const char* map_name(MapId id);
 // Maps whose size follows --max-subscribers (sizing SUBSCRIBERS).
 bool map_sized_by_subscribers(MapId id);
+// Maps whose size follows limits.direct_slots (sizing DIRECT).
+bool map_sized_by_direct(MapId id);
 // Maps the trace build reuses from the running programs (trace SHARED).
 bool map_shared_with_trace(MapId id);
 
@@ -82,6 +85,9 @@ struct DataplaneOptions {
   Ipv6 gateway_ipv6{};
   std::string bpffs = "/sys/fs/bpf/xbng";
   uint32_t max_subscribers = XBNG_DEFAULT_MAX_SUBSCRIBERS;
+  // Slots of `direct_v4` (IPv4 host routes inside the pools; 0: none, every
+  // /32 in the hash). Fixed at creation like max_subscribers.
+  uint32_t direct_slots = 0;
   uint16_t outer_tpid = XBNG_ETH_P_8021AD;
   bool xdp_generic = false;
   uint64_t events_per_sec = XBNG_DEFAULT_EVENTS_PER_SEC;
@@ -133,6 +139,8 @@ class Dataplane {
   int fd(MapId id) const { return fds_[static_cast<int>(id)]; }
   uint32_t max_entries(MapId id) const { return max_entries_[static_cast<int>(id)]; }
   bool adopted() const { return adopted_; }
+  // Where IPv4 host routes live (the table written to `direct_pools`).
+  const DirectLayout& direct() const { return direct_; }
   const std::vector<PortInfo>& ports() const { return ports_; }
   const std::string& bpffs() const { return opts_.bpffs; }
   PortResolver resolver() const;
@@ -159,6 +167,7 @@ class Dataplane {
   void assign_port_slots();
   void fill_port_config(PortInfo& p);
   void configure_pools();
+  void configure_direct(const std::vector<Prefix>& pools);
   void check_pools() const;
   void ensure_access_mtu_or_throw();
   uint16_t subscriber_mtu(const std::string& port) const;
@@ -172,6 +181,7 @@ class Dataplane {
   bool adopted_ = false;
   std::vector<PortInfo> ports_;
   std::vector<std::string> warnings_;
+  DirectLayout direct_;
 };
 
 // Opens the pinned maps of <bpffs>/v<ABI> read-write without loading
@@ -201,5 +211,11 @@ int map_delete_many(int fd, const void* keys, size_t n, size_t key_size);
 int map_for_each(int fd, size_t key_size, size_t value_size,
                  const std::function<void(const void*, const void*)>& fn);
 int possible_cpus();
+// Calls fn(address in network order, route) for every present entry of the
+// `direct_v4` array `fd` under layout `d`. Returns 0 or -errno.
+int direct_for_each(int fd, const DirectLayout& d,
+                    const std::function<void(uint32_t, const struct xbng_route&)>& fn);
+// Reads the layout a `direct_pools` map holds. Returns 0 or -errno.
+int direct_read_layout(int pools_fd, DirectLayout* out);
 
 }  // namespace xbng::agent

@@ -23,6 +23,9 @@ namespace xbng::agent {
 struct StoreMaps {
   int fd[kMapCount];
   uint32_t max_entries[kMapCount];
+  // Where IPv4 host routes live: `routes_v4` is one logical map to the
+  // store, whose addresses inside these pools are slots of `direct_v4`.
+  DirectLayout direct;
   static StoreMaps from(const Dataplane& dp);
 };
 
@@ -51,10 +54,13 @@ class MapOps {
 
 class StoreReader;
 
-// The kernel maps themselves. lookup_many() of the subscribers, police and
-// the three hash route maps runs bpf/store_read.bpf.c (a chunk of keys per
-// system call); where that program does not load (an older kernel, no
-// CAP_BPF), and for the LPM prefix maps, it looks up one key at a time.
+// The kernel maps themselves. MapId::kRoutesV4 stands for the `routes_v4`
+// hash and the `direct_v4` array together: each key goes to the place the
+// direct layout gives it (common/direct.h), for every operation.
+// lookup_many() of the subscribers, police and the three hash route maps
+// runs bpf/store_read.bpf.c (a chunk of keys per system call); where that
+// program does not load (an older kernel, no CAP_BPF), for the LPM prefix
+// maps and for routes_v4 with a direct layout, it looks up one key at a time.
 class BpfMapOps final : public MapOps {
  public:
   explicit BpfMapOps(const StoreMaps& maps);
@@ -79,6 +85,10 @@ class BpfMapOps final : public MapOps {
 
  private:
   int fd(MapId m) const { return maps_.fd[static_cast<int>(m)]; }
+  bool direct(MapId m) const { return m == MapId::kRoutesV4 && !maps_.direct.empty(); }
+  int direct_lookup(uint32_t slot, void* value) const;
+  int direct_update(uint32_t slot, const void* value, uint64_t flags);
+  int direct_erase(uint32_t slot);
   StoreMaps maps_;
   std::unique_ptr<StoreReader> reader_;
 };

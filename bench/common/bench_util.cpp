@@ -409,6 +409,7 @@ XbngSkel load_xbng(uint32_t n) {
        {s->maps.subscribers, s->maps.routes_v4, s->maps.routes_v6, s->maps.routes_v6_64,
         s->maps.prefixes_v4, s->maps.prefixes_v6, s->maps.police})
     bpf_map__set_max_entries(m, entries);
+  bpf_map__set_max_entries(s->maps.direct_v4, bench_direct_slots(n));
   if (int err = xbng__load(s.get()))
     throw BenchError(fmt::format("loading xbng (N={}): {}", n, errstr(err)));
   return s;
@@ -552,7 +553,35 @@ double xbng_fill_subscribers(::xbng* s, uint32_t access_ifindex, uint32_t n, boo
   batch_update(bpf_map__fd(s->maps.routes_v4), k4, rv, "routes_v4");
   batch_update(bpf_map__fd(s->maps.routes_v6), k6, rv, "routes_v6");
   batch_update(bpf_map__fd(s->maps.routes_v6_64), k64, rv, "routes_v6_64");
+  // The same /32 routes in the direct array, at their offsets in the pool.
+  std::vector<uint32_t> dk(n);
+  std::vector<xbng_direct_route> dv(n);
+  const uint32_t start = sub_v4(0) & ~(bench_direct_slots(n) - 1);
+  for (uint32_t i = 0; i < n; i++) {
+    dk[i] = sub_v4(i) - start;
+    dv[i] = {};
+    dv[i].r = rv[i];
+  }
+  batch_update(bpf_map__fd(s->maps.direct_v4), dk, dv, "direct_v4");
   return now_s() - t0;
+}
+
+uint32_t bench_direct_len(uint32_t n) {
+  uint32_t len = 32;
+  while (len > 8 && (uint64_t{1} << (32 - len)) < uint64_t{sub_v4(0) & 0xffff} + n) --len;
+  return len;
+}
+
+void xbng_set_direct(::xbng* s, uint32_t n, bool on) {
+  xbng_direct_table t{};
+  if (on) {
+    t.n_v4 = 1;
+    t.v4[0].size = bench_direct_slots(n);
+    t.v4[0].start = sub_v4(0) & ~(t.v4[0].size - 1);
+    t.v4[0].base = 0;
+  }
+  const uint32_t zero = 0;
+  update(bpf_map__fd(s->maps.direct_pools), &zero, &t, "direct_pools");
 }
 
 double pktcost_fill_refs(::pktcost* s, uint32_t access_ifindex, uint32_t n) {

@@ -124,6 +124,14 @@ void xbng_add_port(::xbng* s, const PortConfig& p);
 // harness sends (100 Gbit/s, 1 MB bursts, both directions): the buckets are
 // charged on every packet, nothing is dropped. Else: unlimited.
 double xbng_fill_subscribers(::xbng* s, uint32_t access_ifindex, uint32_t n, bool police = false);
+// The direct pool of the benchmark's N subscribers: the smallest IPv4 prefix
+// at 100.64.0.0 holding sub_v4(0 .. n-1) (its length), and its size.
+uint32_t bench_direct_len(uint32_t n);
+inline uint32_t bench_direct_slots(uint32_t n) { return 1u << (32 - bench_direct_len(n)); }
+// Points xbng's IPv4 host-route lookup at the direct array (on: one pool,
+// the bench's; off: an empty table, every /32 on the hash path). Both hold
+// the same routes (xbng_fill_subscribers writes both).
+void xbng_set_direct(::xbng* s, uint32_t n, bool on);
 // Kernel memory (fdinfo memlock) of a map of `type` with N entries
 // of these sizes, created and closed again.
 uint64_t map_memlock(uint32_t type, uint32_t key_size, uint32_t value_size, uint32_t n,

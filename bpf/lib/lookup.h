@@ -11,16 +11,53 @@ XBNG_INLINE struct xbng_subscriber *subscriber_lookup(const struct xbng_sub_key 
 	return bpf_map_lookup_elem(&subscribers, key);
 }
 
-/* Downstream IPv4: host /32, then routed prefixes. `daddr` may point into
- * the packet (hash keys are read in place, no copy). */
+/* An address of a direct pool: its slot in `direct_v4` (the route there,
+ * or null when the slot is empty), *in = 1. Else *in = 0: the address is on
+ * the hash path. One array lookup (inlined by the verifier) for the table,
+ * whose few entries share its lines, then at most one array line. */
+XBNG_INLINE struct xbng_route *direct_lookup_v4(__be32 daddr, int *in)
+{
+	const __u32 zero = 0;
+	struct xbng_direct_table *t = bpf_map_lookup_elem(&direct_pools, &zero);
+	__u32 a = bpf_ntohl(daddr);
+
+	*in = 0;
+	if (!t)
+		return 0;
+	for (__u32 i = 0; i < XBNG_DIRECT_POOLS; i++) {
+		struct xbng_direct_route *d;
+		__u32 off, slot;
+
+		if (i >= t->n_v4)
+			break;
+		off = a - t->v4[i].start;
+		if (off >= t->v4[i].size)
+			continue;
+		*in = 1;
+		slot = t->v4[i].base + off;
+		d = bpf_map_lookup_elem(&direct_v4, &slot);
+		return d && d->r.sub.ifindex ? &d->r : 0;
+	}
+	return 0;
+}
+
+/* Downstream IPv4: host /32 (the direct array inside its pools, the hash
+ * elsewhere), then routed prefixes. `daddr` may point into the packet (hash
+ * keys are read in place, no copy). */
 XBNG_INLINE struct xbng_route *route_lookup_v4(const __be32 *daddr)
 {
 	struct xbng_lpm_v4_key k;
 	struct xbng_route *r;
+	int in;
 
-	r = bpf_map_lookup_elem(&routes_v4, daddr);
+	r = direct_lookup_v4(*daddr, &in);
 	if (r)
 		return r;
+	if (!in) {
+		r = bpf_map_lookup_elem(&routes_v4, daddr);
+		if (r)
+			return r;
+	}
 	k.prefixlen = 32;
 	k.addr = *daddr;
 	return bpf_map_lookup_elem(&prefixes_v4, &k);

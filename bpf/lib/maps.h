@@ -216,4 +216,25 @@ struct {
 	__type(value, struct xbng_unknown_seen);
 } mac_seen SEC(".maps");
 
+/* Direct routes (abi.h "direct routes"): the pools laid out in `direct_v4`;
+ * agent at start. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct xbng_direct_table);
+} direct_pools SEC(".maps");
+
+/* IPv4 /32 host routes inside the direct pools, by slot; written by the
+ * agent (the fast path writes the counters and a learned MAC, as in
+ * `routes_v4`). Resized at load (limits.direct_slots). Mmapable so that
+ * each 64-byte value is one cache line. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct xbng_direct_route);
+} direct_v4 SEC(".maps");
+
 #endif /* XBNG_BPF_MAPS_H */

@@ -115,6 +115,36 @@ struct xbng_lpm_v6_key { /* prefixes_v6 (LPM trie) */
 	__u32 addr[4];
 };
 
+/* ---- direct routes: host routes inside a declared pool ------------------
+ * An IPv4 /32 inside a pool the direct table lists lives in `direct_v4` at
+ * slot base + (address - pool start), not in `routes_v4`: one array line
+ * instead of a hash bucket and its element. Everything outside those pools
+ * (and every prefix) stays on the hash and trie path. Pools are laid out by
+ * the agent at start, in configuration order, while they fit in the
+ * array's size (limits.direct_slots); a pool too big for what is left stays
+ * on the hash path. See docs/design.md "Direct routes". */
+#define XBNG_DIRECT_POOLS 16 /* pools the table lists, at most */
+struct xbng_direct_pool {
+	__u32 start; /* first address of the pool, host order */
+	__u32 size;  /* addresses in the pool (2^(32 - len)) */
+	__u32 base;  /* its first slot in `direct_v4` */
+	__u32 pad;
+};
+/* Value of `direct_pools` (array, 1 entry): the table the downstream lookup
+ * scans (n_v4 entries, in the line or four it occupies). */
+struct xbng_direct_table {
+	__u32 n_v4;
+	__u32 pad[3];
+	struct xbng_direct_pool v4[XBNG_DIRECT_POOLS];
+};
+/* Value of `direct_v4`: a route padded to one cache line (the map is
+ * mmapable so that values start page-aligned). Present when
+ * r.sub.ifindex != 0 (no port has ifindex 0); an empty slot is all zeros. */
+struct xbng_direct_route {
+	struct xbng_route r;
+	__u8 pad[24];
+};
+
 /* ---- ports ---------------------------------------------------------------- */
 enum xbng_port_role {
 	XBNG_ROLE_NONE = 0,
@@ -375,5 +405,8 @@ XBNG_ABI_SIZE(xbng_icmp_scratch, XBNG_ICMP_SCRATCH_LEN);
 XBNG_ABI_SIZE(xbng_punt_record, 24 + XBNG_PUNT_MAX_FRAME);
 XBNG_ABI_SIZE(xbng_punt_gcra, 24);
 XBNG_ABI_SIZE(xbng_punt_window, 16);
+XBNG_ABI_SIZE(xbng_direct_pool, 16);
+XBNG_ABI_SIZE(xbng_direct_table, 16 + 16 * XBNG_DIRECT_POOLS);
+XBNG_ABI_SIZE(xbng_direct_route, 64);
 
 #endif /* XBNG_ABI_H */

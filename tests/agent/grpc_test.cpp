@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -85,8 +86,12 @@ class AgentTest : public ::testing::Test {
     stop();
     Dataplane::teardown(bpffs_);
   }
-  void start(uint32_t max_subs = 4096) {
+  void start(uint32_t max_subs = 4096, uint32_t direct_slots = 0,
+             std::vector<std::string> acc0_pools = {}) {
     AgentOptions o;
+    o.dataplane.direct_slots = direct_slots;
+    for (const auto& p : acc0_pools)
+      o.dataplane.access_overrides["acc0"].pools.push_back(*parse_prefix(p));
     o.dataplane.access = {"acc0", "acc1"};
     o.dataplane.uplink = {"upl0"};
     o.dataplane.gateway_ipv4 = *parse_ipv4("100.64.0.1");
@@ -551,6 +556,86 @@ TEST_F(AgentTest, ReplaceNeverLosesTheSubscriber) {
   ASSERT_EQ(bpf_map_lookup_elem(m.fd(MapId::kRoutesV4), &last, &r), 0);
   EXPECT_EQ(r.sub.outer_vid, 7);
   EXPECT_TRUE(r.flags & XBNG_ROUTE_F_MAC_VALID);
+}
+
+// Direct routes: an IPv4 /32 inside a direct pool lives only in the array
+// (slot = offset), the others in the hash; counters are read and carried
+// over from wherever the route lives; a restart adopts the array; a
+// restart with other pools moves the routes between the two places.
+TEST_F(AgentTest, DirectRoutesLiveInTheArrayAndMoveWithThePools) {
+  const std::vector<std::string> pools = {"100.70.0.0/24"};
+  start(4096, 256, pools);
+  auto in = make_sub(13, 1), out = make_sub(13, 2);
+  in.set_ipv4("100.70.0.5");
+  out.set_ipv4("100.71.0.5");
+  ASSERT_TRUE(upsert({in, out}).ok());
+  auto direct_routes = [&] {
+    PinnedMaps m(bpffs_);
+    DirectLayout d;
+    EXPECT_EQ(direct_read_layout(m.fd(MapId::kDirectPools), &d), 0);
+    std::map<uint32_t, struct xbng_route> got;
+    EXPECT_EQ(direct_for_each(m.fd(MapId::kDirectV4), d,
+                              [&](uint32_t be, const struct xbng_route& r) { got[be] = r; }),
+              0);
+    return got;
+  };
+  const uint32_t a_in = *parse_ipv4("100.70.0.5");
+  EXPECT_EQ(kernel_count(MapId::kRoutesV4), 1u);  // only the address outside
+  {
+    auto got = direct_routes();
+    ASSERT_EQ(got.size(), 1u);
+    ASSERT_TRUE(got.count(a_in));
+    EXPECT_EQ(got[a_in].sub.outer_vid, 13);
+    EXPECT_EQ(got[a_in].sub.inner_vid, 1);
+    EXPECT_TRUE(got[a_in].flags & XBNG_ROUTE_F_MAC_VALID);
+    // What the fast path does: count in the slot (offset 5 in the pool).
+    PinnedMaps m(bpffs_);
+    uint32_t slot = 5;
+    struct xbng_direct_route e;
+    ASSERT_EQ(bpf_map_lookup_elem(m.fd(MapId::kDirectV4), &slot, &e), 0);
+    EXPECT_EQ(std::memcmp(&e.r, &got[a_in], sizeof e.r), 0);
+    e.r.down_packets = 7;
+    e.r.down_bytes = 700;
+    ASSERT_EQ(bpf_map_update_elem(m.fd(MapId::kDirectV4), &slot, &e, BPF_EXIST), 0);
+  }
+  auto down = [&](uint32_t inner) {
+    v1::Subscriber g;
+    EXPECT_TRUE(get(13, inner, &g).ok());
+    return g.counters().down_packets();
+  };
+  EXPECT_EQ(down(1), 7u);
+  in.clear_ipv6_prefixes();  // an update rewrites the route: the counters stay
+  ASSERT_TRUE(upsert({in}).ok());
+  EXPECT_EQ(down(1), 7u);
+
+  stop();  // a restart adopts what the array holds
+  start(4096, 256, pools);
+  EXPECT_EQ(down(1), 7u);
+  EXPECT_EQ(direct_routes().size(), 1u);
+  EXPECT_EQ(kernel_count(MapId::kRoutesV4), 1u);
+
+  stop();  // the pool no longer declared: its routes move into the hash
+  start(4096, 256, {});
+  EXPECT_EQ(direct_routes().size(), 0u);
+  EXPECT_EQ(kernel_count(MapId::kRoutesV4), 2u);
+  EXPECT_EQ(down(1), 7u);
+
+  stop();  // declared again: back into the array
+  start(4096, 256, pools);
+  EXPECT_EQ(direct_routes().size(), 1u);
+  EXPECT_EQ(kernel_count(MapId::kRoutesV4), 1u);
+  EXPECT_EQ(down(1), 7u);
+
+  v1::DeleteSubscribersResponse r;  // a delete empties the slot
+  ASSERT_TRUE(del({{13, 1}}, &r).ok());
+  EXPECT_EQ(r.deleted(), 1u);
+  EXPECT_EQ(direct_routes().size(), 0u);
+  auto again = make_sub(13, 3);  // and the address can be held again
+  again.set_ipv4("100.70.0.5");
+  ASSERT_TRUE(upsert({again}).ok());
+  ASSERT_EQ(direct_routes().size(), 1u);
+  EXPECT_EQ(direct_routes().begin()->second.sub.inner_vid, 3);
+  EXPECT_EQ(down(3), 0u);
 }
 
 TEST_F(AgentTest, DeleteMissingIsOk) {

@@ -3,6 +3,7 @@
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include <arpa/inet.h>
 #include <net/if.h>
 #include <time.h>
 
@@ -123,6 +124,9 @@ const std::vector<RouteDef> kRoutes{
     {"r4-s4", RouteMap::V4, "100.66.1.10", 32, &kS4},
     {"r4-s5", RouteMap::V4, "100.64.1.50", 32, &kS5Learn},
     {"r4-s6", RouteMap::V4, "100.67.1.10", 32, &kS6Acc3},
+    {"d4-s3", RouteMap::D4, "100.70.0.7", 32, &kS3},    // in the direct array
+    {"p4d-s2", RouteMap::P4, "100.70.0.16", 28, &kS2},  // framed route inside the direct pool
+    {"h4d-s1", RouteMap::V4, "100.70.0.9", 32, &kS1},   // a hash entry the direct pool hides
     {"p4-s1", RouteMap::P4, "198.51.100.0", 28, &kS1},  // framed route
     {"p4-s2", RouteMap::P4, "198.51.100.0", 25, &kS2},  // covers s1's /28
     {"r6-s1", RouteMap::V6, "2001:db8:1::10", 128, &kS1},
@@ -148,6 +152,7 @@ const Ip4 kBlackhole4 = ip4("203.0.113.200");
 const Ip4 kUplinkAddr4 = ip4("192.0.2.1");
 const Ip6 kUplinkAddr6 = ip6("2001:db8:ffff::1");
 const char* const kPool4 = "100.64.0.0/16";
+const char* const kDirectPool4 = "100.70.0.0/24";
 const char* const kPool6 = "2001:db8:1::/48";
 
 struct xbng_sub_key SubDef::key() const {
@@ -226,6 +231,11 @@ std::pair<const char*, Bytes> route_key(const RouteDef& r) {
       put(a.b.data(), 16);
       return {"prefixes_v6", k};
     }
+    case RouteMap::D4: {
+      uint32_t slot = ntohl(ip4(r.prefix).be()) - ntohl(ip4("100.70.0.0").be());
+      put(&slot, 4);
+      return {"direct_v4", k};
+    }
   }
   throw std::logic_error("route map");
 }
@@ -288,6 +298,7 @@ Harness::Harness() {
                            skel_->maps.prefixes_v4, skel_->maps.prefixes_v6,
                            skel_->maps.police};
   for (auto* m : big) bpf_map__set_max_entries(m, 4096);
+  bpf_map__set_max_entries(skel_->maps.direct_v4, 256);  // kDirectPool4
   // ICMP errors: one token per second (burst 50), so that the time a row
   // takes adds no token between its steps (the rate-limit rows).
   skel_->rodata->icmp_token_ns = 1000000000ull;
@@ -379,9 +390,21 @@ void Harness::fill_baseline() {
       48, {}
     };
     std::memcpy(k6.addr, ip6("2001:db8:1::").b.data(), 16);
+    struct xbng_lpm_v4_key kd {
+      24, ip4("100.70.0.0").be()
+    };
     if (bpf_map_update_elem(map_fd("pools_v4"), &k4, &pool, BPF_ANY) ||
+        bpf_map_update_elem(map_fd("pools_v4"), &kd, &pool, BPF_ANY) ||
         bpf_map_update_elem(map_fd("pools_v6"), &k6, &pool, BPF_ANY))
       throw std::runtime_error("pools update");
+    struct xbng_direct_table t {};
+    t.n_v4 = 1;
+    t.v4[0].start = ntohl(ip4("100.70.0.0").be());
+    t.v4[0].size = 256;
+    t.v4[0].base = 0;
+    const uint32_t zero = 0;
+    if (bpf_map_update_elem(map_fd("direct_pools"), &zero, &t, BPF_ANY))
+      throw std::runtime_error("direct_pools update");
   }
   for (auto* s : kSubs) {
     struct xbng_subscriber v {};
@@ -403,7 +426,10 @@ void Harness::fill_baseline() {
       v.flags = XBNG_ROUTE_F_MAC_VALID;
     }
     auto [map, key] = route_key(r);
-    if (bpf_map_update_elem(map_fd(map), key.data(), &v, BPF_ANY))
+    struct xbng_direct_route d {};
+    d.r = v;
+    const void* val = r.map == RouteMap::D4 ? (const void*)&d : (const void*)&v;
+    if (bpf_map_update_elem(map_fd(map), key.data(), val, BPF_ANY))
       throw std::runtime_error("route update " + r.name + ": " + std::strerror(errno));
   }
 }
@@ -413,6 +439,12 @@ void Harness::reset() {
                         "prefixes_v6", "ports", "tx_ports", "unknown_seen", "pools_v4", "pools_v6",
                         "local_allow", "mac_seen", "punt_limit"})
     clear_map(m);
+  {  // an array: emptied slot by slot (all zeros: no route there)
+    const struct xbng_direct_route empty {};
+    for (uint32_t slot = 0; slot < 256; slot++)
+      if (bpf_map_update_elem(map_fd("direct_v4"), &slot, &empty, BPF_ANY))
+        throw std::runtime_error("direct_v4 clear");
+  }
   set_event_budget(0, 0);
   set_icmp_budget(0, 0);  // a full bucket on first use
   for (auto* p : kPorts) set_punt_port_used(p->slot, 0, 0);
@@ -512,16 +544,20 @@ void Harness::set_down_bucket(const SubDef& s, const struct xbng_bucket& b) {
 }
 
 struct xbng_route Harness::route(const std::string& name) {
-  struct xbng_route v {};
+  struct xbng_direct_route v {};  // the largest route value
   auto [map, key] = route_key(route_def(name));
   if (bpf_map_lookup_elem(map_fd(map), key.data(), &v))
     ADD_FAILURE() << "route " << name << " missing";
-  return v;
+  return v.r;
 }
 
 void Harness::set_route(const std::string& name, const struct xbng_route& v) {
-  auto [map, key] = route_key(route_def(name));
-  if (bpf_map_update_elem(map_fd(map), key.data(), &v, BPF_EXIST))
+  const RouteDef& r = route_def(name);
+  auto [map, key] = route_key(r);
+  struct xbng_direct_route d {};
+  d.r = v;
+  const void* val = r.map == RouteMap::D4 ? (const void*)&d : (const void*)&v;
+  if (bpf_map_update_elem(map_fd(map), key.data(), val, BPF_EXIST))
     throw std::runtime_error("route update " + name);
 }
 

@@ -60,7 +60,8 @@ struct SubDef {
   struct xbng_sub_key key() const;
 };
 
-enum class RouteMap { V4, V6, V6_64, P4, P6 };
+// D4: an IPv4 /32 in the direct array (direct_v4), inside kDirectPool4.
+enum class RouteMap { V4, V6, V6_64, P4, P6, D4 };
 
 struct RouteDef {
   std::string name;
@@ -93,6 +94,9 @@ extern const Ip6 kUplinkAddr6;   // its global IPv6 address (ICMP errors' source
 constexpr uint16_t kSubMtu = 1492;
 extern const char* const kPool4;  // "100.64.0.0/16"
 extern const char* const kPool6;  // "2001:db8:1::/48"
+// The direct pool: its IPv4 /32s live in direct_v4 (slot = offset), and it
+// is a declared pool of acc0 too (pools_v4).
+extern const char* const kDirectPool4;  // "100.70.0.0/24"
 
 // ---- rows -------------------------------------------------------------------
 enum class Prog { Access, Uplink };

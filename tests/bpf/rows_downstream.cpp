@@ -67,6 +67,9 @@ std::vector<Row> downstream_rows() {
     o.options = {0x44, 0x0c, 0x05, 0x00, 0, 0, 0, 0, 0, 0, 0, 0};  // timestamp
     add(fwd4("IPv4 with options", s1, "r4-s1", s1.v4, o));
   }
+  add(fwd4("IPv4 host /32 in a direct pool (the array's slot)", kS3, "d4-s3", ip4("100.70.0.7")));
+  add(fwd4("IPv4 routed /28 inside a direct pool, its slot empty: the trie", kS2, "p4d-s2",
+           ip4("100.70.0.20")));
   add(fwd6("IPv6 host /128", s1, "r6-s1", s1.v6));
   add(fwd6("IPv6 host /128 on a 0x8100 port", kS3, "r6-s3", kS3.v6));
   add(fwd6("IPv6 host /128 on a 0x9100 port", kS4, "r6-s4", kS4.v6));

@@ -336,6 +336,14 @@ std::vector<Row> router_rows() {
             uplink(in, XDP_DROP, XBNG_DROP_POOL_UNASSIGNED)
                 .count(XBNG_ICMP_RATE_LIMITED)
                 .pre(empty_bucket)));
+    Bytes dir = udp4(from_router(), kRemote4, ip4("100.70.0.8"));
+    add(row("down to an empty slot of a direct pool: unreachable",
+            tx_uplink(dir, XBNG_TX_ICMP_UNREACHABLE,
+                      down_err4(kRemote4, dir, kIcmpUnreach, kIcmpHostUnreach, 0))));
+    Bytes hid = udp4(from_router(), kRemote4, ip4("100.70.0.9"));
+    add(row("down to a direct pool address held only in the hash: not looked up there",
+            tx_uplink(hid, XBNG_TX_ICMP_UNREACHABLE,
+                      down_err4(kRemote4, hid, kIcmpUnreach, kIcmpHostUnreach, 0))));
     add(row("down outside every pool still goes to the kernel",
             uplink(udp4(from_router(), kRemote4, ip4("100.65.9.9")), XDP_PASS,
                    XBNG_PASS_NOT_SUBSCRIBER)));

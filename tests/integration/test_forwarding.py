@@ -2,6 +2,7 @@
 frames and abuse, change and delete — real xbngd, real gRPC (xbngctl), real
 frames through veths in throwaway namespaces."""
 import ipaddress
+import os
 import subprocess
 import time
 import unittest
@@ -43,8 +44,12 @@ def qinq_to_mac(mac, marker=b"xbng-down"):
 
 class ForwardingTest(LabSuite):
     @classmethod
-    def setUpLab(cls):
+    def start_xbngd(cls):
         cls.x.start(max_subscribers=4096)
+
+    @classmethod
+    def setUpLab(cls):
+        cls.start_xbngd()
         # 3 S-VLANs x 4 C-VLANs; every subscriber gets IPv4, IPv6 and a /64.
         cls.subs = [plan(i, c_per_s=4) for i in range(12)]
         # One business line with a routed IPv4 prefix and a /56.
@@ -251,6 +256,35 @@ class ForwardingTest(LabSuite):
         self.assertEqual(self.stats_delta(before, after, "drop_unknown_subscriber"), 1)
         # >= : net's own kernel traffic to dut (ND probes) is passed too.
         self.assertGreaterEqual(self.stats_delta(before, after, "pass_not_subscriber"), 1)
+
+
+class ForwardingDirectTest(ForwardingTest):
+    """The same scenarios with the subscribers' IPv4 host routes in the direct
+    array (their pool 100.64.0.0/24, limits.direct_slots): what forwards,
+    counts, re-addresses (out of the pool: from the array into the hash) and
+    deletes through the hash does the same through the array."""
+
+    @classmethod
+    def start_xbngd(cls):
+        path = os.path.join(cls.x.lab.rundir, "xbngd.toml")
+        with open(path, "w") as f:
+            f.write('[ports]\naccess = [{ name = "acc0", pools = ["100.64.0.0/24"] }]\n'
+                    "[limits]\ndirect_slots = 256\n")
+        cls.x.start(max_subscribers=4096, extra=["--config", path])
+
+    def test_host_routes_live_in_the_array(self):
+        out = subprocess.run(self.x.dut.nsenter_argv([self.x.xbngctl, "bpf", "dump", "--bpffs",
+                                                      self.x.lab.bpffs]),
+                             capture_output=True, text=True, timeout=30)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        text = out.stdout
+        direct = text[text.index("# direct_v4"):]
+        hashed = text[text.index("# routes_v4"):text.index("# routes_v6")]
+        for s in self.subs:
+            if s["ipv4"] == "100.64.250.9":  # re-addressed by another test: outside the pool
+                continue
+            self.assertIn(f"{s['ipv4']}/32", direct)
+            self.assertNotIn(f"{s['ipv4']}/32 ", hashed)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include "common/direct.h"
 #include "common/net.h"
 
 using namespace xbng::agent;
@@ -73,4 +74,33 @@ TEST(Net, ParsesU16) {
   EXPECT_FALSE(parse_u16("0x10000"));
   EXPECT_FALSE(parse_u16("88a8"));
   EXPECT_FALSE(parse_u16(""));
+}
+
+// Direct routes: pools laid out in order while they fit; an address maps to
+// base + offset and back; outside every laid-out pool, none.
+TEST(Net, DirectLayoutPlacesPoolsWhileTheyFit) {
+  std::vector<Prefix> pools = {*parse_prefix("100.64.0.0/24"), *parse_prefix("2001:db8::/48"),
+                               *parse_prefix("100.65.0.0/22"), *parse_prefix("100.66.0.0/25")};
+  std::vector<std::string> skipped;
+  DirectLayout d = DirectLayout::plan(pools, 1024 + 128, &skipped);
+  ASSERT_EQ(d.v4.size(), 2u);  // the /24 and the /25; the /22 does not fit after the /24
+  EXPECT_EQ(skipped, std::vector<std::string>{"100.65.0.0/22"});
+  EXPECT_EQ(d.v4[0].base, 0u);
+  EXPECT_EQ(d.v4[0].size, 256u);
+  EXPECT_EQ(d.v4[1].base, 256u);
+  EXPECT_EQ(d.v4[1].size, 128u);
+  EXPECT_EQ(d.slots(), 384u);
+  EXPECT_EQ(d.slot_of(*parse_ipv4("100.64.0.0")), 0u);
+  EXPECT_EQ(d.slot_of(*parse_ipv4("100.64.0.255")), 255u);
+  EXPECT_EQ(d.slot_of(*parse_ipv4("100.66.0.127")), 383u);
+  EXPECT_FALSE(d.slot_of(*parse_ipv4("100.66.0.128")));
+  EXPECT_FALSE(d.slot_of(*parse_ipv4("100.65.0.1")));
+  EXPECT_FALSE(d.slot_of(*parse_ipv4("100.63.255.255")));
+  EXPECT_EQ(d.addr_of(257), *parse_ipv4("100.66.0.1"));
+  EXPECT_FALSE(d.addr_of(384));
+  // The table round-trips; no slots: nothing laid out, nothing skipped.
+  EXPECT_TRUE(DirectLayout::from_table(d.table()) == d);
+  skipped.clear();
+  EXPECT_TRUE(DirectLayout::plan(pools, 0, &skipped).empty());
+  EXPECT_TRUE(skipped.empty());
 }
