@@ -14,8 +14,8 @@ namespace {
 constexpr int kPollMs = 200;  // how long a stop request may wait
 }  // namespace
 
-RingbufPoller::RingbufPoller(int fd, std::string what, OnRecord on_record)
-    : what_(std::move(what)), on_record_(std::move(on_record)) {
+RingbufPoller::RingbufPoller(int fd, std::string what, OnRecord on_record, OnDrained on_drained)
+    : what_(std::move(what)), on_record_(std::move(on_record)), on_drained_(std::move(on_drained)) {
   rb_ = ring_buffer__new(fd, &RingbufPoller::on_sample, this, nullptr);
   if (!rb_)
     throw std::runtime_error(fmt::format("{}: cannot open: {}", what_, std::strerror(errno)));
@@ -26,6 +26,7 @@ RingbufPoller::RingbufPoller(int fd, std::string what, OnRecord on_record)
         spdlog::error("{}: poll failed: {}", what_, std::strerror(-rc));
         break;
       }
+      if (rc > 0 && on_drained_) on_drained_();
     }
   });
 }
