@@ -131,6 +131,16 @@ def ab(variants: list[tuple[str, str | None, str | None]], rounds: int, a) -> in
         for k in DROPS:
             cells.append(spread([r["counters"][k] for r in runs]))
         print(f"| {label} | {len(runs)} | " + " | ".join(cells) + " |")
+    # Paired ratios: each variant's wall time over the first variant's in the
+    # same round (both under that round's noise).
+    first = variants[0][0]
+    for label, runs in got.items():
+        if label == first or not got[first]:
+            continue
+        ratios = [r["results"]["wall_s"] / b["results"]["wall_s"] for r, b in zip(runs, got[first])]
+        if ratios:
+            print(f"## wall s {label} / {first}, per round: " + ", ".join(f"{x:.2f}" for x in ratios) +
+                  f"; median {statistics.median(ratios):.2f}")
     if a.json:
         with open(a.json, "w") as f:
             json.dump(got, f, indent=1)

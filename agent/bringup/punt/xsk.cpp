@@ -23,10 +23,10 @@ namespace xbng::agent::punt {
 
 namespace {
 // A UMEM frame holds the kernel's headroom (XDP_PACKET_HEADROOM, where the
-// metadata goes too) and the largest punted frame.
-constexpr uint32_t kFrameSize = 4096;
-// Frames per socket; all of them start in the fill ring. As many records as
-// the ring buffer holds, about.
+// metadata goes too) and the largest punted frame: 2 KB, 8 MB per socket.
+constexpr uint32_t kFrameSize = 2048;
+// Frames per socket; all of them start in the fill ring. More than the
+// ring buffer's records (XBNG_PUNT_RINGBUF_BYTES / ~1.5 KB: ~2,700).
 constexpr uint32_t kFrames = 4096;
 constexpr uint32_t kRing = 4096;  // RX and fill ring sizes
 constexpr uint32_t kRxBatch = 64;
