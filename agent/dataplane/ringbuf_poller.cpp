@@ -22,11 +22,11 @@ RingbufPoller::RingbufPoller(int fd, std::string what, OnRecord on_record, OnDra
   thread_ = std::thread([this] {
     while (!stop_.load()) {
       int rc = ring_buffer__poll(rb_, kPollMs);
+      if (on_drained_) on_drained_();  // after every poll: even a failed one may have handed some
       if (rc < 0 && rc != -EINTR) {
         spdlog::error("{}: poll failed: {}", what_, std::strerror(-rc));
         break;
       }
-      if (rc > 0 && on_drained_) on_drained_();
     }
   });
 }

@@ -18,7 +18,7 @@ class RingbufPoller {
  public:
   // Called on the poller's thread with each record as the ring holds it.
   using OnRecord = std::function<void(std::span<const uint8_t> record)>;
-  // Called on the poller's thread after each poll that handed records.
+  // Called on the poller's thread after each poll (records handed or not).
   using OnDrained = std::function<void()>;
   // Opens the ring buffer `fd` and starts the thread. `what` names the ring
   // in errors ("punt ring buffer"). Throws std::runtime_error.
