@@ -262,9 +262,8 @@ void Agent::start_bringup(const AgentOptions& ao) {
     for (const auto& p : dp_->ports())
       if (p.role == XBNG_ROLE_ACCESS) xports.push_back({p.name, p.ifindex, p.cfg.slot});
     punt_xsk_rx_ = std::make_unique<punt::PuntXskRx>(
-        dp_->fd(MapId::kPuntXsks),
-        xports, [d = dispatcher_.get()](const punt::PuntedFrame& f) { d->handle(f); },
-        punt_tx_.get());
+        dp_->fd(MapId::kPuntXsks), xports,
+        [d = dispatcher_.get()](const punt::PuntedFrame& f) { d->handle(f); }, punt_tx_.get());
     spdlog::info("punt: AF_XDP transport, {} socket(s)", punt_xsk_rx_->sockets());
   }
   leases_->start();

@@ -94,8 +94,8 @@ PuntXskRx::~PuntXskRx() {
 
 void PuntXskRx::open_socket(const XskPort& port, uint32_t queue) {
   auto fail = [&](const char* what, int err) {
-    throw std::runtime_error(fmt::format("punt AF_XDP: port {} queue {}: {}: {}", port.name,
-                                         queue, what, std::strerror(err)));
+    throw std::runtime_error(fmt::format("punt AF_XDP: port {} queue {}: {}: {}", port.name, queue,
+                                         what, std::strerror(err)));
   };
   auto* s = new Sock;
   socks_.push_back(s);
@@ -118,7 +118,8 @@ void PuntXskRx::open_socket(const XskPort& port, uint32_t queue) {
   cfg.tx_size = 0;
   // xbngd's own program is attached already: libxdp must load none.
   cfg.libxdp_flags = XSK_LIBXDP_FLAGS__INHIBIT_PROG_LOAD;
-  if (int rc = xsk_socket__create(&s->xsk, port.name.c_str(), queue, s->umem, &s->rx, nullptr, &cfg);
+  if (int rc =
+          xsk_socket__create(&s->xsk, port.name.c_str(), queue, s->umem, &s->rx, nullptr, &cfg);
       rc)
     fail("xsk_socket__create", -rc);
   // Every frame into the fill ring: the kernel copies punted frames into them.
