@@ -297,6 +297,7 @@ const FileKey kFileKeys[] = {
     {"punt.subscriber_rate", &set<&Config::punt_subscriber_rate, get_uint>},
     {"punt.subscriber_burst", &set<&Config::punt_subscriber_burst, get_uint>},
     {"punt.port_rate", &set<&Config::punt_port_rate, get_uint>},
+    {"punt.transport", &set<&Config::punt_transport, get_string>},
     {"dhcp.enabled", &set<&Config::dhcp_enabled, get_bool>},
     {"dhcp.lease_time", &set<&Config::dhcp_lease_time, get_uint>},
     {"dhcp.dns", &set<&Config::dhcp_dns, get_strings>},
@@ -601,6 +602,8 @@ void check_punt(const Config& c, Checker& k) {
     k.err("punt.subscriber_burst {}: expected 1..100000 frames", c.punt_subscriber_burst);
   if (c.punt_port_rate > 10'000'000)
     k.err("punt.port_rate {}: expected 0..10000000 frames/s per CPU", c.punt_port_rate);
+  if (c.punt_transport != "ringbuf" && c.punt_transport != "af_xdp")
+    k.err("punt.transport {}: expected ringbuf or af_xdp", c.punt_transport);
 }
 
 // [security]: MAC policy, reserved ranges, services allowed to the host.
@@ -922,6 +925,7 @@ DataplaneOptions to_dataplane_options(const Config& c) {
   o.punt_sub_rate = static_cast<uint32_t>(c.punt_subscriber_rate);
   o.punt_sub_burst = static_cast<uint32_t>(c.punt_subscriber_burst);
   o.punt_port_rate = c.punt_port_rate;
+  o.punt_xsk = c.punt_transport == "af_xdp";
   return o;
 }
 
@@ -951,6 +955,7 @@ std::string store_journal_path(const Config& c) {
 punt::BringupOptions to_bringup_options_unchecked(const Config& c) {
   punt::BringupOptions b;
   b.enabled = c.punt_enabled;
+  b.af_xdp = c.punt_transport == "af_xdp";
   b.dhcpv4 = c.dhcp_enabled;
   b.lease_file = c.lease_file;
   for (const auto& [name, a] : c.access_options)
@@ -1083,8 +1088,8 @@ std::string port_settings_text(const Config& c) {
 // The bring-up settings ([punt], [dhcp], [dhcpv6], [ra], per port) as one text.
 std::string bringup_text(const Config& c) {
   std::vector<std::string> v{
-      fmt::format("punt={},{}/{}/{}", c.punt_enabled, c.punt_subscriber_rate,
-                  c.punt_subscriber_burst, c.punt_port_rate),
+      fmt::format("punt={},{}/{}/{},{}", c.punt_enabled, c.punt_subscriber_rate,
+                  c.punt_subscriber_burst, c.punt_port_rate, c.punt_transport),
       fmt::format("dhcp={},{},{},{},{}", c.dhcp_enabled, c.dhcp_lease_time, join(c.dhcp_dns),
                   c.dhcp_subnet_mask, c.lease_file),
       fmt::format("dhcpv6={},{}/{}/{}/{},{},{},{}", c.dhcpv6_enabled, c.dhcpv6_preferred,

@@ -29,7 +29,8 @@
 //   [security] mac_policy = "learn-once" | "follow" | "enforce",
 //             allow_to_host = ["tcp/22", "icmp"], reserved = ["192.0.2.0/24"]
 //             (per access port too: { name = "eth1", mac_policy = "enforce" })
-//   [punt]    enabled = true, subscriber_rate = 10, subscriber_burst = 20, port_rate = 20000
+//   [punt]    enabled = true, subscriber_rate = 10, subscriber_burst = 20, port_rate = 20000,
+//             transport = "ringbuf" | "af_xdp"
 //   [dhcp]    enabled = true, lease_time = 3600, dns = ["192.0.2.53"], subnet_mask = "",
 //             lease_file = "/var/lib/xbng/leases.json"
 //   per access port: dhcp_lease_time, dhcp_dns, dhcp_subnet_mask, auth = "none" | "radius",
@@ -149,6 +150,9 @@ struct Config {
   uint64_t punt_subscriber_rate = XBNG_DEFAULT_PUNT_SUB_RATE;
   uint64_t punt_subscriber_burst = XBNG_DEFAULT_PUNT_SUB_BURST;
   uint64_t punt_port_rate = XBNG_DEFAULT_PUNT_PORT_RATE;
+  // How punted frames reach xbngd: "ringbuf" (copied into the BPF ring
+  // buffer) or "af_xdp" (redirected to AF_XDP sockets, libxdp).
+  std::string punt_transport = "ringbuf";
   bool dhcp_enabled = true;
   uint64_t dhcp_lease_time = 3600;
   std::vector<std::string> dhcp_dns;

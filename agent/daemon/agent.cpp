@@ -255,7 +255,17 @@ void Agent::start_bringup(const AgentOptions& ao) {
   if (radius) start_radius_access(*radius, o);
   start_relays(o, ao.relay4, ao.relay6);
   punt_rx_ = std::make_unique<punt::PuntRx>(
-      dp_->fd(MapId::kPunt), [d = dispatcher_.get()](const punt::PuntedFrame& f) { d->handle(f); });
+      dp_->fd(MapId::kPunt), [d = dispatcher_.get()](const punt::PuntedFrame& f) { d->handle(f); },
+      punt_tx_.get());
+  if (o.af_xdp) {
+    std::vector<punt::XskPort> xports;
+    for (const auto& p : dp_->ports())
+      if (p.role == XBNG_ROLE_ACCESS) xports.push_back({p.name, p.ifindex, p.cfg.slot});
+    punt_xsk_rx_ = std::make_unique<punt::PuntXskRx>(
+        dp_->fd(MapId::kPuntXsks), xports,
+        [d = dispatcher_.get()](const punt::PuntedFrame& f) { d->handle(f); }, punt_tx_.get());
+    spdlog::info("punt: AF_XDP transport, {} socket(s)", punt_xsk_rx_->sockets());
+  }
   leases_->start();
   if (radius_accounting_) radius_accounting_->start();
   dispatcher_->start_ra();
@@ -614,6 +624,7 @@ void Agent::stop() {
   if (fleet_) fleet_->stop();
   if (server_) server_->shutdown();
   rb_.reset();
+  punt_xsk_rx_.reset();
   punt_rx_.reset();       // no frame reaches the servers after this
   dynauth_.reset();       // no CoA or Disconnect after this
   relay_socket_.reset();  // no server reply after this

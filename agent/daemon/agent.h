@@ -23,6 +23,7 @@
 #include "telemetry/metrics.h"
 #include "bringup/punt/dispatcher.h"
 #include "bringup/punt/io.h"
+#include "bringup/punt/xsk.h"
 #include "api/service.h"
 #include "store/store.h"
 #include "dataplane/trace.h"
@@ -153,6 +154,9 @@ class Agent {
   std::unique_ptr<relay::Relay6> relay6_;
   std::unique_ptr<relay::Socket6> relay_socket6_;
   std::unique_ptr<punt::PuntRx> punt_rx_;
+  // [punt] transport = "af_xdp": the AF_XDP sockets' RX (the ring's stays,
+  // for the queues without a socket).
+  std::unique_ptr<punt::PuntXskRx> punt_xsk_rx_;
   std::unique_ptr<Tracer> tracer_;  // used by service_: declared before it
   std::unique_ptr<SubscribersService> service_;
   GrpcMetrics grpc_metrics_;  // outlives the server's interceptors

@@ -381,6 +381,7 @@ void Dataplane::apply_load_config(XbngSkelRefs* r) const {
   *r->punt_sub_tolerance_ns =
       (std::max<uint32_t>(opts_.punt_sub_burst, 1) - 1) * (1000000000ull / rate);
   *r->punt_port_per_sec = opts_.punt_port_rate;
+  *r->punt_xsk = opts_.punt_xsk ? 1 : 0;
 }
 
 namespace {

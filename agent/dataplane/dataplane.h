@@ -101,6 +101,7 @@ struct DataplaneOptions {
   uint32_t punt_sub_rate = XBNG_DEFAULT_PUNT_SUB_RATE;    // frames/s per subscriber
   uint32_t punt_sub_burst = XBNG_DEFAULT_PUNT_SUB_BURST;  // frames in a burst
   uint64_t punt_port_rate = XBNG_DEFAULT_PUNT_PORT_RATE;  // frames/s per access port per CPU
+  bool punt_xsk = false;  // punted frames to AF_XDP sockets (`punt_xsks`), else the ring buffer
   // Tests: skip writing /proc/sys forwarding and ethtool changes.
   bool configure_netdevs = true;
   // High availability ([ha]): ports start standby (xbng_port.ha_deadline_ns

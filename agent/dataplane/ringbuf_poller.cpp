@@ -14,14 +14,15 @@ namespace {
 constexpr int kPollMs = 200;  // how long a stop request may wait
 }  // namespace
 
-RingbufPoller::RingbufPoller(int fd, std::string what, OnRecord on_record)
-    : what_(std::move(what)), on_record_(std::move(on_record)) {
+RingbufPoller::RingbufPoller(int fd, std::string what, OnRecord on_record, OnDrained on_drained)
+    : what_(std::move(what)), on_record_(std::move(on_record)), on_drained_(std::move(on_drained)) {
   rb_ = ring_buffer__new(fd, &RingbufPoller::on_sample, this, nullptr);
   if (!rb_)
     throw std::runtime_error(fmt::format("{}: cannot open: {}", what_, std::strerror(errno)));
   thread_ = std::thread([this] {
     while (!stop_.load()) {
       int rc = ring_buffer__poll(rb_, kPollMs);
+      if (on_drained_) on_drained_();  // after every poll: even a failed one may have handed some
       if (rc < 0 && rc != -EINTR) {
         spdlog::error("{}: poll failed: {}", what_, std::strerror(-rc));
         break;

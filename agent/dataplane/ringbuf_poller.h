@@ -18,9 +18,11 @@ class RingbufPoller {
  public:
   // Called on the poller's thread with each record as the ring holds it.
   using OnRecord = std::function<void(std::span<const uint8_t> record)>;
+  // Called on the poller's thread after each poll (records handed or not).
+  using OnDrained = std::function<void()>;
   // Opens the ring buffer `fd` and starts the thread. `what` names the ring
   // in errors ("punt ring buffer"). Throws std::runtime_error.
-  RingbufPoller(int fd, std::string what, OnRecord on_record);
+  RingbufPoller(int fd, std::string what, OnRecord on_record, OnDrained on_drained = nullptr);
   // Stops the thread (within one poll interval) and closes the ring.
   ~RingbufPoller();
   RingbufPoller(const RingbufPoller&) = delete;
@@ -30,6 +32,7 @@ class RingbufPoller {
   static int on_sample(void* ctx, void* data, size_t size);
   std::string what_;
   OnRecord on_record_;
+  OnDrained on_drained_;
   struct ring_buffer* rb_ = nullptr;
   std::atomic<bool> stop_{false};
   std::thread thread_;

@@ -23,6 +23,7 @@ struct XbngSkelRefs {
   uint64_t* punt_sub_interval_ns = nullptr;   // rodata
   uint64_t* punt_sub_tolerance_ns = nullptr;  // rodata
   uint64_t* punt_port_per_sec = nullptr;      // rodata
+  uint32_t* punt_xsk = nullptr;               // rodata: punt through AF_XDP sockets
 };
 
 bool xbng_skel_open(XbngSkelRefs* refs);  // false: errno set

@@ -42,6 +42,7 @@ bool xbng_skel_refs_fill(Skel* s, XbngSkelRefs* r) {
   r->punt_sub_interval_ns = reinterpret_cast<uint64_t*>(&s->rodata->punt_sub_interval_ns);
   r->punt_sub_tolerance_ns = reinterpret_cast<uint64_t*>(&s->rodata->punt_sub_tolerance_ns);
   r->punt_port_per_sec = reinterpret_cast<uint64_t*>(&s->rodata->punt_port_per_sec);
+  r->punt_xsk = reinterpret_cast<uint32_t*>(&s->rodata->punt_xsk);
   return true;
 }
 

@@ -18,6 +18,9 @@ const volatile __u64 punt_sub_interval_ns = 1000000000ull / XBNG_DEFAULT_PUNT_SU
 const volatile __u64 punt_sub_tolerance_ns =
 	(XBNG_DEFAULT_PUNT_SUB_BURST - 1) * (1000000000ull / XBNG_DEFAULT_PUNT_SUB_RATE);
 const volatile __u64 punt_port_per_sec = XBNG_DEFAULT_PUNT_PORT_RATE;
+/* 1: punted frames go to xbngd's AF_XDP sockets (`punt_xsks`), 0: the
+ * `punt` ring buffer only. */
+const volatile __u32 punt_xsk = 0;
 
 /* Subscribers by (access ifindex, S-VID, C-VID); written by the agent, the
  * fast path writes learned MACs and upstream counters. Resized at load. */
@@ -180,6 +183,16 @@ struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, XBNG_PUNT_RINGBUF_BYTES);
 } punt SEC(".maps");
+
+/* AF_XDP sockets of xbngd for punted frames (punt_xsk = 1), at
+ * slot * XBNG_PUNT_XSK_QUEUES + RX queue; written by the agent, the fast
+ * path redirects into it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_XSKMAP);
+	__uint(max_entries, XBNG_PUNT_XSK_ENTRIES);
+	__type(key, __u32);
+	__type(value, __u32);
+} punt_xsks SEC(".maps");
 
 /* Per-subscriber punt rate limits (a GCRA state per protocol), touched only
  * by control frames; fast path. Kept out of `subscribers` on purpose. */

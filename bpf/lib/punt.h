@@ -55,9 +55,42 @@ XBNG_INLINE int punt_port_allowed(__u32 slot, __u64 now)
 	return 1;
 }
 
-/* Copies the whole frame (tags included) into `punt` and drops it. The port
- * limit is checked after the subscriber's, so one noisy subscriber cannot
- * spend the port's budget beyond its own share. */
+/* AF_XDP transport: the frame itself to xbngd's socket of this port and RX
+ * queue, its punt header in the XDP metadata just before it. 1 when the
+ * redirect is set; 0 when this queue has no socket (or the driver keeps no
+ * metadata): the caller then copies into the ring buffer. A socket whose RX
+ * ring is full drops in the kernel (xbngd reads those from the socket's
+ * XDP_STATISTICS). */
+XBNG_INLINE int punt_to_xsk(const struct xbng_pkt *p, const struct xbng_sub_key *key, __u32 kind,
+			    __u64 now)
+{
+	struct xbng_punt_meta *m;
+	struct xdp_md *ctx = p->ctx;
+	__u32 q = ctx->rx_queue_index, idx;
+
+	if (q >= XBNG_PUNT_XSK_QUEUES)
+		return 0;
+	idx = p->port->slot * XBNG_PUNT_XSK_QUEUES + q;
+	/* No socket, no metadata: bpf_redirect_map() below would fail too, but
+	 * the metadata is better not written for nothing. */
+	if (!bpf_map_lookup_elem(&punt_xsks, &idx))
+		return 0;
+	if (bpf_xdp_adjust_meta(ctx, -(int)sizeof(*m)))
+		return 0;
+	m = (void *)(long)ctx->data_meta;
+	if ((void *)(m + 1) > (void *)(long)ctx->data)
+		return 0;
+	m->kind = kind;
+	m->outer_vid = key->outer_vid;
+	m->inner_vid = key->inner_vid;
+	m->timestamp_ns = now;
+	return bpf_redirect_map(&punt_xsks, idx, 0) == XDP_REDIRECT;
+}
+
+/* Hands the whole frame (tags included) to xbngd: redirected to its AF_XDP
+ * socket (punt_xsk), else copied into `punt` and dropped. The port limit is
+ * checked after the subscriber's, so one noisy subscriber cannot spend the
+ * port's budget beyond its own share. */
 XBNG_INLINE int punt_frame(const struct xbng_pkt *p, const struct xbng_sub_key *key, __u32 kind,
 			   __u32 reason)
 {
@@ -78,6 +111,8 @@ XBNG_INLINE int punt_frame(const struct xbng_pkt *p, const struct xbng_sub_key *
 		return drop(p, XBNG_DROP_PUNT_RATE_PORT);
 	XBNG_TRACE_STEP(XBNG_TS_PUNT, kind, len);
 #ifndef XBNG_TRACE /* the punt itself: live build only (lib/trace.h) */
+	if (punt_xsk && punt_to_xsk(p, key, kind, now))
+		return verdict(p, reason, XDP_REDIRECT);
 	r = bpf_ringbuf_reserve(&punt, sizeof(*r), 0);
 	if (!r)
 		return drop(p, XBNG_DROP_PUNT_RING_FULL);

@@ -370,6 +370,22 @@ struct xbng_punt_window {
 	__u64 used;
 };
 
+/* The AF_XDP punt transport ([punt] transport = "af_xdp"): the control
+ * frame itself goes to an AF_XDP socket of xbngd through `punt_xsks`
+ * (XDP_REDIRECT, no copy in the program), indexed by the access port's slot
+ * and the RX queue; the frame is preceded in its XDP metadata by this header
+ * (what the ring buffer's record says besides the port). A queue without a
+ * socket (or one past XBNG_PUNT_XSK_QUEUES) falls back to the ring buffer. */
+#define XBNG_PUNT_XSK_QUEUES 16 /* RX queues per access port with a socket */
+#define XBNG_PUNT_XSK_ENTRIES (XBNG_MAX_PORTS * XBNG_PUNT_XSK_QUEUES)
+
+struct xbng_punt_meta {
+	__u32 kind; /* enum xbng_punt_kind */
+	__u16 outer_vid;
+	__u16 inner_vid;
+	__u64 timestamp_ns; /* bpf_ktime_get_ns() */
+};
+
 #define XBNG_DEFAULT_PUNT_SUB_RATE 10  /* control frames/s per subscriber and protocol, sustained */
 #define XBNG_DEFAULT_PUNT_SUB_BURST 20 /* ... and in a burst */
 #define XBNG_DEFAULT_PUNT_PORT_RATE 20000 /* control frames/s per access port per CPU */
@@ -408,5 +424,6 @@ XBNG_ABI_SIZE(xbng_punt_window, 16);
 XBNG_ABI_SIZE(xbng_direct_pool, 16);
 XBNG_ABI_SIZE(xbng_direct_table, 16 + 16 * XBNG_DIRECT_POOLS);
 XBNG_ABI_SIZE(xbng_direct_route, 64);
+XBNG_ABI_SIZE(xbng_punt_meta, 16);
 
 #endif /* XBNG_ABI_H */

@@ -3,8 +3,17 @@
 // Router Solicitations of provisioned subscribers are copied whole (both
 // tags) into the `punt` ring buffer and dropped; rate limits per subscriber
 // and per port; what is not for the server keeps its old drop reasons;
-// unknown VLANs produce only their event.
+// unknown VLANs produce only their event. The af_xdp transport's program
+// without a socket takes the same ring.
 #include "harness.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "xbng.skel.h"
 
 namespace bpftest {
 
@@ -355,6 +364,51 @@ std::vector<Row> punt_rows() {
                .up("s1")
                .expect_out(udp4(plain(kRouterMac, kUp0.mac), s1.v4, kRemote4, ttl4(63)))}));
   return rows;
+}
+
+// The program of [punt] transport = "af_xdp" (rodata punt_xsk = 1), loaded on
+// the harness's own maps: the verifier accepts its redirect branch, and with
+// no socket in punt_xsks (a queue xbngd has none for) a punted frame still
+// goes to the ring buffer whole, dropped and counted as on the default.
+TEST(PuntAfXdp, NoSocketForTheQueueFallsBackToTheRing) {
+  Harness& h = Harness::get();
+  h.reset();
+  struct xbng* x = xbng__open();
+  ASSERT_NE(x, nullptr);
+  struct bpf_map* m;
+  bpf_object__for_each_map(m, x->obj) {
+    if (bpf_map__is_internal(m)) continue;  // .rodata and the like: this object's own
+    ASSERT_EQ(bpf_map__reuse_fd(m, h.map_fd(bpf_map__name(m))), 0) << bpf_map__name(m);
+  }
+  *x->rodata = *h.skel()->rodata;
+  x->rodata->punt_xsk = 1;
+  ASSERT_EQ(xbng__load(x), 0) << "the af_xdp variant does not load (verifier?)";
+
+  const Bytes in = discover(kS1);
+  struct xdp_md ctx {};
+  ctx.data_end = (uint32_t)in.size();
+  ctx.ingress_ifindex = (uint32_t)h.ifindex(kAcc0.name);
+  struct bpf_test_run_opts opts {};
+  opts.sz = sizeof(opts);
+  opts.data_in = in.data();
+  opts.data_size_in = (uint32_t)in.size();
+  opts.ctx_in = &ctx;
+  opts.ctx_size_in = sizeof(ctx);
+  opts.repeat = 1;
+  const int err = bpf_prog_test_run_opts(bpf_program__fd(x->progs.xdp_access), &opts);
+  const int saved = errno;
+  xbng__destroy(x);
+  ASSERT_EQ(err, 0) << "BPF_PROG_TEST_RUN: " << std::strerror(saved);
+  EXPECT_EQ(opts.retval, (uint32_t)XDP_DROP);
+  const auto punts = h.drain_punts();
+  ASSERT_EQ(punts.size(), 1u);
+  const auto* r = reinterpret_cast<const struct xbng_punt_record*>(punts[0].data());
+  EXPECT_EQ(r->kind, (uint32_t)XBNG_PUNT_KIND_DHCPV4);
+  EXPECT_EQ(r->outer_vid, kS1.svid);
+  EXPECT_EQ(r->inner_vid, kS1.cvid);
+  ASSERT_EQ(r->len, in.size());
+  EXPECT_TRUE(Bytes(r->frame, r->frame + r->len) == in);
+  h.reset();
 }
 
 }  // namespace bpftest

@@ -257,5 +257,47 @@ class V6Test(BringupSuite):
         b.stop_client(client)
 
 
+class AfXdpTest(BringupSuite):
+    """[punt] transport = "af_xdp": the same bring-up through xbngd's AF_XDP
+    sockets (libxdp) instead of the BPF ring buffer."""
+
+    DHCP_TOML = CONFIG + '\n[punt]\ntransport = "af_xdp"\n'
+
+    @classmethod
+    def setUpLab(cls):
+        cls.subs = [cpe_sub(i, base=20) for i in range(2)]
+        cls.provision(cls.subs)
+
+    def test_1_dual_stack_through_af_xdp(self):
+        b, s = self.b, self.subs[0]
+        self.assertIn("AF_XDP socket on acc0 queue 0", b.x.read_log())
+        before = b.x.stats()
+        ns = b.cpe(s)
+        v4, _ = b.dhclient(ns)
+        b.wait_addr(ns, f"{s['ipv4']}/32")
+        wait_for(lambda: b.default_via(ns) == GW4, 10, 0.2, "default route via the gateway")
+        # The CPE kernel's RS first (its link-local address is usable then).
+        wait_for(lambda: b.default_via(ns, "-6") == "fe80::1", 20, 0.3, "IPv6 default route (RA)")
+        v6, _ = b.dhclient(ns, v6=True, extra=["-N", "-P"])
+        b.wait_addr(ns, f"{s['ipv6']}/128", "-6", timeout=30)
+        wait_for(lambda: b.lease(s, "v6").get("bound") and b.lease(s).get("bound"), 15, 0.3,
+                 "both leases in xbngd")
+        b.wait_dad(ns)
+        ping(self, ns, UPLINK_NET4)
+        ping(self, ns, UPLINK_NET6, v6=True)
+        st = b.x.stats()
+        moved = {k: st.get(k, 0) - before.get(k, 0)
+                 for k in ("punt_received", "punt_received_af_xdp", "punt_dhcpv4", "punt_dhcpv6",
+                           "punt_router_solicitation", "punt_tx", "drop_punt_ring_full")}
+        # Every punted frame came through the sockets, none through the ring.
+        self.assertGreater(moved["punt_received_af_xdp"], 0, moved)
+        self.assertEqual(moved["punt_received_af_xdp"], moved["punt_received"], moved)
+        self.assertGreaterEqual(moved["punt_received"], moved["punt_dhcpv4"] + moved["punt_dhcpv6"], moved)
+        self.assertGreater(moved["punt_tx"], 0, moved)
+        self.assertEqual(st.get("punt_af_xdp_dropped", 0), 0, st)
+        b.stop_client(v4)
+        b.stop_client(v6)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -198,6 +198,8 @@ TEST(Config, ChecksValues) {
       {[](Config& x) { x.access = {"a/b"}; }, "not a valid interface name"},
       {[](Config& x) { x.access = {"sixteen-chars-xx"}; }, "not a valid interface name"},
       {[](Config& x) { x.outer_tpid = "0x0800"; }, "0x0800: expected 0x88a8, 0x8100 or 0x9100"},
+      {[](Config& x) { x.punt_transport = "afxdp"; },
+       "punt.transport afxdp: expected ringbuf or af_xdp"},
       {[](Config& x) { x.access_options["acc0"].outer_tpid = "0x86dd"; }, "acc0 outer_tpid 0x86dd"},
       {[](Config& x) { x.access_options["acc0"].mtu = 70000; }, "acc0 mtu 70000"},
       {[](Config& x) { x.access_options["acc0"].gateway_ipv6 = "fe80::1"; }, "fe80::1"},
@@ -320,6 +322,19 @@ TEST(Config, ExampleConfigIsValid) {
   EXPECT_EQ(d.access_overrides["eth2"].outer_tpid, std::optional<uint16_t>(0x8100));
   EXPECT_EQ(d.access_overrides["eth2"].sub_mtu, 1500);
   EXPECT_EQ(d.access_overrides["eth2"].pools.size(), 3u);
+}
+
+// [punt] transport: the ring buffer unless "af_xdp" is chosen, which reaches
+// both the XDP program (punt_xsk) and the bring-up (the sockets' RX).
+TEST(Config, PuntTransport) {
+  Config c = valid_config();
+  EXPECT_EQ(c.punt_transport, "ringbuf");
+  EXPECT_FALSE(to_dataplane_options(c).punt_xsk);
+  EXPECT_FALSE(to_bringup_options(c).af_xdp);
+  c.punt_transport = "af_xdp";
+  EXPECT_TRUE(check_config(c).ok()) << errors_of(check_config(c));
+  EXPECT_TRUE(to_dataplane_options(c).punt_xsk);
+  EXPECT_TRUE(to_bringup_options(c).af_xdp);
 }
 
 TEST(Config, ReloadAppliesLiveSettingsAndRefusesTheRest) {

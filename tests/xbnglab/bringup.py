@@ -65,6 +65,18 @@ def dhclient_script(path: str) -> None:
     os.chmod(path, 0o755)
 
 
+def with_punt_transport(toml: str) -> str:
+    """`toml` with [punt] transport = $XBNG_PUNT_TRANSPORT when that is set
+    (runs a suite on the AF_XDP punt path: XBNG_PUNT_TRANSPORT=af_xdp), unless
+    `toml` chooses one itself."""
+    t = os.environ.get("XBNG_PUNT_TRANSPORT")
+    if not t or "transport =" in toml:
+        return toml
+    if "[punt]\n" in toml:
+        return toml.replace("[punt]\n", f'[punt]\ntransport = "{t}"\n', 1)
+    return toml + f'\n[punt]\ntransport = "{t}"\n'
+
+
 class BringupLab:
     def __init__(self, dhcp_toml: str = "", access_port: str = ACCESS_PORT):
         self.x = x = XbngLab(kind="xbngb")
@@ -75,7 +87,7 @@ class BringupLab:
             # The CPE links stay at 1500 and frames carry two tags: the
             # subscriber MTU (largest L3 packet either way) is 1492, which the RA advertises.
             f.write(f'[ports]\naccess = [{access_port}]\n\n')
-            f.write(dhcp_toml)
+            f.write(with_punt_transport(dhcp_toml))
         self.clients: list[subprocess.Popen] = []
         try:
             self.start()

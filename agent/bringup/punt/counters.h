@@ -16,6 +16,8 @@ namespace xbng::agent {
 #define XBNG_AGENT_REASONS(X)                                                         \
   X(PUNT_RECEIVED, "punt_received", "info")                                           \
   X(PUNT_BAD_RECORD, "punt_bad_record", "drop")                                       \
+  X(PUNT_RECEIVED_AF_XDP, "punt_received_af_xdp", "info")                             \
+  X(PUNT_AF_XDP_DROPPED, "punt_af_xdp_dropped", "drop")                               \
   X(PUNT_MALFORMED_FRAME, "punt_malformed_frame", "drop")                             \
   X(PUNT_UNKNOWN_SUBSCRIBER, "punt_unknown_subscriber", "drop")                       \
   X(PUNT_DISABLED, "punt_protocol_disabled", "drop")                                  \

@@ -53,6 +53,7 @@ struct PortBringup {
 
 struct BringupOptions {
   bool enabled = true;  // false: no punt, no servers (frames dropped as before)
+  bool af_xdp = false;  // [punt] transport = "af_xdp": the RX of xsk.h besides the ring's
   bool dhcpv4 = true, dhcpv6 = true, ra = true;
   // DHCPv4 defaults (gateway = the port's) and per access port overrides.
   dhcpv4::Settings dhcpv4_defaults;

@@ -1,9 +1,12 @@
 // Punt I/O: below the protocols, knowing nothing of DHCP or ND.
 //   RX: one thread drains the `punt` BPF ring buffer (records of struct
 //       xbng_punt_record: the frame with both tags, and its port/VLANs) and
-//       hands each frame to the handler, on that thread.
+//       hands each frame to the handler, on that thread. The AF_XDP
+//       transport (xsk.h) hands the same PuntedFrame to the same handler.
 //   TX: whole QinQ frames written as they are on the access port through one
 //       AF_PACKET socket per port (no VLAN netdev; the frame carries its tags).
+//       The replies an RX thread builds while it drains one batch go out
+//       together (sendmmsg per port) when the batch ends: PuntTx::Batch.
 #pragma once
 
 #include <atomic>
@@ -36,17 +39,44 @@ class PuntTx {
   ~PuntTx();
   PuntTx(const PuntTx&) = delete;
   PuntTx& operator=(const PuntTx&) = delete;
+  // Sends now, or within the Batch open on this thread (true then means
+  // queued; a failure at the flush is counted as punt_tx_error).
   bool send(uint32_t ifindex, std::span<const uint8_t> frame);
 
+  // The replies this thread sends while the Batch lives are queued and go
+  // out when it ends (or when kBatchMax are queued): one sendmmsg per port
+  // instead of one send per frame. Other threads send at once as before.
+  class Batch {
+   public:
+    explicit Batch(PuntTx* tx) : tx_(tx) {  // nullptr: no batching
+      if (tx_) tx_->begin_batch();
+    }
+    ~Batch() {
+      if (tx_) tx_->end_batch();
+    }
+    Batch(const Batch&) = delete;
+    Batch& operator=(const Batch&) = delete;
+
+   private:
+    PuntTx* tx_;
+  };
+  // The same without the scope; end_batch() sends what is queued.
+  void begin_batch();
+  void end_batch();
+  static constexpr size_t kBatchMax = 64;
+
  private:
+  void flush();
   std::map<uint32_t, int> fds_;
 };
 
 class PuntRx {
  public:
   using Handler = std::function<void(const PuntedFrame&)>;
-  // Starts the RX thread. Throws std::runtime_error.
-  PuntRx(int punt_ringbuf_fd, Handler handler);
+  // Starts the RX thread. The replies of each poll of the ring go out in a
+  // batch through `batch_tx` (nullptr: one by one). Throws
+  // std::runtime_error.
+  PuntRx(int punt_ringbuf_fd, Handler handler, PuntTx* batch_tx = nullptr);
   ~PuntRx();
   PuntRx(const PuntRx&) = delete;
   PuntRx& operator=(const PuntRx&) = delete;
@@ -55,6 +85,8 @@ class PuntRx {
  private:
   void on_record(std::span<const uint8_t> record);
   Handler handler_;
+  PuntTx* batch_tx_;
+  bool in_batch_ = false;  // the RX thread's own
   std::atomic<uint64_t> received_{0};
   RingbufPoller poller_;  // last: its thread stops before the rest goes
 };
