@@ -32,7 +32,7 @@ at most once a second, which at 1M sessions is a large file each second
 (see the printed note when it is on).
 
     sudo PYTHONPATH=tests /usr/bin/python3 bench/radius_interims.py -n 1000000 [--interval 300]
-        [--measure 60] [--window 512] [--plain-storm] [--lease-file] [--json FILE]
+        [--measure 60] [--window 512] [--plain-storm] [--lease-file] [--perf FILE] [--json FILE]
 """
 from __future__ import annotations
 
@@ -290,9 +290,17 @@ def radius_phase(a, gen: str, workdir: str) -> dict:
             time.sleep(max(0.0, t_ss - time.monotonic()))
             out["sessions_mb"] = rss_mb(pid)
             m0 = metrics(x)
+            perf = None
+            if a.perf:  # xbngd's threads told apart by what they run
+                perf = subprocess.Popen(["perf", "record", "-q", "-F", "499", "-g", "-p", str(pid),
+                                         "-o", a.perf], stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.DEVNULL)
             th0, rad0, w0 = thread_cpu(pid), cpu_s(radius.proc.pid), time.time()
             time.sleep(a.measure)
             th1, rad1, w1 = thread_cpu(pid), cpu_s(radius.proc.pid), time.time()
+            if perf:
+                perf.send_signal(signal.SIGINT)
+                perf.wait(120)
             m1 = metrics(x)
             busy = sorted(((c - th0.get(t, ("", 0.0))[1], t, comm) for t, (comm, c) in th1.items()),
                           reverse=True)
@@ -392,6 +400,8 @@ def main() -> int:
     ap.add_argument("--plain-storm", action="store_true",
                     help="bind the plain subscribers with the same storm (their leases)")
     ap.add_argument("--lease-file", action="store_true", help="xbngd persists its leases")
+    ap.add_argument("--perf", metavar="FILE",
+                    help="perf record xbngd over the counting window into FILE (its threads apart)")
     ap.add_argument("--workdir", default="build/bench/work")
     ap.add_argument("--json")
     a = ap.parse_args()
