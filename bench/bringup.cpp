@@ -20,6 +20,10 @@
 //                    robin, from --flood-lead seconds before the sessions
 //                    start: what a DHCPv4 storm does to the other protocols.
 //                    IPv6 sessions (REPLY + RA) are then counted on their own.
+//   --fwd-only K     no storm: K forwarding figures (ns/packet, --fwd-repeat
+//                    repetitions each) of the subscribers [0, --fwd-keys),
+//                    printed as one JSON line: for a caller that changes the
+//                    load between calls (bench/radius_interims.py).
 // A benchmark: it prints what it measured and never passes or fails on a
 // threshold (exit status 0 unless it could not run).
 #include <arpa/inet.h>
@@ -184,6 +188,7 @@ struct Options {
   std::string netns, iface, json;
   std::string fwd_netns, fwd_link, fwd_iface = "acc0";
   uint32_t fwd_keys = 0, fwd_repeat = 200000;
+  uint32_t fwd_only = 0;  // > 0: no storm, this many forwarding figures
   uint32_t flood_v4 = 0;  // DISCOVERs/s of the DHCPv4 flood over all CPEs (0: none)
   double flood_lead = 1.0;
   std::string iface_for_flood;  // set by main: the CPE side interface
@@ -497,12 +502,39 @@ int main(int argc, char** argv) {
                  "other (already provisioned) subscribers: indices [0, K)");
   app.add_option("--fwd-repeat", o.fwd_repeat, "BPF_PROG_TEST_RUN repeat of an idle figure")
       ->capture_default_str();
+  app.add_option("--fwd-only", o.fwd_only,
+                 "no storm: print K forwarding figures of --fwd-keys as one JSON line")
+      ->capture_default_str();
   app.add_option("--flood-dhcpv4", o.flood_v4,
                  "meanwhile flood DHCPv4 DISCOVERs from every CPE, PPS frames/s in all (0: none)")
       ->capture_default_str();
   app.add_option("--flood-lead", o.flood_lead, "seconds of flood before the sessions start")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  if (o.fwd_only) {
+    if (o.fwd_link.empty() || o.fwd_keys == 0) {
+      std::fprintf(stderr, "bringup: --fwd-only needs --fwd-link and --fwd-keys\n");
+      return 2;
+    }
+    try {
+      FwdProbe fwd(o.fwd_netns, o.fwd_link, o.fwd_iface, o.fwd_keys);
+      xbench::NetnsGuard in(fwd.netns());
+      auto [action, d] = fwd.run(1);
+      if (action != 4 /* XDP_REDIRECT */) {
+        std::fprintf(stderr, "bringup: xdp_access answered %s (not XDP_REDIRECT)\n",
+                     xbench::action_name(action).c_str());
+        return 1;
+      }
+      nlohmann::json ns = nlohmann::json::array();
+      for (uint32_t k = 0; k < o.fwd_only; ++k) ns.push_back(fwd.run(int(o.fwd_repeat)).second);
+      std::printf("%s\n", nlohmann::json{{"keys", o.fwd_keys}, {"repeat", o.fwd_repeat},
+                                          {"ns", ns}}.dump().c_str());
+      return 0;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "bringup: %s\n", e.what());
+      return 1;
+    }
+  }
   if (o.iface.empty()) self_test = true;
   if (o.n == 0 || o.first + uint64_t(o.n) > 4000ull * 4094) {
     std::fprintf(stderr, "bringup: --subscribers must be in 1..%u\n", 4000u * 4094);

@@ -31,7 +31,12 @@ alone answers on this machine. (radclient is no yardstick here: it answers
 ~600 requests/s whatever the server does.)
 
     PYTHONPATH=tests /usr/bin/python3 bench/bringup_radius.py --subscribers 60000 [--alone]
-        [--perf DIR] [--freeradius lean|stock]
+        [--perf DIR] [--freeradius lean|stock] [--port-rate R]
+
+--port-rate R raises xbngd's per-port punt limit ([punt] port_rate, 20,000
+frames/s per CPU by default): a storm of 5,000 sessions/s punts 20,000
+frames/s (DISCOVER, REQUEST, SOLICIT, RS each), and its bursts trip the
+default limit (drop_punt_rate_port; the CPEs retransmit after 1 s).
 """
 from __future__ import annotations
 
@@ -206,6 +211,8 @@ def run(a) -> int:
                 f.write('[ports]\naccess = [{ name = "acc0", auth = "radius" }]\n\n'
                         f'[radius]\nservers = [{{ address = "{UPLINK_NET4}", secret = "{SECRET}" }}]\n'
                         'timeout_ms = 2000\nretries = 3\ncoa_listen = ""\n')
+                if a.port_rate is not None:  # xbngd's per-port punt limit, frames/s per CPU
+                    f.write(f"\n[punt]\nport_rate = {a.port_rate}\n")
             x.start(max_subscribers=max(1024, n + 1024),
                     extra=["--config", conf, "--lease-file",
                            os.path.join(x.lab.rundir, "leases.json")])
@@ -277,6 +284,8 @@ def main() -> int:
                     help="FreeRADIUS's virtual server: the bench's lean one or the packaged default")
     ap.add_argument("--radius-threads", type=int, default=8,
                     help="FreeRADIUS thread pool (start_servers = max_servers; lean only)")
+    ap.add_argument("--port-rate", type=int,
+                    help="xbngd's [punt] port_rate (frames/s per CPU; default: xbngd's own, 20,000)")
     ap.add_argument("--perf", metavar="DIR",
                     help="perf record -g xbngd and FreeRADIUS during the storm into DIR")
     ap.add_argument("extra", nargs="*", help="more xbng_bench_bringup options (after --)")

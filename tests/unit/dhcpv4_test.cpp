@@ -21,6 +21,8 @@
 #include <arpa/inet.h>
 #include <unistd.h>
 #include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
 
 using namespace xbng::agent;
 using namespace xbng::agent::dhcpv4;
@@ -512,6 +514,42 @@ TEST(LeaseTable, SurvivesARestartThroughTheStateFile) {
   // A file that cannot be parsed is refused, never silently replaced.
   { std::ofstream(file) << "{not json"; }
   EXPECT_THROW(LeaseTable(nullptr, one_port(), file), std::runtime_error);
+  unlink(file.c_str());
+  rmdir(dir);
+}
+
+// The state file is written without a JSON tree: its bytes are what
+// nlohmann's dump() gives for the same document (keys in order, compact),
+// with a relay's server, several prefixes and both families.
+TEST(LeaseTable, StateFileIsTheJsonDumpOfItsDocument) {
+  char dir[] = "/tmp/xbng-lease-test-XXXXXX";
+  ASSERT_TRUE(mkdtemp(dir));
+  const std::string file = std::string(dir) + "/leases.json";
+  const uint64_t now = static_cast<uint64_t>(time(nullptr));
+  SubKey k{7, 100, 1}, k2{7, 4094, 4000};
+  {
+    LeaseTable t(nullptr, one_port(), file);
+    t.bind(k, LeaseFamily::kV4, "100.64.1.10", {}, 3600, now, "192.0.2.9");
+    t.bind(k, LeaseFamily::kV6, "2001:db8:1000::16", {"2001:db8:2000::/56", "2001:db8:3000::/64"},
+           7200, now);
+    t.bind(k2, LeaseFamily::kV6, "", {"2001:db8:2000:100::/56"}, 60, now);
+    ASSERT_TRUE(t.flush());
+  }
+  std::ifstream in(file);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto doc = nlohmann::json::parse(text);
+  EXPECT_EQ(doc.dump() + "\n", text);
+  ASSERT_EQ(doc["leases"].size(), 3u);
+  LeaseTable t2(nullptr, one_port(), file);
+  auto l = t2.get(k, LeaseFamily::kV4);
+  ASSERT_TRUE(l);
+  EXPECT_EQ(l->server, "192.0.2.9");
+  l = t2.get(k, LeaseFamily::kV6);
+  ASSERT_TRUE(l);
+  EXPECT_EQ(l->prefixes, (std::vector<std::string>{"2001:db8:2000::/56", "2001:db8:3000::/64"}));
+  l = t2.get(k2, LeaseFamily::kV6);
+  ASSERT_TRUE(l);
+  EXPECT_EQ(l->expires_unix, now + 60);
   unlink(file.c_str());
   rmdir(dir);
 }

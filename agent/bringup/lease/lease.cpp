@@ -18,6 +18,19 @@ namespace xbng::agent {
 
 namespace {
 
+// s as a JSON string, as nlohmann's dump() writes it: printable ASCII
+// straight, anything else through nlohmann (its escapes).
+void append_json_string(std::string& out, std::string_view s) {
+  for (unsigned char c : s)
+    if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\') {
+      out += json(std::string(s)).dump();
+      return;
+    }
+  out += '"';
+  out += s;
+  out += '"';
+}
+
 uint64_t now_seconds() {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::seconds>(
                                    std::chrono::system_clock::now().time_since_epoch())
@@ -48,9 +61,10 @@ void LeaseTable::stop() {
 }
 
 void LeaseTable::run() {
-  // The whole file is rewritten: keep that under ~5% of the time (a 60K-lease
-  // file takes ~0.2 s to write here, so it is rewritten every ~4 s; the loss
-  // window on a crash grows with the table, see docs/design.md).
+  // The whole file is rewritten: keep that under ~5% of the time (60K
+  // subscribers' leases take ~0.14 s to write here, so they are rewritten
+  // every ~3 s; the loss window on a crash grows with the table, see
+  // docs/design.md).
   std::unique_lock l(run_mu_);
   auto next_flush = std::chrono::steady_clock::now();
   while (!stop_) {
@@ -302,24 +316,47 @@ bool LeaseTable::flush() {
     }
     dirty_ = false;
   }
-  json doc;
-  doc["version"] = 1;
-  json arr = json::array();
-  for (const auto& [port, k, f, l] : bound) {
-    arr.push_back({{"port", port},
-                   {"outer_vlan", k.outer_vid},
-                   {"inner_vlan", k.inner_vid},
-                   {"family", f == 0 ? "ipv4" : "ipv6"},
-                   {"address", l.address},
-                   {"prefixes", l.prefixes},
-                   {"bound_unix", l.bound_unix},
-                   {"expires_unix", l.expires_unix}});
-    if (!l.server.empty()) arr.back()["server"] = l.server;
+  // Written straight into one string, the bytes nlohmann's dump() of the
+  // same document gives (keys in order, compact): the file is rewritten
+  // whole, and building a JSON tree of every lease first cost ~3 µs per
+  // lease (at 1M sessions, seconds per rewrite).
+  std::string text;
+  text.reserve(64 + bound.size() * 200);
+  text += R"({"leases":[)";
+  std::string_view last_port;
+  std::string port_json;
+  for (size_t i = 0; i < bound.size(); ++i) {
+    const auto& [port, k, f, l] = bound[i];
+    if (port != last_port) {
+      port_json.clear();
+      append_json_string(port_json, port);
+      last_port = port;
+    }
+    if (i) text += ',';
+    text += R"({"address":)";
+    append_json_string(text, l.address);
+    fmt::format_to(std::back_inserter(text),
+                   R"(,"bound_unix":{},"expires_unix":{},"family":"{}","inner_vlan":{},)"
+                   R"("outer_vlan":{},"port":)",
+                   l.bound_unix, l.expires_unix, f == 0 ? "ipv4" : "ipv6", k.inner_vid, k.outer_vid);
+    text += port_json;
+    text += R"(,"prefixes":[)";
+    for (size_t j = 0; j < l.prefixes.size(); ++j) {
+      if (j) text += ',';
+      append_json_string(text, l.prefixes[j]);
+    }
+    text += ']';
+    if (!l.server.empty()) {
+      text += R"(,"server":)";
+      append_json_string(text, l.server);
+    }
+    text += '}';
   }
-  doc["leases"] = std::move(arr);
+  text += R"(],"version":1})";
+  text += '\n';
   bound = {};
   std::string err;
-  if (!statefile::write_atomic(file_, doc.dump() + "\n", 0644, true, &err)) {
+  if (!statefile::write_atomic(file_, text, 0644, true, &err)) {
     count(AgentReason::kLEASE_STATE_WRITE_ERROR);
     spdlog::error("lease state {}", err);
     std::lock_guard g(mu_);
