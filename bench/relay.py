@@ -228,6 +228,14 @@ def set_slice(pid: int, slice_us: int) -> None:
     print(f"# xbngd's threads SCHED_OTHER, slice {slice_us} us", flush=True)
 
 
+def set_nice(pid: int, nice: int) -> None:
+    """The nice variant: every thread of xbngd at that nice value (still
+    SCHED_OTHER; a diagnostic like --rt)."""
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        os.setpriority(os.PRIO_PROCESS, int(tid), nice)
+    print(f"# xbngd's threads SCHED_OTHER, nice {nice}", flush=True)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--clients", type=int, default=2000)
@@ -247,9 +255,12 @@ def main() -> int:
                     help="--family 46: the relayed phase once per variant, each on a freshly "
                          "started xbngd and CPEs of its own, in this order (comma-separated): "
                          "default, prio:N (config punt.realtime_priority = N), rt:N (chrt "
-                         "from outside), slice:US (--slice-us from outside)")
+                         "from outside), slice:US (--slice-us from outside), nice:N (every "
+                         "thread's nice value, from outside)")
     ap.add_argument("--no-straight", action="store_true",
                     help="--family 46: skip the straight phase")
+    ap.add_argument("--timeout", type=float, default=10,
+                    help="generator: a CPE not bound after S s has failed")
     ap.add_argument("--retransmit", type=float, default=30,
                     help="generator: first retransmission after S s (default 30: none)")
     a = ap.parse_args()
@@ -437,8 +448,10 @@ def main46(a) -> int:
     variants = [v.strip() for v in a.variants.split(",") if v.strip()]
     for v in variants:
         kind, _, arg = v.partition(":")
-        if kind not in ("default", "prio", "rt", "slice") or (kind != "default") != arg.isdigit():
-            raise SystemExit(f"--variants: {v}: expected default, prio:N, rt:N or slice:US")
+        if (kind not in ("default", "prio", "rt", "slice", "nice") or
+                (kind != "default") != arg.lstrip("-").isdigit()):
+            raise SystemExit(f"--variants: {v}: expected default, prio:N, rt:N, slice:US or "
+                             "nice:N")
     with XbngLab(kind="xbngrelay46") as x:
         kea4 = Kea4(x.lab, x.net, "kea4", 0, [{
             "id": 1, "subnet": "100.64.0.0/10",
@@ -477,6 +490,8 @@ def main46(a) -> int:
             x.start(max_subscribers=max(4096, n * (len(variants) + 1)), extra=["--config", conf])
             realtime(x, int(arg) if kind == "rt" else a.rt)
             set_slice(x.daemon.pid, int(arg) if kind == "slice" else a.slice_us)
+            if kind == "nice":
+                set_nice(x.daemon.pid, int(arg))
             x.resolve_uplink_neighbours()
 
         start(variants[0])
@@ -520,7 +535,8 @@ def main46(a) -> int:
             subprocess.run([gen, "--relayed", "--no-rapid-commit", "-n", str(n), "--first",
                             str(r * n), "--rate", str(a.rate), "--window", str(a.window),
                             "--netns", x.sub.name, "--iface", "s0", "--pid", str(x.daemon.pid),
-                            "--timeout", "10", "--retransmit", str(a.retransmit), "--json", out],
+                            "--timeout", str(a.timeout), "--retransmit", str(a.retransmit),
+                            "--json", out],
                            check=False)
             rss1 = rss_kib(x.daemon.pid)
             k4, k6, cpe, upl = (c.stop_only() for c in caps)
@@ -558,6 +574,18 @@ def main46(a) -> int:
                                ((DISCOVER, OFFER), (REQUEST, ACK)))
             l6 = print_latency(c6, u6, "DHCPv6 (SOLICIT -> ADVERTISE, REQUEST -> REPLY)",
                                ((SOLICIT, ADVERTISE), (REQUEST6, REPLY6)))
+            # DISCOVER -> OFFER and SOLICIT -> ADVERTISE are relaying alone;
+            # REQUEST -> ACK and REQUEST -> REPLY also create the subscriber
+            # (store, maps, journal, lease) before the answer goes on.
+            for fam, c, u, kind in ((4, c4, u4, (DISCOVER, OFFER)), (4, c4, u4, (REQUEST, ACK)),
+                                    (6, c6, u6, (SOLICIT, ADVERTISE)),
+                                    (6, c6, u6, (REQUEST6, REPLY6))):
+                names = {4: {DISCOVER: "DISCOVER", OFFER: "OFFER", REQUEST: "REQUEST",
+                             ACK: "ACK"},
+                         6: {SOLICIT: "SOLICIT", ADVERTISE: "ADVERTISE", REQUEST6: "REQUEST",
+                             REPLY6: "REPLY"}}[fam]
+                print_latency(c, u, f"  DHCPv{fam} {names[kind[0]]} -> {names[kind[1]]}",
+                              (kind,))
             both = sorted(l4 + l6)
             print(f"## latency the relay added, both families ({len(both)}): p50 "
                   f"{pct(both, 0.5):.3f} ms, p99 {pct(both, 0.99):.3f} ms", flush=True)

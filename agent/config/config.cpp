@@ -296,6 +296,7 @@ const FileKey kFileKeys[] = {
     {"punt.subscriber_rate", &set<&Config::punt_subscriber_rate, get_uint>},
     {"punt.subscriber_burst", &set<&Config::punt_subscriber_burst, get_uint>},
     {"punt.port_rate", &set<&Config::punt_port_rate, get_uint>},
+    {"punt.realtime_priority", &set<&Config::punt_realtime_priority, get_uint>},
     {"dhcp.enabled", &set<&Config::dhcp_enabled, get_bool>},
     {"dhcp.lease_time", &set<&Config::dhcp_lease_time, get_uint>},
     {"dhcp.dns", &set<&Config::dhcp_dns, get_strings>},
@@ -600,6 +601,12 @@ void check_punt(const Config& c, Checker& k) {
     k.err("punt.subscriber_burst {}: expected 1..100000 frames", c.punt_subscriber_burst);
   if (c.punt_port_rate > 10'000'000)
     k.err("punt.port_rate {}: expected 0..10000000 frames/s per CPU", c.punt_port_rate);
+  if (c.punt_realtime_priority > 99)
+    k.err("punt.realtime_priority {}: expected 0 (the default policy) or 1..99 (SCHED_FIFO)",
+          c.punt_realtime_priority);
+  else if (c.punt_realtime_priority && !c.punt_enabled)
+    k.warn("punt.realtime_priority {} has no effect: the punt path is off",
+           c.punt_realtime_priority);
 }
 
 // [security]: MAC policy, reserved ranges, services allowed to the host.
@@ -948,6 +955,7 @@ punt::BringupOptions to_bringup_options_unchecked(const Config& c) {
   b.enabled = c.punt_enabled;
   b.dhcpv4 = c.dhcp_enabled;
   b.lease_file = c.lease_file;
+  b.realtime_priority = static_cast<int>(c.punt_realtime_priority);
   for (const auto& [name, a] : c.access_options)
     if (a.auth == "radius") b.auth_ports.insert(name);
   for (const auto& name : relay_ports_of(c)) {
@@ -1078,8 +1086,8 @@ std::string port_settings_text(const Config& c) {
 // The bring-up settings ([punt], [dhcp], [dhcpv6], [ra], per port) as one text.
 std::string bringup_text(const Config& c) {
   std::vector<std::string> v{
-      fmt::format("punt={},{}/{}/{}", c.punt_enabled, c.punt_subscriber_rate,
-                  c.punt_subscriber_burst, c.punt_port_rate),
+      fmt::format("punt={},{}/{}/{},fifo={}", c.punt_enabled, c.punt_subscriber_rate,
+                  c.punt_subscriber_burst, c.punt_port_rate, c.punt_realtime_priority),
       fmt::format("dhcp={},{},{},{},{}", c.dhcp_enabled, c.dhcp_lease_time, join(c.dhcp_dns),
                   c.dhcp_subnet_mask, c.lease_file),
       fmt::format("dhcpv6={},{}/{}/{}/{},{},{},{}", c.dhcpv6_enabled, c.dhcpv6_preferred,

@@ -147,6 +147,9 @@ struct Config {
   uint64_t punt_subscriber_rate = XBNG_DEFAULT_PUNT_SUB_RATE;
   uint64_t punt_subscriber_burst = XBNG_DEFAULT_PUNT_SUB_BURST;
   uint64_t punt_port_rate = XBNG_DEFAULT_PUNT_PORT_RATE;
+  // SCHED_FIFO priority of the threads that carry control frames (the punt
+  // RX thread, the relays' socket threads); 0: the default policy.
+  uint64_t punt_realtime_priority = 0;
   bool dhcp_enabled = true;
   uint64_t dhcp_lease_time = 3600;
   std::vector<std::string> dhcp_dns;

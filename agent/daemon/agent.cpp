@@ -256,6 +256,7 @@ void Agent::start_bringup(const AgentOptions& ao) {
   start_relays(o, ao.relay4, ao.relay6);
   punt_rx_ = std::make_unique<punt::PuntRx>(
       dp_->fd(MapId::kPunt), [d = dispatcher_.get()](const punt::PuntedFrame& f) { d->handle(f); });
+  if (o.realtime_priority) set_realtime(o.realtime_priority);
   leases_->start();
   if (radius_accounting_) radius_accounting_->start();
   dispatcher_->start_ra();
@@ -413,6 +414,26 @@ void Agent::start_relay4(const punt::BringupOptions& o, relay::Relay4Options ro)
       "relay: DHCPv4 of {} relayed from {} to {} (circuit-id {}, remote-id {}, option 82 {})",
       fmt::join(o.relay4_ports, ","), format_ipv4(ro.relay_address), fmt::join(servers, ","),
       ro.circuit_id, ro.remote_id, relay::policy_name(ro.policy));
+}
+
+// punt.realtime_priority: the threads that carry control frames (a client's
+// message to its answer or to the relay's servers, a server's answer to
+// the client) at SCHED_FIFO, so that they preempt the host's other work
+// when a frame arrives instead of waiting for a CPU.
+void Agent::set_realtime(int priority) {
+  std::vector<std::string> names;
+  auto apply = [&](const char* what, std::string error) {
+    if (!error.empty())
+      throw std::runtime_error(fmt::format(
+          "punt.realtime_priority {}: cannot run the {} SCHED_FIFO: {} (xbngd needs "
+          "CAP_SYS_NICE or an RLIMIT_RTPRIO of at least {})",
+          priority, what, error, priority));
+    names.push_back(what);
+  };
+  apply("punt thread", punt_rx_->set_fifo_priority(priority));
+  if (relay_socket_) apply("DHCPv4 relay thread", relay_socket_->set_fifo_priority(priority));
+  if (relay_socket6_) apply("DHCPv6 relay thread", relay_socket6_->set_fifo_priority(priority));
+  spdlog::info("punt: {} at SCHED_FIFO priority {}", fmt::join(names, ", "), priority);
 }
 
 // The relays of the dhcp = "relay" ports and the sessions they share.

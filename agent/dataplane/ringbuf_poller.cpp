@@ -1,5 +1,7 @@
 #include "dataplane/ringbuf_poller.h"
 
+#include "common/thread_priority.h"
+
 #include <bpf/libbpf.h>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -34,6 +36,10 @@ RingbufPoller::~RingbufPoller() {
   stop_ = true;
   if (thread_.joinable()) thread_.join();
   ring_buffer__free(rb_);
+}
+
+std::string RingbufPoller::set_fifo_priority(int priority) {
+  return agent::set_fifo_priority(thread_, priority);
 }
 
 int RingbufPoller::on_sample(void* ctx, void* data, size_t size) {

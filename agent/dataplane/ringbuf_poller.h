@@ -23,6 +23,8 @@ class RingbufPoller {
   RingbufPoller(int fd, std::string what, OnRecord on_record);
   // Stops the thread (within one poll interval) and closes the ring.
   ~RingbufPoller();
+  // Runs the thread at SCHED_FIFO `priority`: "" or the kernel's refusal.
+  std::string set_fifo_priority(int priority);
   RingbufPoller(const RingbufPoller&) = delete;
   RingbufPoller& operator=(const RingbufPoller&) = delete;
 

@@ -1,5 +1,7 @@
 #include "relay/udp_socket.h"
 
+#include "common/thread_priority.h"
+
 #include <arpa/inet.h>
 #include <fmt/format.h>
 #include <netinet/in.h>
@@ -96,6 +98,10 @@ bool UdpSocket::set_multicast6(uint32_t ifindex, int hops) {
   return setsockopt(fd_, IPPROTO_IPV6, IPV6_MULTICAST_IF, &ifx, sizeof(ifx)) == 0 &&
          setsockopt(fd_, IPPROTO_IPV6, IPV6_MULTICAST_HOPS, &hops, sizeof(hops)) == 0 &&
          setsockopt(fd_, IPPROTO_IPV6, IPV6_MULTICAST_LOOP, &zero, sizeof(zero)) == 0;
+}
+
+std::string UdpSocket::set_fifo_priority(int priority) {
+  return agent::set_fifo_priority(thread_, priority);
 }
 
 void UdpSocket::run() {

@@ -36,6 +36,8 @@ class UdpSocket {
   // when the kernel refuses.
   bool set_multicast6(uint32_t ifindex, int hops);
   uint16_t port() const { return port_; }
+  // Runs the reader at SCHED_FIFO `priority`: "" or the kernel's refusal.
+  std::string set_fifo_priority(int priority);
 
  private:
   void run();

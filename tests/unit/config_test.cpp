@@ -655,3 +655,42 @@ ipv4 = "100.64.0.1"
   ASSERT_EQ(plan.refused.size(), 1u);
   EXPECT_THAT(plan.refused[0], testing::HasSubstr("relay: changed"));
 }
+
+TEST(Config, PuntRealtimePriority) {
+  // Off by default: the default policy.
+  EXPECT_EQ(valid_config().punt_realtime_priority, 0u);
+  EXPECT_EQ(to_bringup_options(valid_config()).realtime_priority, 0);
+  auto p = write_tmp(
+      "[ports]\naccess = [\"acc0\"]\nuplink = \"upl0\"\n[gateway]\nipv4 = \"100.64.0.1\"\n"
+      "[punt]\nrealtime_priority = 10\n");
+  Config c;
+  load_config_file(p, &c);
+  std::remove(p.c_str());
+  EXPECT_EQ(c.punt_realtime_priority, 10u);
+  EXPECT_TRUE(check_config(c).ok()) << errors_of(check_config(c));
+  EXPECT_EQ(to_bringup_options(c).realtime_priority, 10);
+  for (uint64_t ok : {1u, 99u})
+    EXPECT_TRUE(check_with([ok](Config& x) { x.punt_realtime_priority = ok; }).ok()) << ok;
+  for (uint64_t bad : {100u, 1000u}) {
+    ConfigCheck chk = check_with([bad](Config& x) { x.punt_realtime_priority = bad; });
+    EXPECT_FALSE(chk.ok()) << bad;
+    EXPECT_THAT(errors_of(chk), testing::HasSubstr("punt.realtime_priority"));
+    Config x = valid_config();
+    x.punt_realtime_priority = bad;
+    EXPECT_THROW(to_bringup_options(x), std::runtime_error);
+  }
+  // With the punt path off it would set nothing: said, not refused.
+  ConfigCheck off = check_with([](Config& x) {
+    x.punt_realtime_priority = 10;
+    x.punt_enabled = false;
+  });
+  EXPECT_TRUE(off.ok()) << errors_of(off);
+  ASSERT_EQ(off.warnings.size(), 1u);
+  EXPECT_THAT(off.warnings[0], testing::HasSubstr("no effect"));
+  // The threads are started with it: a reload cannot change it.
+  Config b = valid_config();
+  b.punt_realtime_priority = 20;
+  ReloadPlan r = plan_reload(valid_config(), b);
+  ASSERT_EQ(r.refused.size(), 1u);
+  EXPECT_THAT(r.refused[0], testing::HasSubstr("punt/dhcp/dhcpv6/ra"));
+}
