@@ -16,4 +16,8 @@ std::string set_fifo_priority(std::thread& t, int priority) {
   return "";
 }
 
+void set_thread_name(std::thread& t, const char* name) {
+  if (t.joinable()) pthread_setname_np(t.native_handle(), name);
+}
+
 }  // namespace xbng::agent

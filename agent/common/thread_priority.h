@@ -13,4 +13,8 @@ namespace xbng::agent {
 // kernel's refusal (strerror: no CAP_SYS_NICE and too low an RLIMIT_RTPRIO).
 std::string set_fifo_priority(std::thread& t, int priority);
 
+// Names `t` for ps -L, top -H, perf and taskset: "xbng-" and at most 10
+// more characters ("xbng-punt", "xbng-relay4").
+void set_thread_name(std::thread& t, const char* name);
+
 }  // namespace xbng::agent

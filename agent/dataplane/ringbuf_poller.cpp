@@ -16,7 +16,8 @@ namespace {
 constexpr int kPollMs = 200;  // how long a stop request may wait
 }  // namespace
 
-RingbufPoller::RingbufPoller(int fd, std::string what, OnRecord on_record)
+RingbufPoller::RingbufPoller(int fd, std::string what, const char* thread_name,
+                             OnRecord on_record)
     : what_(std::move(what)), on_record_(std::move(on_record)) {
   rb_ = ring_buffer__new(fd, &RingbufPoller::on_sample, this, nullptr);
   if (!rb_)
@@ -30,6 +31,7 @@ RingbufPoller::RingbufPoller(int fd, std::string what, OnRecord on_record)
       }
     }
   });
+  set_thread_name(thread_, thread_name);
 }
 
 RingbufPoller::~RingbufPoller() {

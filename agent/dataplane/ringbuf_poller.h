@@ -19,8 +19,9 @@ class RingbufPoller {
   // Called on the poller's thread with each record as the ring holds it.
   using OnRecord = std::function<void(std::span<const uint8_t> record)>;
   // Opens the ring buffer `fd` and starts the thread. `what` names the ring
-  // in errors ("punt ring buffer"). Throws std::runtime_error.
-  RingbufPoller(int fd, std::string what, OnRecord on_record);
+  // in errors ("punt ring buffer"), `thread_name` the thread ("xbng-punt").
+  // Throws std::runtime_error.
+  RingbufPoller(int fd, std::string what, const char* thread_name, OnRecord on_record);
   // Stops the thread (within one poll interval) and closes the ring.
   ~RingbufPoller();
   // Runs the thread at SCHED_FIFO `priority`: "" or the kernel's refusal.
