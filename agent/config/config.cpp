@@ -326,6 +326,7 @@ const FileKey kFileKeys[] = {
     {"relay.remote_id", &set_relay<&RelayConfig::remote_id, get_string>},
     {"relay.remote_id_enterprise", &set_relay<&RelayConfig::remote_id_enterprise, get_uint>},
     {"relay.option82_policy", &set_relay<&RelayConfig::option82_policy, get_string>},
+    {"relay.multicast_uplink", &set_relay<&RelayConfig::multicast_uplink, get_string>},
     {"ha.group", &set<&Config::ha_group, get_string>},
     {"ha.member", &set<&Config::ha_member, get_string>},
     {"ha.priority", &set<&Config::ha_priority, get_uint>},
@@ -855,7 +856,8 @@ ConfigCheck check_config(const Config& c) {
   check_log(c, k);
   // RADIUS and rate plans.
   check_radius_config(c.radius, c.plans, &r.errors, &r.warnings);
-  check_relay_config(c.relay, relay_ports_of(c), c.punt_enabled, &r.errors, &r.warnings);
+  check_relay_config(c.relay, relay_ports_of(c), c.uplink, c.punt_enabled, &r.errors,
+                     &r.warnings);
   return r;
 }
 

@@ -468,20 +468,23 @@ void Agent::start_relay6(const punt::BringupOptions& o, relay::Relay6Options ro)
                                " has no IPv6 gateway (the Relay-Forward's link-address)");
     ports.push_back(std::move(r));
   }
-  // Multicast (servers_v6 is a DHCP group): out of the first uplink, and
-  // the servers' Relay-Replies come back by it.
+  // Multicast (servers_v6 is a DHCP group): out of relay.multicast_uplink
+  // (default: the first uplink), and the servers' Relay-Replies come back
+  // by it.
   const bool multicast = ro.servers.size() == 1 && relay::is_dhcp_group(ro.servers[0]);
   std::string uplink;
   if (multicast) {
     for (const auto& p : dp_->ports())
-      if (p.role == XBNG_ROLE_UPLINK) {
+      if (p.role == XBNG_ROLE_UPLINK && (ro.uplink.empty() || p.name == ro.uplink)) {
         ro.uplink_ifindex = p.ifindex;
         uplink = p.name;
         break;
       }
     if (!ro.uplink_ifindex)
       throw std::runtime_error(
-          "relay: relay.servers_v6 is a multicast group and there is no uplink");
+          ro.uplink.empty()
+              ? std::string("relay: relay.servers_v6 is a multicast group and there is no uplink")
+              : "relay: relay.multicast_uplink " + ro.uplink + " is not an uplink port");
   }
   relay6_ = std::make_unique<relay::Relay6>(
       ro, std::move(ports), relay_sessions_.get(),

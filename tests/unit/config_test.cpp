@@ -639,6 +639,47 @@ ipv4 = "100.64.0.1"
     ASSERT_EQ(mc.warnings.size(), 1u) << group;
     EXPECT_THAT(mc.warnings[0], testing::HasSubstr("multicast out of the first uplink"));
   }
+  // The multicast uplink: one of ports.uplink (default the first), loaded,
+  // checked, and handed to the DHCPv6 relay.
+  {
+    auto p = write_tmp(
+        "[relay]\nservers_v4 = [\"192.0.2.67\"]\nservers_v6 = [\"ff02::1:2\"]\n"
+        "multicast_uplink = \"upl1\"\n"
+        "[ports]\naccess = [{ name = \"acc0\", dhcp = \"relay\" }]\n"
+        "uplink = [\"upl0\", \"upl1\"]\n[gateway]\nipv4 = \"100.64.0.1\"\n"
+        "ipv6 = \"2001:db8:1000::1\"\n");
+    Config c;
+    load_config_file(p, &c);
+    std::remove(p.c_str());
+    EXPECT_EQ(c.relay.multicast_uplink, "upl1");
+    ConfigCheck chk = check_config(c);
+    EXPECT_TRUE(chk.ok()) << errors_of(chk);
+    ASSERT_EQ(chk.warnings.size(), 1u);
+    EXPECT_THAT(chk.warnings[0], testing::HasSubstr("multicast out of relay.multicast_uplink upl1"));
+    EXPECT_EQ(to_relay6_options(c.relay).uplink, "upl1");
+    EXPECT_EQ(to_relay6_options(RelayConfig{}).uplink, "");
+  }
+  auto mc_uplink = [&](const char* uplink, const std::vector<std::string>& servers) {
+    return check_with([&](Config& x) {
+      relay6(x);
+      x.uplink = {"upl0", "upl1"};
+      x.relay.servers_v6 = servers;
+      x.relay.multicast_uplink = uplink;
+    });
+  };
+  EXPECT_TRUE(mc_uplink("upl0", {"ff02::1:2"}).ok());
+  ConfigCheck not_uplink = mc_uplink("acc0", {"ff02::1:2"});
+  EXPECT_FALSE(not_uplink.ok());
+  EXPECT_THAT(errors_of(not_uplink),
+              testing::HasSubstr("relay.multicast_uplink \"acc0\": not an uplink port "
+                                 "(ports.uplink: upl0, upl1)"));
+  EXPECT_FALSE(mc_uplink("upl9", {"ff05::1:3"}).ok());
+  // Beside unicast servers it is not used: said, not refused.
+  ConfigCheck unicast = mc_uplink("upl1", {"2001:db8:ffff::547"});
+  EXPECT_TRUE(unicast.ok()) << errors_of(unicast);
+  std::string w;
+  for (const auto& s : unicast.warnings) w += s;
+  EXPECT_THAT(w, testing::HasSubstr("relay.multicast_uplink upl1: not used"));
   {
     Config c = valid_config();
     relay6(c);
