@@ -210,7 +210,7 @@ struct Results {
   std::string first_wrong;  // what the first wrong binding was
   uint64_t retransmits = 0, wrong_binding = 0, naks = 0, advertises = 0, stray = 0;
   double wall = 0;
-  std::vector<double> ttb;  // seconds
+  std::vector<double> ttb;             // seconds
   std::vector<double> ttb_v4, ttb_v6;  // seconds to each family's binding (both families run)
   size_t sent = 0, received = 0;
   double cpu_pct = 0, cpu_pct_peak = 0;
@@ -307,10 +307,10 @@ Results run_storm(const Options& o, PacketSocket& sock, FwdProbe* fwd) {
   };
   auto done = [&](uint32_t k, double now) {
     Session& s = ss[k];
-    const uint8_t need = o.v4_only    ? uint8_t{kV4Bound}
-                         : o.v6_only  ? uint8_t{kV6Bound}
-                         : o.relayed  ? uint8_t{kV4Bound | kV6Bound}
-                                      : kAllDone;
+    const uint8_t need = o.v4_only   ? uint8_t{kV4Bound}
+                         : o.v6_only ? uint8_t{kV6Bound}
+                         : o.relayed ? uint8_t{kV4Bound | kV6Bound}
+                                     : kAllDone;
     if ((s.flags & need) == need && s.t_done < 0) {
       s.t_done = now;
       r.ttb.push_back(now - s.t_start);
@@ -588,16 +588,16 @@ int main(int argc, char** argv) {
     double p50 = percentile(r.ttb, 0.50) * 1e3, p99 = percentile(r.ttb, 0.99) * 1e3,
            pmax = percentile(r.ttb, 1.0) * 1e3;
     double rate = r.wall > 0 ? r.bound / r.wall : 0;
-    std::printf("bring-up storm: %u CPEs (%s%s%s each), %s\n", o.n,
-                o.v4_only   ? "DORA"
-                : o.v6_only ? "SOLICIT/REPLY"
-                            : "DORA + SOLICIT/REPLY",
-                o.v4_only        ? ""
-                : o.rapid_commit ? " rapid commit"
-                                 : "/ADVERTISE/REQUEST",
-                o.router_solicit() ? " + RS/RA" : "",
-                self_test ? "self-test responder (xbng_protocols in-process, AF_PACKET)"
-                          : "against xbngd");
+    std::printf(
+        "bring-up storm: %u CPEs (%s%s%s each), %s\n", o.n,
+        o.v4_only   ? "DORA"
+        : o.v6_only ? "SOLICIT/REPLY"
+                    : "DORA + SOLICIT/REPLY",
+        o.v4_only        ? ""
+        : o.rapid_commit ? " rapid commit"
+                         : "/ADVERTISE/REQUEST",
+        o.router_solicit() ? " + RS/RA" : "",
+        self_test ? "self-test responder (xbng_protocols in-process, AF_PACKET)" : "against xbngd");
     std::printf("  bound %u, failed %u in %.2f s: %.0f sessions/s\n", r.bound, r.failed, r.wall,
                 rate);
     if (o.flood_v4)
@@ -606,8 +606,8 @@ int main(int argc, char** argv) {
           "%u of %u\n",
           o.flood_v4, r.flood_sent, r.bound_v6, o.n);
     std::printf("  time to bound: p50 %.1f ms, p99 %.1f ms, max %.1f ms\n", p50, p99, pmax);
-    for (const auto& [fam, v] : {std::pair{"DHCPv4 (ACK)", &r.ttb_v4},
-                                 std::pair{"DHCPv6 (REPLY)", &r.ttb_v6}})
+    for (const auto& [fam, v] :
+         {std::pair{"DHCPv4 (ACK)", &r.ttb_v4}, std::pair{"DHCPv6 (REPLY)", &r.ttb_v6}})
       if (!o.v4_only && !o.v6_only)
         std::printf("  time to %s: %zu CPEs, p50 %.1f ms, p99 %.1f ms, max %.1f ms\n", fam,
                     v->size(), percentile(*v, 0.5) * 1e3, percentile(*v, 0.99) * 1e3,

@@ -856,8 +856,7 @@ ConfigCheck check_config(const Config& c) {
   check_log(c, k);
   // RADIUS and rate plans.
   check_radius_config(c.radius, c.plans, &r.errors, &r.warnings);
-  check_relay_config(c.relay, relay_ports_of(c), c.uplink, c.punt_enabled, &r.errors,
-                     &r.warnings);
+  check_relay_config(c.relay, relay_ports_of(c), c.uplink, c.punt_enabled, &r.errors, &r.warnings);
   return r;
 }
 

@@ -96,8 +96,7 @@ void check_servers_v6(const RelayConfig& r, Errors* errors, Errors* warnings) {
 
 void check_relay_config(const RelayConfig& r, const std::vector<std::string>& relay_ports,
                         const std::vector<std::string>& uplinks, bool punt,
-                        std::vector<std::string>* errors,
-                        std::vector<std::string>* warnings) {
+                        std::vector<std::string>* errors, std::vector<std::string>* warnings) {
   auto err = [&](std::string s) { errors->push_back(std::move(s)); };
   check_relay_ports(r, relay_ports, punt, errors, warnings);
   if (!r.present) return;

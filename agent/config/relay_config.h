@@ -39,8 +39,7 @@ struct RelayConfig {
 // with dhcp = "relay") and the uplink ports `uplinks`; `punt` = punt.enabled.
 void check_relay_config(const RelayConfig& r, const std::vector<std::string>& relay_ports,
                         const std::vector<std::string>& uplinks, bool punt,
-                        std::vector<std::string>* errors,
-                        std::vector<std::string>* warnings);
+                        std::vector<std::string>* errors, std::vector<std::string>* warnings);
 
 // The relay's options (servers, templates, policy); relay_address is left
 // 0 when relay_address_v4 is "" (the agent takes the uplink's). The config

@@ -424,10 +424,10 @@ void Agent::set_realtime(int priority) {
   std::vector<std::string> names;
   auto apply = [&](const char* what, std::string error) {
     if (!error.empty())
-      throw std::runtime_error(fmt::format(
-          "punt.realtime_priority {}: cannot run the {} SCHED_FIFO: {} (xbngd needs "
-          "CAP_SYS_NICE or an RLIMIT_RTPRIO of at least {})",
-          priority, what, error, priority));
+      throw std::runtime_error(
+          fmt::format("punt.realtime_priority {}: cannot run the {} SCHED_FIFO: {} (xbngd needs "
+                      "CAP_SYS_NICE or an RLIMIT_RTPRIO of at least {})",
+                      priority, what, error, priority));
     names.push_back(what);
   };
   apply("punt thread", punt_rx_->set_fifo_priority(priority));

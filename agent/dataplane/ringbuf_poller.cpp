@@ -16,8 +16,7 @@ namespace {
 constexpr int kPollMs = 200;  // how long a stop request may wait
 }  // namespace
 
-RingbufPoller::RingbufPoller(int fd, std::string what, const char* thread_name,
-                             OnRecord on_record)
+RingbufPoller::RingbufPoller(int fd, std::string what, const char* thread_name, OnRecord on_record)
     : what_(std::move(what)), on_record_(std::move(on_record)) {
   rb_ = ring_buffer__new(fd, &RingbufPoller::on_sample, this, nullptr);
   if (!rb_)

@@ -655,7 +655,8 @@ ipv4 = "100.64.0.1"
     ConfigCheck chk = check_config(c);
     EXPECT_TRUE(chk.ok()) << errors_of(chk);
     ASSERT_EQ(chk.warnings.size(), 1u);
-    EXPECT_THAT(chk.warnings[0], testing::HasSubstr("multicast out of relay.multicast_uplink upl1"));
+    EXPECT_THAT(chk.warnings[0],
+                testing::HasSubstr("multicast out of relay.multicast_uplink upl1"));
     EXPECT_EQ(to_relay6_options(c.relay).uplink, "upl1");
     EXPECT_EQ(to_relay6_options(RelayConfig{}).uplink, "");
   }

@@ -60,7 +60,8 @@ bool PuntTx::send(uint32_t ifindex, std::span<const uint8_t> frame) {
 
 PuntRx::PuntRx(int fd, Handler handler)
     : handler_(std::move(handler)),
-      poller_(fd, "punt ring buffer", "xbng-punt", [this](std::span<const uint8_t> r) { on_record(r); }) {}
+      poller_(fd, "punt ring buffer", "xbng-punt",
+              [this](std::span<const uint8_t> r) { on_record(r); }) {}
 
 PuntRx::~PuntRx() = default;
 
