@@ -24,6 +24,11 @@
 //                    repetitions each) of the subscribers [0, --fwd-keys),
 //                    printed as one JSON line: for a caller that changes the
 //                    load between calls (bench/radius_interims.py).
+//   --v4-only / --v6-only / --relayed
+//                    CPEs of a dhcp = "relay" port (addresses from the relay's
+//                    servers, any accepted, no RS): DHCPv4 only, DHCPv6 only
+//                    (IA_NA + IA_PD), or both at once (dual stack; the time to
+//                    each family's binding is printed too).
 // A benchmark: it prints what it measured and never passes or fails on a
 // threshold (exit status 0 unless it could not run).
 #include <arpa/inet.h>
@@ -172,6 +177,7 @@ constexpr uint8_t kAllDone = kV4Bound | kV6Bound | kRaSeen;
 
 struct Session {
   double t_start = -1, t_done = -1, next_retx = 0;
+  double t_v4 = -1, t_v6 = -1;  // when each family was bound
   uint32_t offered_be = 0, server_be = 0;
   uint8_t flags = 0, tries = 0;
 };
@@ -182,6 +188,14 @@ struct Options {
   // addresses come from the relay's servers (a CPE is bound on its ACK).
   bool v4_only = false;
   bool v6_only = false;
+  // DHCPv4 and DHCPv6 (IA_NA + IA_PD) at once, any addresses, no RS: the
+  // dual-stack CPEs of a dhcp = "relay" port with both servers_v4 and
+  // servers_v6 (a CPE is bound on its ACK and its REPLY).
+  bool relayed = false;
+  // The addresses come from the relay's servers: any is accepted.
+  bool any_address() const { return v4_only || v6_only || relayed; }
+  // The CPEs send RS and wait for an RA (xbngd's own servers).
+  bool router_solicit() const { return !v4_only && !v6_only && !relayed; }
   double timeout = 60, retransmit = 1.0;
   bool rapid_commit = true;
   int pid = 0;
@@ -201,7 +215,8 @@ struct Results {
   std::string first_wrong;  // what the first wrong binding was
   uint64_t retransmits = 0, wrong_binding = 0, naks = 0, advertises = 0, stray = 0;
   double wall = 0;
-  std::vector<double> ttb;  // seconds
+  std::vector<double> ttb;             // seconds
+  std::vector<double> ttb_v4, ttb_v6;  // seconds to each family's binding (both families run)
   size_t sent = 0, received = 0;
   double cpu_pct = 0, cpu_pct_peak = 0;
   uint64_t rss_kb_start = 0, rss_kb_peak = 0;
@@ -286,7 +301,7 @@ Results run_storm(const Options& o, PacketSocket& sock, FwdProbe* fwd) {
       else
         sock.queue(dhcp6_solicit(c, i & 0xffffff, o.rapid_commit));
     }
-    if (o.v6_only) return;
+    if (!o.router_solicit()) return;
     if (!(s.flags & kRaSeen)) sock.queue(router_solicit(c));
   };
   auto arm = [&](uint32_t k, double now) {
@@ -297,7 +312,10 @@ Results run_storm(const Options& o, PacketSocket& sock, FwdProbe* fwd) {
   };
   auto done = [&](uint32_t k, double now) {
     Session& s = ss[k];
-    const uint8_t need = o.v4_only ? uint8_t{kV4Bound} : o.v6_only ? uint8_t{kV6Bound} : kAllDone;
+    const uint8_t need = o.v4_only   ? uint8_t{kV4Bound}
+                         : o.v6_only ? uint8_t{kV6Bound}
+                         : o.relayed ? uint8_t{kV4Bound | kV6Bound}
+                                     : kAllDone;
     if ((s.flags & need) == need && s.t_done < 0) {
       s.t_done = now;
       r.ttb.push_back(now - s.t_start);
@@ -381,16 +399,17 @@ Results run_storm(const Options& o, PacketSocket& sock, FwdProbe* fwd) {
         if (s.t_start < 0 || s.t_done >= 0) return;
         if (p.kind == Parsed::kDhcp4 && p.xid == 0x10000000u + uint32_t(i)) {
           if (p.dhcp4_type == 2 && !(s.flags & kV4Offered)) {
-            if (!o.v4_only && p.yiaddr_be != sub_addr4_be(uint32_t(i)))
+            if (!o.any_address() && p.yiaddr_be != sub_addr4_be(uint32_t(i)))
               wrong(i, "OFFER yiaddr", fmt_v4(p.yiaddr_be));
             s.flags |= kV4Offered;
             s.offered_be = p.yiaddr_be;
             s.server_be = p.server_id_be;
             sock.queue(dhcp4_request(cpe_of(uint32_t(i)), p.xid, s.offered_be, s.server_be));
           } else if (p.dhcp4_type == 5 && (s.flags & kV4Offered) && !(s.flags & kV4Bound)) {
-            if (!o.v4_only && p.yiaddr_be != sub_addr4_be(uint32_t(i)))
+            if (!o.any_address() && p.yiaddr_be != sub_addr4_be(uint32_t(i)))
               wrong(i, "ACK yiaddr", fmt_v4(p.yiaddr_be));
             s.flags |= kV4Bound;
+            s.t_v4 = now_s();
           } else if (p.dhcp4_type == 6) {
             ++r.naks;
             s.flags &= static_cast<uint8_t>(~kV4Offered);
@@ -403,7 +422,7 @@ Results run_storm(const Options& o, PacketSocket& sock, FwdProbe* fwd) {
             s.flags |= kV6Requested;
             sock.queue(dhcp6_request(cpe_of(uint32_t(i)), p.xid, {duid.data(), duid_len}));
           } else if (p.dhcp6_type == 7 && !(s.flags & kV6Bound)) {  // REPLY
-            if (o.v6_only) {  // any address and prefix (the relay's servers chose them)
+            if (o.any_address()) {  // any address and prefix (the relay's servers chose them)
               if (!p.has_na || !p.has_pd)
                 wrong(i, "IA_NA + IA_PD", p.has_na ? "no prefix" : "no address");
             } else if (!p.has_na || p.na != sub_addr6(uint32_t(i)))
@@ -412,6 +431,7 @@ Results run_storm(const Options& o, PacketSocket& sock, FwdProbe* fwd) {
               wrong(i, "IA_PD",
                     p.has_pd ? fmt_v6(p.pd) + "/" + std::to_string(p.pd_len) : std::string("none"));
             s.flags |= kV6Bound;
+            s.t_v6 = now_s();
           }
         } else if (p.kind == Parsed::kRa && p.router_lifetime > 0) {
           s.flags |= kRaSeen;
@@ -430,8 +450,13 @@ Results run_storm(const Options& o, PacketSocket& sock, FwdProbe* fwd) {
   }
   r.wall = now_s() - t0;
   r.failed = o.n - r.bound;
-  for (const Session& s : ss)
+  for (const Session& s : ss) {
     if ((s.flags & (kV6Bound | kRaSeen)) == (kV6Bound | kRaSeen)) ++r.bound_v6;
+    if (!o.v4_only && !o.v6_only) {
+      if (s.t_v4 >= 0) r.ttb_v4.push_back(s.t_v4 - s.t_start);
+      if (s.t_v6 >= 0) r.ttb_v6.push_back(s.t_v6 - s.t_start);
+    }
+  }
   flooding = false;
   if (flooder.joinable()) flooder.join();
   storming = false;
@@ -488,6 +513,9 @@ int main(int argc, char** argv) {
   app.add_flag("--v6-only", o.v6_only,
                "DHCPv6 only (IA_NA + IA_PD), any address and prefix, no RS (CPEs of a "
                "dhcp = \"relay\" port with relay.servers_v6)");
+  app.add_flag("--relayed", o.relayed,
+               "DHCPv4 + DHCPv6 (IA_NA + IA_PD) at once, any addresses, no RS (dual-stack CPEs "
+               "of a dhcp = \"relay\" port with relay.servers_v4 and relay.servers_v6)");
   app.add_flag("--self-test", self_test, "answer from an in-process responder (xbng_protocols)");
   app.add_option("--netns", o.netns, "namespace holding --iface");
   app.add_option("--iface", o.iface, "the veth facing xbngd's access port");
@@ -534,6 +562,10 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "bringup: %s\n", e.what());
       return 1;
     }
+  }
+  if (int(o.v4_only) + int(o.v6_only) + int(o.relayed) > 1) {
+    std::fprintf(stderr, "bringup: --v4-only, --v6-only and --relayed exclude each other\n");
+    return 2;
   }
   if (o.iface.empty()) self_test = true;
   if (o.n == 0 || o.first + uint64_t(o.n) > 4000ull * 4094) {
@@ -589,8 +621,14 @@ int main(int argc, char** argv) {
            pmax = percentile(r.ttb, 1.0) * 1e3;
     double rate = r.wall > 0 ? r.bound / r.wall : 0;
     std::printf(
-        "bring-up storm: %u CPEs (%sSOLICIT/REPLY%s%s each), %s\n", o.n, o.v6_only ? "" : "DORA + ",
-        o.rapid_commit ? " rapid commit" : "/ADVERTISE/REQUEST", o.v6_only ? "" : " + RS/RA",
+        "bring-up storm: %u CPEs (%s%s%s each), %s\n", o.n,
+        o.v4_only   ? "DORA"
+        : o.v6_only ? "SOLICIT/REPLY"
+                    : "DORA + SOLICIT/REPLY",
+        o.v4_only        ? ""
+        : o.rapid_commit ? " rapid commit"
+                         : "/ADVERTISE/REQUEST",
+        o.router_solicit() ? " + RS/RA" : "",
         self_test ? "self-test responder (xbng_protocols in-process, AF_PACKET)" : "against xbngd");
     std::printf("  bound %u, failed %u in %.2f s: %.0f sessions/s\n", r.bound, r.failed, r.wall,
                 rate);
@@ -600,6 +638,12 @@ int main(int argc, char** argv) {
           "%u of %u\n",
           o.flood_v4, r.flood_sent, r.bound_v6, o.n);
     std::printf("  time to bound: p50 %.1f ms, p99 %.1f ms, max %.1f ms\n", p50, p99, pmax);
+    for (const auto& [fam, v] :
+         {std::pair{"DHCPv4 (ACK)", &r.ttb_v4}, std::pair{"DHCPv6 (REPLY)", &r.ttb_v6}})
+      if (!o.v4_only && !o.v6_only)
+        std::printf("  time to %s: %zu CPEs, p50 %.1f ms, p99 %.1f ms, max %.1f ms\n", fam,
+                    v->size(), percentile(*v, 0.5) * 1e3, percentile(*v, 0.99) * 1e3,
+                    percentile(*v, 1.0) * 1e3);
     std::printf(
         "  frames sent %zu, received %zu; retransmissions %llu, NAKs %llu, ADVERTISEs %llu, "
         "wrong bindings %llu, stray %llu\n",
@@ -646,6 +690,12 @@ int main(int argc, char** argv) {
                       {"frames_sent", r.sent},
                       {"frames_received", r.received},
                       {"bound_v6", r.bound_v6},
+                      {"bound_dhcp4", r.ttb_v4.size()},
+                      {"bound_dhcp6", r.ttb_v6.size()},
+                      {"ttb_dhcp4_p50_ms", percentile(r.ttb_v4, 0.5) * 1e3},
+                      {"ttb_dhcp4_p99_ms", percentile(r.ttb_v4, 0.99) * 1e3},
+                      {"ttb_dhcp6_p50_ms", percentile(r.ttb_v6, 0.5) * 1e3},
+                      {"ttb_dhcp6_p99_ms", percentile(r.ttb_v6, 0.99) * 1e3},
                       {"flood_dhcpv4_pps", o.flood_v4},
                       {"flood_sent", r.flood_sent}};
       if (r.sampled)

@@ -85,9 +85,14 @@ class Capture:
     def stop(self, family: int = 4) -> list[tuple[float, bytes, int]]:
         """Stops the capture; its DHCP messages of `family` as (time,
         transaction id, message type)."""
+        self.stop_only()
+        return dhcp4_messages(self.path) if family == 4 else dhcp6_messages(self.path)
+
+    def stop_only(self) -> str:
+        """Stops the capture; the pcap's path."""
         self.p.send_signal(signal.SIGINT)
         self.p.wait(10)
-        return dhcp4_messages(self.path) if family == 4 else dhcp6_messages(self.path)
+        return self.path
 
 
 def udp_payloads(path: str, ethertype: int):
@@ -204,6 +209,33 @@ def realtime(x: XbngLab, prio: int) -> None:
         print(f"# xbngd's threads SCHED_FIFO {prio}", flush=True)
 
 
+def set_slice(pid: int, slice_us: int) -> None:
+    """With --slice-us: every thread of xbngd SCHED_OTHER with that EEVDF
+    slice (sched_setattr's sched_runtime, Linux 6.12 and later; a diagnostic
+    like --rt, still the default policy: a shorter slice than the other
+    tasks' lets a waking thread preempt them sooner)."""
+    if not slice_us:
+        return
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    # struct sched_attr (SCHED_ATTR_SIZE_VER1): size, policy, flags, nice,
+    # priority, runtime, deadline, period, util_min, util_max.
+    attr = struct.pack("=IIQiIQQQII", 56, 0, 0, 0, 0, slice_us * 1000, 0, 0, 0, 0)
+    buf = ctypes.create_string_buffer(attr, 56)
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        if libc.syscall(314, int(tid), buf, 0) != 0:  # SYS_sched_setattr (x86-64)
+            raise OSError(ctypes.get_errno(), f"sched_setattr {tid}")
+    print(f"# xbngd's threads SCHED_OTHER, slice {slice_us} us", flush=True)
+
+
+def set_nice(pid: int, nice: int) -> None:
+    """The nice variant: every thread of xbngd at that nice value (still
+    SCHED_OTHER; a diagnostic like --rt)."""
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        os.setpriority(os.PRIO_PROCESS, int(tid), nice)
+    print(f"# xbngd's threads SCHED_OTHER, nice {nice}", flush=True)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--clients", type=int, default=2000)
@@ -212,14 +244,32 @@ def main() -> int:
     ap.add_argument("--window", type=int, default=0,
                     help="generator: CPEs in progress at once (default: --clients, so that "
                          "the rate alone paces both phases)")
-    ap.add_argument("--family", type=int, choices=(4, 6), default=4)
+    ap.add_argument("--family", type=int, choices=(4, 6, 46), default=4,
+                    help="46: dual stack (each CPE DHCPv4 + IA_NA + IA_PD, kea-dhcp4 and "
+                         "kea-dhcp6 at once)")
     ap.add_argument("--rt", type=int, default=0,
                     help="run xbngd's threads SCHED_FIFO at this priority (diagnostic)")
+    ap.add_argument("--slice-us", type=int, default=0,
+                    help="run xbngd's threads SCHED_OTHER with this EEVDF slice (diagnostic)")
+    ap.add_argument("--variants", default="default",
+                    help="--family 46: the relayed phase once per variant, each on a freshly "
+                         "started xbngd and CPEs of its own, in this order (comma-separated): "
+                         "default, prio:N (config punt.realtime_priority = N), rt:N (chrt "
+                         "from outside), slice:US (--slice-us from outside), nice:N (every "
+                         "thread's nice value, from outside)")
+    ap.add_argument("--no-straight", action="store_true",
+                    help="--family 46: skip the straight phase")
+    ap.add_argument("--timeout", type=float, default=10,
+                    help="generator: a CPE not bound after S s has failed")
+    ap.add_argument("--retransmit", type=float, default=30,
+                    help="generator: first retransmission after S s (default 30: none)")
     a = ap.parse_args()
     a.window = a.window or a.clients
     print(f"# load: {open('/proc/loadavg').read().strip()}", flush=True)
     if a.family == 6:
         return main6(a)
+    if a.family == 46:
+        return main46(a)
     n = a.clients
     with XbngLab(kind="xbngrelay") as x:
         # Two pools: perfdhcp's clients (A) and the CPEs (B), counted apart.
@@ -376,6 +426,183 @@ def main6(a) -> int:
                   f"max {pct(added, 1.0):.3f} ms")
         print(f"# load: {open('/proc/loadavg').read().strip()}", flush=True)
         kea.stop()
+    return 0
+
+
+def print_latency(cpe_msgs, upl_msgs, what, kinds) -> list[float]:
+    added = added_latency(cpe_msgs, upl_msgs, kinds)
+    print(f"## latency the relay added, {what} ({len(added)} sent once): "
+          f"p50 {pct(added, 0.5):.3f} ms, p99 {pct(added, 0.99):.3f} ms, "
+          f"max {pct(added, 1.0):.3f} ms", flush=True)
+    return added
+
+
+def main46(a) -> int:
+    """Dual stack: kea-dhcp4 and kea-dhcp6 at once. Straight (perfdhcp -4
+    and perfdhcp -6 -A1 side by side, N clients each at R/s), then relayed:
+    N dual-stack QinQ CPEs at R/s (xbng_bench_bringup --relayed: each CPE's
+    DISCOVER and SOLICIT at once, IA_NA + IA_PD), once per --variants entry
+    (xbngd restarted, the next N CPEs), so that scheduling variants compare
+    within one run at the same load."""
+    n = a.clients
+    variants = [v.strip() for v in a.variants.split(",") if v.strip()]
+    for v in variants:
+        kind, _, arg = v.partition(":")
+        if (kind not in ("default", "prio", "rt", "slice", "nice") or
+                (kind != "default") != arg.lstrip("-").isdigit()):
+            raise SystemExit(f"--variants: {v}: expected default, prio:N, rt:N, slice:US or "
+                             "nice:N")
+    with XbngLab(kind="xbngrelay46") as x:
+        kea4 = Kea4(x.lab, x.net, "kea4", 0, [{
+            "id": 1, "subnet": "100.64.0.0/10",
+            "pools": [{"pool": "100.65.0.0 - 100.72.255.255"}]}], valid_lifetime=3600)
+        kea6 = Kea6(x.lab, x.net, "kea6", 0, [
+            {"id": 1, "subnet": "2001:db8:1000::/48",
+             "pools": [{"pool": "2001:db8:1000:1::/80"}],
+             "pd-pools": [{"prefix": "2001:db8:2000::", "prefix-len": 36, "delegated-len": 56}]},
+            {"id": 2, "subnet": "2001:db8:ffff:60::/64",
+             "pools": [{"pool": "2001:db8:ffff:60:1::/80"}],
+             "pd-pools": [{"prefix": "2001:db8:3000::", "prefix-len": 36, "delegated-len": 56}]},
+        ], valid_lifetime=3600)
+        for k, key in ((kea4, "Dhcp4"), (kea6, "Dhcp6")):
+            with open(k.conf) as f:
+                cfg = json.load(f)
+            cfg[key]["loggers"][0].update({"severity": "INFO", "debuglevel": 0})
+            with open(k.conf, "w") as f:
+                json.dump(cfg, f)
+            k.start()
+        conf = os.path.join(x.lab.rundir, "relay.toml")
+        port67 = ["udp", "port", "67"]
+        port547 = ["udp", "port", "547", "or", "udp", "port", "546"]
+        secs = max(5, n // max(a.rate, 1) + 5)
+        rates_a = {}
+
+        def start(variant: str) -> None:
+            kind, _, arg = variant.partition(":")
+            with open(conf, "w") as f:
+                f.write('[ports]\naccess = [{ name = "acc0", dhcp = "relay" }]\n'
+                        f'[relay]\nservers_v4 = ["{kea4.address}"]\n'
+                        f'servers_v6 = ["{kea6.address}"]\n'
+                        "[punt]\nsubscriber_rate = 100\nsubscriber_burst = 100\n" +
+                        (f"realtime_priority = {arg}\n" if kind == "prio" else ""))
+            if x.daemon is not None and x.daemon.poll() is None:
+                x.stop()
+            x.start(max_subscribers=max(4096, n * (len(variants) + 1)), extra=["--config", conf])
+            realtime(x, int(arg) if kind == "rt" else a.rt)
+            set_slice(x.daemon.pid, int(arg) if kind == "slice" else a.slice_us)
+            if kind == "nice":
+                set_nice(x.daemon.pid, int(arg))
+            x.resolve_uplink_neighbours()
+
+        start(variants[0])
+        if not a.no_straight:
+            link_sel = "".join(f"{int(o):02x}" for o in GW4.split("."))
+            print(f"## A46: perfdhcp -4 and perfdhcp -6 at once, straight to Kea: {n} clients "
+                  f"each at {a.rate}/s", flush=True)
+            caps = [Capture(x.lab, x.net, "k0", port67), Capture(x.lab, x.net, "k60", port547)]
+            pp = [subprocess.Popen(x.net.nsenter_argv(
+                      ["perfdhcp", "-4", "-r", str(a.rate), "-R", str(n), "-n", str(n), "-p",
+                       str(secs), "-o", f"82,0504{link_sel}", kea4.address]),
+                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True),
+                  subprocess.Popen(x.net.nsenter_argv(
+                      ["perfdhcp", "-6", "-A1", "-e", "address-and-prefix", "-r", str(a.rate),
+                       "-R", str(n), "-n", str(n), "-p", str(secs), kea6.address]),
+                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)]
+            outs = [p.communicate()[0] for p in pp]
+            m4, m6 = caps[0].stop(4), caps[1].stop(6)
+            for fam, out in zip((4, 6), outs):
+                print("\n".join(f"  perfdhcp -{fam}: " + ln.strip() for ln in out.splitlines()
+                                if any(k in ln for k in ("sent", "received", "drops", "rror"))))
+            for fam, msgs, ends in ((4, m4, (DISCOVER, ACK)), (6, m6, (SOLICIT, REPLY6))):
+                got, dt = kea_rate(msgs, *ends)
+                rates_a[fam] = got / dt if dt else 0
+                print(f"  DHCPv{fam} at Kea: {got} leases in {dt:.2f} s: {rates_a[fam]:.0f} "
+                      f"leases/s", flush=True)
+
+        gen = find_bin("xbng_bench_bringup")
+        summary = []
+        for r, variant in enumerate(variants):
+            if r:
+                start(variant)
+            print(f"## B46 [{variant}]: {n} dual-stack QinQ CPEs (#{r * n}..) at {a.rate}/s "
+                  f"through xbngd's relays (window {a.window})", flush=True)
+            caps = [Capture(x.lab, x.net, "k0", port67), Capture(x.lab, x.net, "k60", port547),
+                    Capture(x.lab, x.sub, "s0", []),
+                    Capture(x.lab, x.net, "n0", port67 + ["or"] + port547)]
+            out = os.path.join(x.lab.rundir, f"gen{r}.json")
+            st0 = x.stats()
+            rss0 = rss_kib(x.daemon.pid)
+            subprocess.run([gen, "--relayed", "--no-rapid-commit", "-n", str(n), "--first",
+                            str(r * n), "--rate", str(a.rate), "--window", str(a.window),
+                            "--netns", x.sub.name, "--iface", "s0", "--pid", str(x.daemon.pid),
+                            "--timeout", str(a.timeout), "--retransmit", str(a.retransmit),
+                            "--json", out],
+                           check=False)
+            rss1 = rss_kib(x.daemon.pid)
+            k4, k6, cpe, upl = (c.stop_only() for c in caps)
+            st = x.stats()
+            with open(out) as f:
+                g = json.load(f)
+            res = g["results"]
+            row = {"variant": variant}
+            for fam, path, ends in ((4, k4, (DISCOVER, ACK)), (6, k6, (SOLICIT, REPLY6))):
+                got, dt = kea_rate(dhcp4_messages(path) if fam == 4 else dhcp6_messages(path),
+                                   *ends)
+                rb = got / dt if dt else 0
+                ra = rates_a.get(fam)
+                print(f"  DHCPv{fam} at Kea: {got} leases in {dt:.2f} s: {rb:.0f} leases/s"
+                      + (f"; relayed / straight {rb / ra:.3f}" if ra else ""))
+                row[f"ratio{fam}"] = rb / ra if ra else float("nan")
+            bound = {f: st.get(f"relay{f}_bound", 0) - st0.get(f"relay{f}_bound", 0)
+                     for f in (4, 6)}
+            print(f"  xbngd: relay4_bound {bound[4]}, relay6_bound {bound[6]}, refused "
+                  f"{st.get('relay4_ack_refused', 0)} / {st.get('relay6_reply_refused', 0)}")
+            drops = {k: v for k, v in st.items() if k != "_raw" and v and
+                     any(t in k for t in ("punt", "relay", "drop_", "rate"))}
+            print(f"  xbngd counters (cumulative): {drops}")
+            per = (rss1 - rss0) * 1024 / res["bound"] if res["bound"] else 0
+            print(f"  xbngd RSS {rss0 / 1024:.1f} -> {rss1 / 1024:.1f} MiB: {per:.0f} B per "
+                  f"dual-stack session bound ({res['bound']})")
+            proc = g.get("process", {})
+            print(f"  dual-stack CPEs bound {res['bound']} of {n} in {res['wall_s']:.1f} s: "
+                  f"{res['sessions_per_s']:.0f} sessions/s; xbngd CPU "
+                  f"{proc.get('cpu_pct_avg', float('nan')):.0f}% avg, "
+                  f"{proc.get('cpu_pct_peak', float('nan')):.0f}% peak")
+            c4, u4 = dhcp4_messages(cpe), dhcp4_messages(upl)
+            c6, u6 = dhcp6_messages(cpe), dhcp6_messages(upl)
+            l4 = print_latency(c4, u4, "DHCPv4 (DISCOVER -> OFFER, REQUEST -> ACK)",
+                               ((DISCOVER, OFFER), (REQUEST, ACK)))
+            l6 = print_latency(c6, u6, "DHCPv6 (SOLICIT -> ADVERTISE, REQUEST -> REPLY)",
+                               ((SOLICIT, ADVERTISE), (REQUEST6, REPLY6)))
+            # DISCOVER -> OFFER and SOLICIT -> ADVERTISE are relaying alone;
+            # REQUEST -> ACK and REQUEST -> REPLY also create the subscriber
+            # (store, maps, journal, lease) before the answer goes on.
+            for fam, c, u, kind in ((4, c4, u4, (DISCOVER, OFFER)), (4, c4, u4, (REQUEST, ACK)),
+                                    (6, c6, u6, (SOLICIT, ADVERTISE)),
+                                    (6, c6, u6, (REQUEST6, REPLY6))):
+                names = {4: {DISCOVER: "DISCOVER", OFFER: "OFFER", REQUEST: "REQUEST",
+                             ACK: "ACK"},
+                         6: {SOLICIT: "SOLICIT", ADVERTISE: "ADVERTISE", REQUEST6: "REQUEST",
+                             REPLY6: "REPLY"}}[fam]
+                print_latency(c, u, f"  DHCPv{fam} {names[kind[0]]} -> {names[kind[1]]}",
+                              (kind,))
+            both = sorted(l4 + l6)
+            print(f"## latency the relay added, both families ({len(both)}): p50 "
+                  f"{pct(both, 0.5):.3f} ms, p99 {pct(both, 0.99):.3f} ms", flush=True)
+            row.update(bound=res["bound"], wall=res["wall_s"], rate=res["sessions_per_s"],
+                       p50_4=pct(l4, 0.5), p99_4=pct(l4, 0.99), p50_6=pct(l6, 0.5),
+                       p99_6=pct(l6, 0.99), p99=pct(both, 0.99),
+                       cpu=proc.get("cpu_pct_avg", float("nan")), per=per)
+            summary.append(row)
+            print(f"# load: {open('/proc/loadavg').read().strip()}", flush=True)
+        print("## summary: variant | bound | s | sessions/s | added p50/p99 v4 | p50/p99 v6 | "
+              "p99 both | xbngd CPU | B/session")
+        for w in summary:
+            print(f"  {w['variant']:10s} | {w['bound']} | {w['wall']:.1f} | {w['rate']:.0f} | "
+                  f"{w['p50_4']:.3f}/{w['p99_4']:.3f} | {w['p50_6']:.3f}/{w['p99_6']:.3f} | "
+                  f"{w['p99']:.3f} | {w['cpu']:.0f}% | {w['per']:.0f}")
+        kea4.stop()
+        kea6.stop()
     return 0
 
 

@@ -20,6 +20,7 @@
 #include "api/health_check.h"
 #include "api/lease_proto.h"
 #include "api/status.h"
+#include "common/thread_priority.h"
 #include "bringup/lease/lease.h"
 #include "api/metrics_interceptor.h"
 #include "telemetry/metrics.h"
@@ -53,6 +54,7 @@ SubscribersService::SubscribersService(SubscriberStore* store, EventHub* hub, co
       watch_(
           hub, [this](const AgentEvent& e, v1::Event* out) { to_proto(e, out); }, started_ns_) {
   maint_ = std::thread([this] { maintenance(); });
+  set_thread_name(maint_, "xbng-maint");
 }
 
 // Large requests: above this many entries, memory is trimmed afterwards.

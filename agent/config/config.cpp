@@ -298,6 +298,7 @@ const FileKey kFileKeys[] = {
     {"punt.subscriber_burst", &set<&Config::punt_subscriber_burst, get_uint>},
     {"punt.port_rate", &set<&Config::punt_port_rate, get_uint>},
     {"punt.transport", &set<&Config::punt_transport, get_string>},
+    {"punt.realtime_priority", &set<&Config::punt_realtime_priority, get_uint>},
     {"dhcp.enabled", &set<&Config::dhcp_enabled, get_bool>},
     {"dhcp.lease_time", &set<&Config::dhcp_lease_time, get_uint>},
     {"dhcp.dns", &set<&Config::dhcp_dns, get_strings>},
@@ -327,6 +328,7 @@ const FileKey kFileKeys[] = {
     {"relay.remote_id", &set_relay<&RelayConfig::remote_id, get_string>},
     {"relay.remote_id_enterprise", &set_relay<&RelayConfig::remote_id_enterprise, get_uint>},
     {"relay.option82_policy", &set_relay<&RelayConfig::option82_policy, get_string>},
+    {"relay.multicast_uplink", &set_relay<&RelayConfig::multicast_uplink, get_string>},
     {"ha.group", &set<&Config::ha_group, get_string>},
     {"ha.member", &set<&Config::ha_member, get_string>},
     {"ha.priority", &set<&Config::ha_priority, get_uint>},
@@ -604,6 +606,12 @@ void check_punt(const Config& c, Checker& k) {
     k.err("punt.port_rate {}: expected 0..10000000 frames/s per CPU", c.punt_port_rate);
   if (c.punt_transport != "ringbuf" && c.punt_transport != "af_xdp")
     k.err("punt.transport {}: expected ringbuf or af_xdp", c.punt_transport);
+  if (c.punt_realtime_priority > 99)
+    k.err("punt.realtime_priority {}: expected 0 (the default policy) or 1..99 (SCHED_FIFO)",
+          c.punt_realtime_priority);
+  else if (c.punt_realtime_priority && !c.punt_enabled)
+    k.warn("punt.realtime_priority {} has no effect: the punt path is off",
+           c.punt_realtime_priority);
 }
 
 // [security]: MAC policy, reserved ranges, services allowed to the host.
@@ -855,7 +863,7 @@ ConfigCheck check_config(const Config& c) {
   check_log(c, k);
   // RADIUS and rate plans.
   check_radius_config(c.radius, c.plans, &r.errors, &r.warnings);
-  check_relay_config(c.relay, relay_ports_of(c), c.punt_enabled, &r.errors, &r.warnings);
+  check_relay_config(c.relay, relay_ports_of(c), c.uplink, c.punt_enabled, &r.errors, &r.warnings);
   return r;
 }
 
@@ -958,6 +966,7 @@ punt::BringupOptions to_bringup_options_unchecked(const Config& c) {
   b.af_xdp = c.punt_transport == "af_xdp";
   b.dhcpv4 = c.dhcp_enabled;
   b.lease_file = c.lease_file;
+  b.realtime_priority = static_cast<int>(c.punt_realtime_priority);
   for (const auto& [name, a] : c.access_options)
     if (a.auth == "radius") b.auth_ports.insert(name);
   for (const auto& name : relay_ports_of(c)) {
@@ -1088,8 +1097,9 @@ std::string port_settings_text(const Config& c) {
 // The bring-up settings ([punt], [dhcp], [dhcpv6], [ra], per port) as one text.
 std::string bringup_text(const Config& c) {
   std::vector<std::string> v{
-      fmt::format("punt={},{}/{}/{},{}", c.punt_enabled, c.punt_subscriber_rate,
-                  c.punt_subscriber_burst, c.punt_port_rate, c.punt_transport),
+      fmt::format("punt={},{}/{}/{},{},fifo={}", c.punt_enabled, c.punt_subscriber_rate,
+                  c.punt_subscriber_burst, c.punt_port_rate, c.punt_transport,
+                  c.punt_realtime_priority),
       fmt::format("dhcp={},{},{},{},{}", c.dhcp_enabled, c.dhcp_lease_time, join(c.dhcp_dns),
                   c.dhcp_subnet_mask, c.lease_file),
       fmt::format("dhcpv6={},{}/{}/{}/{},{},{},{}", c.dhcpv6_enabled, c.dhcpv6_preferred,

@@ -153,6 +153,9 @@ struct Config {
   // How punted frames reach xbngd: "ringbuf" (copied into the BPF ring
   // buffer) or "af_xdp" (redirected to AF_XDP sockets, libxdp).
   std::string punt_transport = "ringbuf";
+  // SCHED_FIFO priority of the threads that carry control frames (the punt
+  // RX thread, the relays' socket threads); 0: the default policy.
+  uint64_t punt_realtime_priority = 0;
   bool dhcp_enabled = true;
   uint64_t dhcp_lease_time = 3600;
   std::vector<std::string> dhcp_dns;

@@ -1,7 +1,9 @@
 #include "config/relay_config.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <set>
 
 #include "store/subscriber.h"
@@ -69,9 +71,11 @@ void check_servers_v6(const RelayConfig& r, Errors* errors, Errors* warnings) {
                       s));
     else if (relay::is_dhcp_group(*a))
       warnings->push_back(
-          fmt::format("relay.servers_v6 {}: Relay-Forwards multicast out of the first uplink; a "
-                      "Relay-Reply from any host on the uplink is accepted",
-                      s));
+          fmt::format("relay.servers_v6 {}: Relay-Forwards multicast out of {}; a "
+                      "Relay-Reply from any host on that uplink is accepted",
+                      s,
+                      r.multicast_uplink.empty() ? std::string("the first uplink")
+                                                 : "relay.multicast_uplink " + r.multicast_uplink));
     else if ((*a)[0] == 0xff)
       err(
           fmt::format("relay.servers_v6 {}: the multicast groups are ff05::1:3 "
@@ -91,8 +95,8 @@ void check_servers_v6(const RelayConfig& r, Errors* errors, Errors* warnings) {
 }  // namespace
 
 void check_relay_config(const RelayConfig& r, const std::vector<std::string>& relay_ports,
-                        bool punt, std::vector<std::string>* errors,
-                        std::vector<std::string>* warnings) {
+                        const std::vector<std::string>& uplinks, bool punt,
+                        std::vector<std::string>* errors, std::vector<std::string>* warnings) {
   auto err = [&](std::string s) { errors->push_back(std::move(s)); };
   check_relay_ports(r, relay_ports, punt, errors, warnings);
   if (!r.present) return;
@@ -100,6 +104,17 @@ void check_relay_config(const RelayConfig& r, const std::vector<std::string>& re
     warnings->push_back("relay: no access port has dhcp = \"relay\": the section is not used");
   check_servers_v4(r, errors);
   check_servers_v6(r, errors, warnings);
+  if (!r.multicast_uplink.empty()) {
+    const bool group = r.servers_v6.size() == 1 && parse_ipv6(r.servers_v6[0]) &&
+                       relay::is_dhcp_group(*parse_ipv6(r.servers_v6[0]));
+    if (std::find(uplinks.begin(), uplinks.end(), r.multicast_uplink) == uplinks.end())
+      err(fmt::format("relay.multicast_uplink {}: not an uplink port (ports.uplink: {})",
+                      quote_value(r.multicast_uplink), fmt::join(uplinks, ", ")));
+    else if (!group)
+      warnings->push_back(fmt::format(
+          "relay.multicast_uplink {}: not used (relay.servers_v6 is not a multicast group)",
+          r.multicast_uplink));
+  }
   if (!r.relay_address_v4.empty()) {
     auto a = parse_ipv4(r.relay_address_v4);
     if (!a)
@@ -140,6 +155,7 @@ relay::Relay6Options to_relay6_options(const RelayConfig& r) {
   o.circuit_id = r.circuit_id;
   o.remote_id = r.remote_id;
   o.enterprise = static_cast<uint32_t>(r.remote_id_enterprise);
+  o.uplink = r.multicast_uplink;
   return o;
 }
 

@@ -7,6 +7,7 @@
 //   remote_id = "{mac}"                     # option 82 sub-option 2
 //   remote_id_enterprise = 32473            # DHCPv6 Remote-ID's enterprise number
 //   option82_policy = "replace"             # keep | replace | drop (a client's own option 82)
+//   multicast_uplink = "upl1"   # servers_v6 a group: out of this uplink (default: the first)
 //   [ports]
 //   access = [{ name = "eth1", dhcp = "relay" }]   # "server" (default) or "relay"
 // docs/relay.md describes the relay.
@@ -28,14 +29,17 @@ struct RelayConfig {
   std::string remote_id = relay::kDefaultRemoteId;
   uint64_t remote_id_enterprise = relay::kDefaultRemoteIdEnterprise;  // 1 .. 2^32-1
   std::string option82_policy = "replace";
+  // servers_v6 a multicast group: the uplink the Relay-Forwards leave by and
+  // the Relay-Replies arrive on; "" = the first of ports.uplink.
+  std::string multicast_uplink;
   friend bool operator==(const RelayConfig&, const RelayConfig&) = default;
 };
 
 // Every problem of the section, for the access ports in relay_ports (those
-// with dhcp = "relay"); `punt` = punt.enabled.
+// with dhcp = "relay") and the uplink ports `uplinks`; `punt` = punt.enabled.
 void check_relay_config(const RelayConfig& r, const std::vector<std::string>& relay_ports,
-                        bool punt, std::vector<std::string>* errors,
-                        std::vector<std::string>* warnings);
+                        const std::vector<std::string>& uplinks, bool punt,
+                        std::vector<std::string>* errors, std::vector<std::string>* warnings);
 
 // The relay's options (servers, templates, policy); relay_address is left
 // 0 when relay_address_v4 is "" (the agent takes the uplink's). The config

@@ -266,6 +266,7 @@ void Agent::start_bringup(const AgentOptions& ao) {
         [d = dispatcher_.get()](const punt::PuntedFrame& f) { d->handle(f); }, punt_tx_.get());
     spdlog::info("punt: AF_XDP transport, {} socket(s)", punt_xsk_rx_->sockets());
   }
+  if (o.realtime_priority) set_realtime(o.realtime_priority);
   leases_->start();
   if (radius_accounting_) radius_accounting_->start();
   dispatcher_->start_ra();
@@ -425,6 +426,27 @@ void Agent::start_relay4(const punt::BringupOptions& o, relay::Relay4Options ro)
       ro.circuit_id, ro.remote_id, relay::policy_name(ro.policy));
 }
 
+// punt.realtime_priority: the threads that carry control frames (a client's
+// message to its answer or to the relay's servers, a server's answer to
+// the client) at SCHED_FIFO, so that they preempt the host's other work
+// when a frame arrives instead of waiting for a CPU.
+void Agent::set_realtime(int priority) {
+  std::vector<std::string> names;
+  auto apply = [&](const char* what, std::string error) {
+    if (!error.empty())
+      throw std::runtime_error(
+          fmt::format("punt.realtime_priority {}: cannot run the {} SCHED_FIFO: {} (xbngd needs "
+                      "CAP_SYS_NICE or an RLIMIT_RTPRIO of at least {})",
+                      priority, what, error, priority));
+    names.push_back(what);
+  };
+  apply("punt thread", punt_rx_->set_fifo_priority(priority));
+  if (punt_xsk_rx_) apply("AF_XDP punt thread", punt_xsk_rx_->set_fifo_priority(priority));
+  if (relay_socket_) apply("DHCPv4 relay thread", relay_socket_->set_fifo_priority(priority));
+  if (relay_socket6_) apply("DHCPv6 relay thread", relay_socket6_->set_fifo_priority(priority));
+  spdlog::info("punt: {} at SCHED_FIFO priority {}", fmt::join(names, ", "), priority);
+}
+
 // The relays of the dhcp = "relay" ports and the sessions they share.
 void Agent::start_relays(const punt::BringupOptions& o,
                          const std::optional<relay::Relay4Options>& relay4,
@@ -457,20 +479,23 @@ void Agent::start_relay6(const punt::BringupOptions& o, relay::Relay6Options ro)
                                " has no IPv6 gateway (the Relay-Forward's link-address)");
     ports.push_back(std::move(r));
   }
-  // Multicast (servers_v6 is a DHCP group): out of the first uplink, and
-  // the servers' Relay-Replies come back by it.
+  // Multicast (servers_v6 is a DHCP group): out of relay.multicast_uplink
+  // (default: the first uplink), and the servers' Relay-Replies come back
+  // by it.
   const bool multicast = ro.servers.size() == 1 && relay::is_dhcp_group(ro.servers[0]);
   std::string uplink;
   if (multicast) {
     for (const auto& p : dp_->ports())
-      if (p.role == XBNG_ROLE_UPLINK) {
+      if (p.role == XBNG_ROLE_UPLINK && (ro.uplink.empty() || p.name == ro.uplink)) {
         ro.uplink_ifindex = p.ifindex;
         uplink = p.name;
         break;
       }
     if (!ro.uplink_ifindex)
       throw std::runtime_error(
-          "relay: relay.servers_v6 is a multicast group and there is no uplink");
+          ro.uplink.empty()
+              ? std::string("relay: relay.servers_v6 is a multicast group and there is no uplink")
+              : "relay: relay.multicast_uplink " + ro.uplink + " is not an uplink port");
   }
   relay6_ = std::make_unique<relay::Relay6>(
       ro, std::move(ports), relay_sessions_.get(),

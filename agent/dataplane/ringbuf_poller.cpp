@@ -1,5 +1,7 @@
 #include "dataplane/ringbuf_poller.h"
 
+#include "common/thread_priority.h"
+
 #include <bpf/libbpf.h>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -14,7 +16,8 @@ namespace {
 constexpr int kPollMs = 200;  // how long a stop request may wait
 }  // namespace
 
-RingbufPoller::RingbufPoller(int fd, std::string what, OnRecord on_record, OnDrained on_drained)
+RingbufPoller::RingbufPoller(int fd, std::string what, const char* thread_name,
+                             OnRecord on_record, OnDrained on_drained)
     : what_(std::move(what)), on_record_(std::move(on_record)), on_drained_(std::move(on_drained)) {
   rb_ = ring_buffer__new(fd, &RingbufPoller::on_sample, this, nullptr);
   if (!rb_)
@@ -29,12 +32,17 @@ RingbufPoller::RingbufPoller(int fd, std::string what, OnRecord on_record, OnDra
       }
     }
   });
+  set_thread_name(thread_, thread_name);
 }
 
 RingbufPoller::~RingbufPoller() {
   stop_ = true;
   if (thread_.joinable()) thread_.join();
   ring_buffer__free(rb_);
+}
+
+std::string RingbufPoller::set_fifo_priority(int priority) {
+  return agent::set_fifo_priority(thread_, priority);
 }
 
 int RingbufPoller::on_sample(void* ctx, void* data, size_t size) {

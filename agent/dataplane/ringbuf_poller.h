@@ -21,10 +21,14 @@ class RingbufPoller {
   // Called on the poller's thread after each poll (records handed or not).
   using OnDrained = std::function<void()>;
   // Opens the ring buffer `fd` and starts the thread. `what` names the ring
-  // in errors ("punt ring buffer"). Throws std::runtime_error.
-  RingbufPoller(int fd, std::string what, OnRecord on_record, OnDrained on_drained = nullptr);
+  // in errors ("punt ring buffer"), `thread_name` the thread ("xbng-punt").
+  // Throws std::runtime_error.
+  RingbufPoller(int fd, std::string what, const char* thread_name, OnRecord on_record,
+                OnDrained on_drained = nullptr);
   // Stops the thread (within one poll interval) and closes the ring.
   ~RingbufPoller();
+  // Runs the thread at SCHED_FIFO `priority`: "" or the kernel's refusal.
+  std::string set_fifo_priority(int priority);
   RingbufPoller(const RingbufPoller&) = delete;
   RingbufPoller& operator=(const RingbufPoller&) = delete;
 

@@ -82,6 +82,9 @@ struct Relay6Options {
   std::vector<Ipv6> servers;
   // Multicast: the interface Relay-Replies must arrive on (0: any).
   uint32_t uplink_ifindex = 0;
+  // Multicast: the uplink's name (relay.multicast_uplink); "" = the first
+  // uplink. The agent resolves it to uplink_ifindex.
+  std::string uplink;
   std::string circuit_id = kDefaultCircuitId;
   std::string remote_id = kDefaultRemoteId;
   uint32_t enterprise = kDefaultRemoteIdEnterprise;

@@ -24,7 +24,7 @@ Socket4::Socket4(uint32_t address, uint16_t port, OnDatagram on_datagram, OnTick
   const sockaddr_in sa = sockaddr_of(address, port);
   socket_ = std::make_unique<UdpSocket>(
       reinterpret_cast<const sockaddr*>(&sa), sizeof(sa),
-      fmt::format("{}:{}", format_ipv4(address), port), 2048,
+      fmt::format("{}:{}", format_ipv4(address), port), "xbng-relay4", 2048,
       [f = std::move(on_datagram)](const sockaddr_storage& from, uint32_t,
                                    std::span<const uint8_t> b) {
         const auto& in = reinterpret_cast<const sockaddr_in&>(from);

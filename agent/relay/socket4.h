@@ -27,6 +27,8 @@ class Socket4 {
   // To dst:port (network order address, host order port). Thread-safe.
   bool send(uint32_t dst, uint16_t port, std::span<const uint8_t> payload);
   uint16_t port() const;
+  // Runs the reader at SCHED_FIFO `priority`: "" or the kernel's refusal.
+  std::string set_fifo_priority(int priority) { return socket_->set_fifo_priority(priority); }
 
  private:
   std::unique_ptr<UdpSocket> socket_;

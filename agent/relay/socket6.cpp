@@ -27,7 +27,7 @@ Socket6::Socket6(const Ipv6& address, uint16_t port, OnDatagram on_datagram, OnT
   // A Relay-Reply may carry a large message: datagrams up to 64 KiB.
   socket_ = std::make_unique<UdpSocket>(
       reinterpret_cast<const sockaddr*>(&sa), sizeof(sa),
-      fmt::format("[{}]:{}", format_ipv6(address.data()), port), 65536,
+      fmt::format("[{}]:{}", format_ipv6(address.data()), port), "xbng-relay6", 65536,
       [f = std::move(on_datagram)](const sockaddr_storage& from, uint32_t ifindex,
                                    std::span<const uint8_t> b) {
         const auto& in6 = reinterpret_cast<const sockaddr_in6&>(from);

@@ -1,5 +1,7 @@
 #include "relay/udp_socket.h"
 
+#include "common/thread_priority.h"
+
 #include <arpa/inet.h>
 #include <fmt/format.h>
 #include <netinet/in.h>
@@ -47,7 +49,8 @@ uint32_t arrival_ifindex(msghdr& mh) {
 }  // namespace
 
 UdpSocket::UdpSocket(const sockaddr* sa, socklen_t len, const std::string& what,
-                     size_t max_datagram, OnDatagram on_datagram, OnTick on_tick)
+                     const char* thread_name, size_t max_datagram, OnDatagram on_datagram,
+                     OnTick on_tick)
     : buf_(max_datagram), on_datagram_(std::move(on_datagram)), on_tick_(std::move(on_tick)) {
   fd_ = socket(sa->sa_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd_ < 0) throw std::runtime_error(fmt::format("relay socket: {}", std::strerror(errno)));
@@ -74,6 +77,7 @@ UdpSocket::UdpSocket(const sockaddr* sa, socklen_t len, const std::string& what,
     throw std::runtime_error(fmt::format("relay socket: eventfd: {}", std::strerror(errno)));
   }
   thread_ = std::thread([this] { run(); });
+  set_thread_name(thread_, thread_name);
 }
 
 UdpSocket::~UdpSocket() {
@@ -96,6 +100,10 @@ bool UdpSocket::set_multicast6(uint32_t ifindex, int hops) {
   return setsockopt(fd_, IPPROTO_IPV6, IPV6_MULTICAST_IF, &ifx, sizeof(ifx)) == 0 &&
          setsockopt(fd_, IPPROTO_IPV6, IPV6_MULTICAST_HOPS, &hops, sizeof(hops)) == 0 &&
          setsockopt(fd_, IPPROTO_IPV6, IPV6_MULTICAST_LOOP, &zero, sizeof(zero)) == 0;
+}
+
+std::string UdpSocket::set_fifo_priority(int priority) {
+  return agent::set_fifo_priority(thread_, priority);
 }
 
 void UdpSocket::run() {

@@ -22,10 +22,11 @@ class UdpSocket {
       std::function<void(const sockaddr_storage& from, uint32_t ifindex, std::span<const uint8_t>)>;
   using OnTick = std::function<void()>;
   // Binds `sa` (AF_INET, or AF_INET6 with IPV6_V6ONLY) and starts the
-  // reader; a datagram longer than max_datagram is cut to it. Throws
-  // std::runtime_error naming `what` (the address, as the caller writes it).
-  UdpSocket(const sockaddr* sa, socklen_t len, const std::string& what, size_t max_datagram,
-            OnDatagram on_datagram, OnTick on_tick);
+  // reader (named `thread_name`); a datagram longer than max_datagram is
+  // cut to it. Throws std::runtime_error naming `what` (the address, as the
+  // caller writes it).
+  UdpSocket(const sockaddr* sa, socklen_t len, const std::string& what, const char* thread_name,
+            size_t max_datagram, OnDatagram on_datagram, OnTick on_tick);
   ~UdpSocket();
   UdpSocket(const UdpSocket&) = delete;
   UdpSocket& operator=(const UdpSocket&) = delete;
@@ -36,6 +37,8 @@ class UdpSocket {
   // when the kernel refuses.
   bool set_multicast6(uint32_t ifindex, int hops);
   uint16_t port() const { return port_; }
+  // Runs the reader at SCHED_FIFO `priority`: "" or the kernel's refusal.
+  std::string set_fifo_priority(int priority);
 
  private:
   void run();

@@ -115,7 +115,7 @@ RingbufReader::RingbufReader(int ringbuf_fd, EventHub* hub,
   clock_gettime(CLOCK_REALTIME, &real);
   mono_to_unix_ns_ = (int64_t(real.tv_sec) - int64_t(mono.tv_sec)) * 1000000000ll +
                      (int64_t(real.tv_nsec) - int64_t(mono.tv_nsec));
-  poller_.emplace(ringbuf_fd, "events ring buffer",
+  poller_.emplace(ringbuf_fd, "events ring buffer", "xbng-events",
                   [this](std::span<const uint8_t> r) { on_record(r); });
 }
 

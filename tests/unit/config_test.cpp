@@ -656,6 +656,48 @@ ipv4 = "100.64.0.1"
     ASSERT_EQ(mc.warnings.size(), 1u) << group;
     EXPECT_THAT(mc.warnings[0], testing::HasSubstr("multicast out of the first uplink"));
   }
+  // The multicast uplink: one of ports.uplink (default the first), loaded,
+  // checked, and handed to the DHCPv6 relay.
+  {
+    auto p = write_tmp(
+        "[relay]\nservers_v4 = [\"192.0.2.67\"]\nservers_v6 = [\"ff02::1:2\"]\n"
+        "multicast_uplink = \"upl1\"\n"
+        "[ports]\naccess = [{ name = \"acc0\", dhcp = \"relay\" }]\n"
+        "uplink = [\"upl0\", \"upl1\"]\n[gateway]\nipv4 = \"100.64.0.1\"\n"
+        "ipv6 = \"2001:db8:1000::1\"\n");
+    Config c;
+    load_config_file(p, &c);
+    std::remove(p.c_str());
+    EXPECT_EQ(c.relay.multicast_uplink, "upl1");
+    ConfigCheck chk = check_config(c);
+    EXPECT_TRUE(chk.ok()) << errors_of(chk);
+    ASSERT_EQ(chk.warnings.size(), 1u);
+    EXPECT_THAT(chk.warnings[0],
+                testing::HasSubstr("multicast out of relay.multicast_uplink upl1"));
+    EXPECT_EQ(to_relay6_options(c.relay).uplink, "upl1");
+    EXPECT_EQ(to_relay6_options(RelayConfig{}).uplink, "");
+  }
+  auto mc_uplink = [&](const char* uplink, const std::vector<std::string>& servers) {
+    return check_with([&](Config& x) {
+      relay6(x);
+      x.uplink = {"upl0", "upl1"};
+      x.relay.servers_v6 = servers;
+      x.relay.multicast_uplink = uplink;
+    });
+  };
+  EXPECT_TRUE(mc_uplink("upl0", {"ff02::1:2"}).ok());
+  ConfigCheck not_uplink = mc_uplink("acc0", {"ff02::1:2"});
+  EXPECT_FALSE(not_uplink.ok());
+  EXPECT_THAT(errors_of(not_uplink),
+              testing::HasSubstr("relay.multicast_uplink \"acc0\": not an uplink port "
+                                 "(ports.uplink: upl0, upl1)"));
+  EXPECT_FALSE(mc_uplink("upl9", {"ff05::1:3"}).ok());
+  // Beside unicast servers it is not used: said, not refused.
+  ConfigCheck unicast = mc_uplink("upl1", {"2001:db8:ffff::547"});
+  EXPECT_TRUE(unicast.ok()) << errors_of(unicast);
+  std::string w;
+  for (const auto& s : unicast.warnings) w += s;
+  EXPECT_THAT(w, testing::HasSubstr("relay.multicast_uplink upl1: not used"));
   {
     Config c = valid_config();
     relay6(c);
@@ -671,4 +713,43 @@ ipv4 = "100.64.0.1"
   auto plan = plan_reload(a, b);
   ASSERT_EQ(plan.refused.size(), 1u);
   EXPECT_THAT(plan.refused[0], testing::HasSubstr("relay: changed"));
+}
+
+TEST(Config, PuntRealtimePriority) {
+  // Off by default: the default policy.
+  EXPECT_EQ(valid_config().punt_realtime_priority, 0u);
+  EXPECT_EQ(to_bringup_options(valid_config()).realtime_priority, 0);
+  auto p = write_tmp(
+      "[ports]\naccess = [\"acc0\"]\nuplink = \"upl0\"\n[gateway]\nipv4 = \"100.64.0.1\"\n"
+      "[punt]\nrealtime_priority = 10\n");
+  Config c;
+  load_config_file(p, &c);
+  std::remove(p.c_str());
+  EXPECT_EQ(c.punt_realtime_priority, 10u);
+  EXPECT_TRUE(check_config(c).ok()) << errors_of(check_config(c));
+  EXPECT_EQ(to_bringup_options(c).realtime_priority, 10);
+  for (uint64_t ok : {1u, 99u})
+    EXPECT_TRUE(check_with([ok](Config& x) { x.punt_realtime_priority = ok; }).ok()) << ok;
+  for (uint64_t bad : {100u, 1000u}) {
+    ConfigCheck chk = check_with([bad](Config& x) { x.punt_realtime_priority = bad; });
+    EXPECT_FALSE(chk.ok()) << bad;
+    EXPECT_THAT(errors_of(chk), testing::HasSubstr("punt.realtime_priority"));
+    Config x = valid_config();
+    x.punt_realtime_priority = bad;
+    EXPECT_THROW(to_bringup_options(x), std::runtime_error);
+  }
+  // With the punt path off it would set nothing: said, not refused.
+  ConfigCheck off = check_with([](Config& x) {
+    x.punt_realtime_priority = 10;
+    x.punt_enabled = false;
+  });
+  EXPECT_TRUE(off.ok()) << errors_of(off);
+  ASSERT_EQ(off.warnings.size(), 1u);
+  EXPECT_THAT(off.warnings[0], testing::HasSubstr("no effect"));
+  // The threads are started with it: a reload cannot change it.
+  Config b = valid_config();
+  b.punt_realtime_priority = 20;
+  ReloadPlan r = plan_reload(valid_config(), b);
+  ASSERT_EQ(r.refused.size(), 1u);
+  EXPECT_THAT(r.refused[0], testing::HasSubstr("punt/dhcp/dhcpv6/ra"));
 }

@@ -5,12 +5,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
 #include "common/net.h"
 #include "bringup/punt/counters.h"
 #include "common/statefile.h"
+#include "common/thread_priority.h"
 
 using json = nlohmann::json;
 
@@ -49,6 +51,7 @@ LeaseTable::~LeaseTable() { stop(); }
 void LeaseTable::start() {
   if (thread_.joinable()) return;
   thread_ = std::thread([this] { run(); });
+  set_thread_name(thread_, "xbng-lease");
 }
 
 void LeaseTable::stop() {
@@ -295,27 +298,50 @@ std::optional<Lease> LeaseTable::get(std::string_view port, uint32_t outer_vlan,
 bool LeaseTable::flush() {
   if (file_.empty()) return true;
   // The bound leases are copied under the lock and serialized outside it:
-  // the DHCP servers binding meanwhile never wait for the JSON.
+  // the DHCP servers binding meanwhile never wait for the JSON. The copy
+  // itself (strings: ~5 allocations a lease) is made kFlushChunk keys at a
+  // time, the lock released in between, so that a bind (a relayed ACK, on
+  // a thread that may run at real-time priority) waits for one chunk at
+  // most, not for the whole table (tens of ms at 60,000 subscribers, more
+  // when this thread is preempted holding the lock). Each lease is written
+  // as it was at some moment of the flush; a change during it sets dirty_
+  // again and the next flush writes it.
+  constexpr size_t kFlushChunk = 256;
   struct Entry {
     std::string port;
     SubKey key;
     int family;
     Lease lease;
   };
-  std::vector<Entry> bound;
+  std::vector<uint64_t> ranks;
   {
     std::lock_guard g(mu_);
     if (!dirty_) return true;
-    bound.reserve(leases_.size() * 2);
-    for (const auto& [rank, slot] : leases_) {
-      const SubKey k = key_of_rank(rank);
-      std::string port = ports_.name ? ports_.name(k.ifindex) : std::string();
-      if (port.empty()) continue;
-      for (int f = 0; f < 2; ++f)
-        if (slot[f].bound) bound.push_back({port, k, f, slot[f]});
-    }
+    ranks.reserve(leases_.size());
+    for (const auto& [rank, slot] : leases_) ranks.push_back(rank);
     dirty_ = false;
   }
+  std::vector<Entry> bound;
+  bound.reserve(ranks.size() * 2);
+  for (size_t i = 0; i < ranks.size(); i += kFlushChunk) {
+    std::lock_guard g(mu_);
+    for (size_t j = i; j < std::min(ranks.size(), i + kFlushChunk); ++j) {
+      auto it = leases_.find(ranks[j]);
+      if (it == leases_.end()) continue;  // ended since
+      for (int f = 0; f < 2; ++f)
+        if (it->second[f].bound) bound.push_back({{}, key_of_rank(ranks[j]), f, it->second[f]});
+    }
+  }
+  ranks = {};
+  // Port names outside the lock (a lease of a port no longer configured is
+  // not written).
+  std::map<uint32_t, std::string> names;
+  for (Entry& e : bound) {
+    auto [it, fresh] = names.try_emplace(e.key.ifindex);
+    if (fresh && ports_.name) it->second = ports_.name(e.key.ifindex);
+    e.port = it->second;
+  }
+  std::erase_if(bound, [](const Entry& e) { return e.port.empty(); });
   // Written straight into one string, the bytes nlohmann's dump() of the
   // same document gives (keys in order, compact): the file is rewritten
   // whole, and building a JSON tree of every lease first cost ~3 µs per

@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "telemetry/events.h"
+#include "common/thread_priority.h"
 #include "store/subscriber.h"
 
 namespace xbng::agent {
@@ -137,7 +138,10 @@ class LeaseTable {
   ExpiryHook expiry_hook_;
   ChangeSink sink_;
   std::string file_;
-  mutable std::mutex mu_;
+  // Priority inheritance: a relayed answer binds its lease from a thread
+  // that may run at real-time priority, and flush() (xbng-lease, the
+  // default policy) holds mu_ a chunk at a time.
+  mutable PiMutex mu_;
   absl::flat_hash_map<uint64_t, Slot> leases_;                      // key_rank -> per family
   absl::btree_set<std::tuple<uint64_t, uint64_t, int>> by_expiry_;  // (expires, rank, family)
   bool dirty_ = false;

@@ -8,6 +8,7 @@
 #include <ctime>
 
 #include "xbng/abi.h"
+#include "common/thread_priority.h"
 #include "bringup/punt/counters.h"
 #include "store/scan.h"
 
@@ -392,6 +393,7 @@ void Dispatcher::start_ra() {
       ra_cv_.wait_for(l, std::chrono::nanoseconds(wait));
     }
   });
+  set_thread_name(ra_thread_, "xbng-ra");
 }
 
 void Dispatcher::stop_ra() {

@@ -72,6 +72,9 @@ struct BringupOptions {
   std::set<std::string> relay4_ports;
   // Access ports whose DHCPv6 is relayed (dhcp = "relay" and relay.servers_v6).
   std::set<std::string> relay6_ports;
+  // SCHED_FIFO priority of the punt RX thread and the relays' socket
+  // threads (punt.realtime_priority); 0: the default policy.
+  int realtime_priority = 0;
 };
 
 class Dispatcher {

@@ -14,6 +14,7 @@
 #include <functional>
 #include <map>
 #include <span>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -81,6 +82,8 @@ class PuntRx {
   PuntRx(const PuntRx&) = delete;
   PuntRx& operator=(const PuntRx&) = delete;
   uint64_t received() const { return received_.load(); }
+  // Runs the RX thread at SCHED_FIFO `priority`: "" or the kernel's refusal.
+  std::string set_fifo_priority(int priority) { return poller_.set_fifo_priority(priority); }
 
  private:
   void on_record(std::span<const uint8_t> record);

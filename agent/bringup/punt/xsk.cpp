@@ -18,6 +18,7 @@
 
 #include "xbng/abi.h"
 #include "bringup/punt/counters.h"
+#include "common/thread_priority.h"
 
 namespace xbng::agent::punt {
 
@@ -79,6 +80,7 @@ PuntXskRx::PuntXskRx(int xskmap_fd, const std::vector<XskPort>& ports, Handler h
     throw;
   }
   thread_ = std::thread([this] { run(); });
+  set_thread_name(thread_, "xbng-punt-xsk");
 }
 
 PuntXskRx::~PuntXskRx() {
@@ -132,6 +134,10 @@ void PuntXskRx::open_socket(const XskPort& port, uint32_t queue) {
   if (bpf_map_update_elem(map_fd_, &s->key, &fd, BPF_ANY) != 0) fail("punt_xsks update", errno);
   s->in_map = true;
   spdlog::info("punt: AF_XDP socket on {} queue {}", port.name, queue);
+}
+
+std::string PuntXskRx::set_fifo_priority(int priority) {
+  return agent::set_fifo_priority(thread_, priority);
 }
 
 uint64_t PuntXskRx::kernel_dropped() const {

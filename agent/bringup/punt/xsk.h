@@ -50,6 +50,8 @@ class PuntXskRx {
   // Frames the kernel dropped for a full RX ring or no fill buffer, summed
   // over the sockets (XDP_STATISTICS).
   uint64_t kernel_dropped() const;
+  // Runs the RX thread at SCHED_FIFO `priority`: "" or the kernel's refusal.
+  std::string set_fifo_priority(int priority);
 
  private:
   struct Sock;
