@@ -555,8 +555,9 @@ int main(int argc, char** argv) {
       }
       nlohmann::json ns = nlohmann::json::array();
       for (uint32_t k = 0; k < o.fwd_only; ++k) ns.push_back(fwd.run(int(o.fwd_repeat)).second);
-      std::printf("%s\n", nlohmann::json{{"keys", o.fwd_keys}, {"repeat", o.fwd_repeat},
-                                          {"ns", ns}}.dump().c_str());
+      std::printf("%s\n", nlohmann::json{{"keys", o.fwd_keys}, {"repeat", o.fwd_repeat}, {"ns", ns}}
+                              .dump()
+                              .c_str());
       return 0;
     } catch (const std::exception& e) {
       std::fprintf(stderr, "bringup: %s\n", e.what());

@@ -117,7 +117,8 @@ int main(int argc, char** argv) {
   };
   const double mw = med(wall), mc = med(cpu);
   std::printf(
-      "lease file of %u subscribers (%u leases, %.1f MB): one rewrite %.3f s wall (range %.3f-%.3f), "
+      "lease file of %u subscribers (%u leases, %.1f MB): one rewrite %.3f s wall (range "
+      "%.3f-%.3f), "
       "%.3f s CPU of the writing thread (%.2f us per lease), median of %u; rewritten every %.1f s "
       "by xbngd's lease thread (max(1 s, 20 x the rewrite))\n",
       n, 2 * n, double(bytes) / 1e6, mw, *std::min_element(wall.begin(), wall.end()),

@@ -80,9 +80,8 @@ const std::vector<Case>& cases() {
       {"down_v6_64", "xbng downstream IPv6 /64", "xbng", PC_SLOT_XDP_UPLINK, PC_MODE_DOWN_V6_64,
        Tmpl::kDownV6_64, true, XDP_REDIRECT, XBNG_FWD_DOWNSTREAM, 8},
       // The same /32 routes in the direct array (one pool, slot = offset).
-      {"down_v4_direct", "xbng downstream IPv4 direct", "xbng", PC_SLOT_XDP_UPLINK,
-       PC_MODE_DOWN_V4, Tmpl::kDownV4, true, XDP_REDIRECT, XBNG_FWD_DOWNSTREAM, 8, false, false,
-       true},
+      {"down_v4_direct", "xbng downstream IPv4 direct", "xbng", PC_SLOT_XDP_UPLINK, PC_MODE_DOWN_V4,
+       Tmpl::kDownV4, true, XDP_REDIRECT, XBNG_FWD_DOWNSTREAM, 8, false, false, true},
       {"arp", "xbng ARP reply", "xbng", PC_SLOT_XDP_ACCESS, PC_MODE_ARP, Tmpl::kArp, false, XDP_TX,
        XBNG_TX_ARP_REPLY, 0},
       // TCP SYNs whose MSS option is clamped on every pass.
@@ -665,10 +664,11 @@ int main(int argc, char** argv) {
       const uint32_t slots = bench_direct_slots(n);
       const uint64_t v4_direct =
           map_memlock(BPF_MAP_TYPE_ARRAY, 4, sizeof(xbng_direct_route), slots, BPF_F_MMAPABLE);
-      std::printf("         IPv4 /32: routes_v4 hash %.0f B, direct array %.0f B per subscriber "
-                  "(/%u pool, %u slots of %zu B, %.0f%% used)\n",
-                  double(v4_hash) / n, double(v4_direct) / n, bench_direct_len(n), slots,
-                  sizeof(xbng_direct_route), 100.0 * n / slots);
+      std::printf(
+          "         IPv4 /32: routes_v4 hash %.0f B, direct array %.0f B per subscriber "
+          "(/%u pool, %u slots of %zu B, %.0f%% used)\n",
+          double(v4_hash) / n, double(v4_direct) / n, bench_direct_len(n), slots,
+          sizeof(xbng_direct_route), 100.0 * n / slots);
       memj.push_back({{"n", n},
                       {"before_bytes", before},
                       {"after_bytes", after},

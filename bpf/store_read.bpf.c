@@ -72,12 +72,12 @@ struct read_ctx {
 
 /* Key i of the chunk looked up in `m`; its value, if found, copied to
  * value i. */
-#define READ_ONE(m, ktype, vtype)                                                  \
-	do {                                                                       \
-		vtype *v = bpf_map_lookup_elem(&m, sc->keys + i * sizeof(ktype));  \
-		if (v)                                                             \
-			*(vtype *)(sc->vals + i * sizeof(vtype)) = *v;             \
-		sc->found[i] = v != 0;                                             \
+#define READ_ONE(m, ktype, vtype)                                                 \
+	do {                                                                      \
+		vtype *v = bpf_map_lookup_elem(&m, sc->keys + i * sizeof(ktype)); \
+		if (v)                                                            \
+			*(vtype *)(sc->vals + i * sizeof(vtype)) = *v;            \
+		sc->found[i] = v != 0;                                            \
 	} while (0)
 
 static long read_one(__u64 i, struct read_ctx *c)
@@ -113,7 +113,7 @@ static long read_one(__u64 i, struct read_ctx *c)
 SEC("syscall")
 int read_many(struct xbng_read_args *a)
 {
-	struct read_ctx c = { .map = a->map, .slot = a->slot };
+	struct read_ctx c = {.map = a->map, .slot = a->slot};
 	__u32 n = a->n;
 
 	if (c.map > XBNG_READ_ROUTES_V6_64 || c.slot >= XBNG_READ_SLOTS || n > XBNG_READ_CHUNK)

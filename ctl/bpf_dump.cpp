@@ -123,8 +123,8 @@ uint64_t dump_direct(const CtlOptions& o, const PinnedMaps& maps) {
     std::printf("\n# %s (%zu pools, %llu slots)\n%-44s %-20s %-17s %12s %14s\n",
                 map_name(MapId::kDirectV4), d.v4.size(), (unsigned long long)d.slots(),
                 "DESTINATION", "OWNER", "MAC", "DOWN_PKTS", "DOWN_BYTES");
-  int rc = direct_for_each(
-      maps.fd(MapId::kDirectV4), d, [&](uint32_t be, const struct xbng_route& r) {
+  int rc =
+      direct_for_each(maps.fd(MapId::kDirectV4), d, [&](uint32_t be, const struct xbng_route& r) {
         const Prefix p = route_destination(MapId::kRoutesV4, reinterpret_cast<const uint8_t*>(&be));
         ++nroutes;
         std::string mac = (r.flags & XBNG_ROUTE_F_MAC_VALID) ? format_mac(r.mac) : "-";

@@ -462,7 +462,8 @@ void Dataplane::open_and_load() {
     const MapId id = static_cast<MapId>(i);
     struct bpf_map* m = maps[i];
     if (map_sized_by_subscribers(id)) bpf_map__set_max_entries(m, opts_.max_subscribers);
-    if (map_sized_by_direct(id)) bpf_map__set_max_entries(m, std::max<uint32_t>(opts_.direct_slots, 1));
+    if (map_sized_by_direct(id))
+      bpf_map__set_max_entries(m, std::max<uint32_t>(opts_.direct_slots, 1));
     if (!reuse_pinned(opts_, id, m, &warnings_)) continue;
     pinned[i] = true;
     ++npinned;

@@ -16,8 +16,8 @@ namespace {
 constexpr int kPollMs = 200;  // how long a stop request may wait
 }  // namespace
 
-RingbufPoller::RingbufPoller(int fd, std::string what, const char* thread_name,
-                             OnRecord on_record, OnDrained on_drained)
+RingbufPoller::RingbufPoller(int fd, std::string what, const char* thread_name, OnRecord on_record,
+                             OnDrained on_drained)
     : what_(std::move(what)), on_record_(std::move(on_record)), on_drained_(std::move(on_drained)) {
   rb_ = ring_buffer__new(fd, &RingbufPoller::on_sample, this, nullptr);
   if (!rb_)

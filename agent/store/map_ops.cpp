@@ -275,8 +275,8 @@ int BpfMapOps::update_many(MapId m, const void* keys, const void* values, size_t
     size_t end = *done + 1;
     while (end < n && !maps_.direct.slot_of(load_u32(k + end * key_size))) ++end;
     size_t part = 0;
-    const int rc = map_update_many(fd(m), k + *done * key_size, v + *done * value_size,
-                                   end - *done, key_size, value_size, &part);
+    const int rc = map_update_many(fd(m), k + *done * key_size, v + *done * value_size, end - *done,
+                                   key_size, value_size, &part);
     *done += part;
     if (rc) return rc;
   }

@@ -93,8 +93,9 @@ class RadiusCoaTest(BringupSuite):
         cls.radius.start()
         b = cls.b
         cls.ns_a, cls.ns_b = b.cpe(cls.a), b.cpe(cls.b_sub)
+        cls.dhclients = {}
         for ns, ip in ((cls.ns_a, cls.ip_a), (cls.ns_b, cls.ip_b)):
-            b.dhclient(ns)
+            cls.dhclients[ip], _ = b.dhclient(ns)
             b.wait_addr(ns, f"{ip}/32", timeout=30)
             wait_for(lambda ns=ns: b.default_via(ns) == GW4, 10, 0.2, "default route")
         cls.iperf = Iperf(cls.x)
@@ -205,9 +206,18 @@ class RadiusCoaTest(BringupSuite):
         self.assertTrue(self.ping_ok(self.ns_b, UPLINK_NET4))
         self.assertTrue(self.b.lease(self.b_sub).get("bound"), "no bound lease before")
         wait_for(lambda: self.lease_file_has(self.ip_b), 10, 0.2, "the lease in the lease file")
+        # The CPE's dhclient stops first (kill -9: its address stays): its next
+        # renewal would be authorized again and bring the session back, as it
+        # should, within the checks below.
+        dhc = self.dhclients[self.ip_b]
+        dhc.kill()
+        dhc.wait(10)
         out = self.radclient("disconnect", f"Framed-IP-Address = {self.ip_b}")
         self.assertIn("Disconnect-ACK", out, out)
         self.assertIsNone(self.get(self.b_sub), "the subscriber is still there")
+        # A second Disconnect finds no session: NAK.
+        out = self.radclient("disconnect", f"Framed-IP-Address = {self.ip_b}")
+        self.assertIn("Disconnect-NAK", out, out)
         # Its lease ended with it (the lease file is written within a second).
         wait_for(lambda: not self.lease_file_has(self.ip_b), 10, 0.2, "the lease ended")
         self.assertTrue(self.lease_file_has(self.ip_a), "the other lease went too")
@@ -215,8 +225,6 @@ class RadiusCoaTest(BringupSuite):
         self.assertFalse(self.ping_ok(self.x.net, self.ip_b), "the CPE is still reachable")
         # The other session is untouched.
         self.assertTrue(self.ping_ok(self.ns_a, UPLINK_NET4))
-        out = self.radclient("disconnect", f"Framed-IP-Address = {self.ip_b}")
-        self.assertIn("Disconnect-NAK", out, out)
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ struct EtcdDouble {
   std::mutex mu;
   std::condition_variable cv;  // notified after each transaction
   std::map<std::string, Entry> kv;
-  int64_t rev = 1;  // the revision ranges and the watch answer at
+  int64_t rev = 1;                              // the revision ranges and the watch answer at
   std::map<int64_t, Clock::time_point> leases;  // id -> expiry
   std::map<int64_t, int64_t> ttl;
   int64_t next_lease = 100;
@@ -125,8 +125,7 @@ class EtcdDoubleWatch final : public agent::fleet::WatchStream {
 class EtcdDoubleConn final : public agent::fleet::KvConn {
  public:
   // `up` (optional): while false, every call fails UNAVAILABLE.
-  explicit EtcdDoubleConn(EtcdDouble* e, const std::atomic<bool>* up = nullptr)
-      : e_(e), up_(up) {}
+  explicit EtcdDoubleConn(EtcdDouble* e, const std::atomic<bool>* up = nullptr) : e_(e), up_(up) {}
   const std::string& endpoint() const override { return ep_; }
 
   absl::Status range(const agent::fleet::RangeRequest& rq, std::chrono::milliseconds,

@@ -140,8 +140,7 @@ PuntRx::PuntRx(int fd, Handler handler, PuntTx* batch_tx)
     : handler_(std::move(handler)),
       batch_tx_(batch_tx),
       poller_(
-          fd, "punt ring buffer", "xbng-punt",
-          [this](std::span<const uint8_t> r) { on_record(r); },
+          fd, "punt ring buffer", "xbng-punt", [this](std::span<const uint8_t> r) { on_record(r); },
           [this] {
             if (in_batch_) batch_tx_->end_batch();
             in_batch_ = false;
