@@ -308,8 +308,8 @@ bool LeaseTable::flush() {
   }
   // The document is written entry by entry, each through its own small
   // json object: the bytes are those of one json document dumped whole
-  // (keys sorted, compact), without its tree, which costs ~1 KB per lease
-  // (~2 GB transient at 1M subscribers, most of it kept by malloc after).
+  // (keys sorted, compact), without its tree: ~1 KB per lease, which malloc
+  // kept afterwards (xbngd held 2.3 GB instead of 0.9 after binding 1M).
   std::string text = "{\"leases\":[";
   text.reserve(text.size() + bound.size() * 200 + 32);
   bool first = true;
