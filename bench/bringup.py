@@ -35,9 +35,60 @@ import time
 from xbnglab.xbngd import XbngLab, bench_plan, find_bin, write_jsonl
 
 
+def rss_kb(pid: int, field: str = "VmRSS") -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def mem_report(pid: int, what: str) -> None:
+    """xbngd's RSS at one stage and where it lies: the main heap, glibc's
+    thread arenas (anonymous mappings inside 64 MiB-aligned reservations),
+    other anonymous mappings (large allocations glibc mmaps on their own,
+    thread stacks) and file-backed pages."""
+    maps = []  # (start, end, name, rss kB)
+    cur = None
+    with open(f"/proc/{pid}/smaps") as f:
+        for line in f:
+            head = line.split()
+            if "-" in head[0] and len(head) >= 5 and ":" not in head[0]:
+                lo, hi = (int(v, 16) for v in head[0].split("-"))
+                cur = [lo, hi, head[5] if len(head) > 5 else "", 0]
+                maps.append(cur)
+            elif head[0] == "Rss:" and cur is not None:
+                cur[3] = int(head[1])
+    arena = 64 << 20
+    by = {"heap": 0, "arenas": 0, "anon": 0, "file": 0}
+    big = []
+    for lo, hi, name, rss in maps:
+        if name == "[heap]":
+            by["heap"] += rss
+        elif name.startswith("/"):
+            by["file"] += rss
+        elif name == "" and lo % arena == 0 and hi - lo <= arena:
+            by["arenas"] += rss
+        else:
+            by["anon"] += rss
+            if name == "" and rss > 1024:
+                big.append((rss, hi - lo))
+    big.sort(reverse=True)
+    print(f"  mem {what}: RSS {rss_kb(pid) / 1024:.1f} MB (peak so far {rss_kb(pid, 'VmHWM') / 1024:.1f}) = main heap {by['heap'] / 1024:.1f}, "
+          f"thread arenas {by['arenas'] / 1024:.1f}, other anonymous {by['anon'] / 1024:.1f}, "
+          f"files {by['file'] / 1024:.1f} MB; largest other anonymous (RSS/size MB): "
+          + ", ".join(f"{r / 1024:.1f}/{s / 2**20:.1f}" for r, s in big[:6]), flush=True)
+
+
+def gdb_call(pid: int, expr: str) -> None:
+    subprocess.run(["gdb", "-p", str(pid), "-batch", "-nx", "-ex", f"call {expr}"],
+                   capture_output=True, text=True, check=False, timeout=120)
+
+
 def run(n: int, others: int, window: int, extra: list[str], json_out: str | None,
         workdir: str, self_test_first: bool, port_rate: int | None = None,
-        transport: str | None = None, xbngd: str | None = None, counters: dict | None = None) -> int:
+        transport: str | None = None, xbngd: str | None = None, counters: dict | None = None,
+        mem: bool = False, mem_wait: int = 30) -> int:
     gen = find_bin("xbng_bench_bringup")
     if self_test_first:
         print("## Generator ceiling: the same storm against the in-process responder (no xbngd)", flush=True)
@@ -60,6 +111,8 @@ def run(n: int, others: int, window: int, extra: list[str], json_out: str | None
             print(f"## xbngd {x.xbngd} [punt] {', '.join(punt)}", flush=True)
         x.start(max_subscribers=max(1024, n + others + 1024), extra=xargs)
         pid = x.daemon.pid
+        if mem:
+            mem_report(pid, "started")
         path = os.path.join(workdir, f"bringup-{n}.jsonl")
         write_jsonl(path, (bench_plan(i) for i in range(others + n)))
         t0 = time.monotonic()
@@ -67,6 +120,8 @@ def run(n: int, others: int, window: int, extra: list[str], json_out: str | None
         os.unlink(path)
         print(f"## provisioned {int(out['applied']):,} subscribers in {time.monotonic() - t0:.1f} s "
               f"({others:,} others + {n:,} storm CPEs)", flush=True)
+        if mem:
+            mem_report(pid, "imported")
         x.resolve_uplink_neighbours()
         links = glob.glob(f"{x.lab.bpffs}/v*/links/acc0")
         argv = [gen, "-n", str(n), "--first", str(others), "--window", str(window),
@@ -78,6 +133,14 @@ def run(n: int, others: int, window: int, extra: list[str], json_out: str | None
         print("## Storm against xbngd:", " ".join(os.path.basename(a) if a == gen else a for a in argv[1:]),
               flush=True)
         rc = subprocess.run(argv, check=False).returncode
+        if mem:
+            mem_report(pid, "bound")
+            # The lease file is rewritten at most every 20x its last write time:
+            # wait for one write of the whole table.
+            time.sleep(mem_wait)
+            mem_report(pid, f"bound+{mem_wait}s")
+            gdb_call(pid, "(int)malloc_trim(0)")
+            mem_report(pid, "after malloc_trim(0)")
         st = x.stats()
         moved = {k: v for k, v in st.items() if k != "_raw" and v and
                  any(w in k for w in ("dhcp", "router", "punt", "rate", "lease", "ra_"))}
@@ -169,6 +232,11 @@ def main() -> int:
                     help="xbngd's [punt] transport (ringbuf, af_xdp); several, comma-separated: an A/B")
     ap.add_argument("--base-xbngd", help="another build's xbngd as one more A/B variant (its defaults)")
     ap.add_argument("--rounds", type=int, default=1, help="A/B: runs of each variant, alternated")
+    ap.add_argument("--mem", action="store_true",
+                    help="print where xbngd's RSS lies after start, import and the storm, then after "
+                         "malloc_trim(0) (called through gdb)")
+    ap.add_argument("--mem-wait", type=int, default=30, help="seconds between the storm's end and the "
+                    "second --mem report (let a lease file write of the whole table happen)")
     ap.add_argument("extra", nargs="*", help="more xbng_bench_bringup options (after --)")
     a = ap.parse_args()
     transports = a.transport.split(",") if a.transport else []
@@ -177,7 +245,8 @@ def main() -> int:
         variants += [(t or "this build", t, None) for t in transports or [None]]
         return ab(variants, a.rounds, a)
     return run(a.subscribers, a.others, a.window, a.extra, a.json, a.workdir, a.self_test_first,
-               a.port_rate, transports[0] if transports else None)
+               a.port_rate, transports[0] if transports else None, mem=a.mem,
+               mem_wait=a.mem_wait)
 
 
 if __name__ == "__main__":

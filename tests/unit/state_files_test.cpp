@@ -439,6 +439,47 @@ TEST_F(StateDir, LeaseWriterDoesNotFollowAPlantedTemporaryLink) {
   EXPECT_TRUE(S_ISLNK(st.st_mode)) << "the planted link is left alone";
 }
 
+// The file's bytes: one compact json document, keys sorted (as nlohmann's
+// dump() of the whole document writes it), each lease written as it is bound;
+// and it reads back whole.
+TEST_F(StateDir, LeaseFileBytesAreTheWholeDocumentsDump) {
+  constexpr uint32_t kTo2100 = 4102444800 - 1764556400;  // bound in 2025, expiring in 2100
+  const std::string p = at("leases.json");
+  {
+    LeaseTable t(nullptr, acc0(), p);
+    t.bind({7, 100, 1}, LeaseFamily::kV4, "100.64.0.16", {}, kTo2100, 1764556400, "192.0.2.1");
+    t.bind({7, 100, 1}, LeaseFamily::kV6, "2001:db8::10", {"2001:db8:1::/56", "2001:db8:2::/56"},
+           kTo2100 - 1, 1764556400);
+    ASSERT_TRUE(t.flush());
+  }
+  EXPECT_EQ(
+      slurp(p),
+      R"({"leases":[{"address":"100.64.0.16","bound_unix":1764556400,"expires_unix":4102444800,)"
+      R"("family":"ipv4","inner_vlan":1,"outer_vlan":100,"port":"acc0","prefixes":[],)"
+      R"("server":"192.0.2.1"},{"address":"2001:db8::10","bound_unix":1764556400,)"
+      R"("expires_unix":4102444799,"family":"ipv6","inner_vlan":1,"outer_vlan":100,"port":"acc0",)"
+      R"("prefixes":["2001:db8:1::/56","2001:db8:2::/56"]}],"version":1})"
+      "\n");
+  LeaseTable back(nullptr, acc0(), p);
+  const auto v4 = back.get({7, 100, 1}, LeaseFamily::kV4);
+  const auto v6 = back.get({7, 100, 1}, LeaseFamily::kV6);
+  ASSERT_TRUE(v4 && v6);
+  EXPECT_EQ(v4->server, "192.0.2.1");
+  EXPECT_EQ(v6->prefixes, (std::vector<std::string>{"2001:db8:1::/56", "2001:db8:2::/56"}));
+}
+
+// An empty table writes an empty document.
+TEST_F(StateDir, LeaseFileOfNoLeaseIsAnEmptyDocument) {
+  const std::string p = at("leases.json");
+  {
+    LeaseTable t(nullptr, acc0(), p);
+    t.bind({7, 100, 1}, LeaseFamily::kV4, "100.64.0.16", {}, 3600, 1764556400);
+    t.release({7, 100, 1}, LeaseFamily::kV4, 1764556401);
+    ASSERT_TRUE(t.flush());
+  }
+  EXPECT_EQ(slurp(p), "{\"leases\":[],\"version\":1}\n");
+}
+
 // ---- the DHCPv6 server DUID ----------------------------------------------------------
 
 TEST_F(StateDir, DuidFileDamageRefusesNamingTheFile) {
