@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <fcntl.h>
+#include <malloc.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -83,6 +84,9 @@ namespace {
 
 using json = nlohmann::json;
 constexpr size_t kMaxFileBytes = size_t{1} << 30;
+
+// Sessions from which a snapshot trims malloc's free memory once written.
+constexpr size_t kTrimAfter = 10000;
 
 json to_json(const SubKey& k, const SessionData& d) {
   json j = session_data_json(d);
@@ -373,14 +377,28 @@ void SessionTable::compact_locked(std::unique_lock<std::mutex>& g) {
   // writing_ is held: no other write to the journal meanwhile. Changes staged
   // while the snapshot is written are in it and in the next journal too
   // (replaying a full record twice is harmless).
+  //
+  // The snapshot is written entry by entry into one string: the bytes of
+  // the whole document's dump (its keys sorted: "generation", "sessions"),
+  // without a json tree of every session (~1 KB each, which glibc kept in
+  // the arena afterwards: hundreds of MB at 1M sessions, and built under
+  // the table's lock). A large snapshot gives its pages back once written.
   const uint64_t gen = generation_ + 1;
-  json j = {{"generation", gen}, {"sessions", json::array()}};
-  for (const auto& [rank, d] : recs_) j["sessions"].push_back(to_json(agent::key_of_rank(rank), d));
-  const std::string text = j.dump();
-  j = json();
+  std::string text = fmt::format(R"({{"generation":{},"sessions":[)", gen);
+  text.reserve(text.size() + recs_.size() * 300);
+  bool first = true;
+  for (const auto& [rank, d] : recs_) {
+    if (!first) text += ',';
+    first = false;
+    text += to_json(agent::key_of_rank(rank), d).dump();
+  }
+  text += "]}";
+  const bool large = recs_.size() >= kTrimAfter;
   g.unlock();
   std::string error;
   bool ok = agent::statefile::write_atomic(path_, text, 0600, /*durable=*/true, &error);
+  text = {};
+  if (large) malloc_trim(0);
   const std::string h = header_line(gen);
   if (ok && (::ftruncate(log_fd_, 0) != 0 || !write_all(log_fd_, h, 0, &error))) {
     // The snapshot holds everything; a journal of the old generation is

@@ -1,6 +1,7 @@
 // Sessions from the access side (radius/session.h) with a fake RADIUS
 // client whose answers the test gives, on a store over maps in memory.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -8,6 +9,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <thread>
 #include <memory>
 #include <vector>
@@ -642,6 +644,13 @@ TEST(SessionJournal, CompactsIntoASnapshot) {
     EXPECT_LE(s.log_bytes, 4096u + 1024u);
     EXPECT_TRUE(std::filesystem::exists(p));
   }
+  // The snapshot, written entry by entry, is the bytes of its document's
+  // dump, every session in it.
+  std::ifstream f(p);
+  const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  const auto doc = nlohmann::json::parse(text);
+  EXPECT_EQ(doc.dump(), text);
+  EXPECT_EQ(doc.at("sessions").size(), 4u);
   radius::SessionTable t(p);
   ASSERT_FALSE(t.load());
   EXPECT_EQ(t.size(), 4u);
