@@ -349,19 +349,24 @@ def main() -> int:
     return 0
 
 
+# kea-dhcp6's subnets: the relay's (link-address = the access gateway) for
+# the CPEs, and net's link toward Kea for perfdhcp.
+KEA6_SUBNETS = [
+    {"id": 1, "subnet": "2001:db8:1000::/48",
+     "pools": [{"pool": "2001:db8:1000:1::/80"}],
+     "pd-pools": [{"prefix": "2001:db8:2000::", "prefix-len": 36, "delegated-len": 56}]},
+    {"id": 2, "subnet": "2001:db8:ffff:60::/64",
+     "pools": [{"pool": "2001:db8:ffff:60:1::/80"}],
+     "pd-pools": [{"prefix": "2001:db8:3000::", "prefix-len": 36, "delegated-len": 56}]},
+]
+
+
 def main6(a) -> int:
     n = a.clients
     with XbngLab(kind="xbngrelay6") as x:
         # Two subnets: the relay's (link-address = the access gateway) for
         # the CPEs (B6), net's link toward Kea for perfdhcp (A6).
-        kea = Kea6(x.lab, x.net, "kea6", 0, [
-            {"id": 1, "subnet": "2001:db8:1000::/48",
-             "pools": [{"pool": "2001:db8:1000:1::/80"}],
-             "pd-pools": [{"prefix": "2001:db8:2000::", "prefix-len": 36, "delegated-len": 56}]},
-            {"id": 2, "subnet": "2001:db8:ffff:60::/64",
-             "pools": [{"pool": "2001:db8:ffff:60:1::/80"}],
-             "pd-pools": [{"prefix": "2001:db8:3000::", "prefix-len": 36, "delegated-len": 56}]},
-        ], valid_lifetime=3600)
+        kea = Kea6(x.lab, x.net, "kea6", 0, KEA6_SUBNETS, valid_lifetime=3600)
         with open(kea.conf) as f:
             cfg = json.load(f)
         cfg["Dhcp6"]["loggers"][0].update({"severity": "INFO", "debuglevel": 0})
@@ -456,14 +461,7 @@ def main46(a) -> int:
         kea4 = Kea4(x.lab, x.net, "kea4", 0, [{
             "id": 1, "subnet": "100.64.0.0/10",
             "pools": [{"pool": "100.65.0.0 - 100.72.255.255"}]}], valid_lifetime=3600)
-        kea6 = Kea6(x.lab, x.net, "kea6", 0, [
-            {"id": 1, "subnet": "2001:db8:1000::/48",
-             "pools": [{"pool": "2001:db8:1000:1::/80"}],
-             "pd-pools": [{"prefix": "2001:db8:2000::", "prefix-len": 36, "delegated-len": 56}]},
-            {"id": 2, "subnet": "2001:db8:ffff:60::/64",
-             "pools": [{"pool": "2001:db8:ffff:60:1::/80"}],
-             "pd-pools": [{"prefix": "2001:db8:3000::", "prefix-len": 36, "delegated-len": 56}]},
-        ], valid_lifetime=3600)
+        kea6 = Kea6(x.lab, x.net, "kea6", 0, KEA6_SUBNETS, valid_lifetime=3600)
         for k, key in ((kea4, "Dhcp4"), (kea6, "Dhcp6")):
             with open(k.conf) as f:
                 cfg = json.load(f)

@@ -84,6 +84,21 @@ Prefix route_destination(MapId id, const uint8_t* b) {
   return p;
 }
 
+// One route of map `id` to `p`: a table line, or a JSON line with --json.
+void print_route(const CtlOptions& o, MapId id, const Prefix& p, const struct xbng_route& r) {
+  const std::string mac = (r.flags & XBNG_ROUTE_F_MAC_VALID) ? format_mac(r.mac) : "-";
+  if (o.json)
+    std::printf(
+        "{\"map\":\"%s\",\"destination\":\"%s\",\"owner\":\"%s\",\"mac\":\"%s\","
+        "\"down_packets\":%llu,\"down_bytes\":%llu}\n",
+        map_name(id), format_prefix(p).c_str(), key_str(r.sub).c_str(), mac.c_str(),
+        (unsigned long long)r.down_packets, (unsigned long long)r.down_bytes);
+  else
+    std::printf("%-44s %-20s %-17s %12llu %14llu\n", format_prefix(p).c_str(),
+                key_str(r.sub).c_str(), mac.c_str(), (unsigned long long)r.down_packets,
+                (unsigned long long)r.down_bytes);
+}
+
 // Prints one route map (keys of `ks` bytes), one line a route; returns how many.
 uint64_t dump_routes(const CtlOptions& o, const PinnedMaps& maps, MapId id, size_t ks) {
   uint64_t nroutes = 0;
@@ -96,17 +111,7 @@ uint64_t dump_routes(const CtlOptions& o, const PinnedMaps& maps, MapId id, size
         std::memcpy(&r, v, sizeof r);
         const Prefix p = route_destination(id, static_cast<const uint8_t*>(k));
         ++nroutes;
-        std::string mac = (r.flags & XBNG_ROUTE_F_MAC_VALID) ? format_mac(r.mac) : "-";
-        if (o.json)
-          std::printf(
-              "{\"map\":\"%s\",\"destination\":\"%s\",\"owner\":\"%s\",\"mac\":\"%s\","
-              "\"down_packets\":%llu,\"down_bytes\":%llu}\n",
-              map_name(id), format_prefix(p).c_str(), key_str(r.sub).c_str(), mac.c_str(),
-              (unsigned long long)r.down_packets, (unsigned long long)r.down_bytes);
-        else
-          std::printf("%-44s %-20s %-17s %12llu %14llu\n", format_prefix(p).c_str(),
-                      key_str(r.sub).c_str(), mac.c_str(), (unsigned long long)r.down_packets,
-                      (unsigned long long)r.down_bytes);
+        print_route(o, id, p, r);
       });
   if (rc) throw std::runtime_error(fmt::format("reading {}: {}", map_name(id), std::strerror(-rc)));
   return nroutes;
@@ -127,17 +132,7 @@ uint64_t dump_direct(const CtlOptions& o, const PinnedMaps& maps) {
       direct_for_each(maps.fd(MapId::kDirectV4), d, [&](uint32_t be, const struct xbng_route& r) {
         const Prefix p = route_destination(MapId::kRoutesV4, reinterpret_cast<const uint8_t*>(&be));
         ++nroutes;
-        std::string mac = (r.flags & XBNG_ROUTE_F_MAC_VALID) ? format_mac(r.mac) : "-";
-        if (o.json)
-          std::printf(
-              "{\"map\":\"%s\",\"destination\":\"%s\",\"owner\":\"%s\",\"mac\":\"%s\","
-              "\"down_packets\":%llu,\"down_bytes\":%llu}\n",
-              map_name(MapId::kDirectV4), format_prefix(p).c_str(), key_str(r.sub).c_str(),
-              mac.c_str(), (unsigned long long)r.down_packets, (unsigned long long)r.down_bytes);
-        else
-          std::printf("%-44s %-20s %-17s %12llu %14llu\n", format_prefix(p).c_str(),
-                      key_str(r.sub).c_str(), mac.c_str(), (unsigned long long)r.down_packets,
-                      (unsigned long long)r.down_bytes);
+        print_route(o, MapId::kDirectV4, p, r);
       });
   if (rc) throw std::runtime_error(fmt::format("reading direct_v4: {}", std::strerror(-rc)));
   return nroutes;
