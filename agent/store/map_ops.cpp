@@ -162,7 +162,8 @@ class StoreReader {
   uint64_t runs() const { return runs_.load(std::memory_order_relaxed); }
 };
 
-BpfMapOps::BpfMapOps(const StoreMaps& maps) : maps_(maps), reader_(StoreReader::open(maps)) {}
+BpfMapOps::BpfMapOps(const StoreMaps& maps, bool chunked_reads)
+    : maps_(maps), reader_(chunked_reads ? StoreReader::open(maps) : nullptr) {}
 
 BpfMapOps::~BpfMapOps() = default;
 

@@ -63,7 +63,9 @@ class StoreReader;
 // maps and for routes_v4 with a direct layout, it looks up one key at a time.
 class BpfMapOps final : public MapOps {
  public:
-  explicit BpfMapOps(const StoreMaps& maps);
+  // `chunked_reads` false: never load the program (what a kernel that
+  // refuses it gives; the tests of that path).
+  explicit BpfMapOps(const StoreMaps& maps, bool chunked_reads = true);
   ~BpfMapOps() override;
   BpfMapOps(const BpfMapOps&) = delete;
   BpfMapOps& operator=(const BpfMapOps&) = delete;
