@@ -43,7 +43,8 @@ struct xdp_program* load_dispatcher(unsigned slots, const char* prog_name) {
   for (unsigned i = 0; i < slots; ++i) cfg.chain_call_actions[i] = ~0U;
   bpf_map__set_initial_value(bpf_object__next_map(obj, nullptr), &cfg, sizeof cfg);
   for (const char* n : {"xdp_dispatcher", "xdp_pass"})
-    bpf_program__set_autoload(bpf_object__find_program_by_name(obj, n), std::strcmp(n, prog_name) == 0);
+    bpf_program__set_autoload(bpf_object__find_program_by_name(obj, n),
+                              std::strcmp(n, prog_name) == 0);
   if (bpf_object__load(obj) != 0) {
     xdp_program__close(d);
     return nullptr;
@@ -97,6 +98,7 @@ int main(int argc, char** argv) {
   app.add_option("--rounds", rounds, "alternated rounds")->default_val(rounds);
   CLI11_PARSE(app, argc, argv);
   libxdp_set_print(silent);
+  libbpf_set_print(nullptr);
 
   std::vector<struct xdp_program*> objs, keep;
   std::vector<int> links;
@@ -135,8 +137,8 @@ int main(int argc, char** argv) {
     std::sort(s.begin(), s.end());
     return s[s.size() / 2];
   }();
-  fmt::print("{:<58} {:>8} {:>16} {:>10}\n", "variant (BPF_PROG_TEST_RUN, 64-byte frame)",
-             "ns/run", "[min..max]", "- alone");
+  fmt::print("{:<58} {:>8} {:>16} {:>10}\n", "variant (BPF_PROG_TEST_RUN, 64-byte frame)", "ns/run",
+             "[min..max]", "- alone");
   for (auto& v : vs) {
     std::sort(v.ns.begin(), v.ns.end());
     const double med = v.ns[v.ns.size() / 2];

@@ -465,15 +465,17 @@ void check_ports(const Config& c, Checker& k) {
   if (c.access.size() + c.uplink.size() > XBNG_MAX_PORTS)
     k.err("{} ports configured, at most {}", c.access.size() + c.uplink.size(), XBNG_MAX_PORTS);
   if (c.xdp_attach != "link" && c.xdp_attach != "libxdp")
-    k.err("ports.xdp_attach {}: expected link (xbng's own XDP link) or libxdp (libxdp's "
-          "dispatcher, beside other programs)",
-          c.xdp_attach);
+    k.err(
+        "ports.xdp_attach {}: expected link (xbng's own XDP link) or libxdp (libxdp's "
+        "dispatcher, beside other programs)",
+        c.xdp_attach);
   if (c.xdp_priority > 0xffffffffull)
     k.err("ports.xdp_priority {}: expected 0..4294967295 (libxdp's run priority)", c.xdp_priority);
   else if (c.xdp_attach != "libxdp" && c.xdp_priority != Config{}.xdp_priority)
-    k.warn("ports.xdp_priority {} has no effect: it orders programs in libxdp's dispatcher "
-           "(ports.xdp_attach = \"libxdp\")",
-           c.xdp_priority);
+    k.warn(
+        "ports.xdp_priority {} has no effect: it orders programs in libxdp's dispatcher "
+        "(ports.xdp_attach = \"libxdp\")",
+        c.xdp_priority);
   for (const auto& [name, o] : c.access_options)
     if (std::find(c.access.begin(), c.access.end(), name) == c.access.end())
       k.warn("ports.access: settings for {}, which is not an access port, are ignored", name);
@@ -1209,9 +1211,8 @@ void refuse_dataplane_changes(const Config& a, const Config& b, ReloadPlan* p) {
          "the programs are attached to the ports at start",
          "restart xbngd to apply it (the switch detaches one attach before it makes the other: "
          "frames in between reach the kernel unprocessed)");
-  refuse("ports.xdp_priority", fmt::format("{}", a.xdp_priority),
-         fmt::format("{}", b.xdp_priority), "the dispatcher's order is set when xbng attaches",
-         kRestart);
+  refuse("ports.xdp_priority", fmt::format("{}", a.xdp_priority), fmt::format("{}", b.xdp_priority),
+         "the dispatcher's order is set when xbng attaches", kRestart);
   refuse("security.mac_policy", a.mac_policy, b.mac_policy, kPorts, kRestart);
   refuse("gateway.ipv4", a.gateway_ipv4, b.gateway_ipv4, kPorts, kRestart);
   refuse("gateway.ipv6", a.gateway_ipv6, b.gateway_ipv6, kPorts, kRestart);

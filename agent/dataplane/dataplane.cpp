@@ -64,7 +64,6 @@ void mkdirs(const std::string& path) {
   if (ec) throw DataplaneError(fmt::format("cannot create {}: {}", path, ec.message()));
 }
 
-
 std::string mount_ns(const char* pid) {
   char buf[64] = {};
   const std::string link = fmt::format("/proc/{}/ns/mnt", pid);

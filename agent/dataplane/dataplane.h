@@ -135,7 +135,8 @@ class Dataplane {
  public:
   // Throws DataplaneError with an actionable message.
   static std::unique_ptr<Dataplane> start(const DataplaneOptions& opts);
-  // Detaches every pinned link (all ABI versions) and removes every pin,
+  // Detaches every pinned link (all ABI versions), takes xbng's programs out
+  // of libxdp's dispatchers (leaving the others'), and removes every pin,
   // under the pin directory's lock (a running agent holds it: refused).
   struct TeardownReport {
     std::vector<std::string> removed;  // one line per detached/unpinned object

@@ -270,8 +270,8 @@ void libxdp_prepare_load(XbngSkelRefs* refs, const DispatchLoadTarget& t) {
     bpf_program__set_type(p, BPF_PROG_TYPE_EXT);
     bpf_program__set_expected_attach_type(p, static_cast<enum bpf_attach_type>(0));
     if (int err = bpf_program__set_attach_target(p, t.main_fd, "prog0"); err)
-      throw DataplaneError(fmt::format("{}: setting the freplace target: {}",
-                                       bpf_program__name(p), errstr(err)));
+      throw DataplaneError(
+          fmt::format("{}: setting the freplace target: {}", bpf_program__name(p), errstr(err)));
   }
 }
 
@@ -334,12 +334,14 @@ void libxdp_attach_port(const std::string& bpffs, const PortInfo& port, int prog
 
   struct xdp_program* p = xdp_program__from_fd(prog_fd);
   if (long err = libxdp_get_error(p); err || !p)
-    throw DataplaneError(fmt::format("port {}: libxdp: {}", port.name, errstr(err ? err : -EINVAL)));
+    throw DataplaneError(
+        fmt::format("port {}: libxdp: {}", port.name, errstr(err ? err : -EINVAL)));
   xdp_program__set_run_prio(p, priority);
   for (unsigned a = XDP_ABORTED; a <= XDP_REDIRECT; ++a)
     xdp_program__set_chain_call_enabled(p, a, false);
   const enum xdp_attach_mode mode = generic ? XDP_MODE_SKB : XDP_MODE_NATIVE;
-  int err = old_ids.count(info.id) ? 0 : xdp_program__attach(p, static_cast<int>(port.ifindex), mode, 0);
+  int err =
+      old_ids.count(info.id) ? 0 : xdp_program__attach(p, static_cast<int>(port.ifindex), mode, 0);
   xdp_program__close(p);
   if (err) {
     unlink(pin.c_str());
@@ -370,8 +372,8 @@ std::string libxdp_detach_pinned(const std::string& dir, const std::string& ifna
     port.ifindex = ifx;
     try {
       if (int err = detach_ids(port, pinned_ids(dir)); err)
-        error = fmt::format("{}: taking xbng's program out of the dispatcher: {}", ifname,
-                            errstr(err));
+        error =
+            fmt::format("{}: taking xbng's program out of the dispatcher: {}", ifname, errstr(err));
     } catch (const DataplaneError& e) {
       error = e.what();
     }
