@@ -261,6 +261,8 @@ const FileKey kFileKeys[] = {
     {"icmp.burst", &set<&Config::icmp_burst, get_uint>},
     {"ports.outer_tpid", &set<&Config::outer_tpid, get_tpid>},
     {"ports.xdp_generic", &set<&Config::xdp_generic, get_bool>},
+    {"ports.xdp_attach", &set<&Config::xdp_attach, get_string>},
+    {"ports.xdp_priority", &set<&Config::xdp_priority, get_uint>},
     {"gateway.ipv4", &set<&Config::gateway_ipv4, get_string>},
     {"gateway.ipv6", &set<&Config::gateway_ipv6, get_string>},
     {"grpc.listen", &set<&Config::grpc, get_string>},
@@ -462,6 +464,18 @@ void check_ports(const Config& c, Checker& k) {
     }
   if (c.access.size() + c.uplink.size() > XBNG_MAX_PORTS)
     k.err("{} ports configured, at most {}", c.access.size() + c.uplink.size(), XBNG_MAX_PORTS);
+  if (c.xdp_attach != "link" && c.xdp_attach != "libxdp")
+    k.err(
+        "ports.xdp_attach {}: expected link (xbng's own XDP link) or libxdp (libxdp's "
+        "dispatcher, beside other programs)",
+        c.xdp_attach);
+  if (c.xdp_priority > 0xffffffffull)
+    k.err("ports.xdp_priority {}: expected 0..4294967295 (libxdp's run priority)", c.xdp_priority);
+  else if (c.xdp_attach != "libxdp" && c.xdp_priority != Config{}.xdp_priority)
+    k.warn(
+        "ports.xdp_priority {} has no effect: it orders programs in libxdp's dispatcher "
+        "(ports.xdp_attach = \"libxdp\")",
+        c.xdp_priority);
   for (const auto& [name, o] : c.access_options)
     if (std::find(c.access.begin(), c.access.end(), name) == c.access.end())
       k.warn("ports.access: settings for {}, which is not an access port, are ignored", name);
@@ -927,6 +941,8 @@ DataplaneOptions to_dataplane_options(const Config& c) {
   o.direct_slots = static_cast<uint32_t>(c.direct_slots);
   o.bpffs = c.bpffs;
   o.xdp_generic = c.xdp_generic;
+  o.xdp_libxdp = c.xdp_attach == "libxdp";
+  o.xdp_priority = static_cast<unsigned>(c.xdp_priority);
   o.events_per_sec = c.events_per_sec;
   o.unknown_interval_ns = c.unknown_interval_ms * 1000000ull;
   o.punt_enabled = c.punt_enabled;
@@ -1191,6 +1207,12 @@ void refuse_dataplane_changes(const Config& a, const Config& b, ReloadPlan* p) {
   refuse("ports.xdp_generic", fmt::format("{}", a.xdp_generic), fmt::format("{}", b.xdp_generic),
          "the attach mode is chosen when a link is created",
          "needs `xbngd --teardown` (stops forwarding) and a fresh start");
+  refuse("ports.xdp_attach", a.xdp_attach, b.xdp_attach,
+         "the programs are attached to the ports at start",
+         "restart xbngd to apply it (the switch detaches one attach before it makes the other: "
+         "frames in between reach the kernel unprocessed)");
+  refuse("ports.xdp_priority", fmt::format("{}", a.xdp_priority), fmt::format("{}", b.xdp_priority),
+         "the dispatcher's order is set when xbng attaches", kRestart);
   refuse("security.mac_policy", a.mac_policy, b.mac_policy, kPorts, kRestart);
   refuse("gateway.ipv4", a.gateway_ipv4, b.gateway_ipv4, kPorts, kRestart);
   refuse("gateway.ipv6", a.gateway_ipv6, b.gateway_ipv6, kPorts, kRestart);

@@ -8,7 +8,7 @@
 //             (a port table may also hold `policy = { up_rate_bps = .., up_burst_bytes = ..,
 //              down_rate_bps = .., down_burst_bytes = .. }`: its default rate plan)
 //             (or [[ports.access]] tables), uplink = ["eth0"], outer_tpid = "0x88a8",
-//             xdp_generic = false
+//             xdp_generic = false, xdp_attach = "link" | "libxdp", xdp_priority = 100
 //   [icmp]    rate_per_sec = 1000, burst = 50 (ICMP errors sent from XDP, per CPU)
 //   [gateway] ipv4 = "100.64.0.1", ipv6 = "2001:db8::1"
 //   [limits]  max_subscribers = 1000000, events_per_sec = 1000, unknown_event_interval_ms = 1000,
@@ -125,6 +125,11 @@ struct Config {
   uint64_t direct_slots = 0;  // slots of the direct array (64 bytes each), 0: none
   std::string outer_tpid = "0x88a8";
   bool xdp_generic = false;
+  // How the programs reach each port's XDP hook: "link" (xbng's own pinned
+  // bpf_link, the port for xbng alone) or "libxdp" (libxdp's dispatcher, at
+  // run priority xdp_priority, after the operator's programs of lower ones).
+  std::string xdp_attach = "link";
+  uint64_t xdp_priority = 100;
   uint64_t events_per_sec = XBNG_DEFAULT_EVENTS_PER_SEC;
   uint64_t unknown_interval_ms = XBNG_DEFAULT_UNKNOWN_INTERVAL_NS / 1000000;
   std::string log_level = "info";

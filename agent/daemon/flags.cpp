@@ -55,6 +55,10 @@ const FlagSpec kFlags[] = {
      "validate this TOML file (with any flags given) without touching the system, "
      "then exit 0 (valid) or 1"},
     {"--xdp-generic", &Config::xdp_generic, "attach in generic (SKB) mode"},
+    {"--xdp-attach", &Config::xdp_attach,
+     "link (xbng's own XDP link) or libxdp (libxdp's dispatcher, beside other programs)", true},
+    {"--xdp-priority", &Config::xdp_priority,
+     "run priority in libxdp's dispatcher (lower runs first)", true},
     {"--lease-file", &Config::lease_file,
      "DHCP lease state file (default: /var/lib/xbng/leases.json, or "
      "/run/xbng/<bpffs name>/leases.json with a non-default --bpffs)"},

@@ -33,6 +33,7 @@
 #include "dataplane/router.h"
 #include "dataplane/pinlock.h"
 #include "dataplane/mac_policy.h"
+#include "dataplane/xdp_dispatch.h"
 
 namespace fs = std::filesystem;
 
@@ -63,16 +64,18 @@ void mkdirs(const std::string& path) {
   if (ec) throw DataplaneError(fmt::format("cannot create {}: {}", path, ec.message()));
 }
 
-bool is_bpffs(const std::string& path) {
-  struct statfs st {};
-  return statfs(path.c_str(), &st) == 0 && static_cast<unsigned long>(st.f_type) == BPF_FS_MAGIC;
-}
-
 std::string mount_ns(const char* pid) {
   char buf[64] = {};
   const std::string link = fmt::format("/proc/{}/ns/mnt", pid);
   ssize_t n = readlink(link.c_str(), buf, sizeof buf - 1);
   return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+}
+
+}  // namespace
+
+bool is_bpffs(const std::string& path) {
+  struct statfs st {};
+  return statfs(path.c_str(), &st) == 0 && static_cast<unsigned long>(st.f_type) == BPF_FS_MAGIC;
 }
 
 // Pins must outlive the agent: they must live on the host's bpf filesystem,
@@ -122,6 +125,8 @@ void refuse_private_bpffs(const std::string& bpffs) {
       "does it at boot) and do not let xbngd mount its own; nothing was changed",
       bpffs, bpffs));
 }
+
+namespace {
 
 void ensure_bpffs(const std::string& bpffs) {
   if (!is_bpffs("/sys/fs/bpf") && bpffs.rfind("/sys/fs/bpf", 0) == 0) {
@@ -349,6 +354,7 @@ std::unique_ptr<Dataplane> Dataplane::start(const DataplaneOptions& opts) {
   // driver will not raise.
   dp->check_pools();
   dp->ensure_access_mtu_or_throw();
+  dp->check_attach();
   dp->open_and_load();
   dp->configure_ports();
   dp->configure_pools();
@@ -470,7 +476,12 @@ void Dataplane::open_and_load() {
   }
   adopted_ = pinned[static_cast<int>(MapId::kSubscribers)];
 
-  if (int err = xbng_skel_load(skel_.get()); err)
+  // libxdp's dispatcher calls freplace programs, loaded against a
+  // dispatcher (check_attach loaded it), dropped once the load is done.
+  if (load_target_) libxdp_prepare_load(skel_.get(), *load_target_);
+  const int load_err = xbng_skel_load(skel_.get());
+  load_target_.reset();
+  if (int err = load_err; err)
     throw DataplaneError(
         fmt::format("loading the XDP programs failed: {} (run with "
                     "--log-level debug for the verifier log)",
@@ -846,51 +857,34 @@ void Dataplane::configure_direct(const std::vector<Prefix>& pools) {
                moved_out, moved_in);
 }
 
+// Refuses, before anything is loaded, a port whose XDP hook the configured
+// attach cannot share (xdp_dispatch.h).
+void Dataplane::check_attach() {
+  if (opts_.xdp_libxdp) {
+    libxdp_check_host();
+    load_target_ = libxdp_load_target();
+  }
+  for (const auto& p : ports_) {
+    if (opts_.xdp_libxdp)
+      libxdp_check_port(opts_.bpffs, p, opts_.xdp_generic);
+    else if (access(dispatch_prog_pin_path(opts_.bpffs, p.name).c_str(), F_OK) == 0)
+      libxdp_check_port_for_link(opts_.bpffs, p);
+  }
+}
+
 void Dataplane::attach_ports() {
-  const std::string links_dir = pin_root(opts_.bpffs) + "/links";
   std::set<std::string> configured;
   for (const auto& p : ports_) {
     configured.insert(p.name);
     struct bpf_program* prog = p.role == XBNG_ROLE_ACCESS ? skel_->xdp_access : skel_->xdp_uplink;
-    const int prog_fd = bpf_program__fd(prog);
-    const std::string path = link_pin_path(opts_.bpffs, p.name);
-    Fd lfd(bpf_obj_get(path.c_str()));
-    if (lfd.fd >= 0) {
-      struct bpf_link_info info {};
-      uint32_t len = sizeof info;
-      bool same_dev = bpf_obj_get_info_by_fd(lfd.fd, &info, &len) == 0 &&
-                      info.type == BPF_LINK_TYPE_XDP && info.xdp.ifindex == p.ifindex;
-      if (same_dev && bpf_link_update(lfd.fd, prog_fd, nullptr) == 0) {
-        spdlog::info("port {}: new {} program swapped into the pinned XDP link (no detach)", p.name,
-                     bpf_program__name(prog));
-        continue;
-      }
-      spdlog::warn("port {}: pinned XDP link at {} is stale ({}): replacing it", p.name, path,
-                   same_dev ? errstr(errno) : "interface recreated or link detached");
-      unlink(path.c_str());
-    }
-    LIBBPF_OPTS(bpf_link_create_opts, lo);
-    lo.flags = opts_.xdp_generic ? XDP_FLAGS_SKB_MODE : XDP_FLAGS_DRV_MODE;
-    Fd nfd(bpf_link_create(prog_fd, static_cast<int>(p.ifindex), BPF_XDP, &lo));
-    if (nfd.fd < 0) {
-      int e = errno;
-      throw DataplaneError(
-          fmt::format("port {}: attaching {} XDP failed: {}{}", p.name,
-                      opts_.xdp_generic ? "generic" : "native", errstr(e),
-                      e == EBUSY || e == EEXIST
-                          ? " (another XDP program is attached: `ip link set dev IF xdp off`)"
-                      : (!opts_.xdp_generic && (e == EOPNOTSUPP || e == EINVAL))
-                          ? " (the driver lacks native XDP: use --xdp-generic)"
-                          : ""));
-    }
-    if (bpf_obj_pin(nfd.fd, path.c_str()) != 0)
-      throw DataplaneError(
-          fmt::format("port {}: pinning the XDP link at {}: {}", p.name, path, errstr(errno)));
-    spdlog::info("port {}: {} attached ({} XDP), link pinned at {}", p.name,
-                 bpf_program__name(prog), opts_.xdp_generic ? "generic" : "native", path);
+    if (opts_.xdp_libxdp)
+      libxdp_attach_port(opts_.bpffs, p, bpf_program__fd(prog), opts_.xdp_priority,
+                         opts_.xdp_generic);
+    else
+      attach_port_link(p, bpf_program__fd(prog));
   }
   std::error_code ec;
-  for (const auto& e : fs::directory_iterator(links_dir, ec)) {
+  for (const auto& e : fs::directory_iterator(pin_root(opts_.bpffs) + "/links", ec)) {
     const std::string name = e.path().filename();
     if (configured.count(name)) continue;
     Fd lfd(bpf_obj_get(e.path().c_str()));
@@ -898,6 +892,67 @@ void Dataplane::attach_ports() {
     unlink(e.path().c_str());
     spdlog::warn("port {} is no longer configured: its XDP link was detached and unpinned", name);
   }
+  for (const auto& e : fs::directory_iterator(pin_root(opts_.bpffs) + "/progs", ec)) {
+    const std::string name = e.path().filename();
+    if (configured.count(name)) continue;
+    if (auto err = libxdp_detach_pinned(e.path(), name); !err.empty())
+      spdlog::error("port {} is no longer configured: {}", name, err);
+    else
+      spdlog::warn("port {} is no longer configured: xbng's program left its dispatcher", name);
+  }
+}
+
+// xbng's own bpf_link on the port: the new program swapped into the pinned
+// link (no detach), or a new link created and pinned.
+void Dataplane::attach_port_link(const PortInfo& p, int prog_fd) {
+  const char* prog_name = p.role == XBNG_ROLE_ACCESS ? "xdp_access" : "xdp_uplink";
+  const std::string progs = dispatch_prog_pin_path(opts_.bpffs, p.name);
+  if (access(progs.c_str(), F_OK) == 0) {
+    // check_attach made sure no program of others is in the dispatcher.
+    spdlog::warn(
+        "port {}: switching from ports.xdp_attach = \"libxdp\" to \"link\": xbng's program "
+        "leaves libxdp's dispatcher and its own link is attached (frames in between reach the "
+        "kernel unprocessed)",
+        p.name);
+    if (auto err = libxdp_detach_pinned(progs, p.name); !err.empty())
+      throw DataplaneError(fmt::format("port {}: {}", p.name, err));
+  }
+  const std::string path = link_pin_path(opts_.bpffs, p.name);
+  Fd lfd(bpf_obj_get(path.c_str()));
+  if (lfd.fd >= 0) {
+    struct bpf_link_info info {};
+    uint32_t len = sizeof info;
+    bool same_dev = bpf_obj_get_info_by_fd(lfd.fd, &info, &len) == 0 &&
+                    info.type == BPF_LINK_TYPE_XDP && info.xdp.ifindex == p.ifindex;
+    if (same_dev && bpf_link_update(lfd.fd, prog_fd, nullptr) == 0) {
+      spdlog::info("port {}: new {} program swapped into the pinned XDP link (no detach)", p.name,
+                   prog_name);
+      return;
+    }
+    spdlog::warn("port {}: pinned XDP link at {} is stale ({}): replacing it", p.name, path,
+                 same_dev ? errstr(errno) : "interface recreated or link detached");
+    unlink(path.c_str());
+  }
+  LIBBPF_OPTS(bpf_link_create_opts, lo);
+  lo.flags = opts_.xdp_generic ? XDP_FLAGS_SKB_MODE : XDP_FLAGS_DRV_MODE;
+  Fd nfd(bpf_link_create(prog_fd, static_cast<int>(p.ifindex), BPF_XDP, &lo));
+  if (nfd.fd < 0) {
+    int e = errno;
+    throw DataplaneError(fmt::format(
+        "port {}: attaching {} XDP failed: {}{}", p.name, opts_.xdp_generic ? "generic" : "native",
+        errstr(e),
+        e == EBUSY || e == EEXIST
+            ? " (another XDP program is attached: `ip link set dev IF xdp off`, or run beside it "
+              "with ports.xdp_attach = \"libxdp\" when it was attached through libxdp)"
+        : (!opts_.xdp_generic && (e == EOPNOTSUPP || e == EINVAL))
+            ? " (the driver lacks native XDP: use --xdp-generic)"
+            : ""));
+  }
+  if (bpf_obj_pin(nfd.fd, path.c_str()) != 0)
+    throw DataplaneError(
+        fmt::format("port {}: pinning the XDP link at {}: {}", p.name, path, errstr(errno)));
+  spdlog::info("port {}: {} attached ({} XDP), link pinned at {}", p.name, prog_name,
+               opts_.xdp_generic ? "generic" : "native", path);
 }
 
 void Dataplane::set_allow_to_host(const std::vector<LocalService>& services) {
@@ -990,6 +1045,16 @@ void teardown_version(const fs::path& v, Dataplane::TeardownReport* r) {
     else
       r->removed.push_back(fmt::format("detached and unpinned {}", l.string()));
   }
+  std::vector<fs::path> progs;
+  list_entries(v / "progs", &progs, r);
+  for (const auto& d : progs) {
+    if (auto err = libxdp_detach_pinned(d, d.filename()); !err.empty())
+      r->errors.push_back(err);
+    else
+      r->removed.push_back(
+          fmt::format("took xbng's program out of the libxdp dispatcher of {} and unpinned {}",
+                      d.filename().string(), d.string()));
+  }
   list_entries(v / "maps", &maps, r);
   for (const auto& m : maps) {
     if (unlink(m.c_str()) != 0)
@@ -997,7 +1062,7 @@ void teardown_version(const fs::path& v, Dataplane::TeardownReport* r) {
     else
       r->removed.push_back(fmt::format("unpinned {}", m.string()));
   }
-  for (const fs::path& d : {v / "links", v / "maps", v})
+  for (const fs::path& d : {v / "links", v / "progs", v / "maps", v})
     if (rmdir(d.c_str()) != 0 && errno != ENOENT)
       teardown_failed(r, fmt::format("{}: rmdir", d.string()), errno);
 }

@@ -42,6 +42,8 @@ bool map_sized_by_direct(MapId id);
 // Maps the trace build reuses from the running programs (trace SHARED).
 bool map_shared_with_trace(MapId id);
 
+struct DispatchLoadTarget;  // dataplane/xdp_dispatch.h
+
 struct DataplaneError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
@@ -90,6 +92,11 @@ struct DataplaneOptions {
   uint32_t direct_slots = 0;
   uint16_t outer_tpid = XBNG_ETH_P_8021AD;
   bool xdp_generic = false;
+  // How the programs reach each port's XDP hook: xbng's own pinned bpf_link
+  // (false), or libxdp's dispatcher at run priority `xdp_priority`, beside
+  // the operator's programs (true; agent/dataplane/xdp_dispatch.h).
+  bool xdp_libxdp = false;
+  unsigned xdp_priority = 100;
   uint64_t events_per_sec = XBNG_DEFAULT_EVENTS_PER_SEC;
   uint64_t unknown_interval_ns = XBNG_DEFAULT_UNKNOWN_INTERVAL_NS;
   // MAC policy of access ports without their own, and the host
@@ -114,6 +121,11 @@ struct DataplaneOptions {
   Ipv6 ha_vip6{};
 };
 
+// Whether `path` is on a bpf filesystem; refuses (DataplaneError) one that
+// is not the host's (a private mount namespace's: its pins die with xbngd).
+bool is_bpffs(const std::string& path);
+void refuse_private_bpffs(const std::string& path);
+
 // Paths under a bpffs directory.
 std::string pin_root(const std::string& bpffs);  // <bpffs>/v<ABI>
 std::string map_pin_path(const std::string& bpffs, MapId id);
@@ -123,7 +135,8 @@ class Dataplane {
  public:
   // Throws DataplaneError with an actionable message.
   static std::unique_ptr<Dataplane> start(const DataplaneOptions& opts);
-  // Detaches every pinned link (all ABI versions) and removes every pin,
+  // Detaches every pinned link (all ABI versions), takes xbng's programs out
+  // of libxdp's dispatchers (leaving the others'), and removes every pin,
   // under the pin directory's lock (a running agent holds it: refused).
   struct TeardownReport {
     std::vector<std::string> removed;  // one line per detached/unpinned object
@@ -164,6 +177,8 @@ class Dataplane {
   Dataplane() = default;
   void open_and_load();
   void attach_ports();
+  void attach_port_link(const PortInfo& p, int prog_fd);
+  void check_attach();
   void configure_ports();
   void assign_port_slots();
   void fill_port_config(PortInfo& p);
@@ -183,6 +198,7 @@ class Dataplane {
   std::vector<PortInfo> ports_;
   std::vector<std::string> warnings_;
   DirectLayout direct_;
+  std::shared_ptr<DispatchLoadTarget> load_target_;  // xdp_attach = "libxdp", until load
 };
 
 // Opens the pinned maps of <bpffs>/v<ABI> read-write without loading

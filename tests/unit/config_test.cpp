@@ -65,6 +65,8 @@ access = ["acc0", { name = "acc1", outer_tpid = 0x9100, mtu = 1508, gateway_ipv4
 uplink = "upl0"
 outer_tpid = "0x8100"
 xdp_generic = true
+xdp_attach = "libxdp"
+xdp_priority = 30
 [gateway]
 ipv4 = "100.64.0.1"
 ipv6 = "2001:db8::1"
@@ -98,6 +100,8 @@ level = "debug"
   EXPECT_EQ(c.access_options["acc1"].outer_tpid, "0x9100");
   EXPECT_EQ(c.access_options["acc1"].mtu, 1508u);
   EXPECT_TRUE(c.xdp_generic);
+  EXPECT_EQ(c.xdp_attach, "libxdp");
+  EXPECT_EQ(c.xdp_priority, 30u);
   EXPECT_EQ(c.max_subscribers, 5000u);
   EXPECT_EQ(c.events_per_sec, 10u);
   EXPECT_EQ(c.unknown_interval_ms, 250u);
@@ -200,6 +204,8 @@ TEST(Config, ChecksValues) {
       {[](Config& x) { x.outer_tpid = "0x0800"; }, "0x0800: expected 0x88a8, 0x8100 or 0x9100"},
       {[](Config& x) { x.punt_transport = "afxdp"; },
        "punt.transport afxdp: expected ringbuf or af_xdp"},
+      {[](Config& x) { x.xdp_attach = "native"; }, "ports.xdp_attach native: expected link"},
+      {[](Config& x) { x.xdp_priority = 1ull << 32; }, "ports.xdp_priority 4294967296"},
       {[](Config& x) { x.access_options["acc0"].outer_tpid = "0x86dd"; }, "acc0 outer_tpid 0x86dd"},
       {[](Config& x) { x.access_options["acc0"].mtu = 70000; }, "acc0 mtu 70000"},
       {[](Config& x) { x.access_options["acc0"].gateway_ipv6 = "fe80::1"; }, "fe80::1"},
@@ -337,6 +343,21 @@ TEST(Config, PuntTransport) {
   EXPECT_TRUE(to_bringup_options(c).af_xdp);
 }
 
+// [ports] xdp_attach: xbng's own link unless "libxdp" is chosen, which
+// reaches the dataplane with the run priority.
+TEST(Config, XdpAttach) {
+  Config c = valid_config();
+  EXPECT_EQ(c.xdp_attach, "link");
+  EXPECT_FALSE(to_dataplane_options(c).xdp_libxdp);
+  c.xdp_attach = "libxdp";
+  c.xdp_priority = 20;
+  EXPECT_TRUE(check_config(c).ok()) << errors_of(check_config(c));
+  EXPECT_TRUE(to_dataplane_options(c).xdp_libxdp);
+  EXPECT_EQ(to_dataplane_options(c).xdp_priority, 20u);
+  c.xdp_attach = "link";
+  EXPECT_TRUE(check_config(c).ok());  // a priority without libxdp: a warning only
+}
+
 TEST(Config, ReloadAppliesLiveSettingsAndRefusesTheRest) {
   Config a = valid_config();
   EXPECT_TRUE(plan_reload(a, a).applied.empty());
@@ -362,6 +383,8 @@ TEST(Config, ReloadAppliesLiveSettingsAndRefusesTheRest) {
       {[](Config& x) { x.uplink = {"upl1"}; }, "ports.uplink:", "restart"},
       {[](Config& x) { x.outer_tpid = "0x8100"; }, "ports.outer_tpid:", "restart"},
       {[](Config& x) { x.xdp_generic = true; }, "ports.xdp_generic:", "teardown"},
+      {[](Config& x) { x.xdp_attach = "libxdp"; }, "ports.xdp_attach: link -> libxdp", "restart"},
+      {[](Config& x) { x.xdp_priority = 10; }, "ports.xdp_priority: 100 -> 10", "restart"},
       {[](Config& x) { x.gateway_ipv4 = "100.64.0.2"; }, "gateway.ipv4:", "restart"},
       {[](Config& x) { x.gateway_ipv6 = "2001:db8::1"; }, "gateway.ipv6:", "restart"},
       {[](Config& x) { x.max_subscribers = 2'000'000; }, "limits.max_subscribers:", "teardown"},
