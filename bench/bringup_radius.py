@@ -109,6 +109,7 @@ class FastFreeRadius(FreeRadius):
 
     def __init__(self, *a, lean: bool = True, threads: int = 8, **kw):
         super().__init__(*a, **kw)
+        self.threads = threads
         if not lean:
             return
         sites = os.path.join(self.raddb, "sites-enabled")
@@ -130,7 +131,10 @@ class FastFreeRadius(FreeRadius):
             f.write(text)
 
     def start(self, timeout: float = 120) -> None:
-        self.proc = self.lab.spawn(self.ns.nsenter_argv(["freeradius", "-f", "-d", self.raddb]),
+        # threads 0: single server mode (-s), each request answered on the
+        # thread that read it, no hand-over to a pool thread.
+        mode = ["-s"] if self.threads == 0 else ["-f"]
+        self.proc = self.lab.spawn(self.ns.nsenter_argv(["freeradius", *mode, "-d", self.raddb]),
                                    log=self.log)
 
         def listening() -> bool:
@@ -286,7 +290,8 @@ def main() -> int:
     ap.add_argument("--freeradius", choices=("lean", "stock"), default="lean",
                     help="FreeRADIUS's virtual server: the bench's lean one or the packaged default")
     ap.add_argument("--radius-threads", type=int, default=8,
-                    help="FreeRADIUS thread pool (start_servers = max_servers; lean only)")
+                    help="FreeRADIUS thread pool (start_servers = max_servers; lean only); "
+                         "0: single server mode (-s), no pool")
     ap.add_argument("--port-rate", type=int,
                     help="xbngd's [punt] port_rate (frames/s per CPU; default: xbngd's own, 20,000)")
     ap.add_argument("--perf", metavar="DIR",
