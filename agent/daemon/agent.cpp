@@ -338,8 +338,8 @@ void Agent::start_accounting(const AgentOptions::Radius& radius, const std::stri
     return true;
   };
   h.views = [s = store_.get(), res](std::span<const SubKey> keys,
-                                     std::vector<radius::AcctView>* out,
-                                     std::vector<uint8_t>* found) {
+                                    std::vector<radius::AcctView>* out,
+                                    std::vector<uint8_t>* found) {
     std::vector<SubscriberView> v;
     s->get_many(keys, &v, found);
     out->resize(keys.size());

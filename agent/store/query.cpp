@@ -99,8 +99,8 @@ void SubscriberStore::get_many(std::span<const SubKey> keys, std::vector<Subscri
   if (!skeys.empty()) {
     std::vector<struct xbng_subscriber> vals(skeys.size());
     hit.assign(skeys.size(), 0);
-    maps_->lookup_many(MapId::kSubscribers, skeys.data(), skeys.size(), sizeof(SubKey),
-                       vals.data(), sizeof vals[0], hit.data());
+    maps_->lookup_many(MapId::kSubscribers, skeys.data(), skeys.size(), sizeof(SubKey), vals.data(),
+                       sizeof vals[0], hit.data());
     for (size_t j = 0; j < skeys.size(); ++j) {
       if (!hit[j]) continue;
       SubscriberView& v = (*out)[sat[j]];
