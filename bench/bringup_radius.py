@@ -109,6 +109,7 @@ class FastFreeRadius(FreeRadius):
 
     def __init__(self, *a, lean: bool = True, threads: int = 8, **kw):
         super().__init__(*a, **kw)
+        self.threads = threads
         if not lean:
             return
         sites = os.path.join(self.raddb, "sites-enabled")
@@ -130,7 +131,10 @@ class FastFreeRadius(FreeRadius):
             f.write(text)
 
     def start(self, timeout: float = 120) -> None:
-        self.proc = self.lab.spawn(self.ns.nsenter_argv(["freeradius", "-f", "-d", self.raddb]),
+        # threads 0: single server mode (-s), each request answered on the
+        # thread that read it, no hand-over to a pool thread.
+        mode = ["-s"] if self.threads == 0 else ["-f"]
+        self.proc = self.lab.spawn(self.ns.nsenter_argv(["freeradius", *mode, "-d", self.raddb]),
                                    log=self.log)
 
         def listening() -> bool:
@@ -233,6 +237,9 @@ def run(a) -> int:
                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
             threads0, rad0, gen0 = thread_cpu(x.daemon.pid), cpu_s(radius.proc.pid), children_cpu()
             t0 = time.monotonic()
+            if a.perf:  # the generator too, as a child of perf (its CPU then includes perf's)
+                argv = ["perf", "record", "-q", "-F", "499", "--call-graph", "dwarf,16384", "-o",
+                        os.path.join(a.perf, "generator.data"), "--", *argv]
             rc = subprocess.run(argv, check=False).returncode
             wall = time.monotonic() - t0
             rad, gcpu = cpu_s(radius.proc.pid) - rad0, children_cpu() - gen0
@@ -244,7 +251,7 @@ def run(a) -> int:
                            for t, (comm, c) in threads1.items()), reverse=True)
             total = sum(b[0] for b in busy)
             print(f"  CPU seconds over the storm's {wall:.2f} s: xbngd {total:.2f} "
-                  f"(busiest threads: {', '.join(f'{tid} {c:.2f}' for c, tid, _ in busy[:5] if c > 0)}), "
+                  f"(busiest threads: {', '.join(f'{comm}/{tid} {c:.2f}' for c, tid, comm in busy[:8] if c > 0)}), "
                   f"FreeRADIUS {rad:.2f}, generator {gcpu:.2f}")
             with open(json_out) as f:
                 res = json.load(f)["results"]
@@ -283,11 +290,12 @@ def main() -> int:
     ap.add_argument("--freeradius", choices=("lean", "stock"), default="lean",
                     help="FreeRADIUS's virtual server: the bench's lean one or the packaged default")
     ap.add_argument("--radius-threads", type=int, default=8,
-                    help="FreeRADIUS thread pool (start_servers = max_servers; lean only)")
+                    help="FreeRADIUS thread pool (start_servers = max_servers; lean only); "
+                         "0: single server mode (-s), no pool")
     ap.add_argument("--port-rate", type=int,
                     help="xbngd's [punt] port_rate (frames/s per CPU; default: xbngd's own, 20,000)")
     ap.add_argument("--perf", metavar="DIR",
-                    help="perf record -g xbngd and FreeRADIUS during the storm into DIR")
+                    help="perf record -g xbngd, FreeRADIUS and the generator during the storm into DIR")
     ap.add_argument("extra", nargs="*", help="more xbng_bench_bringup options (after --)")
     return run(ap.parse_args())
 

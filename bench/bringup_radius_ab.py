@@ -1,7 +1,9 @@
 """A/B of the RADIUS-authorized bring-up storm in one run: two xbngd builds alternated.
 
     sudo PYTHONPATH=tests /usr/bin/python3 bench/bringup_radius_ab.py OLD_BIN_DIR NEW_BIN_DIR
-        [--rounds 3] [-n 60000] [--window 512] [-- more bringup_radius.py options]
+        [--rounds 3] [-n 60000] [--window 512]
+    sudo PYTHONPATH=tests /usr/bin/python3 bench/bringup_radius_ab.py [--rounds 3] \
+        -- OLD_BIN_DIR NEW_BIN_DIR --port-rate 100000 --radius-threads 0   # more bringup_radius.py options
 
 Runs bench/bringup_radius.py (a fresh lab, FreeRADIUS and xbngd each time)
 with XBNG_BIN=OLD_BIN_DIR and with XBNG_BIN=NEW_BIN_DIR alternately (old

@@ -285,6 +285,12 @@ void Agent::start_radius_access(const AgentOptions::Radius& radius, const punt::
         [res](uint32_t ifx) { return res.max_packet_of(ifx); },
         radius::store_creator(store_.get(), radius_sessions_.get()),
         [d = dispatcher_.get()](const punt::PuntedFrame& f) { d->handle(f); });
+    access_sessions_->set_redispatch_batch([tx = punt_tx_.get()](bool open) {
+      if (open)
+        tx->begin_batch();
+      else
+        tx->end_batch();
+    });
     // Accepts become subscribers on worker threads, in batches: the Accepts
     // a worker takes at once share one durable write of the session table.
     access_sessions_->set_workers(8,
@@ -330,6 +336,15 @@ void Agent::start_accounting(const AgentOptions::Radius& radius, const std::stri
     if (!s->get(k, &v).ok()) return false;
     *out = radius::acct_view_of(v, res.name(k.ifindex));
     return true;
+  };
+  h.views = [s = store_.get(), res](std::span<const SubKey> keys,
+                                    std::vector<radius::AcctView>* out,
+                                    std::vector<uint8_t>* found) {
+    std::vector<SubscriberView> v;
+    s->get_many(keys, &v, found);
+    out->resize(keys.size());
+    for (size_t i = 0; i < keys.size(); ++i)
+      if ((*found)[i]) (*out)[i] = radius::acct_view_of(v[i], res.name(keys[i].ifindex));
   };
   h.identity = [s = store_.get(), res](const SubKey& k, radius::AcctView* out) {
     SubscriberView v;

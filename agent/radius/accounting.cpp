@@ -208,6 +208,24 @@ AccountingRequest make_request(AcctStatus status, const SessionData& d, const Ac
   return r;
 }
 
+AccountingRequest make_request(AcctStatus status, const SessionData& d, AcctView&& v,
+                               uint64_t now_unix) {
+  const AcctView none;  // the record's part; the view's strings are moved in below
+  AccountingRequest r = make_request(status, d, none, now_unix);
+  r.nas_port_id = std::move(v.nas_port_id);
+  r.calling_station_id = std::move(v.calling_station_id);
+  r.framed_ip = v.framed_ip;
+  r.framed_ipv6 = v.framed_ipv6;
+  r.delegated_v6 = std::move(v.delegated_v6);
+  if (status == AcctStatus::kInterimUpdate || status == AcctStatus::kStop) {
+    r.input_octets = v.up_bytes;
+    r.input_packets = v.up_packets;
+    r.output_octets = v.down_bytes;
+    r.output_packets = v.down_packets;
+  }
+  return r;
+}
+
 Accounting::Accounting(SessionTable* sessions, AcctOptions opts, Hooks hooks)
     : sessions_(sessions), opts_(std::move(opts)), hooks_(std::move(hooks)) {
   if (opts_.tick_ms == 0) opts_.tick_ms = 100;
@@ -464,7 +482,7 @@ void Accounting::tick() {
     due.push_back(wheel_.begin()->second);
     wheel_.erase(wheel_.begin());
   }
-  for (uint64_t rank : due) wake(rank, now);
+  wake_many(due, now);
   retry_queue(now);
   if (now >= next_flush_ms_) {
     next_flush_ms_ = now + 1000;
@@ -630,7 +648,15 @@ void Accounting::report(Sess& s, AcctView* v) {
   s.down_packets = v->down_packets = std::max(s.down_packets, v->down_packets);
 }
 
+Accounting::Timers Accounting::timers_of(const SessionData& d) {
+  return Timers{d.start_unix, d.session_timeout, d.idle_timeout};
+}
+
 void Accounting::schedule(uint64_t rank, Sess& s, const SessionData& d, uint64_t now) {
+  schedule(rank, s, timers_of(d), now);
+}
+
+void Accounting::schedule(uint64_t rank, Sess& s, const Timers& d, uint64_t now) {
   uint64_t due = s.next_interim_ms;
   if (d.session_timeout && *d.session_timeout)
     due = std::min(due, (d.start_unix + *d.session_timeout) * 1000);
@@ -650,6 +676,80 @@ void Accounting::unschedule(uint64_t rank) {
   auto it = sess_.find(rank);
   if (it == sess_.end()) return;
   wheel_.erase({it->second.due_ms, rank});
+}
+
+void Accounting::wake_many(const std::vector<uint64_t>& due, uint64_t now) {
+  if (!hooks_.views) {
+    for (uint64_t rank : due) wake(rank, now);
+    return;
+  }
+  // The views of a chunk of sessions read at once: a chunk of keys per map
+  // and system call, not a lookup per map entry and session.
+  constexpr size_t kChunk = 1024;
+  std::vector<SubKey> keys;
+  std::vector<AcctView> views;
+  std::vector<uint8_t> found;
+  for (size_t at = 0; at < due.size(); at += kChunk) {
+    const size_t n = std::min(kChunk, due.size() - at);
+    keys.clear();
+    for (size_t i = 0; i < n; ++i) keys.push_back(agent::key_of_rank(due[at + i]));
+    hooks_.views(keys, &views, &found);
+    for (size_t i = 0; i < n; ++i)
+      if (!found[i] || !wake_in_place(due[at + i], now, &views[i])) wake(due[at + i], now);
+  }
+}
+
+bool Accounting::wake_in_place(uint64_t rank, uint64_t now, AcctView* v) {
+  auto it = sess_.find(rank);
+  if (it == sess_.end()) return true;
+  Sess& s = it->second;
+  const SubKey k = agent::key_of_rank(rank);
+  Timers t;
+  std::optional<AccountingRequest> req;
+  bool hand_over = false;  // a session to end: wake() does it
+  // The record read in place, under the table's lock (nothing here calls
+  // back into the table or the store): no copy of it per wake-up.
+  const bool found = sessions_->read(k, [&](const SessionData& d) {
+    t = timers_of(d);
+    const uint64_t interval_ms = uint64_t{effective_interim_s(d, opts_)} * 1000;
+    if (interval_ms != s.interval_ms) {
+      s.interval_ms = interval_ms;
+      s.next_interim_ms = next_on_grid(d.session_id, interval_ms, opts_.tick_ms, now + 1);
+    }
+    if (d.session_timeout && *d.session_timeout &&
+        now >= (d.start_unix + *d.session_timeout) * 1000) {
+      hand_over = true;
+      return;
+    }
+    add_base(d, s.own0, v);
+    const uint64_t packets = v->up_packets + v->down_packets;
+    if (packets != s.last_packets) {
+      s.last_packets = packets;
+      s.last_activity_ms = now;
+    }
+    if (d.idle_timeout && *d.idle_timeout &&
+        now >= s.last_activity_ms + uint64_t{*d.idle_timeout} * 1000) {
+      hand_over = true;
+      return;
+    }
+    if (now < s.next_interim_ms) return;
+    report(s, v);
+    req = make_request(AcctStatus::kInterimUpdate, d, std::move(*v), now / 1000);
+    // The next point of the grid (a late tick skips missed ones: no burst).
+    s.next_interim_ms = next_on_grid(d.session_id, s.interval_ms, opts_.tick_ms, now + 1);
+  });
+  if (!found || hand_over) return false;
+  if (req) {
+    {
+      std::lock_guard g(c_mu_);
+      ++c_.interims;
+    }
+    count(AgentReason::kACCT_INTERIM);
+    send(std::move(*req), now / 1000, false);
+    tell_reported(k, s);
+  }
+  schedule(rank, s, t, now);
+  return true;
 }
 
 void Accounting::wake(uint64_t rank, uint64_t now) {
@@ -731,8 +831,11 @@ void Accounting::send(AccountingRequest r, uint64_t event_unix, bool from_queue)
     r.delay_time = static_cast<uint32_t>(now_s > event_unix ? now_s - event_unix : 0);
   }
   if (!hooks_.send) return;
-  AccountingRequest copy = r;
-  hooks_.send(r, [this, copy = std::move(copy), event_unix, from_queue](bool delivered) mutable {
+  // One request shared by the send and its completion (which queues it when
+  // no server acknowledged it): not copied per request.
+  auto req = std::make_shared<AccountingRequest>(std::move(r));
+  hooks_.send(*req, [this, req, event_unix, from_queue](bool delivered) {
+    AccountingRequest& copy = *req;
     std::lock_guard g(q_mu_);
     if (from_queue && in_flight_) --in_flight_;
     if (delivered) {

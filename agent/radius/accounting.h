@@ -65,6 +65,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -134,6 +135,9 @@ AcctView acct_view_of(const agent::SubscriberView& v, const std::string& port);
 // The request for a session (Interim or Stop carry counters and session time).
 AccountingRequest make_request(AcctStatus status, const SessionData& d, const AcctView& v,
                                uint64_t now_unix);
+// The same, taking the view's strings.
+AccountingRequest make_request(AcctStatus status, const SessionData& d, AcctView&& v,
+                               uint64_t now_unix);
 
 // The accounting metrics (Prometheus text), with the client's retransmits.
 std::string render_acct_metrics(const AcctCounters& c, const CounterSnapshot& client);
@@ -145,6 +149,11 @@ class Accounting {
     std::function<void(const AccountingRequest&, std::function<void(bool)>)> send;
     // The subscriber as the store has it, with counters; false: not provisioned.
     std::function<bool(const SubKey&, AcctView*)> view;
+    // `view` of many keys at once (found[i] 0: keys[i] is not provisioned),
+    // the counters read with a chunk of keys per map and system call; null:
+    // `view` each.
+    std::function<void(std::span<const SubKey>, std::vector<AcctView>*, std::vector<uint8_t>*)>
+        views;
     // The same without reading the counters (a Start carries none: a storm
     // of Starts reads no per-CPU counter map); null: `view`.
     std::function<bool(const SubKey&, AcctView*)> identity;
@@ -262,7 +271,20 @@ class Accounting {
   void tell_reported(const SubKey& k, const Sess& s) const;
   // Checks timers and sends a due interim; schedules the next wake-up.
   void wake(uint64_t rank, uint64_t now);
+  // wake() of the sessions due at once, their views read together (hooks.views).
+  void wake_many(const std::vector<uint64_t>& due, uint64_t now);
+  // wake() with the view read already (its strings taken), the record read
+  // in place; false when the session is to end or is gone (wake() then
+  // does it, reading again).
+  bool wake_in_place(uint64_t rank, uint64_t now, AcctView* v);
+  // What schedule() needs of a record.
+  struct Timers {
+    uint64_t start_unix = 0;
+    std::optional<uint32_t> session_timeout, idle_timeout;
+  };
+  static Timers timers_of(const SessionData& d);
   void schedule(uint64_t rank, Sess& s, const SessionData& d, uint64_t now);
+  void schedule(uint64_t rank, Sess& s, const Timers& t, uint64_t now);
   void unschedule(uint64_t rank);
   // Raises what is reported to the view's counters (never down).
   void report(Sess& s, AcctView* v);

@@ -374,15 +374,48 @@ class ClientImpl final : public Client {
     }
   }
 
+  // Queues q's datagram for the next flush() (one sendmmsg per run of
+  // datagrams on one socket) and arms its timer.
   void send(Request& q, Clock::time_point now) {
-    const ServerState& s = servers_[q.server];
-    const Endpoint& ep = q.acct ? s.acct : s.auth;
-    if (sendto(q.sock->fd, q.wire.data(), q.wire.size(), 0,
-               reinterpret_cast<const sockaddr*>(&ep.ss), ep.len) < 0)
-      bump(c_.send_errors);
+    outbox_.push_back(&q);
     q.sends++;
     q.deadline = now + std::chrono::milliseconds(cfg_.timeout_ms);
     timers_.push({q.deadline, q.seq});
+  }
+
+  // Sends what send() queued, in order: up to kSendBatch datagrams of one
+  // socket per system call. The requests are live until then: nothing
+  // between a send() and the flush() of its pass finishes one.
+  void flush() {
+    size_t i = 0;
+    while (i < outbox_.size()) {
+      const int fd = outbox_[i]->sock->fd;
+      size_t n = 0;
+      while (i + n < outbox_.size() && n < kSendBatch && outbox_[i + n]->sock->fd == fd) {
+        Request& q = *outbox_[i + n];
+        const ServerState& s = servers_[q.server];
+        const Endpoint& ep = q.acct ? s.acct : s.auth;
+        tx_iov_[n] = {q.wire.data(), q.wire.size()};
+        tx_msg_[n] = {};
+        tx_msg_[n].msg_hdr.msg_iov = &tx_iov_[n];
+        tx_msg_[n].msg_hdr.msg_iovlen = 1;
+        tx_msg_[n].msg_hdr.msg_name = const_cast<sockaddr_storage*>(&ep.ss);
+        tx_msg_[n].msg_hdr.msg_namelen = ep.len;
+        ++n;
+      }
+      size_t done = 0;
+      while (done < n) {
+        int sent = sendmmsg(fd, tx_msg_.data() + done, static_cast<unsigned>(n - done), 0);
+        if (sent <= 0) {  // this datagram failed (the next ones are tried): a send error
+          bump(c_.send_errors);
+          ++done;
+          continue;
+        }
+        done += static_cast<size_t>(sent);
+      }
+      i += n;
+    }
+    outbox_.clear();
   }
 
   // Removes a request from the live set (its identifier freed) and hands it over.
@@ -523,6 +556,7 @@ class ClientImpl final : public Client {
         if (it == live_.end() || it->second->deadline != when) continue;
         on_timer(*it->second, now);
       }
+      flush();
       int timeout = -1;
       if (!timers_.empty()) {
         auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(timers_.top().first -
@@ -592,6 +626,10 @@ class ClientImpl final : public Client {
   };
   std::unique_ptr<RxBatch> rx_batch_ = std::make_unique<RxBatch>();
   RxBatch& rx_ = *rx_batch_;
+  static constexpr size_t kSendBatch = 64;
+  std::vector<Request*> outbox_;  // send() to flush() within one pass
+  std::array<iovec, kSendBatch> tx_iov_;
+  std::array<mmsghdr, kSendBatch> tx_msg_;
   uint64_t seq_ = 0;
   std::vector<std::unique_ptr<Socket>> sockets_;
   std::unordered_map<uint64_t, std::unique_ptr<Request>> live_;

@@ -403,11 +403,33 @@ void AccessSessions::complete(std::vector<Job>& jobs) {
   } else {
     for (const auto& [spec, d] : creates) st.push_back(create_(spec, d));
   }
+  std::vector<Frame> frames;
   for (size_t i = 0; i < of.size(); ++i)
-    finish(*of[i], i < st.size() ? st[i] : absl::InternalError("no status"));
+    finish(*of[i], i < st.size() ? st[i] : absl::InternalError("no status"), &frames);
+  redispatch(frames);
 }
 
 void AccessSessions::finish(const Job& j, const absl::Status& st) {
+  std::vector<Frame> frames;
+  finish(j, st, &frames);
+  redispatch(frames);
+}
+
+void AccessSessions::redispatch(const std::vector<Frame>& frames) {
+  if (frames.empty()) return;
+  // The replies of the whole batch leave together (one sendmmsg per port,
+  // punt::PuntTx::Batch), after the lock.
+  if (batch_) batch_(true);
+  {
+    // One batch at a time, as from the single I/O thread (the workers run
+    // in parallel).
+    std::lock_guard rg(redispatch_mu_);
+    for (const auto& fr : frames) redispatch_(fr.meta);
+  }
+  if (batch_) batch_(false);
+}
+
+void AccessSessions::finish(const Job& j, const absl::Status& st, std::vector<Frame>* out) {
   if (absl::IsAlreadyExists(st)) {
     // Provisioned by another source while RADIUS answered: served as it is.
     spdlog::info("radius: {} was provisioned meanwhile; the Access-Accept is not applied", who(j));
@@ -425,20 +447,15 @@ void AccessSessions::finish(const Job& j, const absl::Status& st) {
     // second (auth_accepted counts them; the event stream shows each).
     spdlog::debug("radius: {} accepted by {}: subscriber created", who(j), j.result.server);
   }
-  std::deque<Frame> frames;
-  {
-    std::lock_guard g(mu_);
-    auto it = keys_.find(agent::key_rank(j.key));
-    if (it != keys_.end() && it->second.generation == j.generation) {
-      frames = std::move(it->second.frames);
-      keys_.erase(it);
-    }
+  std::lock_guard g(mu_);
+  auto it = keys_.find(agent::key_rank(j.key));
+  if (it != keys_.end() && it->second.generation == j.generation) {
+    // Handed to the dispatcher by redispatch(), outside the lock: the
+    // dispatcher may hand a frame back here (the key deleted again in
+    // between) and must find the table free.
+    for (auto& fr : it->second.frames) out->push_back(std::move(fr));
+    keys_.erase(it);
   }
-  // Outside the lock: the dispatcher may hand a frame back here (the key
-  // deleted again in between) and must find the table free.
-  // One at a time, as from the single I/O thread (the workers run in parallel).
-  std::lock_guard rg(redispatch_mu_);
-  for (const auto& fr : frames) redispatch_(fr.meta);
 }
 
 }  // namespace xbng::radius

@@ -137,6 +137,9 @@ class AccessSessions {
       const std::vector<std::pair<SubscriberSpec, SessionData>>&)>;
   // Hands a frame to the punt dispatcher again.
   using RedispatchFn = std::function<void(const agent::punt::PuntedFrame&)>;
+  // Opens (true) and closes (false) a batch of redispatches on the calling
+  // thread: what they send goes out at the close (punt::PuntTx::Batch).
+  using BatchFn = std::function<void(bool open)>;
   using PortName = std::function<std::string(uint32_t ifindex)>;
   using MaxPacket = std::function<uint32_t(uint32_t ifindex)>;
   using Clock = std::function<uint64_t()>;      // CLOCK_MONOTONIC ns
@@ -148,6 +151,10 @@ class AccessSessions {
   ~AccessSessions();
   AccessSessions(const AccessSessions&) = delete;
   AccessSessions& operator=(const AccessSessions&) = delete;
+
+  // Set before set_workers(): the redispatches of a worker's batch of
+  // completions send their replies together.
+  void set_redispatch_batch(BatchFn batch) { batch_ = std::move(batch); }
 
   // A punted frame of a key that is not provisioned, on an auth port.
   void on_unknown(const agent::punt::PuntedFrame& f);
@@ -191,6 +198,10 @@ class AccessSessions {
   // it cannot be one, or when the answer was not an Accept (then handled).
   bool prepare(const Job& j, SubscriberSpec* spec, SessionData* d, absl::Status* refused);
   void finish(const Job& j, const absl::Status& st);
+  // The same, the kept frames of j added to *out instead of handed back.
+  void finish(const Job& j, const absl::Status& st, std::vector<Frame>* out);
+  // Hands kept frames back to the dispatcher (redispatch_), within batch_.
+  void redispatch(const std::vector<Frame>& frames);
   std::string who(const Job& j) const;
   void hold(const SubKey& k, uint64_t generation);
   void sweep_locked(uint64_t now);
@@ -209,6 +220,7 @@ class AccessSessions {
   CreateFn create_;
   CreateManyFn create_many_;
   RedispatchFn redispatch_;
+  BatchFn batch_;
   Clock clock_;
   WallClock wall_;
 

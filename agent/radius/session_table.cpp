@@ -543,6 +543,14 @@ std::optional<SessionData> SessionTable::get(const SubKey& k) const {
   return it->second;
 }
 
+bool SessionTable::read(const SubKey& k, const std::function<void(const SessionData&)>& f) const {
+  std::lock_guard g(mu_);
+  auto it = recs_.find(agent::key_rank(k));
+  if (it == recs_.end()) return false;
+  f(it->second);
+  return true;
+}
+
 void SessionTable::for_each(const std::function<void(const SubKey&, const SessionData&)>& f) const {
   std::lock_guard g(mu_);
   for (const auto& [rank, d] : recs_) f(agent::key_of_rank(rank), d);

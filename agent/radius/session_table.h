@@ -75,6 +75,9 @@ class SessionTable {
   // unless it is still a RADIUS subscriber.
   void on_subscriber_change(const SubKey& k, const SubscriberSpec* now);
   std::optional<SessionData> get(const SubKey& k) const;
+  // Calls f with the record of k in place (no copy), under the table's
+  // lock: f must not call back into the table. False when k has none.
+  bool read(const SubKey& k, const std::function<void(const SessionData&)>& f) const;
   // Changes the record of k in place (and writes the file): false when k has
   // no record or the file cannot be written (the record is then as before).
   bool update(const SubKey& k, const std::function<void(SessionData*)>& change);

@@ -64,6 +64,86 @@ Status SubscriberStore::get(const SubKey& k, SubscriberView* out) const {
   return absl::OkStatus();
 }
 
+void SubscriberStore::get_many(std::span<const SubKey> keys, std::vector<SubscriberView>* out,
+                               std::vector<uint8_t>* found) const {
+  const size_t n = keys.size();
+  out->assign(n, SubscriberView{});
+  found->assign(n, 0);
+  std::shared_lock l(mu_);
+  // Per map, the packed keys to read and the view each one counts into.
+  std::vector<SubKey> skeys;
+  std::vector<uint32_t> sat, pkeys, pat;
+  std::vector<uint8_t> rkeys[kMapCount];
+  std::vector<uint32_t> rat[kMapCount];
+  std::vector<RouteKey> cl;
+  for (size_t i = 0; i < n; ++i) {
+    auto it = index_.find(key_rank(keys[i]));
+    if (it == index_.end()) continue;
+    (*found)[i] = 1;
+    SubscriberView& v = (*out)[i];
+    view_of(it->second, false, &v);
+    v.has_counters = true;
+    skeys.push_back(keys[i]);
+    sat.push_back(static_cast<uint32_t>(i));
+    pkeys.push_back(it->second);
+    pat.push_back(static_cast<uint32_t>(i));
+    cl.clear();
+    claims_of(v.spec, &cl);
+    for (const auto& k : cl) {
+      const int m = static_cast<int>(k.map);
+      rkeys[m].insert(rkeys[m].end(), k.b.begin(), k.b.begin() + k.size);
+      rat[m].push_back(static_cast<uint32_t>(i));
+    }
+  }
+  std::vector<uint8_t> hit;
+  if (!skeys.empty()) {
+    std::vector<struct xbng_subscriber> vals(skeys.size());
+    hit.assign(skeys.size(), 0);
+    maps_->lookup_many(MapId::kSubscribers, skeys.data(), skeys.size(), sizeof(SubKey), vals.data(),
+                       sizeof vals[0], hit.data());
+    for (size_t j = 0; j < skeys.size(); ++j) {
+      if (!hit[j]) continue;
+      SubscriberView& v = (*out)[sat[j]];
+      v.counters.up_packets = vals[j].up_packets;
+      v.counters.up_bytes = vals[j].up_bytes;
+      if (!v.spec.has_mac && (vals[j].flags & XBNG_SUB_F_MAC_VALID)) {
+        Mac m;
+        std::memcpy(m.data(), vals[j].mac, 6);
+        v.learned_mac = m;
+      }
+    }
+  }
+  for (MapId m : kRouteMaps) {
+    const int mi = static_cast<int>(m);
+    const size_t k = rat[mi].size();
+    if (!k) continue;
+    std::vector<struct xbng_route> vals(k);
+    hit.assign(k, 0);
+    maps_->lookup_many(m, rkeys[mi].data(), k, route_key_size(m), vals.data(), sizeof vals[0],
+                       hit.data());
+    for (size_t j = 0; j < k; ++j)
+      if (hit[j]) {
+        SubscriberCounters& c = (*out)[rat[mi][j]].counters;
+        c.down_packets += vals[j].down_packets;
+        c.down_bytes += vals[j].down_bytes;
+      }
+  }
+  if (!pkeys.empty()) {
+    std::vector<struct xbng_police> vals(pkeys.size());
+    hit.assign(pkeys.size(), 0);
+    maps_->lookup_many(MapId::kPolice, pkeys.data(), pkeys.size(), sizeof(uint32_t), vals.data(),
+                       sizeof vals[0], hit.data());
+    for (size_t j = 0; j < pkeys.size(); ++j)
+      if (hit[j]) {
+        SubscriberCounters& c = (*out)[pat[j]].counters;
+        c.up_policed_packets = vals[j].up_policed_packets;
+        c.up_policed_bytes = vals[j].up_policed_bytes;
+        c.down_policed_packets = vals[j].down_policed_packets;
+        c.down_policed_bytes = vals[j].down_policed_bytes;
+      }
+  }
+}
+
 // Ranges of key_rank matching the filter (port, outer VLAN; nullopt / 0 =
 // any), in order; returns how many subscribers match (under mu_).
 uint64_t SubscriberStore::key_ranges(std::optional<uint32_t> port, uint32_t outer,

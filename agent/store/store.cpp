@@ -87,6 +87,7 @@ bool SubscriberStore::binding(const SubKey& k, SubscriberSpec* out,
   auto it = index_.find(key_rank(k));
   if (it == index_.end()) return false;
   *out = recs_[it->second];
+  if (!learned) return true;
   learned->reset();
   if (!out->has_mac) {
     struct xbng_subscriber v;

@@ -15,6 +15,7 @@
 #include <memory>
 #include <optional>
 #include <shared_mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -148,6 +149,11 @@ class SubscriberStore {
   absl::Status remove(const std::vector<SubKey>& keys, uint64_t* deleted, uint64_t* not_found);
   // NOT_FOUND when `key` is not provisioned.
   absl::Status get(const SubKey& key, SubscriberView* out) const;
+  // get() of many keys at once (found[i] 0: keys[i] is not provisioned),
+  // the counters read with a chunk of keys per map and system call
+  // (MapOps::lookup_many) instead of a lookup per map entry.
+  void get_many(std::span<const SubKey> keys, std::vector<SubscriberView>* out,
+                std::vector<uint8_t>* found) const;
   // INVALID_ARGUMENT for a bad page token, port or outer VLAN.
   absl::Status list(const ListQuery& q, std::vector<SubscriberView>* out, std::string* next_token,
                     uint64_t* total) const;
@@ -167,7 +173,8 @@ class SubscriberStore {
 
   // Bring-up (DHCP, RS): the provisioned binding of `k` and, for a
   // subscriber provisioned without MAC, the MAC learned so far (from the
-  // fast path or a DHCP exchange). False when `k` is not provisioned.
+  // fast path or a DHCP exchange; `learned` null: not read, no map lookup).
+  // False when `k` is not provisioned.
   bool binding(const SubKey& k, SubscriberSpec* out, std::optional<Mac>* learned) const;
   // The subscriber whose IPv4 address is exactly `be` (network order), from
   // the ownership index (dynamic authorization's Framed-IP-Address).

@@ -60,8 +60,12 @@ struct Rig {
   std::unique_ptr<Accounting> acct;
   std::function<bool()> active;  // HA (set before make())
   std::vector<std::pair<SubKey, AcctCounts>> reported;
+  // The batched view (hooks.views) as xbngd has it; false: `view` one by one.
+  bool batch_views = true;
+  size_t view_calls = 0, views_calls = 0;
 
-  explicit Rig(AcctOptions o = {}, std::string table_file = "") : table(std::move(table_file)) {
+  explicit Rig(AcctOptions o = {}, std::string table_file = "", bool batch = true)
+      : table(std::move(table_file)), batch_views(batch) {
     make(std::move(o));
   }
   void make(AcctOptions o) {
@@ -74,11 +78,24 @@ struct Rig {
         done(answer);
     };
     h.view = [this](const SubKey& k, AcctView* out) {
+      ++view_calls;
       auto it = subs.find(agent::key_rank(k));
       if (it == subs.end()) return false;
       *out = it->second;
       return true;
     };
+    if (batch_views)
+      h.views = [this](std::span<const SubKey> keys, std::vector<AcctView>* out,
+                       std::vector<uint8_t>* found) {
+        ++views_calls;
+        out->assign(keys.size(), AcctView{});
+        found->assign(keys.size(), 0);
+        for (size_t i = 0; i < keys.size(); ++i)
+          if (auto it = subs.find(agent::key_rank(keys[i])); it != subs.end()) {
+            (*out)[i] = it->second;
+            (*found)[i] = 1;
+          }
+      };
     h.remove = [this](const SubKey& k) { return remove(k); };
     h.lease_bound = [this](const SubKey& k) { return bound[agent::key_rank(k)]; };
     h.now_ms = [this] { return now; };
@@ -235,6 +252,62 @@ TEST(Accounting, StartOnceInterimsOnTheGridAndStopWithTheNotedCause) {
   r.run_for(5'000);
   EXPECT_EQ(r.sent.size(), n) << "nothing after the Stop";
   EXPECT_EQ(r.acct->counters().sessions, 0u);
+}
+
+// The sessions due in a pass have their views read together (hooks.views)
+// and their records read in place: the same requests, in the same order, as
+// a view read per session, timers included.
+TEST(Accounting, BatchedViewsSendWhatOneByOneSends) {
+  auto scenario = [](bool batch) {
+    AcctOptions o;
+    o.interim_interval_s = 2;
+    o.interim_min_s = 1;
+    auto r = std::make_unique<Rig>(o, "", batch);
+    for (uint16_t i = 1; i <= 40; ++i) {
+      SessionData d = data(fmt::format("batch-{}", i), r->now / 1000);
+      if (i % 7 == 0) d.session_timeout = 5;
+      if (i % 5 == 0) d.idle_timeout = 3;
+      r->create(key(i), d);
+      r->bind(key(i));
+    }
+    r->acct->tick();
+    for (int step = 0; step < 10; ++step) {
+      for (uint16_t i = 1; i <= 40; ++i) {
+        AcctView& v = r->subs[agent::key_rank(key(i))];
+        if (i % 3 == 0) continue;  // no traffic: the idle ones among them end
+        v.up_bytes += 1000 * i;
+        v.up_packets += i;
+        v.down_bytes += 3000 * i;
+        v.down_packets += 2 * i;
+      }
+      if (step == 4) (void)r->remove(key(11));  // deleted by another source
+      r->run_for(1'000);
+    }
+    return r;
+  };
+  auto one = scenario(false), many = scenario(true);
+  EXPECT_EQ(one->views_calls, 0u);
+  EXPECT_GT(many->views_calls, 0u);
+  EXPECT_LT(many->view_calls, one->view_calls / 4) << "the views read in batches";
+  ASSERT_EQ(one->sent.size(), many->sent.size());
+  EXPECT_GT(one->count(AcctStatus::kInterimUpdate), 100u);
+  EXPECT_GT(one->count(AcctStatus::kStop), 5u);
+  for (size_t i = 0; i < one->sent.size(); ++i) {
+    const AccountingRequest &a = one->sent[i], &b = many->sent[i];
+    EXPECT_EQ(a.status, b.status) << i;
+    EXPECT_EQ(a.session_id, b.session_id) << i;
+    EXPECT_EQ(a.user_name, b.user_name) << i;
+    EXPECT_EQ(a.nas_port_id, b.nas_port_id) << i;
+    EXPECT_EQ(a.framed_ip, b.framed_ip) << i;
+    EXPECT_EQ(a.classes, b.classes) << i;
+    EXPECT_EQ(a.input_octets, b.input_octets) << i;
+    EXPECT_EQ(a.output_octets, b.output_octets) << i;
+    EXPECT_EQ(a.input_packets, b.input_packets) << i;
+    EXPECT_EQ(a.output_packets, b.output_packets) << i;
+    EXPECT_EQ(a.session_time, b.session_time) << i;
+    EXPECT_EQ(a.terminate_cause, b.terminate_cause) << i;
+    EXPECT_EQ(a.event_timestamp, b.event_timestamp) << i;
+  }
 }
 
 TEST(Accounting, AdminDeleteIsAdminResetAndReleaseIsUserRequest) {

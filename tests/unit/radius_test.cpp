@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <arpa/inet.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 
 #include <cstring>
 #include <set>
@@ -126,6 +128,25 @@ TEST(RadiusCodec, AccessRequestMessageAuthenticatorMatchesIndependentVector) {
   t[26] ^= 0x40;  // inside User-Name
   EXPECT_EQ(fault_of(verify_request(t, "s3cret").status()), Fault::kBadMessageAuthenticator);
   EXPECT_EQ(fault_of(verify_request(*b, "other").status()), Fault::kBadMessageAuthenticator);
+}
+
+// HMAC-MD5 with a secret longer than MD5's 64-octet block (RFC 2104: the
+// key is its MD5 then), checked against OpenSSL's own HMAC.
+TEST(RadiusCodec, MessageAuthenticatorWithASecretAboveTheBlock) {
+  for (size_t len : {63u, 64u, 65u, 100u}) {
+    const std::string secret(len, 'k');
+    auto b = build_access_request(7, seq16(), {make_string(attr::kUserName, "alice")}, secret);
+    ASSERT_TRUE(b.ok()) << b.status();
+    Bytes zeroed = *b;
+    std::memset(zeroed.data() + 22, 0, 16);  // the first attribute's value
+    uint8_t want[16];
+    unsigned int n = 0;
+    HMAC(EVP_md5(), secret.data(), static_cast<int>(secret.size()), zeroed.data(), zeroed.size(),
+         want, &n);
+    ASSERT_EQ(n, 16u);
+    EXPECT_EQ(Bytes(b->begin() + 22, b->begin() + 38), Bytes(want, want + 16)) << len;
+    EXPECT_TRUE(verify_request(*b, secret).ok()) << len;
+  }
 }
 
 TEST(RadiusCodec, EmptyPasswordIsOneHiddenBlock) {

@@ -233,3 +233,43 @@ TEST(StoreWriterCredit, FirstThreeRoutesAndNewPlanClearsCredit) {
   for (const auto& [m, v] : routes())
     EXPECT_FALSE(v.flags & (XBNG_ROUTE_F_CREDIT | XBNG_ROUTE_F_POLICED));
 }
+
+// get_many() gives what get() gives each key, counters included (read per
+// map in chunks), and marks keys not provisioned.
+TEST_F(StoreWriter, GetManyReadsWhatGetReads) {
+  struct xbng_subscriber sv;
+  ASSERT_EQ(maps_->lookup(MapId::kSubscribers, &spec1_.key, &sv), 0);
+  sv.up_bytes = 1234;
+  sv.up_packets = 12;
+  ASSERT_EQ(maps_->update(MapId::kSubscribers, &spec1_.key, &sv, BPF_ANY), 0);
+  uint64_t n = 0;
+  for (MapId m : {MapId::kRoutesV4, MapId::kRoutesV6, MapId::kRoutesV6_64})
+    for (auto& [k, v] : st_->m[static_cast<int>(m)]) {
+      struct xbng_route r;
+      std::memcpy(&r, v.data(), sizeof r);
+      r.down_bytes = 1000 * ++n;
+      r.down_packets = n;
+      std::memcpy(v.data(), &r, sizeof r);
+    }
+  ASSERT_GE(n, 4u);
+  const std::vector<SubKey> keys = {key(2), key(9), key(1)};
+  std::vector<SubscriberView> views;
+  std::vector<uint8_t> found;
+  store_->get_many(keys, &views, &found);
+  ASSERT_EQ(views.size(), 3u);
+  EXPECT_EQ(found, (std::vector<uint8_t>{1, 0, 1}));
+  for (size_t i : {0u, 2u}) {
+    SubscriberView one;
+    ASSERT_TRUE(store_->get(keys[i], &one).ok());
+    EXPECT_TRUE(views[i].spec.same_provisioning(one.spec)) << i;
+    EXPECT_TRUE(views[i].has_counters);
+    EXPECT_EQ(views[i].counters.up_bytes, one.counters.up_bytes) << i;
+    EXPECT_EQ(views[i].counters.up_packets, one.counters.up_packets) << i;
+    EXPECT_EQ(views[i].counters.down_bytes, one.counters.down_bytes) << i;
+    EXPECT_EQ(views[i].counters.down_packets, one.counters.down_packets) << i;
+    EXPECT_EQ(views[i].learned_mac, one.learned_mac) << i;
+  }
+  EXPECT_EQ(views[2].counters.up_bytes, 1234u);
+  EXPECT_GT(views[2].counters.down_bytes, 0u) << "subscriber 1's three routes summed";
+  EXPECT_GT(views[0].counters.down_bytes, 0u);
+}

@@ -129,8 +129,10 @@ void Dispatcher::handle(const PuntedFrame& pf) {
   key.outer_vid = pf.outer_vid;
   key.inner_vid = pf.inner_vid;
   SubscriberSpec spec;
+  // The learned MAC (a map lookup) only for DHCPv4, the one server that uses it.
   std::optional<Mac> learned;
-  const bool known = store_->binding(key, &spec, &learned);
+  const bool known =
+      store_->binding(key, &spec, pf.kind == XBNG_PUNT_KIND_DHCPV4 ? &learned : nullptr);
   if (port->relay4 && pf.kind == XBNG_PUNT_KIND_DHCPV4 && (known || !port->auth)) {
     // Relayed to the servers, provisioned or not (RADIUS first for an
     // unknown key of an auth port: the relay's lease then builds on it).
@@ -231,8 +233,7 @@ void Dispatcher::on_dhcpv4(const FrameView& v, const PortBringup& port, const Su
 // and this one did not exist yet). Read it again now that it does.
 void Dispatcher::confirm(const SubKey& key, LeaseFamily f) {
   SubscriberSpec now;
-  std::optional<Mac> learned;
-  const bool found = store_->binding(key, &now, &learned);
+  const bool found = store_->binding(key, &now, nullptr);
   leases_->confirm(key, f, found ? &now : nullptr);
 }
 
