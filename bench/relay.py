@@ -42,6 +42,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import struct
 import subprocess
@@ -256,13 +257,19 @@ def main() -> int:
                          "started xbngd and CPEs of its own, in this order (comma-separated): "
                          "default, prio:N (config punt.realtime_priority = N), rt:N (chrt "
                          "from outside), slice:US (--slice-us from outside), nice:N (every "
-                         "thread's nice value, from outside)")
+                         "thread's nice value, from outside); any of them @NAME: with the "
+                         "xbngd of --xbngd NAME=PATH (another checkout's, A/B in one run)")
+    ap.add_argument("--xbngd", action="append", default=[], metavar="NAME=PATH",
+                    help="--family 46: an xbngd binary the variants name with @NAME")
     ap.add_argument("--no-straight", action="store_true",
                     help="--family 46: skip the straight phase")
     ap.add_argument("--timeout", type=float, default=10,
                     help="generator: a CPE not bound after S s has failed")
     ap.add_argument("--retransmit", type=float, default=30,
                     help="generator: first retransmission after S s (default 30: none)")
+    ap.add_argument("--keep", default="",
+                    help="--family 46: copy each relayed phase's captures of the CPEs' side "
+                         "and the uplink (pcap) into this directory")
     a = ap.parse_args()
     a.window = a.window or a.clients
     print(f"# load: {open('/proc/loadavg').read().strip()}", flush=True)
@@ -451,7 +458,11 @@ def main46(a) -> int:
     within one run at the same load."""
     n = a.clients
     variants = [v.strip() for v in a.variants.split(",") if v.strip()]
+    binaries = dict(b.split("=", 1) for b in a.xbngd)
     for v in variants:
+        v, _, binary = v.partition("@")
+        if binary and binary not in binaries:
+            raise SystemExit(f"--variants: @{binary}: no --xbngd {binary}=PATH")
         kind, _, arg = v.partition(":")
         if (kind not in ("default", "prio", "rt", "slice", "nice") or
                 (kind != "default") != arg.lstrip("-").isdigit()):
@@ -475,7 +486,10 @@ def main46(a) -> int:
         secs = max(5, n // max(a.rate, 1) + 5)
         rates_a = {}
 
+        default_xbngd = x.xbngd
+
         def start(variant: str) -> None:
+            variant, _, binary = variant.partition("@")
             kind, _, arg = variant.partition(":")
             with open(conf, "w") as f:
                 f.write('[ports]\naccess = [{ name = "acc0", dhcp = "relay" }]\n'
@@ -485,6 +499,7 @@ def main46(a) -> int:
                         (f"realtime_priority = {arg}\n" if kind == "prio" else ""))
             if x.daemon is not None and x.daemon.poll() is None:
                 x.stop()
+            x.xbngd = binaries[binary] if binary else default_xbngd
             x.start(max_subscribers=max(4096, n * (len(variants) + 1)), extra=["--config", conf])
             realtime(x, int(arg) if kind == "rt" else a.rt)
             set_slice(x.daemon.pid, int(arg) if kind == "slice" else a.slice_us)
@@ -538,6 +553,10 @@ def main46(a) -> int:
                            check=False)
             rss1 = rss_kib(x.daemon.pid)
             k4, k6, cpe, upl = (c.stop_only() for c in caps)
+            if a.keep:
+                os.makedirs(a.keep, exist_ok=True)
+                for side, path in (("cpe", cpe), ("uplink", upl)):
+                    shutil.copy(path, os.path.join(a.keep, f"{r}-{variant}-{side}.pcap"))
             st = x.stats()
             with open(out) as f:
                 g = json.load(f)

@@ -61,6 +61,8 @@ Relay4::Relay4(Relay4Options opts, std::vector<RelayPort> ports, Sessions* sessi
     st.address = s;
     servers_.push_back(st);
   }
+  // Sized up front: a rehash under mu_ would stall the punt thread.
+  exchanges_.reserve(opts_.max_exchanges);
 }
 
 uint64_t Relay4::exchange_id(uint32_t xid, const uint8_t* chaddr) {
@@ -218,13 +220,11 @@ bool Relay4::route_request(const SubKey& key, const punt::FrameView& v, const dh
 bool Relay4::record_exchange_locked(const SubKey& key, const punt::FrameView& v,
                                     const dhcpv4::Message& m, uint64_t id, uint32_t targets,
                                     uint32_t expect) {
+  const uint64_t now = clock_();
   auto it = exchanges_.find(id);
   if (it == exchanges_.end() && exchanges_.size() >= opts_.max_exchanges) {
-    const uint64_t now = clock_();
-    for (auto e = exchanges_.begin(); e != exchanges_.end();)
-      e = now - e->second.sent_ns > uint64_t{opts_.exchange_ttl_s} * 1000000000ull
-              ? exchanges_.erase(e)
-              : std::next(e);
+    while (expire_locked(now, 256)) {
+    }
     if (exchanges_.size() >= opts_.max_exchanges) {
       count(AgentReason::kRELAY4_TABLE_FULL);
       return false;
@@ -235,7 +235,9 @@ bool Relay4::record_exchange_locked(const SubKey& key, const punt::FrameView& v,
   e.key = key;
   e.client = v.l2.src;
   e.type = m.type;
-  e.sent_ns = clock_();
+  e.sent_ns = now;
+  to_judge_.emplace_back(now, id);
+  to_expire_.emplace_back(now, id);
   e.sent_to = targets;
   e.expect = expect;
   e.answered = 0;
@@ -400,35 +402,51 @@ void Relay4::deliver(const RelayPort& p, const SubKey& k, const Mac& client, con
     count(AgentReason::kPUNT_TX_ERROR);
 }
 
+bool Relay4::judge_due_locked(uint64_t now, size_t budget, std::vector<uint32_t>* went_down) {
+  const uint64_t timeout = uint64_t{opts_.answer_timeout_ms} * 1000000ull;
+  for (; budget && !to_judge_.empty() && now - to_judge_.front().first >= timeout; --budget) {
+    const auto [sent, id] = to_judge_.front();
+    to_judge_.pop_front();
+    auto it = exchanges_.find(id);
+    if (it == exchanges_.end() || it->second.sent_ns != sent || it->second.judged) continue;
+    Exchange& e = it->second;
+    e.judged = true;
+    const uint32_t missed = e.expect & ~e.answered;
+    for (size_t i = 0; i < servers_.size(); ++i) {
+      if (!(missed & (1u << i))) continue;
+      ServerState& s = servers_[i];
+      count(AgentReason::kRELAY4_SERVER_MISS);
+      if (++s.misses >= opts_.misses_down && s.up) {
+        s.up = false;
+        ++s.downs;
+        count(AgentReason::kRELAY4_SERVER_DOWN);
+        went_down->push_back(s.address);
+      }
+    }
+  }
+  return !to_judge_.empty() && now - to_judge_.front().first >= timeout;
+}
+
+bool Relay4::expire_locked(uint64_t now, size_t budget) {
+  const uint64_t ttl = uint64_t{opts_.exchange_ttl_s} * 1000000000ull;
+  for (; budget && !to_expire_.empty() && now - to_expire_.front().first >= ttl; --budget) {
+    const auto [sent, id] = to_expire_.front();
+    to_expire_.pop_front();
+    auto it = exchanges_.find(id);
+    if (it != exchanges_.end() && it->second.sent_ns == sent) exchanges_.erase(it);
+  }
+  return !to_expire_.empty() && now - to_expire_.front().first >= ttl;
+}
+
+// What came due since the last tick, 256 entries per hold of mu_: the punt
+// thread's messages get the lock in between.
 void Relay4::tick() {
   const uint64_t now = clock_();
-  const uint64_t timeout = uint64_t{opts_.answer_timeout_ms} * 1000000ull;
-  const uint64_t ttl = uint64_t{opts_.exchange_ttl_s} * 1000000000ull;
   std::vector<uint32_t> went_down;
-  {
+  for (bool more = true; more;) {
     std::lock_guard g(mu_);
-    for (auto it = exchanges_.begin(); it != exchanges_.end();) {
-      Exchange& e = it->second;
-      if (!e.judged && now - e.sent_ns >= timeout) {
-        e.judged = true;
-        const uint32_t missed = e.expect & ~e.answered;
-        for (size_t i = 0; i < servers_.size(); ++i) {
-          if (!(missed & (1u << i))) continue;
-          ServerState& s = servers_[i];
-          count(AgentReason::kRELAY4_SERVER_MISS);
-          if (++s.misses >= opts_.misses_down && s.up) {
-            s.up = false;
-            ++s.downs;
-            count(AgentReason::kRELAY4_SERVER_DOWN);
-            went_down.push_back(s.address);
-          }
-        }
-      }
-      if (now - e.sent_ns >= ttl)
-        it = exchanges_.erase(it);
-      else
-        ++it;
-    }
+    more = judge_due_locked(now, 256, &went_down);
+    more = expire_locked(now, 256) || more;
   }
   for (uint32_t a : went_down)
     spdlog::warn("relay4: server {} left {} messages in a row unanswered: marked down",

@@ -124,6 +124,8 @@ void Relay6::record_locked(const SubKey& k, const Mac& mac, const Ipv6& src,
   }
   e.type = type;
   e.cur = Wait{xid, now, expected_locked(payload), 0, false};
+  to_judge_.emplace_back(now, r);
+  to_expire_.emplace_back(now, r);
 }
 
 const RelayPort6* Relay6::port(uint32_t ifindex) const {
@@ -307,19 +309,39 @@ void Relay6::judge_locked(Wait& w, std::vector<Ipv6>* went_down) {
   }
 }
 
+bool Relay6::judge_due_locked(uint64_t now, size_t budget, std::vector<Ipv6>* went_down) {
+  const uint64_t timeout = uint64_t{opts_.answer_timeout_ms} * 1000000ull;
+  for (; budget && !to_judge_.empty() && now - to_judge_.front().first >= timeout; --budget) {
+    const auto [sent, rank] = to_judge_.front();
+    to_judge_.pop_front();
+    auto it = exchanges_.find(rank);
+    if (it == exchanges_.end()) continue;
+    for (Wait* w : {&it->second.prev, &it->second.cur})
+      if (!w->judged && w->sent_ns == sent) judge_locked(*w, went_down);
+  }
+  return !to_judge_.empty() && now - to_judge_.front().first >= timeout;
+}
+
+bool Relay6::expire_locked(uint64_t now, size_t budget) {
+  const uint64_t ttl = uint64_t{opts_.exchange_ttl_s} * 1000000000ull;
+  for (; budget && !to_expire_.empty() && now - to_expire_.front().first > ttl; --budget) {
+    const auto [sent, rank] = to_expire_.front();
+    to_expire_.pop_front();
+    auto it = exchanges_.find(rank);
+    if (it != exchanges_.end() && it->second.cur.sent_ns == sent) exchanges_.erase(it);
+  }
+  return !to_expire_.empty() && now - to_expire_.front().first > ttl;
+}
+
+// What came due since the last tick, 256 entries per hold of mu_ (the punt
+// thread's messages get the lock in between).
 void Relay6::tick() {
   const uint64_t now = clock_();
-  const uint64_t timeout = uint64_t{opts_.answer_timeout_ms} * 1000000ull;
-  const uint64_t ttl = uint64_t{opts_.exchange_ttl_s} * 1000000000ull;
   std::vector<Ipv6> went_down;
-  {
+  for (bool more = true; more;) {
     std::lock_guard<std::mutex> lk(mu_);
-    for (auto it = exchanges_.begin(); it != exchanges_.end();) {
-      Exchange& e = it->second;
-      for (Wait* w : {&e.prev, &e.cur})
-        if (!w->judged && now - w->sent_ns >= timeout) judge_locked(*w, &went_down);
-      it = now - e.cur.sent_ns > ttl ? exchanges_.erase(it) : std::next(it);
-    }
+    more = judge_due_locked(now, 256, &went_down);
+    more = expire_locked(now, 256) || more;
   }
   for (const auto& a : went_down)
     spdlog::warn("relay6: server {} left {} messages in a row unanswered: marked down",

@@ -1,5 +1,7 @@
 #include "bringup/lease/lease.h"
 
+#include <absl/container/flat_hash_map.h>
+
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -103,6 +105,11 @@ LeaseTable::LeaseTable(EventHub* hub, PortResolver ports, std::string state_file
 
 LeaseTable::~LeaseTable() { stop(); }
 
+void LeaseTable::reserve(size_t n) {
+  std::lock_guard g(mu_);
+  leases_.reserve(n);
+}
+
 void LeaseTable::start() {
   if (thread_.joinable()) return;
   thread_ = std::thread([this] { run(); });
@@ -169,6 +176,7 @@ void LeaseTable::bind(const SubKey& k, LeaseFamily f, std::string address,
   l.bound_unix = now_unix;
   l.expires_unix = now_unix + lifetime_s;
   by_expiry_.insert({l.expires_unix, rank, static_cast<int>(f)});
+  if (collecting_) bound_meanwhile_.push_back(rank);
   dirty_ = true;
   publish(renew ? EventType::kLeaseRenewed : EventType::kLeaseBound, k, f, l, now_unix);
   if (observer_ && !renew) observer_(k, f, EventType::kLeaseBound);
@@ -330,6 +338,7 @@ bool LeaseTable::apply_replica(const SubKey& k, LeaseFamily f, const Lease* in, 
   if (l.bound) by_expiry_.erase({l.expires_unix, rank, fi});
   l = *in;
   by_expiry_.insert({l.expires_unix, rank, fi});
+  if (collecting_) bound_meanwhile_.push_back(rank);
   dirty_ = true;
   return true;
 }
@@ -361,15 +370,35 @@ bool LeaseTable::flush() {
   // when this thread is preempted holding the lock). Each lease is written
   // as it was at some moment of the flush; a change during it sets dirty_
   // again and the next flush writes it.
+  // The keys too are collected a chunk at a time, from the bound leases in
+  // expiry order (resuming after the last one taken); a lease bound
+  // meanwhile may move behind the cursor, so bind() notes those keys.
   constexpr size_t kFlushChunk = 256;
   std::vector<uint64_t> ranks;
   {
     std::lock_guard g(mu_);
     if (!dirty_) return true;
-    ranks.reserve(leases_.size());
-    for (const auto& [rank, slot] : leases_) ranks.push_back(rank);
     dirty_ = false;
+    collecting_ = true;
+    bound_meanwhile_.clear();
+    ranks.reserve(by_expiry_.size());
   }
+  std::tuple<uint64_t, uint64_t, int> cursor{0, 0, -1};
+  for (bool more = true; more;) {
+    std::lock_guard g(mu_);
+    auto it = by_expiry_.upper_bound(cursor);
+    for (size_t n = 0; it != by_expiry_.end() && n < kFlushChunk; ++it, ++n)
+      ranks.push_back(std::get<1>(*it));
+    more = it != by_expiry_.end();
+    if (more) cursor = *std::prev(it);
+    if (!more) {
+      collecting_ = false;
+      ranks.insert(ranks.end(), bound_meanwhile_.begin(), bound_meanwhile_.end());
+      bound_meanwhile_ = {};
+    }
+  }
+  std::sort(ranks.begin(), ranks.end());
+  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
   std::vector<FlushEntry> bound;
   bound.reserve(ranks.size() * 2);
   for (size_t i = 0; i < ranks.size(); i += kFlushChunk) {
