@@ -21,6 +21,17 @@ uint64_t monotonic_ns() {
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
+// The info lines of a server's state change (up again) are made
+// under mu_ and written after it: a log write that blocks (a loaded disk)
+// must not hold the lock the punt thread and the socket's thread take for
+// every message.
+thread_local std::vector<std::string> t_later;
+
+void write_later() {
+  for (const auto& line : t_later) spdlog::info("{}", line);
+  t_later.clear();
+}
+
 AgentReason request_reason(RequestError e) {
   switch (e) {
     case RequestError::kHopLimit:
@@ -278,7 +289,9 @@ void Relay4::on_server(uint32_t src, uint16_t sport, std::span<const uint8_t> pa
   const std::optional<SubKey> named = named_subscriber(*r);
   const uint64_t id = exchange_id(r->xid, r->chaddr.data());
   Exchange e;
-  if (!take_reply(src, si, *r, named, id, &e)) return;
+  const bool taken = take_reply(src, si, *r, named, id, &e);
+  write_later();
+  if (!taken) return;
   const RelayPort* p = port(e.key.ifindex);
   if (!p) return;
   if (!update_session(*p, src, *r, e)) return;
@@ -326,7 +339,7 @@ bool Relay4::take_reply(uint32_t src, int si, const ServerReply& r,
     return false;
   }
   ServerState& s = servers_[static_cast<size_t>(si)];
-  if (!s.up) spdlog::info("relay4: server {} answers again: up", format_ipv4(src));
+  if (!s.up) t_later.push_back(fmt::format("relay4: server {} answers again: up", format_ipv4(src)));
   s.up = true;
   s.misses = 0;
   ++s.answered;

@@ -1,5 +1,6 @@
 #include "relay/relay6.h"
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <ctime>
@@ -44,6 +45,17 @@ uint32_t xid_of(std::span<const uint8_t> m) {
   return (uint32_t{m[1]} << 16) | (uint32_t{m[2]} << 8) | m[3];
 }
 
+// The info lines of a server's state change (learned, up again) are made
+// under mu_ and written after it: a log write that blocks (a loaded disk)
+// must not hold the lock the punt thread and the socket's thread take for
+// every message.
+thread_local std::vector<std::string> t_later;
+
+void write_later() {
+  for (const auto& line : t_later) spdlog::info("{}", line);
+  t_later.clear();
+}
+
 }  // namespace
 
 Relay6::Relay6(Relay6Options opts, std::vector<RelayPort6> ports, Sessions6* sessions,
@@ -80,8 +92,8 @@ int Relay6::learn_locked(const Ipv6& a) {
   st.address = a;
   st.sent = 1;  // the message it answers
   servers_.push_back(st);
-  spdlog::info("relay6: server {} answers the Relay-Forwards to {}", format_ipv6(a.data()),
-               format_ipv6(opts_.servers[0].data()));
+  t_later.push_back(fmt::format("relay6: server {} answers the Relay-Forwards to {}",
+                                format_ipv6(a.data()), format_ipv6(opts_.servers[0].data())));
   return static_cast<int>(servers_.size() - 1);
 }
 
@@ -101,7 +113,8 @@ uint32_t Relay6::expected_locked(std::span<const uint8_t> payload) const {
 // Remembers the exchange of k; a retransmission (same transaction id and
 // type) keeps its first send's time and answers.
 void Relay6::record_locked(const SubKey& k, const Mac& mac, const Ipv6& src,
-                           std::span<const uint8_t> payload, uint64_t now) {
+                           std::span<const uint8_t> payload, uint64_t now,
+                           std::vector<Ipv6>* went_down) {
   const uint64_t r = key_rank(k);
   auto it = exchanges_.find(r);
   if (it == exchanges_.end() && exchanges_.size() >= opts_.max_exchanges) return;
@@ -113,13 +126,7 @@ void Relay6::record_locked(const SubKey& k, const Mac& mac, const Ipv6& src,
   e.client = src;
   if (known && e.cur.xid == xid && e.type == type) return;  // a retransmission
   if (known && !e.cur.judged) {
-    if (!e.prev.judged) {
-      std::vector<Ipv6> down;
-      judge_locked(e.prev, &down);
-      for (const auto& a : down)
-        spdlog::warn("relay6: server {} left {} messages in a row unanswered: marked down",
-                     format_ipv6(a.data()), opts_.misses_down);
-    }
+    if (!e.prev.judged) judge_locked(e.prev, went_down);
     e.prev = e.cur;
   }
   e.type = type;
@@ -165,10 +172,17 @@ void Relay6::on_client(const SubKey& k, const Mac& mac, const Ipv6& src,
     bump(counters_.ended, AgentReason::kRELAY6_ENDED);
     sessions_->ended6(k, type == kRelease ? "release" : "decline");
   }
+  // A server marked down is logged after the lock: a log write that blocks
+  // (a loaded disk) must not hold the relay socket's thread, which takes mu_
+  // for every answer.
+  std::vector<Ipv6> went_down;
   {
     std::lock_guard<std::mutex> lk(mu_);
-    record_locked(k, mac, src, payload, clock_());
+    record_locked(k, mac, src, payload, clock_(), &went_down);
   }
+  for (const auto& a : went_down)
+    spdlog::warn("relay6: server {} left {} messages in a row unanswered: marked down",
+                 format_ipv6(a.data()), opts_.misses_down);
   // Unicast: a bit per server sent to. Multicast: one send to the group
   // reaches every server that listens there.
   uint32_t sent = 0;
@@ -188,7 +202,8 @@ void Relay6::on_client(const SubKey& k, const Mac& mac, const Ipv6& src,
 // An answer of server `si` to a transaction: the server is up.
 void Relay6::answered_locked(int si, Wait& w) {
   ServerState6& s = servers_[static_cast<size_t>(si)];
-  if (!s.up) spdlog::info("relay6: server {} answers again: up", format_ipv6(s.address.data()));
+  if (!s.up)
+    t_later.push_back(fmt::format("relay6: server {} answers again: up", format_ipv6(s.address.data())));
   s.up = true;
   s.misses = 0;
   ++s.answered;
@@ -254,9 +269,11 @@ void Relay6::on_server(const Ipv6& src, uint16_t sport, std::span<const uint8_t>
     std::lock_guard<std::mutex> lk(mu_);
     if (!match_locked(k, src, *r, &e)) {
       bump(counters_.reply_unknown_client, AgentReason::kRELAY6_REPLY_UNKNOWN_CLIENT);
+      write_later();
       return;
     }
   }
+  write_later();
   if (r->message_type == kReply) {
     auto l = parse_reply_leases(r->message);
     if (!l) {

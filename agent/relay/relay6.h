@@ -183,7 +183,7 @@ class Relay6 {
   int learn_locked(const Ipv6& a);
   uint32_t expected_locked(std::span<const uint8_t> payload) const;
   void record_locked(const SubKey& k, const Mac& mac, const Ipv6& src,
-                     std::span<const uint8_t> payload, uint64_t now);
+                     std::span<const uint8_t> payload, uint64_t now, std::vector<Ipv6>* went_down);
   void judge_locked(Wait& w, std::vector<Ipv6>* went_down);
   void answered_locked(int si, Wait& w);
   bool match_locked(const SubKey& k, const Ipv6& src, const RelayReply6& r, Exchange* out);

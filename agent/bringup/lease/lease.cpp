@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <malloc.h>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -23,8 +24,22 @@ namespace xbng::agent {
 
 namespace {
 
-// Bound leases from which a state file write trims malloc's free memory.
+// Bound leases from which a state file write trims malloc's free memory,
+// and how often at most. malloc_trim(0) locks each of malloc's arenas in
+// turn while it gives back its free pages, those of the threads that run at
+// real-time priority too (punt.realtime_priority): this thread, of the
+// default policy, preempted by the host's other work while it holds one,
+// kept a relayed ACK's bind waiting 20 to 40 ms. Once a minute: the
+// arenas hold at most one flush's copy in between, which the next flush
+// reuses.
 constexpr size_t kTrimAfter = 10000;
+constexpr uint64_t kTrimEveryNs = 60ull * 1000000000ull;
+
+uint64_t monotonic_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
 
 // s as a JSON string, as nlohmann's dump() writes it: printable ASCII
 // straight, anything else through nlohmann (its escapes).
@@ -421,7 +436,8 @@ bool LeaseTable::flush() {
   }
   std::erase_if(bound, [](const FlushEntry& e) { return e.port.empty(); });
   std::string text = lease_file_text(bound);
-  const bool large = bound.size() >= kTrimAfter;
+  const uint64_t now_ns = monotonic_ns();
+  const bool trim = bound.size() >= kTrimAfter && now_ns - last_trim_ns_ >= kTrimEveryNs;
   bound = {};
   std::string err;
   const bool ok = statefile::write_atomic(file_, text, 0644, true, &err);
@@ -429,7 +445,10 @@ bool LeaseTable::flush() {
   // The copy and the text are freed: give their pages back to the system
   // (glibc keeps them in the arena otherwise; at 1M subscribers that is
   // hundreds of MB held between writes).
-  if (large) malloc_trim(0);
+  if (trim) {
+    malloc_trim(0);
+    last_trim_ns_ = now_ns;
+  }
   if (!ok) {
     count(AgentReason::kLEASE_STATE_WRITE_ERROR);
     spdlog::error("lease state {}", err);

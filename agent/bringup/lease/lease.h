@@ -160,6 +160,7 @@ class LeaseTable {
   std::mutex run_mu_;
   std::condition_variable run_cv_;
   std::thread thread_;
+  uint64_t last_trim_ns_ = 0;  // flush()'s last malloc_trim (CLOCK_MONOTONIC)
 };
 
 }  // namespace xbng::agent
