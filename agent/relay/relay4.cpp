@@ -339,7 +339,8 @@ bool Relay4::take_reply(uint32_t src, int si, const ServerReply& r,
     return false;
   }
   ServerState& s = servers_[static_cast<size_t>(si)];
-  if (!s.up) t_later.push_back(fmt::format("relay4: server {} answers again: up", format_ipv4(src)));
+  if (!s.up)
+    t_later.push_back(fmt::format("relay4: server {} answers again: up", format_ipv4(src)));
   s.up = true;
   s.misses = 0;
   ++s.answered;

@@ -203,7 +203,8 @@ void Relay6::on_client(const SubKey& k, const Mac& mac, const Ipv6& src,
 void Relay6::answered_locked(int si, Wait& w) {
   ServerState6& s = servers_[static_cast<size_t>(si)];
   if (!s.up)
-    t_later.push_back(fmt::format("relay6: server {} answers again: up", format_ipv6(s.address.data())));
+    t_later.push_back(
+        fmt::format("relay6: server {} answers again: up", format_ipv6(s.address.data())));
   s.up = true;
   s.misses = 0;
   ++s.answered;

@@ -33,6 +33,8 @@ namespace {
 // arenas hold at most one flush's copy in between, which the next flush
 // reuses.
 constexpr size_t kTrimAfter = 10000;
+// Keys per hold of the lock while flush() collects and copies the leases.
+constexpr size_t kFlushChunk = 256;
 constexpr uint64_t kTrimEveryNs = 60ull * 1000000000ull;
 
 uint64_t monotonic_ns() {
@@ -374,6 +376,39 @@ std::optional<Lease> LeaseTable::get(std::string_view port, uint32_t outer_vlan,
   return get(k, f);
 }
 
+// The keys of the bound leases, collected kFlushChunk at a time from the
+// expiry index (resuming after the last one taken), the lock released in
+// between; a lease bound meanwhile may move behind the cursor, so bind()
+// notes those keys. False (nothing collected) when nothing changed since
+// the last write.
+bool LeaseTable::bound_keys(std::vector<uint64_t>* ranks) {
+  {
+    std::lock_guard g(mu_);
+    if (!dirty_) return false;
+    dirty_ = false;
+    collecting_ = true;
+    bound_meanwhile_.clear();
+    ranks->reserve(by_expiry_.size());
+  }
+  std::tuple<uint64_t, uint64_t, int> cursor{0, 0, -1};
+  for (bool more = true; more;) {
+    std::lock_guard g(mu_);
+    auto it = by_expiry_.upper_bound(cursor);
+    for (size_t n = 0; it != by_expiry_.end() && n < kFlushChunk; ++it, ++n)
+      ranks->push_back(std::get<1>(*it));
+    more = it != by_expiry_.end();
+    if (more) cursor = *std::prev(it);
+    if (!more) {
+      collecting_ = false;
+      ranks->insert(ranks->end(), bound_meanwhile_.begin(), bound_meanwhile_.end());
+      bound_meanwhile_ = {};
+    }
+  }
+  std::sort(ranks->begin(), ranks->end());
+  ranks->erase(std::unique(ranks->begin(), ranks->end()), ranks->end());
+  return true;
+}
+
 bool LeaseTable::flush() {
   if (file_.empty()) return true;
   // The bound leases are copied under the lock and serialized outside it:
@@ -385,35 +420,8 @@ bool LeaseTable::flush() {
   // when this thread is preempted holding the lock). Each lease is written
   // as it was at some moment of the flush; a change during it sets dirty_
   // again and the next flush writes it.
-  // The keys too are collected a chunk at a time, from the bound leases in
-  // expiry order (resuming after the last one taken); a lease bound
-  // meanwhile may move behind the cursor, so bind() notes those keys.
-  constexpr size_t kFlushChunk = 256;
   std::vector<uint64_t> ranks;
-  {
-    std::lock_guard g(mu_);
-    if (!dirty_) return true;
-    dirty_ = false;
-    collecting_ = true;
-    bound_meanwhile_.clear();
-    ranks.reserve(by_expiry_.size());
-  }
-  std::tuple<uint64_t, uint64_t, int> cursor{0, 0, -1};
-  for (bool more = true; more;) {
-    std::lock_guard g(mu_);
-    auto it = by_expiry_.upper_bound(cursor);
-    for (size_t n = 0; it != by_expiry_.end() && n < kFlushChunk; ++it, ++n)
-      ranks.push_back(std::get<1>(*it));
-    more = it != by_expiry_.end();
-    if (more) cursor = *std::prev(it);
-    if (!more) {
-      collecting_ = false;
-      ranks.insert(ranks.end(), bound_meanwhile_.begin(), bound_meanwhile_.end());
-      bound_meanwhile_ = {};
-    }
-  }
-  std::sort(ranks.begin(), ranks.end());
-  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  if (!bound_keys(&ranks)) return true;
   std::vector<FlushEntry> bound;
   bound.reserve(ranks.size() * 2);
   for (size_t i = 0; i < ranks.size(); i += kFlushChunk) {

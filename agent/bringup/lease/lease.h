@@ -135,6 +135,7 @@ class LeaseTable {
   void end_locked(uint64_t rank, std::array<Lease, 2>& slot, int f);
   void load();
   void run();
+  bool bound_keys(std::vector<uint64_t>* ranks);
 
   EventHub* hub_;
   Observer observer_;
