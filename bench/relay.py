@@ -42,6 +42,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import struct
 import subprocess
@@ -256,13 +257,23 @@ def main() -> int:
                          "started xbngd and CPEs of its own, in this order (comma-separated): "
                          "default, prio:N (config punt.realtime_priority = N), rt:N (chrt "
                          "from outside), slice:US (--slice-us from outside), nice:N (every "
-                         "thread's nice value, from outside)")
+                         "thread's nice value, from outside); any of them @NAME: with the "
+                         "xbngd of --xbngd NAME=PATH (another checkout's, A/B in one run)")
+    ap.add_argument("--xbngd", action="append", default=[], metavar="NAME=PATH",
+                    help="--family 46: an xbngd binary the variants name with @NAME")
     ap.add_argument("--no-straight", action="store_true",
                     help="--family 46: skip the straight phase")
     ap.add_argument("--timeout", type=float, default=10,
                     help="generator: a CPE not bound after S s has failed")
     ap.add_argument("--retransmit", type=float, default=30,
                     help="generator: first retransmission after S s (default 30: none)")
+    ap.add_argument("--gen-fifo", type=int, default=0,
+                    help="--family 46: run the generator (the emulated CPEs) at SCHED_FIFO of "
+                         "this priority, below xbngd's (a diagnostic: at the default policy on "
+                         "a loaded host it stalls, then starts the CPEs it owes at once)")
+    ap.add_argument("--keep", default="",
+                    help="--family 46: copy each relayed phase's captures of the CPEs' side "
+                         "and the uplink (pcap) into this directory")
     a = ap.parse_args()
     a.window = a.window or a.clients
     print(f"# load: {open('/proc/loadavg').read().strip()}", flush=True)
@@ -438,7 +449,9 @@ def print_latency(cpe_msgs, upl_msgs, what, kinds) -> list[float]:
     added = added_latency(cpe_msgs, upl_msgs, kinds)
     print(f"## latency the relay added, {what} ({len(added)} sent once): "
           f"p50 {pct(added, 0.5):.3f} ms, p99 {pct(added, 0.99):.3f} ms, "
-          f"max {pct(added, 1.0):.3f} ms", flush=True)
+          f"p99.9 {pct(added, 0.999):.3f} ms, max {pct(added, 1.0):.3f} ms; "
+          f"over 1 / 4 ms: {sum(v > 1 for v in added)} / {sum(v > 4 for v in added)}",
+          flush=True)
     return added
 
 
@@ -451,7 +464,11 @@ def main46(a) -> int:
     within one run at the same load."""
     n = a.clients
     variants = [v.strip() for v in a.variants.split(",") if v.strip()]
+    binaries = dict(b.split("=", 1) for b in a.xbngd)
     for v in variants:
+        v, _, binary = v.partition("@")
+        if binary and binary not in binaries:
+            raise SystemExit(f"--variants: @{binary}: no --xbngd {binary}=PATH")
         kind, _, arg = v.partition(":")
         if (kind not in ("default", "prio", "rt", "slice", "nice") or
                 (kind != "default") != arg.lstrip("-").isdigit()):
@@ -475,7 +492,10 @@ def main46(a) -> int:
         secs = max(5, n // max(a.rate, 1) + 5)
         rates_a = {}
 
+        default_xbngd = x.xbngd
+
         def start(variant: str) -> None:
+            variant, _, binary = variant.partition("@")
             kind, _, arg = variant.partition(":")
             with open(conf, "w") as f:
                 f.write('[ports]\naccess = [{ name = "acc0", dhcp = "relay" }]\n'
@@ -485,6 +505,7 @@ def main46(a) -> int:
                         (f"realtime_priority = {arg}\n" if kind == "prio" else ""))
             if x.daemon is not None and x.daemon.poll() is None:
                 x.stop()
+            x.xbngd = binaries[binary] if binary else default_xbngd
             x.start(max_subscribers=max(4096, n * (len(variants) + 1)), extra=["--config", conf])
             realtime(x, int(arg) if kind == "rt" else a.rt)
             set_slice(x.daemon.pid, int(arg) if kind == "slice" else a.slice_us)
@@ -530,7 +551,8 @@ def main46(a) -> int:
             out = os.path.join(x.lab.rundir, f"gen{r}.json")
             st0 = x.stats()
             rss0 = rss_kib(x.daemon.pid)
-            subprocess.run([gen, "--relayed", "--no-rapid-commit", "-n", str(n), "--first",
+            fifo = ["chrt", "-f", str(a.gen_fifo)] if a.gen_fifo else []
+            subprocess.run([*fifo, gen, "--relayed", "--no-rapid-commit", "-n", str(n), "--first",
                             str(r * n), "--rate", str(a.rate), "--window", str(a.window),
                             "--netns", x.sub.name, "--iface", "s0", "--pid", str(x.daemon.pid),
                             "--timeout", str(a.timeout), "--retransmit", str(a.retransmit),
@@ -538,6 +560,10 @@ def main46(a) -> int:
                            check=False)
             rss1 = rss_kib(x.daemon.pid)
             k4, k6, cpe, upl = (c.stop_only() for c in caps)
+            if a.keep:
+                os.makedirs(a.keep, exist_ok=True)
+                for side, path in (("cpe", cpe), ("uplink", upl)):
+                    shutil.copy(path, os.path.join(a.keep, f"{r}-{variant}-{side}.pcap"))
             st = x.stats()
             with open(out) as f:
                 g = json.load(f)
@@ -586,19 +612,23 @@ def main46(a) -> int:
                               (kind,))
             both = sorted(l4 + l6)
             print(f"## latency the relay added, both families ({len(both)}): p50 "
-                  f"{pct(both, 0.5):.3f} ms, p99 {pct(both, 0.99):.3f} ms", flush=True)
+                  f"{pct(both, 0.5):.3f} ms, p99 {pct(both, 0.99):.3f} ms, p99.9 "
+                  f"{pct(both, 0.999):.3f} ms, max {pct(both, 1.0):.3f} ms; over 1 / 4 ms: "
+                  f"{sum(v > 1 for v in both)} / {sum(v > 4 for v in both)}", flush=True)
             row.update(bound=res["bound"], wall=res["wall_s"], rate=res["sessions_per_s"],
                        p50_4=pct(l4, 0.5), p99_4=pct(l4, 0.99), p50_6=pct(l6, 0.5),
-                       p99_6=pct(l6, 0.99), p99=pct(both, 0.99),
+                       p99_6=pct(l6, 0.99), p99=pct(both, 0.99), p999=pct(both, 0.999),
+                       mx=pct(both, 1.0),
                        cpu=proc.get("cpu_pct_avg", float("nan")), per=per)
             summary.append(row)
             print(f"# load: {open('/proc/loadavg').read().strip()}", flush=True)
         print("## summary: variant | bound | s | sessions/s | added p50/p99 v4 | p50/p99 v6 | "
-              "p99 both | xbngd CPU | B/session")
+              "p99 / p99.9 / max both | xbngd CPU | B/session")
         for w in summary:
             print(f"  {w['variant']:10s} | {w['bound']} | {w['wall']:.1f} | {w['rate']:.0f} | "
                   f"{w['p50_4']:.3f}/{w['p99_4']:.3f} | {w['p50_6']:.3f}/{w['p99_6']:.3f} | "
-                  f"{w['p99']:.3f} | {w['cpu']:.0f}% | {w['per']:.0f}")
+                  f"{w['p99']:.3f} / {w['p999']:.3f} / {w['mx']:.1f} | {w['cpu']:.0f}% | "
+                  f"{w['per']:.0f}")
         kea4.stop()
         kea6.stop()
     return 0

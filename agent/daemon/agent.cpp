@@ -209,6 +209,7 @@ void Agent::start_bringup(const AgentOptions& ao) {
   punt::BringupOptions o = ao.bringup;
   if (o.dhcpv6) set_server_duid(o, ha);
   leases_ = std::make_unique<LeaseTable>(&hub_, dp_->resolver(), o.lease_file);
+  leases_->reserve(o.max_subscribers);
   leases_->set_change_sink([this](const SubKey& k, LeaseFamily f, const Lease* now) {
     if (HaReplica* r = replica_raw_.load()) r->lease_changed(k, f, now);
   });

@@ -21,6 +21,17 @@ uint64_t monotonic_ns() {
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
+// The info lines of a server's state change (up again) are made
+// under mu_ and written after it: a log write that blocks (a loaded disk)
+// must not hold the lock the punt thread and the socket's thread take for
+// every message.
+thread_local std::vector<std::string> t_later;
+
+void write_later() {
+  for (const auto& line : t_later) spdlog::info("{}", line);
+  t_later.clear();
+}
+
 AgentReason request_reason(RequestError e) {
   switch (e) {
     case RequestError::kHopLimit:
@@ -61,6 +72,8 @@ Relay4::Relay4(Relay4Options opts, std::vector<RelayPort> ports, Sessions* sessi
     st.address = s;
     servers_.push_back(st);
   }
+  // Sized up front: a rehash under mu_ would stall the punt thread.
+  exchanges_.reserve(opts_.max_exchanges);
 }
 
 uint64_t Relay4::exchange_id(uint32_t xid, const uint8_t* chaddr) {
@@ -218,13 +231,11 @@ bool Relay4::route_request(const SubKey& key, const punt::FrameView& v, const dh
 bool Relay4::record_exchange_locked(const SubKey& key, const punt::FrameView& v,
                                     const dhcpv4::Message& m, uint64_t id, uint32_t targets,
                                     uint32_t expect) {
+  const uint64_t now = clock_();
   auto it = exchanges_.find(id);
   if (it == exchanges_.end() && exchanges_.size() >= opts_.max_exchanges) {
-    const uint64_t now = clock_();
-    for (auto e = exchanges_.begin(); e != exchanges_.end();)
-      e = now - e->second.sent_ns > uint64_t{opts_.exchange_ttl_s} * 1000000000ull
-              ? exchanges_.erase(e)
-              : std::next(e);
+    while (expire_locked(now, 256)) {
+    }
     if (exchanges_.size() >= opts_.max_exchanges) {
       count(AgentReason::kRELAY4_TABLE_FULL);
       return false;
@@ -235,7 +246,9 @@ bool Relay4::record_exchange_locked(const SubKey& key, const punt::FrameView& v,
   e.key = key;
   e.client = v.l2.src;
   e.type = m.type;
-  e.sent_ns = clock_();
+  e.sent_ns = now;
+  to_judge_.emplace_back(now, id);
+  to_expire_.emplace_back(now, id);
   e.sent_to = targets;
   e.expect = expect;
   e.answered = 0;
@@ -276,7 +289,9 @@ void Relay4::on_server(uint32_t src, uint16_t sport, std::span<const uint8_t> pa
   const std::optional<SubKey> named = named_subscriber(*r);
   const uint64_t id = exchange_id(r->xid, r->chaddr.data());
   Exchange e;
-  if (!take_reply(src, si, *r, named, id, &e)) return;
+  const bool taken = take_reply(src, si, *r, named, id, &e);
+  write_later();
+  if (!taken) return;
   const RelayPort* p = port(e.key.ifindex);
   if (!p) return;
   if (!update_session(*p, src, *r, e)) return;
@@ -324,7 +339,8 @@ bool Relay4::take_reply(uint32_t src, int si, const ServerReply& r,
     return false;
   }
   ServerState& s = servers_[static_cast<size_t>(si)];
-  if (!s.up) spdlog::info("relay4: server {} answers again: up", format_ipv4(src));
+  if (!s.up)
+    t_later.push_back(fmt::format("relay4: server {} answers again: up", format_ipv4(src)));
   s.up = true;
   s.misses = 0;
   ++s.answered;
@@ -400,35 +416,51 @@ void Relay4::deliver(const RelayPort& p, const SubKey& k, const Mac& client, con
     count(AgentReason::kPUNT_TX_ERROR);
 }
 
+bool Relay4::judge_due_locked(uint64_t now, size_t budget, std::vector<uint32_t>* went_down) {
+  const uint64_t timeout = uint64_t{opts_.answer_timeout_ms} * 1000000ull;
+  for (; budget && !to_judge_.empty() && now - to_judge_.front().first >= timeout; --budget) {
+    const auto [sent, id] = to_judge_.front();
+    to_judge_.pop_front();
+    auto it = exchanges_.find(id);
+    if (it == exchanges_.end() || it->second.sent_ns != sent || it->second.judged) continue;
+    Exchange& e = it->second;
+    e.judged = true;
+    const uint32_t missed = e.expect & ~e.answered;
+    for (size_t i = 0; i < servers_.size(); ++i) {
+      if (!(missed & (1u << i))) continue;
+      ServerState& s = servers_[i];
+      count(AgentReason::kRELAY4_SERVER_MISS);
+      if (++s.misses >= opts_.misses_down && s.up) {
+        s.up = false;
+        ++s.downs;
+        count(AgentReason::kRELAY4_SERVER_DOWN);
+        went_down->push_back(s.address);
+      }
+    }
+  }
+  return !to_judge_.empty() && now - to_judge_.front().first >= timeout;
+}
+
+bool Relay4::expire_locked(uint64_t now, size_t budget) {
+  const uint64_t ttl = uint64_t{opts_.exchange_ttl_s} * 1000000000ull;
+  for (; budget && !to_expire_.empty() && now - to_expire_.front().first >= ttl; --budget) {
+    const auto [sent, id] = to_expire_.front();
+    to_expire_.pop_front();
+    auto it = exchanges_.find(id);
+    if (it != exchanges_.end() && it->second.sent_ns == sent) exchanges_.erase(it);
+  }
+  return !to_expire_.empty() && now - to_expire_.front().first >= ttl;
+}
+
+// What came due since the last tick, 256 entries per hold of mu_: the punt
+// thread's messages get the lock in between.
 void Relay4::tick() {
   const uint64_t now = clock_();
-  const uint64_t timeout = uint64_t{opts_.answer_timeout_ms} * 1000000ull;
-  const uint64_t ttl = uint64_t{opts_.exchange_ttl_s} * 1000000000ull;
   std::vector<uint32_t> went_down;
-  {
+  for (bool more = true; more;) {
     std::lock_guard g(mu_);
-    for (auto it = exchanges_.begin(); it != exchanges_.end();) {
-      Exchange& e = it->second;
-      if (!e.judged && now - e.sent_ns >= timeout) {
-        e.judged = true;
-        const uint32_t missed = e.expect & ~e.answered;
-        for (size_t i = 0; i < servers_.size(); ++i) {
-          if (!(missed & (1u << i))) continue;
-          ServerState& s = servers_[i];
-          count(AgentReason::kRELAY4_SERVER_MISS);
-          if (++s.misses >= opts_.misses_down && s.up) {
-            s.up = false;
-            ++s.downs;
-            count(AgentReason::kRELAY4_SERVER_DOWN);
-            went_down.push_back(s.address);
-          }
-        }
-      }
-      if (now - e.sent_ns >= ttl)
-        it = exchanges_.erase(it);
-      else
-        ++it;
-    }
+    more = judge_due_locked(now, 256, &went_down);
+    more = expire_locked(now, 256) || more;
   }
   for (uint32_t a : went_down)
     spdlog::warn("relay4: server {} left {} messages in a row unanswered: marked down",

@@ -26,6 +26,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -143,6 +144,11 @@ class Relay4 {
                      const std::optional<uint32_t>& lease_server, uint32_t* targets_out);
   bool record_exchange_locked(const SubKey& key, const punt::FrameView& v, const dhcpv4::Message& m,
                               uint64_t id, uint32_t targets, uint32_t expect);
+  // Judges (misses) the exchanges whose answers came due by `now` and
+  // forgets those past their time, at most `budget` queue entries each;
+  // returns whether entries are left. Under mu_.
+  bool judge_due_locked(uint64_t now, size_t budget, std::vector<uint32_t>* went_down);
+  bool expire_locked(uint64_t now, size_t budget);
   void send_request(uint32_t targets, const std::vector<uint8_t>& out);
   std::optional<SubKey> named_subscriber(const ServerReply& r) const;
   bool take_reply(uint32_t src, int si, const ServerReply& r, const std::optional<SubKey>& named,
@@ -160,6 +166,12 @@ class Relay4 {
   mutable std::mutex mu_;
   std::vector<ServerState> servers_;
   std::unordered_map<uint64_t, Exchange> exchanges_;
+  // Every send of an exchange, (its time, exchange id), in the order sent:
+  // the tick visits only what came due since the last one, not every
+  // exchange remembered (tens of thousands under a storm, whose walk would
+  // hold mu_, and with it the punt thread, for milliseconds). An entry
+  // whose exchange was sent again since is stale and skipped.
+  std::deque<std::pair<uint64_t, uint64_t>> to_judge_, to_expire_;
 };
 
 }  // namespace xbng::agent::relay

@@ -1,5 +1,6 @@
 #include "relay/relay6.h"
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <ctime>
@@ -44,6 +45,17 @@ uint32_t xid_of(std::span<const uint8_t> m) {
   return (uint32_t{m[1]} << 16) | (uint32_t{m[2]} << 8) | m[3];
 }
 
+// The info lines of a server's state change (learned, up again) are made
+// under mu_ and written after it: a log write that blocks (a loaded disk)
+// must not hold the lock the punt thread and the socket's thread take for
+// every message.
+thread_local std::vector<std::string> t_later;
+
+void write_later() {
+  for (const auto& line : t_later) spdlog::info("{}", line);
+  t_later.clear();
+}
+
 }  // namespace
 
 Relay6::Relay6(Relay6Options opts, std::vector<RelayPort6> ports, Sessions6* sessions,
@@ -80,8 +92,8 @@ int Relay6::learn_locked(const Ipv6& a) {
   st.address = a;
   st.sent = 1;  // the message it answers
   servers_.push_back(st);
-  spdlog::info("relay6: server {} answers the Relay-Forwards to {}", format_ipv6(a.data()),
-               format_ipv6(opts_.servers[0].data()));
+  t_later.push_back(fmt::format("relay6: server {} answers the Relay-Forwards to {}",
+                                format_ipv6(a.data()), format_ipv6(opts_.servers[0].data())));
   return static_cast<int>(servers_.size() - 1);
 }
 
@@ -101,7 +113,8 @@ uint32_t Relay6::expected_locked(std::span<const uint8_t> payload) const {
 // Remembers the exchange of k; a retransmission (same transaction id and
 // type) keeps its first send's time and answers.
 void Relay6::record_locked(const SubKey& k, const Mac& mac, const Ipv6& src,
-                           std::span<const uint8_t> payload, uint64_t now) {
+                           std::span<const uint8_t> payload, uint64_t now,
+                           std::vector<Ipv6>* went_down) {
   const uint64_t r = key_rank(k);
   auto it = exchanges_.find(r);
   if (it == exchanges_.end() && exchanges_.size() >= opts_.max_exchanges) return;
@@ -113,17 +126,13 @@ void Relay6::record_locked(const SubKey& k, const Mac& mac, const Ipv6& src,
   e.client = src;
   if (known && e.cur.xid == xid && e.type == type) return;  // a retransmission
   if (known && !e.cur.judged) {
-    if (!e.prev.judged) {
-      std::vector<Ipv6> down;
-      judge_locked(e.prev, &down);
-      for (const auto& a : down)
-        spdlog::warn("relay6: server {} left {} messages in a row unanswered: marked down",
-                     format_ipv6(a.data()), opts_.misses_down);
-    }
+    if (!e.prev.judged) judge_locked(e.prev, went_down);
     e.prev = e.cur;
   }
   e.type = type;
   e.cur = Wait{xid, now, expected_locked(payload), 0, false};
+  to_judge_.emplace_back(now, r);
+  to_expire_.emplace_back(now, r);
 }
 
 const RelayPort6* Relay6::port(uint32_t ifindex) const {
@@ -163,10 +172,17 @@ void Relay6::on_client(const SubKey& k, const Mac& mac, const Ipv6& src,
     bump(counters_.ended, AgentReason::kRELAY6_ENDED);
     sessions_->ended6(k, type == kRelease ? "release" : "decline");
   }
+  // A server marked down is logged after the lock: a log write that blocks
+  // (a loaded disk) must not hold the relay socket's thread, which takes mu_
+  // for every answer.
+  std::vector<Ipv6> went_down;
   {
     std::lock_guard<std::mutex> lk(mu_);
-    record_locked(k, mac, src, payload, clock_());
+    record_locked(k, mac, src, payload, clock_(), &went_down);
   }
+  for (const auto& a : went_down)
+    spdlog::warn("relay6: server {} left {} messages in a row unanswered: marked down",
+                 format_ipv6(a.data()), opts_.misses_down);
   // Unicast: a bit per server sent to. Multicast: one send to the group
   // reaches every server that listens there.
   uint32_t sent = 0;
@@ -186,7 +202,9 @@ void Relay6::on_client(const SubKey& k, const Mac& mac, const Ipv6& src,
 // An answer of server `si` to a transaction: the server is up.
 void Relay6::answered_locked(int si, Wait& w) {
   ServerState6& s = servers_[static_cast<size_t>(si)];
-  if (!s.up) spdlog::info("relay6: server {} answers again: up", format_ipv6(s.address.data()));
+  if (!s.up)
+    t_later.push_back(
+        fmt::format("relay6: server {} answers again: up", format_ipv6(s.address.data())));
   s.up = true;
   s.misses = 0;
   ++s.answered;
@@ -252,9 +270,11 @@ void Relay6::on_server(const Ipv6& src, uint16_t sport, std::span<const uint8_t>
     std::lock_guard<std::mutex> lk(mu_);
     if (!match_locked(k, src, *r, &e)) {
       bump(counters_.reply_unknown_client, AgentReason::kRELAY6_REPLY_UNKNOWN_CLIENT);
+      write_later();
       return;
     }
   }
+  write_later();
   if (r->message_type == kReply) {
     auto l = parse_reply_leases(r->message);
     if (!l) {
@@ -307,19 +327,39 @@ void Relay6::judge_locked(Wait& w, std::vector<Ipv6>* went_down) {
   }
 }
 
+bool Relay6::judge_due_locked(uint64_t now, size_t budget, std::vector<Ipv6>* went_down) {
+  const uint64_t timeout = uint64_t{opts_.answer_timeout_ms} * 1000000ull;
+  for (; budget && !to_judge_.empty() && now - to_judge_.front().first >= timeout; --budget) {
+    const auto [sent, rank] = to_judge_.front();
+    to_judge_.pop_front();
+    auto it = exchanges_.find(rank);
+    if (it == exchanges_.end()) continue;
+    for (Wait* w : {&it->second.prev, &it->second.cur})
+      if (!w->judged && w->sent_ns == sent) judge_locked(*w, went_down);
+  }
+  return !to_judge_.empty() && now - to_judge_.front().first >= timeout;
+}
+
+bool Relay6::expire_locked(uint64_t now, size_t budget) {
+  const uint64_t ttl = uint64_t{opts_.exchange_ttl_s} * 1000000000ull;
+  for (; budget && !to_expire_.empty() && now - to_expire_.front().first > ttl; --budget) {
+    const auto [sent, rank] = to_expire_.front();
+    to_expire_.pop_front();
+    auto it = exchanges_.find(rank);
+    if (it != exchanges_.end() && it->second.cur.sent_ns == sent) exchanges_.erase(it);
+  }
+  return !to_expire_.empty() && now - to_expire_.front().first > ttl;
+}
+
+// What came due since the last tick, 256 entries per hold of mu_ (the punt
+// thread's messages get the lock in between).
 void Relay6::tick() {
   const uint64_t now = clock_();
-  const uint64_t timeout = uint64_t{opts_.answer_timeout_ms} * 1000000ull;
-  const uint64_t ttl = uint64_t{opts_.exchange_ttl_s} * 1000000000ull;
   std::vector<Ipv6> went_down;
-  {
+  for (bool more = true; more;) {
     std::lock_guard<std::mutex> lk(mu_);
-    for (auto it = exchanges_.begin(); it != exchanges_.end();) {
-      Exchange& e = it->second;
-      for (Wait* w : {&e.prev, &e.cur})
-        if (!w->judged && now - w->sent_ns >= timeout) judge_locked(*w, &went_down);
-      it = now - e.cur.sent_ns > ttl ? exchanges_.erase(it) : std::next(it);
-    }
+    more = judge_due_locked(now, 256, &went_down);
+    more = expire_locked(now, 256) || more;
   }
   for (const auto& a : went_down)
     spdlog::warn("relay6: server {} left {} messages in a row unanswered: marked down",

@@ -50,6 +50,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -182,10 +183,15 @@ class Relay6 {
   int learn_locked(const Ipv6& a);
   uint32_t expected_locked(std::span<const uint8_t> payload) const;
   void record_locked(const SubKey& k, const Mac& mac, const Ipv6& src,
-                     std::span<const uint8_t> payload, uint64_t now);
+                     std::span<const uint8_t> payload, uint64_t now, std::vector<Ipv6>* went_down);
   void judge_locked(Wait& w, std::vector<Ipv6>* went_down);
   void answered_locked(int si, Wait& w);
   bool match_locked(const SubKey& k, const Ipv6& src, const RelayReply6& r, Exchange* out);
+  // Judges the transactions whose answers came due by `now` and forgets
+  // the exchanges past their time, at most `budget` queue entries each;
+  // returns whether entries are left.
+  bool judge_due_locked(uint64_t now, size_t budget, std::vector<Ipv6>* went_down);
+  bool expire_locked(uint64_t now, size_t budget);
 
   Relay6Options opts_;
   bool multicast_ = false;
@@ -200,6 +206,10 @@ class Relay6 {
   mutable std::mutex mu_;
   std::vector<ServerState6> servers_;       // multicast: learned from their answers
   std::map<uint64_t, Exchange> exchanges_;  // by key_rank
+  // Every transaction's first send, (its time, key_rank), in the order
+  // sent: the tick visits only what came due since the last one (as
+  // Relay4). An entry whose exchange moved on is stale and skipped.
+  std::deque<std::pair<uint64_t, uint64_t>> to_judge_, to_expire_;
 };
 
 }  // namespace xbng::agent::relay

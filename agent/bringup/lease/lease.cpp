@@ -1,10 +1,13 @@
 #include "bringup/lease/lease.h"
 
+#include <absl/container/flat_hash_map.h>
+
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <malloc.h>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -21,8 +24,24 @@ namespace xbng::agent {
 
 namespace {
 
-// Bound leases from which a state file write trims malloc's free memory.
+// Bound leases from which a state file write trims malloc's free memory,
+// and how often at most. malloc_trim(0) locks each of malloc's arenas in
+// turn while it gives back its free pages, those of the threads that run at
+// real-time priority too (punt.realtime_priority): this thread, of the
+// default policy, preempted by the host's other work while it holds one,
+// kept a relayed ACK's bind waiting 20 to 40 ms. Once a minute: the
+// arenas hold at most one flush's copy in between, which the next flush
+// reuses.
 constexpr size_t kTrimAfter = 10000;
+// Keys per hold of the lock while flush() collects and copies the leases.
+constexpr size_t kFlushChunk = 256;
+constexpr uint64_t kTrimEveryNs = 60ull * 1000000000ull;
+
+uint64_t monotonic_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
 
 // s as a JSON string, as nlohmann's dump() writes it: printable ASCII
 // straight, anything else through nlohmann (its escapes).
@@ -103,6 +122,11 @@ LeaseTable::LeaseTable(EventHub* hub, PortResolver ports, std::string state_file
 
 LeaseTable::~LeaseTable() { stop(); }
 
+void LeaseTable::reserve(size_t n) {
+  std::lock_guard g(mu_);
+  leases_.reserve(n);
+}
+
 void LeaseTable::start() {
   if (thread_.joinable()) return;
   thread_ = std::thread([this] { run(); });
@@ -169,6 +193,7 @@ void LeaseTable::bind(const SubKey& k, LeaseFamily f, std::string address,
   l.bound_unix = now_unix;
   l.expires_unix = now_unix + lifetime_s;
   by_expiry_.insert({l.expires_unix, rank, static_cast<int>(f)});
+  if (collecting_) bound_meanwhile_.push_back(rank);
   dirty_ = true;
   publish(renew ? EventType::kLeaseRenewed : EventType::kLeaseBound, k, f, l, now_unix);
   if (observer_ && !renew) observer_(k, f, EventType::kLeaseBound);
@@ -330,6 +355,7 @@ bool LeaseTable::apply_replica(const SubKey& k, LeaseFamily f, const Lease* in, 
   if (l.bound) by_expiry_.erase({l.expires_unix, rank, fi});
   l = *in;
   by_expiry_.insert({l.expires_unix, rank, fi});
+  if (collecting_) bound_meanwhile_.push_back(rank);
   dirty_ = true;
   return true;
 }
@@ -350,6 +376,39 @@ std::optional<Lease> LeaseTable::get(std::string_view port, uint32_t outer_vlan,
   return get(k, f);
 }
 
+// The keys of the bound leases, collected kFlushChunk at a time from the
+// expiry index (resuming after the last one taken), the lock released in
+// between; a lease bound meanwhile may move behind the cursor, so bind()
+// notes those keys. False (nothing collected) when nothing changed since
+// the last write.
+bool LeaseTable::bound_keys(std::vector<uint64_t>* ranks) {
+  {
+    std::lock_guard g(mu_);
+    if (!dirty_) return false;
+    dirty_ = false;
+    collecting_ = true;
+    bound_meanwhile_.clear();
+    ranks->reserve(by_expiry_.size());
+  }
+  std::tuple<uint64_t, uint64_t, int> cursor{0, 0, -1};
+  for (bool more = true; more;) {
+    std::lock_guard g(mu_);
+    auto it = by_expiry_.upper_bound(cursor);
+    for (size_t n = 0; it != by_expiry_.end() && n < kFlushChunk; ++it, ++n)
+      ranks->push_back(std::get<1>(*it));
+    more = it != by_expiry_.end();
+    if (more) cursor = *std::prev(it);
+    if (!more) {
+      collecting_ = false;
+      ranks->insert(ranks->end(), bound_meanwhile_.begin(), bound_meanwhile_.end());
+      bound_meanwhile_ = {};
+    }
+  }
+  std::sort(ranks->begin(), ranks->end());
+  ranks->erase(std::unique(ranks->begin(), ranks->end()), ranks->end());
+  return true;
+}
+
 bool LeaseTable::flush() {
   if (file_.empty()) return true;
   // The bound leases are copied under the lock and serialized outside it:
@@ -361,15 +420,8 @@ bool LeaseTable::flush() {
   // when this thread is preempted holding the lock). Each lease is written
   // as it was at some moment of the flush; a change during it sets dirty_
   // again and the next flush writes it.
-  constexpr size_t kFlushChunk = 256;
   std::vector<uint64_t> ranks;
-  {
-    std::lock_guard g(mu_);
-    if (!dirty_) return true;
-    ranks.reserve(leases_.size());
-    for (const auto& [rank, slot] : leases_) ranks.push_back(rank);
-    dirty_ = false;
-  }
+  if (!bound_keys(&ranks)) return true;
   std::vector<FlushEntry> bound;
   bound.reserve(ranks.size() * 2);
   for (size_t i = 0; i < ranks.size(); i += kFlushChunk) {
@@ -392,7 +444,8 @@ bool LeaseTable::flush() {
   }
   std::erase_if(bound, [](const FlushEntry& e) { return e.port.empty(); });
   std::string text = lease_file_text(bound);
-  const bool large = bound.size() >= kTrimAfter;
+  const uint64_t now_ns = monotonic_ns();
+  const bool trim = bound.size() >= kTrimAfter && now_ns - last_trim_ns_ >= kTrimEveryNs;
   bound = {};
   std::string err;
   const bool ok = statefile::write_atomic(file_, text, 0644, true, &err);
@@ -400,7 +453,10 @@ bool LeaseTable::flush() {
   // The copy and the text are freed: give their pages back to the system
   // (glibc keeps them in the arena otherwise; at 1M subscribers that is
   // hundreds of MB held between writes).
-  if (large) malloc_trim(0);
+  if (trim) {
+    malloc_trim(0);
+    last_trim_ns_ = now_ns;
+  }
   if (!ok) {
     count(AgentReason::kLEASE_STATE_WRITE_ERROR);
     spdlog::error("lease state {}", err);

@@ -22,7 +22,7 @@
 #pragma once
 
 #include <absl/container/btree_set.h>
-#include <absl/container/flat_hash_map.h>
+#include <absl/container/node_hash_map.h>
 
 #include <array>
 #include <atomic>
@@ -70,6 +70,10 @@ class LeaseTable {
   using Observer = std::function<void(const SubKey& k, LeaseFamily f, EventType type)>;
   void set_observer(Observer o) { observer_ = std::move(o); }
 
+  // Sizes the table for `n` subscribers up front (--max-subscribers): a
+  // table that grows rehashes under its lock, in the middle of a relayed
+  // ACK's bind.
+  void reserve(size_t n);
   // Starts the expiry/flush thread (period 1 s).
   void start();
   void stop();  // flushes
@@ -131,6 +135,7 @@ class LeaseTable {
   void end_locked(uint64_t rank, std::array<Lease, 2>& slot, int f);
   void load();
   void run();
+  bool bound_keys(std::vector<uint64_t>* ranks);
 
   EventHub* hub_;
   Observer observer_;
@@ -142,13 +147,21 @@ class LeaseTable {
   // that may run at real-time priority, and flush() (xbng-lease, the
   // default policy) holds mu_ a chunk at a time.
   mutable PiMutex mu_;
-  absl::flat_hash_map<uint64_t, Slot> leases_;                      // key_rank -> per family
+  // Nodes: the table's slots are pointers, so that reserve() costs 9 bytes
+  // a subscriber rather than a whole Slot.
+  absl::node_hash_map<uint64_t, Slot> leases_;                      // key_rank -> per family
   absl::btree_set<std::tuple<uint64_t, uint64_t, int>> by_expiry_;  // (expires, rank, family)
   bool dirty_ = false;
+  // While flush() collects the bound leases (a chunk of by_expiry_ at a
+  // time): the keys bound meanwhile, which may have moved behind its
+  // cursor.
+  bool collecting_ = false;
+  std::vector<uint64_t> bound_meanwhile_;
   std::atomic<bool> stop_{false};
   std::mutex run_mu_;
   std::condition_variable run_cv_;
   std::thread thread_;
+  uint64_t last_trim_ns_ = 0;  // flush()'s last malloc_trim (CLOCK_MONOTONIC)
 };
 
 }  // namespace xbng::agent

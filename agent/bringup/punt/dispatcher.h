@@ -29,6 +29,7 @@
 #include "bringup/punt/io.h"
 #include "bringup/ra/ra.h"
 #include "bringup/ra/scheduler.h"
+#include "common/thread_priority.h"
 #include "store/store.h"
 
 namespace xbng::agent::punt {
@@ -131,7 +132,10 @@ class Dispatcher {
   RelayHandler relay4_;
   RelayHandler relay6_;
 
-  mutable std::mutex ra_mu_;  // the scheduler has one owner at a time
+  // The scheduler has one owner at a time: xbng-ra (the default policy) or
+  // a thread that may run at real-time priority (the DHCPv6 relay's, after
+  // each reply): priority inheritance.
+  mutable PiMutex ra_mu_;
   std::unique_ptr<ra::RaScheduler> ra_sched_;
   std::atomic<bool> ra_stop_{false};
   std::mutex ra_wait_mu_;
