@@ -77,12 +77,13 @@ def fmt_phases(s: dict) -> str:
 
 
 class Bench:
-    def __init__(self, workdir: str):
+    def __init__(self, workdir: str, etcd_flags: list[str] | None = None):
         self.lab = Lab("xbngbench")
         lab = self.lab
         self.etcd_ns, peer = lab.netns("etcd"), lab.netns("peer")
         self.cluster = EtcdCluster(lab, self.etcd_ns, members=1)
         self.cluster.dir = os.path.join(workdir, f"etcd-{os.getpid()}")  # on disk, not tmpfs
+        self.cluster.extra_args = list(etcd_flags or [])
         shutil.rmtree(self.cluster.dir, ignore_errors=True)
         self.cluster.start_member(0)
         self.cluster.wait_healthy()
@@ -259,6 +260,8 @@ def main() -> None:
                     help="A/B mode: LABEL=BINDIR[:READERS],... (xbngd of BINDIR; READERS sets "
                          "etcd.full_read_readers through a config file, builds that have it only)")
     ap.add_argument("--rounds", type=int, default=3, help="A/B mode: rounds of fresh starts")
+    ap.add_argument("--etcd-flag", action="append", default=[],
+                    help="one more flag for the etcd member (repeat: --etcd-flag=--enable-pprof)")
     a = ap.parse_args()
     variants = []
     for v in (a.variants or "").split(","):
@@ -272,7 +275,7 @@ def main() -> None:
           f"machine, load {open('/proc/loadavg').read().split()[0]})", flush=True)
     out = []
     for n in [int(s) for s in a.sizes.split(",")]:
-        b = Bench(a.workdir)
+        b = Bench(a.workdir, a.etcd_flag)
         try:
             out.append(b.run_ab(n, variants, a.rounds) if variants else b.run(n, a.changes))
         finally:

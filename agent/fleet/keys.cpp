@@ -198,6 +198,18 @@ std::vector<std::pair<std::string, std::string>> full_read_ranges(const std::str
   return out;
 }
 
+absl::Status fleet::KvConn::range_view(const RangeRequest& rq, std::chrono::milliseconds timeout,
+                                       const std::function<void(const RangeView&)>& page) {
+  RangeResponse r;
+  if (absl::Status s = range(rq, timeout, &r); !s.ok()) return s;
+  std::vector<KeyValueView> kvs;
+  kvs.reserve(r.kvs.size());
+  for (const KeyValue& kv : r.kvs)
+    kvs.push_back({kv.key, kv.value, kv.create_revision, kv.mod_revision, kv.version});
+  page(RangeView{r.header, kvs, r.more, r.count});
+  return absl::OkStatus();
+}
+
 std::string fleet::status_text(const absl::Status& st) {
   return fmt::format("{}: {}", absl::StatusCodeToString(st.code()),
                      std::string_view(st.message().data(), st.message().size()));
