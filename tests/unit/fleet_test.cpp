@@ -184,6 +184,11 @@ TEST(FleetKeys, Utf8CheckAndEscape) {
   EXPECT_EQ(invalid_utf8_at("\xed\xa0\x80"), 0u);      // a surrogate
   EXPECT_EQ(invalid_utf8_at("\xf4\x90\x80\x80"), 0u);  // past U+10FFFF
   EXPECT_EQ(invalid_utf8_at("x\xe2\x82"), 1u);         // truncated
+  // Past and inside runs of eight ASCII bytes (checked a word at a time).
+  EXPECT_EQ(invalid_utf8_at("/xbng/v1/nodes/\xff"), 15u);
+  EXPECT_EQ(invalid_utf8_at("/xbng/v1\xc0\xaf/nodes/"), 8u);
+  EXPECT_EQ(invalid_utf8_at("0123456789abcdef\xe2\x82"), 16u);
+  EXPECT_FALSE(invalid_utf8_at("0123456789abcdef\xe2\x82\xac 0123456789"));
   EXPECT_EQ(escape_bytes("a\xff\xfe"
                          "b é"),
             "a\\xff\\xfeb é");
