@@ -343,11 +343,11 @@ struct Fleet::Impl {
       rq.revision = rev;
       rq.serializable = rev != 0;
       KvHeader at;
-      absl::Status s = c->range_view(rq, std::chrono::milliseconds(60000),
-                                     [&](const fleet::RangeView& v) {
-                                       at = v.header;
-                                       *next = decode_page(v, out);
-                                     });
+      absl::Status s =
+          c->range_view(rq, std::chrono::milliseconds(60000), [&](const fleet::RangeView& v) {
+            at = v.header;
+            *next = decode_page(v, out);
+          });
       const auto f1 = Clock::now();
       std::lock_guard l(mu);
       request_s += std::chrono::duration<double>(f1 - f0).count() - out->decode_s;

@@ -63,10 +63,11 @@ inline constexpr uint32_t kMaxFullReadReaders = 8;
 // decoding and applying overlap (pages are decoded and applied as they
 // arrive), so the phases do not add up to the total: `read_s` is the time
 // from the first request until the last page arrived, `request_s` the time
-// spent in range requests summed over the readers, `decode_s` and
-// `apply_s` the time of the decoding and applying stages, `wait_s` the time
-// decoding waited for a page, `delete_s` the deletion of stale subscribers
-// after the read.
+// spent in range requests and `decode_s` the time decoding pages, each
+// summed over the readers (a reader decodes the page it read), `apply_s`
+// the time of the store's applying stage, `wait_s` the time the store
+// waited for a page, `delete_s` the deletion of stale subscribers after
+// the read.
 struct FullReadTimes {
   int64_t revision = 0;  // 0: no full read yet
   uint64_t keys = 0;

@@ -111,9 +111,13 @@ size_t utf8_seq(std::string_view s, size_t i) {
 std::optional<size_t> invalid_utf8_at(std::string_view s) {
   for (size_t i = 0; i < s.size();) {
     // ASCII (every key and value of the schema) eight bytes at a time.
-    if (uint64_t w; i + 8 <= s.size() && (std::memcpy(&w, s.data() + i, 8), !(w & 0x8080808080808080u))) {
-      i += 8;
-      continue;
+    if (i + 8 <= s.size()) {
+      uint64_t w;
+      std::memcpy(&w, s.data() + i, 8);
+      if (!(w & 0x8080808080808080u)) {
+        i += 8;
+        continue;
+      }
     }
     const size_t n = utf8_seq(s, i);
     if (!n) return i;

@@ -103,8 +103,8 @@ TEST_P(FleetRead, AppliesEveryKeyAtOneRevision) {
   ASSERT_EQ(st["refused_count"], 3) << st.dump();
   EXPECT_EQ(st["refused"][0]["key"], key(50, 100));
   EXPECT_EQ(st["refused"][1]["key"], key(7, 100));
-  EXPECT_EQ(st["refused"][1]["reason"].get<std::string>().rfind(fmt::format("entry {}: ", index), 0),
-            0u)
+  EXPECT_EQ(
+      st["refused"][1]["reason"].get<std::string>().rfind(fmt::format("entry {}: ", index), 0), 0u)
       << st["refused"][1];
   EXPECT_EQ(st["refused"][2]["key"], key(9, 100));
   EXPECT_EQ(st["full_read"]["readers"], readers);
