@@ -52,7 +52,9 @@ struct FleetOptions {
   uint32_t status_ttl_seconds = 10;  // lease of the status key
   uint32_t page_size = 20000;        // keys per range read page
   // Concurrent range requests of a full read (etcd.full_read_readers).
-  uint32_t full_read_readers = 2;
+  // Each reader decodes its pages: 4 kept the store fed on a busy 2-core
+  // machine where 2 left it waiting (docs/benchmarks.md).
+  uint32_t full_read_readers = 4;
   // The node's access ports (set by the agent): the full read splits the
   // prefix into key ranges per port and outer VLAN digits (see fleet.cpp).
   std::vector<std::string> access_ports;

@@ -75,7 +75,7 @@ TEST(FleetConfig, SectionAndChecks) {
   {
     std::ofstream f(path);
     f << "[etcd]\nendpoints = [\"10.0.0.1:2379\", \"https://10.0.0.2:2379\"]\nnode = \"bng1\"\n"
-         "username = \"xbng\"\npassword = \"secret\"\nstatus_ttl = 5\nfull_read_readers = 4\n";
+         "username = \"xbng\"\npassword = \"secret\"\nstatus_ttl = 5\nfull_read_readers = 3\n";
   }
   Config c;
   c.access = {"eth1"};
@@ -89,10 +89,10 @@ TEST(FleetConfig, SectionAndChecks) {
   EXPECT_EQ(fo->etcd.endpoints.size(), 2u);
   EXPECT_EQ(fo->etcd.password, "secret");
   EXPECT_EQ(fo->status_ttl_seconds, 5u);
-  EXPECT_EQ(fo->full_read_readers, 4u);
+  EXPECT_EQ(fo->full_read_readers, 3u);
   Config dflt;
   dflt.etcd_endpoints = {"a:1"};
-  EXPECT_EQ(to_fleet_options(dflt)->full_read_readers, 2u);  // the default
+  EXPECT_EQ(to_fleet_options(dflt)->full_read_readers, 4u);  // the default
 
   Config no = c;
   no.etcd_node.clear();
