@@ -22,7 +22,10 @@ With --variants (A/B mode) the keys are written once per size, then xbngd is
 started fresh (pins removed, nothing adopted) once per variant per round,
 variants alternated within each round (a shared, noisy machine drifts: compare
 within a round): start -> all applied, the node's phases (its "full read" log
-line) and RSS; medians per variant and their ratio to the first variant.
+line), the CPU time xbngd used from its start and etcd during the start, and
+RSS; medians per variant and their ratio to the first variant. --etcd-flag
+passes more flags to the etcd member (--etcd-flag=--enable-pprof: etcd's
+/debug/pprof for a CPU profile of the member).
 
 Prints figures (and --json); asserts nothing. The machine is shared: compare
 within one run.
@@ -55,6 +58,14 @@ def proc_kb(pid: int, key: str) -> int:
     return 0
 
 
+def proc_cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) of every thread of a process so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        st = f.read()
+    f = st[st.rindex(")") + 2:].split()
+    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def phases(line: str) -> dict:
     """The phases of the node's "full read" log line (older builds log fewer)."""
     out = {}
@@ -77,12 +88,13 @@ def fmt_phases(s: dict) -> str:
 
 
 class Bench:
-    def __init__(self, workdir: str):
+    def __init__(self, workdir: str, etcd_flags: list[str] | None = None):
         self.lab = Lab("xbngbench")
         lab = self.lab
         self.etcd_ns, peer = lab.netns("etcd"), lab.netns("peer")
         self.cluster = EtcdCluster(lab, self.etcd_ns, members=1)
         self.cluster.dir = os.path.join(workdir, f"etcd-{os.getpid()}")  # on disk, not tmpfs
+        self.cluster.extra_args = list(etcd_flags or [])
         shutil.rmtree(self.cluster.dir, ignore_errors=True)
         self.cluster.start_member(0)
         self.cluster.wait_healthy()
@@ -126,14 +138,17 @@ class Bench:
 
     def start_and_wait(self, n: int, max_subs: int, config: str | None = None) -> dict:
         rev = self.cluster.revision()
+        etcd_pid = self.cluster.procs[0].pid
+        e0 = proc_cpu_s(etcd_pid)
         t0 = time.monotonic()
         self.node.start(members=(0,), max_subscribers=max_subs, timeout=600, config=config)
         wait_for(lambda: self.applied() >= rev and
                  self.metrics().get("xbng_fleet_synced") == 1, 600, 0.05, "full apply")
         dt = time.monotonic() - t0
         pid = self.node.daemon.pid
+        cpu = {"xbngd_cpu_s": proc_cpu_s(pid), "etcd_cpu_s": proc_cpu_s(etcd_pid) - e0}
         line = next((l for l in self.node.read_log().splitlines() if "full read" in l), "")
-        return {"seconds": dt, **phases(line),
+        return {"seconds": dt, **phases(line), **cpu,
                 "rss_mb": proc_kb(pid, "VmRSS") / 1024, "hwm_mb": proc_kb(pid, "VmHWM") / 1024,
                 "log": line.split("fleet: ", 1)[-1]}
 
@@ -173,14 +188,16 @@ class Bench:
                     break
                 runs[v["label"]].append(s)
                 print(f"  round {r} {v['label']:>6}: start -> applied {s['seconds']:6.2f} s | "
-                      f"{fmt_phases(s)} | RSS {s['rss_mb']:.0f} MB peak {s['hwm_mb']:.0f} MB | "
-                      f"load {s['load']:.1f}", flush=True)
+                      f"{fmt_phases(s)} | CPU xbngd {s['xbngd_cpu_s']:.2f} s, etcd "
+                      f"{s['etcd_cpu_s']:.2f} s | RSS {s['rss_mb']:.0f} MB peak "
+                      f"{s['hwm_mb']:.0f} MB | load {s['load']:.1f}", flush=True)
         self.fresh()
         for readers in {v["readers"] for v in variants if v["readers"]}:
             os.unlink(self.config(readers))
         med = {k: {f: statistics.median(x[f] for x in v if x.get(f) is not None)
                    for f in ("seconds", "read_apply_s", "read_s", "decode_s", "apply_s",
-                             "hwm_mb", "rss_mb") if any(x.get(f) is not None for x in v)}
+                             "hwm_mb", "rss_mb", "xbngd_cpu_s", "etcd_cpu_s")
+                   if any(x.get(f) is not None for x in v)}
                for k, v in runs.items()}
         base = variants[0]["label"]
         for k, m in med.items():
@@ -188,8 +205,8 @@ class Bench:
                   f"({m['seconds'] / med[base]['seconds']:.2f}x {base}); read+apply "
                   f"{m.get('read_apply_s', 0):.2f} s, range reads {m.get('read_s', 0):.2f} s, "
                   f"decoding {m.get('decode_s', 0):.2f} s, applying "
-                  f"{m.get('apply_s', float('nan')):.2f} s; peak RSS {m['hwm_mb']:.0f} MB",
-                  flush=True)
+                  f"{m.get('apply_s', float('nan')):.2f} s; CPU xbngd {m['xbngd_cpu_s']:.2f} s, "
+                  f"etcd {m['etcd_cpu_s']:.2f} s; peak RSS {m['hwm_mb']:.0f} MB", flush=True)
         return {"n": n, "runs": runs, "median": med}
 
     def run(self, n: int, changes: int) -> dict:
@@ -259,6 +276,8 @@ def main() -> None:
                     help="A/B mode: LABEL=BINDIR[:READERS],... (xbngd of BINDIR; READERS sets "
                          "etcd.full_read_readers through a config file, builds that have it only)")
     ap.add_argument("--rounds", type=int, default=3, help="A/B mode: rounds of fresh starts")
+    ap.add_argument("--etcd-flag", action="append", default=[],
+                    help="one more flag for the etcd member (repeat: --etcd-flag=--enable-pprof)")
     a = ap.parse_args()
     variants = []
     for v in (a.variants or "").split(","):
@@ -272,7 +291,7 @@ def main() -> None:
           f"machine, load {open('/proc/loadavg').read().split()[0]})", flush=True)
     out = []
     for n in [int(s) for s in a.sizes.split(",")]:
-        b = Bench(a.workdir)
+        b = Bench(a.workdir, a.etcd_flag)
         try:
             out.append(b.run_ab(n, variants, a.rounds) if variants else b.run(n, a.changes))
         finally:

@@ -24,7 +24,7 @@
 //   [etcd]    (fleet mode, docs/fleet.md) endpoints = ["10.0.0.1:2379", ...] (--etcd a,b,c),
 //             node = "bng1" (--node), ca, cert, key (TLS to etcd: --etcd-ca/--etcd-cert/
 //             --etcd-key), username, password or password_file (--etcd-username,
-//             --etcd-password-file), status_ttl = 10 (seconds), full_read_readers = 2
+//             --etcd-password-file), status_ttl = 10 (seconds), full_read_readers = 4
 //             (concurrent range requests of a full read, 1..8)
 //   [security] mac_policy = "learn-once" | "follow" | "enforce",
 //             allow_to_host = ["tcp/22", "icmp"], reserved = ["192.0.2.0/24"]
@@ -139,7 +139,7 @@ struct Config {
   std::string etcd_ca, etcd_cert, etcd_key;
   std::string etcd_username, etcd_password, etcd_password_file;
   uint64_t etcd_status_ttl = 10;
-  uint64_t etcd_full_read_readers = 2;  // concurrent range requests of a full read
+  uint64_t etcd_full_read_readers = 4;  // concurrent range requests of a full read
   // ---- bounded API resources, TLS client authentication ----
   bool tls_no_client_auth = false;              // grpc.tls_no_client_auth
   uint64_t api_max_connections = 1024;          // api.max_connections

@@ -156,7 +156,7 @@ struct Fleet::Impl {
   // entry of the stream. An entry that fails validation is one (the store
   // refuses it). `rank` gets the store rank of the key when its port is an
   // access port of this node.
-  bool decode(const std::string& key, const std::string& value, size_t index, DecodedKv* d,
+  bool decode(std::string_view key, std::string_view value, size_t index, DecodedKv* d,
               std::optional<uint64_t>* rank, std::map<std::string, std::string>* refusals) {
     try {
       codec.decode(prefix, key, value, store->ports(), index, d);
@@ -173,7 +173,7 @@ struct Fleet::Impl {
         *rank = key_rank(k);
       }
     if (d->refused) {
-      (*refusals)[key] = std::move(*d->refused);
+      (*refusals)[std::string(key)] = std::move(*d->refused);
       return false;
     }
     return true;
@@ -238,12 +238,28 @@ struct Fleet::Impl {
   // (linearizable) fixes R; then `readers` threads take the ranges in key
   // order, one whole range at a time, and read its pages at R, serializable
   // (the member that answered at R has R: no ReadIndex round per page).
-  // Decoding takes the pages in key order as they arrive (so the same key
-  // wins a conflict whatever the timing), while the readers go on: each
-  // reader keeps at most one page waiting, so at most 2 * readers + 1 pages
-  // are in memory. Pages are of page_size / readers keys: those pages hold
-  // no more keys than one reader's three pages of page_size.
+  // Each reader decodes its page where it arrived (key, UTF-8, JSON, the
+  // store's validation) straight from the response's buffer, so decoding
+  // runs on every reader at once and no key or value is copied. The store
+  // then takes the decoded pages in key order (so the same key wins a
+  // conflict whatever the timing), while the readers go on: each reader
+  // keeps at most one page waiting, so at most 2 * readers + 1 pages are in
+  // memory. Pages are of page_size / readers keys: those pages hold no more
+  // keys than one reader's three pages of page_size.
   struct RangeReader {
+    // One page, decoded on the reader that read it.
+    struct Page {
+      std::vector<DecodedKv> entries;  // the stream entries (valid or not), in key order
+      // Key and value of each entry that failed validation, in order: its
+      // reason names its stream index, known only when the store takes it.
+      std::vector<std::pair<std::string, std::string>> invalid_kvs;
+      std::vector<uint64_t> present;  // store ranks of the keys read
+      std::map<std::string, std::string> refusals;
+      uint64_t kvs = 0;
+      Witness last;  // the page's key of the highest mod_revision
+      double decode_s = 0;
+    };
+
     Impl* self;
     std::shared_ptr<KvConn> c;
     std::vector<std::pair<std::string, std::string>> ranges;
@@ -254,7 +270,7 @@ struct Fleet::Impl {
 
     // A range's pages, in order, as its reader delivers them.
     struct Slot {
-      std::deque<std::unique_ptr<RangeResponse>> pages;
+      std::deque<std::unique_ptr<Page>> pages;
       bool done = false;
     };
     std::mutex mu;  // everything below
@@ -265,14 +281,15 @@ struct Fleet::Impl {
     bool abort = false, failed = false;
     absl::Status err;  // the first failure
     uint64_t kvs = 0;
-    double request_s = 0;  // summed over the readers
+    double request_s = 0, decode_s = 0;  // summed over the readers
     Clock::time_point last_page = t0;
     std::vector<std::thread> threads;
 
-    // Decoding's side (one thread).
-    size_t cur = 0;  // the range being decoded
-    std::unique_ptr<RangeResponse> page;
-    size_t pos = 0;
+    std::unique_ptr<Page> first_page;  // first()'s, until start()
+    std::string first_from;
+
+    // The store's side (one thread).
+    size_t cur = 0;  // the range being taken
     double wait_s = 0;
 
     RangeReader(Impl* s, std::shared_ptr<KvConn> conn, uint32_t n)
@@ -285,9 +302,39 @@ struct Fleet::Impl {
     }
     ~RangeReader() { stop(); }
 
+    // Decodes a page's kvs into `pg` (index 0: see Page::invalid_kvs).
+    // Returns the key to read on from ("" at the range's end).
+    std::string decode_page(const fleet::RangeView& v, Page* pg) {
+      const auto d0 = Clock::now();
+      pg->kvs = v.kvs.size();
+      pg->entries.reserve(v.kvs.size());
+      pg->present.reserve(v.kvs.size());
+      const fleet::KeyValueView* last = nullptr;
+      for (const auto& kv : v.kvs) {
+        if (!last || kv.mod_revision > last->mod_revision) last = &kv;
+        DecodedKv d;
+        std::optional<uint64_t> rank;
+        const bool entry = self->decode(kv.key, kv.value, 0, &d, &rank, &pg->refusals);
+        if (rank) pg->present.push_back(*rank);
+        if (!entry) continue;
+        if (!d.invalid.ok()) pg->invalid_kvs.emplace_back(kv.key, kv.value);
+        pg->entries.push_back(std::move(d));
+      }
+      if (last)
+        pg->last = {std::string(last->key), std::string(last->value), last->mod_revision,
+                    last->create_revision, last->version};
+      pg->decode_s = std::chrono::duration<double>(Clock::now() - d0).count();
+      if (!v.more || v.kvs.empty()) return {};
+      std::string from(v.kvs.back().key);
+      from += '\0';
+      return from;
+    }
+
     // One page of [from, ranges[i].second) at R (rev 0: the first request,
-    // which fixes R). False when etcd failed (err is set).
-    bool request(size_t i, const std::string& from, RangeResponse* out) {
+    // which fixes R), decoded. False when etcd failed (err is set).
+    // *next is where the range goes on ("" at its end).
+    bool request(size_t i, const std::string& from, Page* out, std::string* next,
+                 KvHeader* h = nullptr) {
       const auto f0 = Clock::now();
       fleet::RangeRequest rq;
       rq.key = from;
@@ -295,28 +342,36 @@ struct Fleet::Impl {
       rq.limit = limit;
       rq.revision = rev;
       rq.serializable = rev != 0;
-      absl::Status s = c->range(rq, std::chrono::milliseconds(60000), out);
+      KvHeader at;
+      absl::Status s =
+          c->range_view(rq, std::chrono::milliseconds(60000), [&](const fleet::RangeView& v) {
+            at = v.header;
+            *next = decode_page(v, out);
+          });
       const auto f1 = Clock::now();
       std::lock_guard l(mu);
-      request_s += std::chrono::duration<double>(f1 - f0).count();
+      request_s += std::chrono::duration<double>(f1 - f0).count() - out->decode_s;
+      decode_s += out->decode_s;
       if (!s.ok()) {
         if (!failed) err = std::move(s);
         failed = abort = true;
         cv.notify_all();
         return false;
       }
-      kvs += out->kvs.size();
+      if (!rev) rev = at.revision;
+      if (h) *h = at;
+      kvs += out->kvs;
       last_page = f1;
       return true;
     }
 
-    // Hands a page of range i to decoding; waits while the range already
+    // Hands a page of range i to the store; waits while the range already
     // has one waiting. False when the read is aborted.
-    bool deliver(size_t i, std::unique_ptr<RangeResponse> pg, bool last) {
+    bool deliver(size_t i, std::unique_ptr<Page> pg, bool last) {
       std::unique_lock l(mu);
       cv.wait(l, [&] { return slots[i].pages.empty() || abort; });
       if (abort) return false;
-      if (!pg->kvs.empty()) slots[i].pages.push_back(std::move(pg));
+      if (pg->kvs) slots[i].pages.push_back(std::move(pg));
       slots[i].done = last;
       cv.notify_all();
       return true;
@@ -325,12 +380,12 @@ struct Fleet::Impl {
     // Reads range i from `from` to its end, page after page.
     bool read_range(size_t i, std::string from) {
       for (;;) {
-        auto pg = std::make_unique<RangeResponse>();
-        if (!request(i, from, pg.get())) return false;
-        const bool more = pg->more && !pg->kvs.empty();
-        if (more) from = pg->kvs.back().key + '\0';
-        if (!deliver(i, std::move(pg), !more)) return false;
-        if (!more) return true;
+        auto pg = std::make_unique<Page>();
+        std::string next;
+        if (!request(i, from, pg.get(), &next)) return false;
+        if (!deliver(i, std::move(pg), next.empty())) return false;
+        if (next.empty()) return true;
+        from = std::move(next);
       }
     }
 
@@ -349,27 +404,25 @@ struct Fleet::Impl {
       cv.notify_all();
     }
 
-    // The first request: fixes R. False when etcd failed.
-    bool first(std::unique_ptr<RangeResponse>* out) {
-      *out = std::make_unique<RangeResponse>();
-      if (!request(0, ranges[0].first, out->get())) return false;
-      rev = (*out)->header.revision;
+    // The first request: fixes R (its header in *h). False when etcd failed.
+    bool first(KvHeader* h) {
+      first_page = std::make_unique<Page>();
+      if (!request(0, ranges[0].first, first_page.get(), &first_from, h)) return false;
       return true;
     }
 
     // Starts the readers, the first page (of range 0) already read.
-    void start(std::unique_ptr<RangeResponse> pg) {
-      const bool more = pg->more && !pg->kvs.empty();
-      std::string from = more ? pg->kvs.back().key + '\0' : std::string();
+    void start() {
+      const bool more = !first_from.empty();
       {
         std::lock_guard l(mu);
-        if (!pg->kvs.empty()) slots[0].pages.push_back(std::move(pg));
+        if (first_page->kvs) slots[0].pages.push_back(std::move(first_page));
         slots[0].done = !more;
         next_range = 1;
         running = readers;
       }
       for (uint32_t k = 0; k < readers; ++k)
-        threads.emplace_back([this, k, more, from] {
+        threads.emplace_back([this, k, more, from = first_from] {
           if (k == 0 && more && !read_range(0, from)) {
             std::lock_guard l(mu);
             --running;
@@ -380,11 +433,10 @@ struct Fleet::Impl {
         });
     }
 
-    // The next kv in key order; null at the end, when etcd failed or the
+    // The next page in key order; null at the end, when etcd failed or the
     // fleet stops.
-    KeyValue* next() {
-      while (!page || pos == page->kvs.size()) {
-        page.reset();
+    std::unique_ptr<Page> next() {
+      for (;;) {
         if (self->stopping) return nullptr;
         std::unique_lock l(mu);
         const auto w0 = Clock::now();
@@ -397,12 +449,11 @@ struct Fleet::Impl {
           ++cur;
           continue;
         }
-        page = std::move(slots[cur].pages.front());
+        auto pg = std::move(slots[cur].pages.front());
         slots[cur].pages.pop_front();
-        pos = 0;
         cv.notify_all();
+        return pg;
       }
-      return &page->kvs[pos++];
     }
 
     void stop() {
@@ -423,25 +474,41 @@ struct Fleet::Impl {
     std::map<std::string, std::string> refusals, store_refusals;
     int64_t count = 0;  // keys under the prefix
     Witness last;       // the key of the highest mod_revision
-    double decode_s = 0;
+    // The page being streamed.
+    std::unique_ptr<RangeReader::Page> page;
+    size_t pos = 0, invalid_pos = 0;
   };
 
-  // The full read's kvs as the store's stream input.
+  // Takes the next page of the full read: its refusals, keys and witness.
+  bool next_page(RangeReader* pr, FullRead* fr) {
+    fr->page = pr->next();
+    if (!fr->page) return false;
+    RangeReader::Page& pg = *fr->page;
+    fr->count += static_cast<int64_t>(pg.kvs);
+    if (pg.last.mod_revision > fr->last.mod_revision) fr->last = std::move(pg.last);
+    fr->present.insert(fr->present.end(), pg.present.begin(), pg.present.end());
+    pg.present = {};
+    fr->refusals.merge(pg.refusals);
+    fr->pos = fr->invalid_pos = 0;
+    return true;
+  }
+
+  // The full read's decoded pages as the store's stream input. An entry
+  // that failed validation is decoded again with its stream index, which
+  // its reason names.
   StreamSource full_read_source(RangeReader* pr, FullRead* fr) {
     return [this, pr, fr](StreamBatch* b, size_t max) {
       while (b->got < max) {
-        KeyValue* kv = pr->next();
-        if (!kv) return false;
-        ++fr->count;
-        if (kv->mod_revision > fr->last.mod_revision)
-          fr->last = {kv->key, kv->value, kv->mod_revision, kv->create_revision, kv->version};
-        std::optional<uint64_t> rank;
-        DecodedKv d;
-        const auto d0 = Clock::now();
-        const bool entry = decode(kv->key, kv->value, b->base + b->got, &d, &rank, &fr->refusals);
-        fr->decode_s += std::chrono::duration<double>(Clock::now() - d0).count();
-        if (rank) fr->present.push_back(*rank);
-        if (entry) add_entry(std::move(d), b);
+        while (!fr->page || fr->pos == fr->page->entries.size())
+          if (!next_page(pr, fr)) return false;
+        DecodedKv& d = fr->page->entries[fr->pos++];
+        if (!d.invalid.ok()) {
+          const auto& [key, value] = fr->page->invalid_kvs[fr->invalid_pos++];
+          std::optional<uint64_t> rank;
+          d = {};
+          decode(key, value, b->base + b->got, &d, &rank, &fr->refusals);
+        }
+        add_entry(std::move(d), b);
       }
       return true;
     };
@@ -456,18 +523,18 @@ struct Fleet::Impl {
     auto c = etcd->conn();
     const uint32_t readers = std::clamp<uint32_t>(o.full_read_readers, 1, kMaxFullReadReaders);
     RangeReader pr(this, c, readers);
-    std::unique_ptr<RangeResponse> first;
+    KvHeader first;
     if (!pr.first(&first)) {
       down(c, "range read", pr.err);
       return FullEnd::kFailed;
     }
     up(c);
-    if (auto why = header_changed(first->header)) {
+    if (auto why = header_changed(first)) {
       spdlog::warn("fleet: {}: reading everything again (subscribers no longer in etcd go)", *why);
       std::lock_guard l(mu);
       ++st.history_resets;
     }
-    pr.start(std::move(first));
+    pr.start();
     FullRead fr;
     StreamResult r;
     collect_failures(&r, &fr.store_refusals);
@@ -499,7 +566,7 @@ struct Fleet::Impl {
     t.readers = readers;
     t.read_s = std::chrono::duration<double>(pr.last_page - pr.t0).count();
     t.request_s = pr.request_s;
-    t.decode_s = fr.decode_s;
+    t.decode_s = pr.decode_s;
     t.apply_s = r.apply_seconds;
     t.wait_s = pr.wait_s;
     return finish_full_sync(&fr, r.applied, t, pr.t0) ? FullEnd::kDone : FullEnd::kFailed;

@@ -52,7 +52,9 @@ struct FleetOptions {
   uint32_t status_ttl_seconds = 10;  // lease of the status key
   uint32_t page_size = 20000;        // keys per range read page
   // Concurrent range requests of a full read (etcd.full_read_readers).
-  uint32_t full_read_readers = 2;
+  // Each reader decodes its pages: 4 kept the store fed on a busy 2-core
+  // machine where 2 left it waiting (docs/benchmarks.md).
+  uint32_t full_read_readers = 4;
   // The node's access ports (set by the agent): the full read splits the
   // prefix into key ranges per port and outer VLAN digits (see fleet.cpp).
   std::vector<std::string> access_ports;
@@ -63,10 +65,11 @@ inline constexpr uint32_t kMaxFullReadReaders = 8;
 // decoding and applying overlap (pages are decoded and applied as they
 // arrive), so the phases do not add up to the total: `read_s` is the time
 // from the first request until the last page arrived, `request_s` the time
-// spent in range requests summed over the readers, `decode_s` and
-// `apply_s` the time of the decoding and applying stages, `wait_s` the time
-// decoding waited for a page, `delete_s` the deletion of stale subscribers
-// after the read.
+// spent in range requests and `decode_s` the time decoding pages, each
+// summed over the readers (a reader decodes the page it read), `apply_s`
+// the time of the store's applying stage, `wait_s` the time the store
+// waited for a page, `delete_s` the deletion of stale subscribers after
+// the read.
 struct FullReadTimes {
   int64_t revision = 0;  // 0: no full read yet
   uint64_t keys = 0;

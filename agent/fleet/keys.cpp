@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstring>
 
 #include "fleet/fleet.h"
 #include "fleet/kv.h"
@@ -109,6 +110,15 @@ size_t utf8_seq(std::string_view s, size_t i) {
 
 std::optional<size_t> invalid_utf8_at(std::string_view s) {
   for (size_t i = 0; i < s.size();) {
+    // ASCII (every key and value of the schema) eight bytes at a time.
+    if (i + 8 <= s.size()) {
+      uint64_t w;
+      std::memcpy(&w, s.data() + i, 8);
+      if (!(w & 0x8080808080808080u)) {
+        i += 8;
+        continue;
+      }
+    }
     const size_t n = utf8_seq(s, i);
     if (!n) return i;
     i += n;
@@ -196,6 +206,18 @@ std::vector<std::pair<std::string, std::string>> full_read_ranges(const std::str
   }
   out.emplace_back(from, prefix_range_end(prefix));
   return out;
+}
+
+absl::Status fleet::KvConn::range_view(const RangeRequest& rq, std::chrono::milliseconds timeout,
+                                       const std::function<void(const RangeView&)>& page) {
+  RangeResponse r;
+  if (absl::Status s = range(rq, timeout, &r); !s.ok()) return s;
+  std::vector<KeyValueView> kvs;
+  kvs.reserve(r.kvs.size());
+  for (const KeyValue& kv : r.kvs)
+    kvs.push_back({kv.key, kv.value, kv.create_revision, kv.mod_revision, kv.version});
+  page(RangeView{r.header, kvs, r.more, r.count});
+  return absl::OkStatus();
 }
 
 std::string fleet::status_text(const absl::Status& st) {

@@ -13,8 +13,10 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -52,6 +54,21 @@ struct RangeResponse {
   std::vector<KeyValue> kvs;
   bool more = false;  // more keys in the range than returned
   int64_t count = 0;  // keys in the range
+};
+
+// One kv of a range page as views into the page's own buffer.
+struct KeyValueView {
+  std::string_view key, value;
+  int64_t create_revision = 0, mod_revision = 0, version = 0;
+};
+
+// A range page seen in place (KvConn::range_view): its kvs are views into
+// the response as it was received, valid only during the call.
+struct RangeView {
+  KvHeader header;
+  std::span<const KeyValueView> kvs;
+  bool more = false;
+  int64_t count = 0;
 };
 
 struct WatchEvent {
@@ -102,6 +119,11 @@ class KvConn {
   virtual const std::string& endpoint() const = 0;
   virtual absl::Status range(const RangeRequest& rq, std::chrono::milliseconds timeout,
                              RangeResponse* out) = 0;
+  // range(), the page handed to `page` in place: no copy of a key or value
+  // (a full read decodes 1M of them). `page` runs once, on this thread,
+  // when the request succeeded. Here: over range().
+  virtual absl::Status range_view(const RangeRequest& rq, std::chrono::milliseconds timeout,
+                                  const std::function<void(const RangeView&)>& page);
   virtual absl::Status put(const std::string& key, const std::string& value, int64_t lease,
                            std::chrono::milliseconds timeout) = 0;
   virtual absl::Status txn(const std::vector<TxnOp>& ops, std::chrono::milliseconds timeout) = 0;

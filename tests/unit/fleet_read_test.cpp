@@ -78,6 +78,15 @@ TEST_P(FleetRead, AppliesEveryKeyAtOneRevision) {
   const uint32_t readers = GetParam();
   ReadEtcd e;
   fill(&e);
+  // A Subscriber the store's validation refuses: its reason names its
+  // index in the stream of entries (every key in key order but those
+  // refused before validation), whichever reader decoded it.
+  e.set(key(7, 100), value(7, 100, "300.1.2.3"));
+  size_t index = 0;
+  for (const auto& [k, v] : e.kv) {
+    if (k == key(7, 100)) break;
+    if (k != key(9, 100)) ++index;
+  }
   auto store = make_store(std::make_shared<MapState>(8192));
   agent::Fleet f(options(readers), store.get(), "boot", std::make_unique<ReadKv>(&e),
                  agent::subscriber_value_codec());
@@ -91,11 +100,15 @@ TEST_P(FleetRead, AppliesEveryKeyAtOneRevision) {
   f.stop();
   // Refused: the value that is no subscriber, and the later of the two
   // claims of one address whatever order the readers finished in.
-  ASSERT_EQ(st["refused_count"], 2) << st.dump();
+  ASSERT_EQ(st["refused_count"], 3) << st.dump();
   EXPECT_EQ(st["refused"][0]["key"], key(50, 100));
-  EXPECT_EQ(st["refused"][1]["key"], key(9, 100));
+  EXPECT_EQ(st["refused"][1]["key"], key(7, 100));
+  EXPECT_EQ(
+      st["refused"][1]["reason"].get<std::string>().rfind(fmt::format("entry {}: ", index), 0), 0u)
+      << st["refused"][1];
+  EXPECT_EQ(st["refused"][2]["key"], key(9, 100));
   EXPECT_EQ(st["full_read"]["readers"], readers);
-  EXPECT_EQ(st["full_read"]["keys"], kSubs + 3);
+  EXPECT_EQ(st["full_read"]["keys"], kSubs + 4);
   EXPECT_EQ(st["full_read"]["revision"], at);
   // The first request fixes the revision; every other reads at it,
   // serializable, in pages.

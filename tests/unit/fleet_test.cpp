@@ -75,7 +75,7 @@ TEST(FleetConfig, SectionAndChecks) {
   {
     std::ofstream f(path);
     f << "[etcd]\nendpoints = [\"10.0.0.1:2379\", \"https://10.0.0.2:2379\"]\nnode = \"bng1\"\n"
-         "username = \"xbng\"\npassword = \"secret\"\nstatus_ttl = 5\nfull_read_readers = 4\n";
+         "username = \"xbng\"\npassword = \"secret\"\nstatus_ttl = 5\nfull_read_readers = 3\n";
   }
   Config c;
   c.access = {"eth1"};
@@ -89,10 +89,10 @@ TEST(FleetConfig, SectionAndChecks) {
   EXPECT_EQ(fo->etcd.endpoints.size(), 2u);
   EXPECT_EQ(fo->etcd.password, "secret");
   EXPECT_EQ(fo->status_ttl_seconds, 5u);
-  EXPECT_EQ(fo->full_read_readers, 4u);
+  EXPECT_EQ(fo->full_read_readers, 3u);
   Config dflt;
   dflt.etcd_endpoints = {"a:1"};
-  EXPECT_EQ(to_fleet_options(dflt)->full_read_readers, 2u);  // the default
+  EXPECT_EQ(to_fleet_options(dflt)->full_read_readers, 4u);  // the default
 
   Config no = c;
   no.etcd_node.clear();
@@ -184,6 +184,11 @@ TEST(FleetKeys, Utf8CheckAndEscape) {
   EXPECT_EQ(invalid_utf8_at("\xed\xa0\x80"), 0u);      // a surrogate
   EXPECT_EQ(invalid_utf8_at("\xf4\x90\x80\x80"), 0u);  // past U+10FFFF
   EXPECT_EQ(invalid_utf8_at("x\xe2\x82"), 1u);         // truncated
+  // Past and inside runs of eight ASCII bytes (checked a word at a time).
+  EXPECT_EQ(invalid_utf8_at("/xbng/v1/nodes/\xff"), 15u);
+  EXPECT_EQ(invalid_utf8_at("/xbng/v1\xc0\xaf/nodes/"), 8u);
+  EXPECT_EQ(invalid_utf8_at("0123456789abcdef\xe2\x82"), 16u);
+  EXPECT_FALSE(invalid_utf8_at("0123456789abcdef\xe2\x82\xac 0123456789"));
   EXPECT_EQ(escape_bytes("a\xff\xfe"
                          "b é"),
             "a\\xff\\xfeb é");

@@ -37,6 +37,7 @@ class EtcdCluster:
         self.procs: dict[int, object] = {}
         self.token = f"xbng-{os.getpid()}-{time.monotonic_ns()}"
         self.initial = ",".join(f"m{i}=http://127.0.0.1:{PEER_PORTS[i]}" for i in range(members))
+        self.extra_args: list[str] = []  # more etcd flags (a benchmark's)
 
     def endpoint(self, i: int, host: str = "127.0.0.1") -> str:
         return f"{host}:{CLIENT_PORTS[i]}"
@@ -55,7 +56,7 @@ class EtcdCluster:
                 "--initial-cluster", self.initial, "--initial-cluster-token", self.token,
                 "--initial-cluster-state", "existing" if existing else "new",
                 "--heartbeat-interval", "50", "--election-timeout", "500",
-                "--log-level", "warn", "--logger", "zap"]
+                "--log-level", "warn", "--logger", "zap", *self.extra_args]
         self.procs[i] = self.lab.spawn(self.ns.nsenter_argv(argv),
                                        log=os.path.join(self.dir, f"m{i}.log"))
 
