@@ -83,9 +83,8 @@ const std::vector<Case>& cases() {
       {"down_v4_direct", "xbng downstream IPv4 direct", "xbng", PC_SLOT_XDP_UPLINK, PC_MODE_DOWN_V4,
        Tmpl::kDownV4, true, XDP_REDIRECT, XBNG_FWD_DOWNSTREAM, 8, false, false, true},
       // The same /128 and /64 routes in direct_v6 (a pool of each, slot = offset).
-      {"down_v6_direct", "xbng downstream /128 direct", "xbng", PC_SLOT_XDP_UPLINK,
-       PC_MODE_DOWN_V6, Tmpl::kDownV6, true, XDP_REDIRECT, XBNG_FWD_DOWNSTREAM, 8, false, false,
-       true},
+      {"down_v6_direct", "xbng downstream /128 direct", "xbng", PC_SLOT_XDP_UPLINK, PC_MODE_DOWN_V6,
+       Tmpl::kDownV6, true, XDP_REDIRECT, XBNG_FWD_DOWNSTREAM, 8, false, false, true},
       {"down_v6_64_direct", "xbng downstream /64 direct", "xbng", PC_SLOT_XDP_UPLINK,
        PC_MODE_DOWN_V6_64, Tmpl::kDownV6_64, true, XDP_REDIRECT, XBNG_FWD_DOWNSTREAM, 8, false,
        false, true},
@@ -689,8 +688,8 @@ int main(int argc, char** argv) {
           "slots, %.0f%% used)\n"
           "         IPv6 /64: routes_v6_64 hash %.0f B, direct array %.0f B per subscriber (%u "
           "slots, %.0f%% used)\n",
-          double(v6_hash) / n, double(v6_direct) / n, s128, 100.0 * n / s128,
-          double(v64_hash) / n, double(v64_direct) / n, s64, 100.0 * n / s64);
+          double(v6_hash) / n, double(v6_direct) / n, s128, 100.0 * n / s128, double(v64_hash) / n,
+          double(v64_direct) / n, s64, 100.0 * n / s64);
       memj.push_back({{"n", n},
                       {"before_bytes", before},
                       {"after_bytes", after},

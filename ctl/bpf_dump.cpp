@@ -128,14 +128,13 @@ uint64_t dump_direct(const CtlOptions& o, const PinnedMaps& maps) {
   uint64_t nroutes = 0;
   for (MapId arr : {MapId::kDirectV4, MapId::kDirectV6}) {
     const bool v4 = arr == MapId::kDirectV4;
-    const auto units = v4 ? std::vector<DirectUnit>{DirectUnit::kV4}
-                          : std::vector<DirectUnit>{DirectUnit::kV6_128, DirectUnit::kV6_64};
+    const auto units = direct_units(v4 ? 4 : 6);
     uint64_t slots = 0;
     for (DirectUnit u : units) slots += d.slots(u);
     if (!o.json)
       std::printf("\n# %s (%zu pools, %llu slots)\n%-44s %-20s %-17s %12s %14s\n", map_name(arr),
-                  v4 ? d.v4.size() : d.v6.size(), (unsigned long long)slots, "DESTINATION",
-                  "OWNER", "MAC", "DOWN_PKTS", "DOWN_BYTES");
+                  v4 ? d.v4.size() : d.v6.size(), (unsigned long long)slots, "DESTINATION", "OWNER",
+                  "MAC", "DOWN_PKTS", "DOWN_BYTES");
     for (DirectUnit u : units) {
       const MapId hash = direct_hash_map(u);
       int rc = direct_for_each(maps.fd(arr), d, u, [&](const void* k, const struct xbng_route& r) {

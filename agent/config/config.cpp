@@ -673,7 +673,8 @@ void check_limits(const Config& c, Checker& k) {
           c.direct_slots);
   if (c.direct_slots_v6 > 16'777'216)
     k.err(
-        "limits.direct_slots_v6 {}: expected 0..16777216 (0: every IPv6 /64 and /128 in the hashes)",
+        "limits.direct_slots_v6 {}: expected 0..16777216 (0: every IPv6 /64 and /128 in the "
+        "hashes)",
         c.direct_slots_v6);
   if (c.events_per_sec > 1'000'000)
     k.err("limits.events_per_sec {}: expected 0..1000000 (0 disables unknown-subscriber events)",

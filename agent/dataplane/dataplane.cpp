@@ -798,8 +798,8 @@ void Dataplane::configure_direct(const std::vector<Prefix>& pools) {
     if (have.family(f) == want.family(f)) continue;
     auto [out, in] = direct_relayout(f, have, want, [this](MapId m) { return fd(m); });
     spdlog::info(
-        "direct routes: IPv{} layout changed; {} host routes moved out of the array, {} into it",
-        f, out, in);
+        "direct routes: IPv{} layout changed; {} host routes moved out of the array, {} into it", f,
+        out, in);
   }
 }
 

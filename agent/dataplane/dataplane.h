@@ -223,6 +223,8 @@ int possible_cpus();
 // The hash map whose keys the slots of unit u stand for, and their array.
 MapId direct_hash_map(DirectUnit u);
 MapId direct_array_map(DirectUnit u);
+// The units whose slots live in family f's (4 or 6) array.
+std::vector<DirectUnit> direct_units(int f);
 // The unit of a route map's keys that a direct array can hold, or none.
 std::optional<DirectUnit> direct_unit_of(MapId route_map);
 
@@ -238,7 +240,9 @@ class DirectLines {
   // Maps array `fd` (read-only unless `write`). Returns 0 or -errno.
   int map(int fd, bool write);
   uint32_t size() const { return n_; }
-  struct xbng_direct_route* line(uint32_t slot) const { return slot < n_ ? &mem_[slot] : nullptr; }
+  struct xbng_direct_route* line(uint32_t slot) const {
+    return slot < n_ ? &mem_[slot] : nullptr;
+  }
 
  private:
   struct xbng_direct_route* mem_ = nullptr;

@@ -19,12 +19,6 @@ namespace {
 
 std::string errstr(int err) { return std::strerror(err < 0 ? -err : err); }
 
-// The units whose slots live in family f's array.
-std::vector<DirectUnit> units_of(int f) {
-  if (f == 4) return {DirectUnit::kV4};
-  return {DirectUnit::kV6_128, DirectUnit::kV6_64};
-}
-
 // Calls fn(first, count) for each pool range of unit u, cut to the array's
 // `n` lines (a pinned array may be smaller than a table claims).
 template <typename F>
@@ -36,6 +30,11 @@ void each_line_range(const DirectLayout& d, DirectUnit u, uint32_t n, F fn) {
 }
 
 }  // namespace
+
+std::vector<DirectUnit> direct_units(int f) {
+  if (f == 4) return {DirectUnit::kV4};
+  return {DirectUnit::kV6_128, DirectUnit::kV6_64};
+}
 
 MapId direct_hash_map(DirectUnit u) {
   return u == DirectUnit::kV4      ? MapId::kRoutesV4
@@ -128,11 +127,12 @@ std::pair<size_t, size_t> direct_relayout(int f, const DirectLayout& have, const
                                           const std::function<int(MapId)>& fd) {
   const MapId arr = f == 4 ? MapId::kDirectV4 : MapId::kDirectV6;
   const MapId table = f == 4 ? MapId::kDirectPools : MapId::kDirectPoolsV6;
+  const std::vector<DirectUnit> units = direct_units(f);
   DirectLines lines;
   if (int rc = lines.map(fd(arr), true))
     throw DataplaneError(fmt::format("mapping map {}: {}", map_name(arr), errstr(rc)));
   size_t out = 0, in = 0;
-  for (DirectUnit u : units_of(f)) {
+  for (DirectUnit u : units) {
     const MapId hash = direct_hash_map(u);
     int rc = direct_for_each(fd(arr), have, u, [&](const void* k, const struct xbng_route& r) {
       if (bpf_map_update_elem(fd(hash), k, &r, BPF_ANY) != 0)
@@ -143,31 +143,31 @@ std::pair<size_t, size_t> direct_relayout(int f, const DirectLayout& have, const
     if (rc) throw DataplaneError(fmt::format("reading map {}: {}", map_name(arr), errstr(rc)));
   }
   direct_write_table(f, fd(table), DirectLayout{});
-  for (DirectUnit u : units_of(f))
+  for (DirectUnit u : units)
     for (const DirectLayout* d : {&have, &want})
       each_line_range(*d, u, lines.size(), [&](uint32_t first, uint32_t count) {
         std::memset(lines.line(first), 0, size_t{count} * sizeof(struct xbng_direct_route));
       });
-  std::vector<std::vector<uint8_t>> moved(units_of(f).size());
-  for (size_t i = 0; i < units_of(f).size(); ++i) {
-    const DirectUnit u = units_of(f)[i];
-    if (!want.has(u)) continue;
-    const size_t ks = direct_key_size(u);
-    const MapId hash = direct_hash_map(u);
-    int rc = map_for_each(fd(hash), ks, sizeof(struct xbng_route), [&](const void* k, const void* v) {
-      auto slot = want.slot_of(u, k);
-      if (!slot || *slot >= lines.size()) return;
-      std::memcpy(&lines.line(*slot)->r, v, sizeof(struct xbng_route));
-      const auto* kb = static_cast<const uint8_t*>(k);
-      moved[i].insert(moved[i].end(), kb, kb + ks);
-    });
+  std::vector<std::vector<uint8_t>> moved(units.size());  // keys, per unit
+  for (size_t i = 0; i < units.size(); ++i) {
+    if (!want.has(units[i])) continue;
+    const size_t ks = direct_key_size(units[i]);
+    const MapId hash = direct_hash_map(units[i]);
+    int rc =
+        map_for_each(fd(hash), ks, sizeof(struct xbng_route), [&](const void* k, const void* v) {
+          auto slot = want.slot_of(units[i], k);
+          if (!slot || *slot >= lines.size()) return;
+          std::memcpy(&lines.line(*slot)->r, v, sizeof(struct xbng_route));
+          const auto* kb = static_cast<const uint8_t*>(k);
+          moved[i].insert(moved[i].end(), kb, kb + ks);
+        });
     if (rc) throw DataplaneError(fmt::format("reading map {}: {}", map_name(hash), errstr(rc)));
   }
   direct_write_table(f, fd(table), want);
-  for (size_t i = 0; i < moved.size(); ++i) {
-    const DirectUnit u = units_of(f)[i];
-    const size_t ks = direct_key_size(u);
-    if (int rc = map_delete_many(fd(direct_hash_map(u)), moved[i].data(), moved[i].size() / ks, ks))
+  for (size_t i = 0; i < units.size(); ++i) {
+    const size_t ks = direct_key_size(units[i]);
+    if (int rc = map_delete_many(fd(direct_hash_map(units[i])), moved[i].data(),
+                                 moved[i].size() / ks, ks))
       throw DataplaneError(fmt::format("deleting a moved host route: {}", errstr(rc)));
     in += moved[i].size() / ks;
   }

@@ -48,7 +48,7 @@ bool map_sized_by_direct(MapId id) {
 }
 uint32_t map_direct_slots(MapId id, const DataplaneOptions& o) {
   return kMaps[static_cast<int>(id)].sizing == Sizing::kDirect6 ? o.direct_slots_v6
-                                                                 : o.direct_slots;
+                                                                : o.direct_slots;
 }
 bool map_shared_with_trace(MapId id) { return kMaps[static_cast<int>(id)].shared_with_trace; }
 

@@ -179,13 +179,40 @@ std::optional<DirectUnit> BpfMapOps::direct(MapId m) const {
 void BpfMapOps::lookup_many(MapId m, const void* keys, size_t n, size_t key_size, void* values,
                             size_t value_size, uint8_t* found) const {
   if (n == 0) return;
-  // The direct array's keys are slots, not keys of the hash: one lookup()
-  // each, which finds every key where the layout puts it.
-  if (direct(m)) return MapOps::lookup_many(m, keys, n, key_size, values, value_size, found);
+  if (auto u = direct(m))
+    return direct_lookup_many(*u, keys, n, key_size, values, value_size, found);
   if (reader_ && reader_->read(m, static_cast<const uint8_t*>(keys), n, key_size,
                                static_cast<uint8_t*>(values), value_size, found))
     return;
   MapOps::lookup_many(m, keys, n, key_size, values, value_size, found);
+}
+
+// The keys inside the pools are read from their lines (in place); the
+// others from the hash, through the reader program in chunks where it runs.
+void BpfMapOps::direct_lookup_many(DirectUnit u, const void* keys, size_t n, size_t key_size,
+                                   void* values, size_t value_size, uint8_t* found) const {
+  const auto* k = static_cast<const uint8_t*>(keys);
+  auto* v = static_cast<uint8_t*>(values);
+  std::vector<size_t> at;
+  std::vector<uint8_t> hk;
+  for (size_t i = 0; i < n; ++i) {
+    if (auto slot = slot_of(u, k + i * key_size)) {
+      found[i] = direct_lookup(u, *slot, v + i * value_size) == 0;
+      continue;
+    }
+    at.push_back(i);
+    hk.insert(hk.end(), k + i * key_size, k + (i + 1) * key_size);
+  }
+  if (at.empty()) return;
+  const MapId hash = direct_hash_map(u);
+  std::vector<uint8_t> hv(at.size() * value_size), hf(at.size());
+  if (!reader_ ||
+      !reader_->read(hash, hk.data(), at.size(), key_size, hv.data(), value_size, hf.data()))
+    MapOps::lookup_many(hash, hk.data(), at.size(), key_size, hv.data(), value_size, hf.data());
+  for (size_t j = 0; j < at.size(); ++j) {
+    found[at[j]] = hf[j];
+    if (hf[j]) std::memcpy(v + at[j] * value_size, hv.data() + j * value_size, value_size);
+  }
 }
 
 int BpfMapOps::direct_lookup(DirectUnit u, uint32_t slot, void* value) const {

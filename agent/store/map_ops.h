@@ -62,9 +62,9 @@ class StoreReader;
 // goes to the place the direct layout gives it (common/direct.h), for every
 // operation. lookup_many() of the subscribers, police and the three hash
 // route maps runs bpf/store_read.bpf.c (a chunk of keys per system call);
-// where that program does not load (an older kernel, no CAP_BPF), for the
-// LPM prefix maps and for a route map with a direct layout, it looks up one
-// key at a time (a key in a pool: its line read in place, no system call).
+// where that program does not load (an older kernel, no CAP_BPF), and for
+// the LPM prefix maps, it looks up one key at a time. A key inside a direct
+// pool is read from its line in place (a read-only mapping of the array).
 class BpfMapOps final : public MapOps {
  public:
   explicit BpfMapOps(const StoreMaps& maps);
@@ -97,6 +97,8 @@ class BpfMapOps final : public MapOps {
   int direct_lookup(DirectUnit u, uint32_t slot, void* value) const;
   int direct_update(DirectUnit u, uint32_t slot, const void* value, uint64_t flags);
   int direct_erase(DirectUnit u, uint32_t slot);
+  void direct_lookup_many(DirectUnit u, const void* keys, size_t n, size_t key_size, void* values,
+                          size_t value_size, uint8_t* found) const;
   int direct_update_many(DirectUnit u, const uint8_t* keys, const uint8_t* values, size_t n,
                          size_t key_size, size_t value_size, size_t* done);
   StoreMaps maps_;

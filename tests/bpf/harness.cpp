@@ -133,10 +133,10 @@ const std::vector<RouteDef> kRoutes{
     {"d64-s1", RouteMap::D6_64, "2001:db8:65:109::", 64, &kS1},
     {"h6d-s1", RouteMap::V6, "2001:db8:65:108::1", 128, &kS1},  // a /128 beats the /64 slot
     {"p6d-s2", RouteMap::P6, "2001:db8:65:1f0::", 60, &kS2},    // delegated /60 in the pool
-    {"d6-s4", RouteMap::D6, "2001:db8:66::7", 128, &kS4},        // a /128 slot
-    {"h6d-s3", RouteMap::V6, "2001:db8:66::9", 128, &kS3},       // a hash entry the pool hides
-    {"p4-s1", RouteMap::P4, "198.51.100.0", 28, &kS1},  // framed route
-    {"p4-s2", RouteMap::P4, "198.51.100.0", 25, &kS2},  // covers s1's /28
+    {"d6-s4", RouteMap::D6, "2001:db8:66::7", 128, &kS4},       // a /128 slot
+    {"h6d-s3", RouteMap::V6, "2001:db8:66::9", 128, &kS3},      // a hash entry the pool hides
+    {"p4-s1", RouteMap::P4, "198.51.100.0", 28, &kS1},          // framed route
+    {"p4-s2", RouteMap::P4, "198.51.100.0", 25, &kS2},          // covers s1's /28
     {"r6-s1", RouteMap::V6, "2001:db8:1::10", 128, &kS1},
     {"r6-s2", RouteMap::V6, "2001:db8:1::11", 128, &kS2},
     {"r6-s3", RouteMap::V6, "2001:db8:2::10", 128, &kS3},
@@ -466,8 +466,9 @@ void Harness::fill_direct_v6() {
     (uint32_t) ifindex("acc0")
   };
   struct xbng_direct_table_v6 t {};
-  for (auto [text, len, unit] : {std::tuple<const char*, uint32_t, uint32_t>{"2001:db8:65:100::", 56, 64},
-                                 {"2001:db8:66::", 120, 128}}) {
+  for (auto [text, len, unit] :
+       {std::tuple<const char*, uint32_t, uint32_t>{"2001:db8:65:100::", 56, 64},
+        {"2001:db8:66::", 120, 128}}) {
     struct xbng_lpm_v6_key k {
       len, {}
     };

@@ -333,9 +333,9 @@ std::vector<Row> router_rows() {
           {"a direct pool address held only in the /128 hash (not looked up there)",
            "2001:db8:66::9"}}) {
       Bytes d6 = udp6(from_router(), kRemote6, ip6(dst));
-      add(row(std::string("down IPv6 to ") + what + ": address unreachable",
-              tx_uplink(d6, XBNG_TX_ICMP_UNREACHABLE,
-                        down_err6(kRemote6, d6, kIcmp6Unreach, 3, 0))));
+      add(row(
+          std::string("down IPv6 to ") + what + ": address unreachable",
+          tx_uplink(d6, XBNG_TX_ICMP_UNREACHABLE, down_err6(kRemote6, d6, kIcmp6Unreach, 3, 0))));
     }
     Bytes err = from_router()
                     .ipv4(kRemote4, ip4("100.64.9.9"))

@@ -113,10 +113,10 @@ TEST(Net, DirectLayoutPlacesPoolsWhileTheyFit) {
 // unit maps to base + offset and back, and only to pools of its unit.
 TEST(Net, DirectLayoutV6PoolsOf64sAnd128s) {
   std::vector<Prefix> pools = {
-      *parse_prefix("2001:db8:100::/48"),  // 65536 /64s: does not fit in 4096 + 256
-      *parse_prefix("2001:db8:200::/52"),  // 4096 /64s, slots 0..4095
-      *parse_prefix("100.64.0.0/24"),      // IPv4: its own slots
-      *parse_prefix("2001:db8:77::/64"),   // 2^64 /128s (SLAAC): never fits
+      *parse_prefix("2001:db8:100::/48"),     // 65536 /64s: does not fit in 4096 + 256
+      *parse_prefix("2001:db8:200::/52"),     // 4096 /64s, slots 0..4095
+      *parse_prefix("100.64.0.0/24"),         // IPv4: its own slots
+      *parse_prefix("2001:db8:77::/64"),      // 2^64 /128s (SLAAC): never fits
       *parse_prefix("2001:db8:88::100/120"),  // 256 /128s, slots 4096..4351
       *parse_prefix("2001:db8:99::/120")};    // no room left
   std::vector<std::string> skipped;
@@ -155,7 +155,7 @@ TEST(Net, DirectLayoutV6PoolsOf64sAnd128s) {
   EXPECT_FALSE(d.slot_of(DirectUnit::kV6_128, a("2001:db8:88::ff").data()));
   EXPECT_FALSE(d.slot_of(DirectUnit::kV6_128, a("2001:db8:88::200").data()));
   EXPECT_FALSE(d.slot_of(DirectUnit::kV6_128, a("2001:db8:88:1::100").data()));  // other /64
-  EXPECT_FALSE(d.slot_of(DirectUnit::kV6_128, a("2001:db8:200::1").data()));  // a pool of /64s
+  EXPECT_FALSE(d.slot_of(DirectUnit::kV6_128, a("2001:db8:200::1").data()));     // a pool of /64s
   // And back: the key a slot stands for, in its unit only.
   uint8_t k[16] = {};
   ASSERT_TRUE(d.key_of(DirectUnit::kV6_64, 7, k));
