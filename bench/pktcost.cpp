@@ -52,7 +52,7 @@ struct Case {
   int len_delta;        // output length - input length
   bool police = false;  // timed with every subscriber on a rate plan
   bool steps = false;   // the benchmark build ending at a stop point (--steps)
-  bool direct = false;  // IPv4 host routes looked up in the direct array
+  bool direct = false;  // host routes looked up in the direct arrays
 };
 
 constexpr uint32_t stop_slot(uint32_t stop) { return PC_SLOT_UP_STOP0 + stop; }
@@ -82,6 +82,12 @@ const std::vector<Case>& cases() {
       // The same /32 routes in the direct array (one pool, slot = offset).
       {"down_v4_direct", "xbng downstream IPv4 direct", "xbng", PC_SLOT_XDP_UPLINK, PC_MODE_DOWN_V4,
        Tmpl::kDownV4, true, XDP_REDIRECT, XBNG_FWD_DOWNSTREAM, 8, false, false, true},
+      // The same /128 and /64 routes in direct_v6 (a pool of each, slot = offset).
+      {"down_v6_direct", "xbng downstream /128 direct", "xbng", PC_SLOT_XDP_UPLINK, PC_MODE_DOWN_V6,
+       Tmpl::kDownV6, true, XDP_REDIRECT, XBNG_FWD_DOWNSTREAM, 8, false, false, true},
+      {"down_v6_64_direct", "xbng downstream /64 direct", "xbng", PC_SLOT_XDP_UPLINK,
+       PC_MODE_DOWN_V6_64, Tmpl::kDownV6_64, true, XDP_REDIRECT, XBNG_FWD_DOWNSTREAM, 8, false,
+       false, true},
       {"arp", "xbng ARP reply", "xbng", PC_SLOT_XDP_ACCESS, PC_MODE_ARP, Tmpl::kArp, false, XDP_TX,
        XBNG_TX_ARP_REPLY, 0},
       // TCP SYNs whose MSS option is clamped on every pass.
@@ -669,12 +675,33 @@ int main(int argc, char** argv) {
           "(/%u pool, %u slots of %zu B, %.0f%% used)\n",
           double(v4_hash) / n, double(v4_direct) / n, bench_direct_len(n), slots,
           sizeof(xbng_direct_route), 100.0 * n / slots);
+      // The IPv6 /128s and /64s: their hashes, or their pools in direct_v6.
+      const uint64_t v6_hash = map_memlock(BPF_MAP_TYPE_HASH, 16, sizeof(xbng_route), n);
+      const uint64_t v64_hash = map_memlock(BPF_MAP_TYPE_HASH, 8, sizeof(xbng_route), n);
+      const uint32_t s128 = bench_direct_128_slots(n), s64 = bench_direct_64_slots(n);
+      const uint64_t v6_direct =
+          map_memlock(BPF_MAP_TYPE_ARRAY, 4, sizeof(xbng_direct_route), s128, BPF_F_MMAPABLE);
+      const uint64_t v64_direct =
+          map_memlock(BPF_MAP_TYPE_ARRAY, 4, sizeof(xbng_direct_route), s64, BPF_F_MMAPABLE);
+      std::printf(
+          "         IPv6 /128: routes_v6 hash %.0f B, direct array %.0f B per subscriber (%u "
+          "slots, %.0f%% used)\n"
+          "         IPv6 /64: routes_v6_64 hash %.0f B, direct array %.0f B per subscriber (%u "
+          "slots, %.0f%% used)\n",
+          double(v6_hash) / n, double(v6_direct) / n, s128, 100.0 * n / s128, double(v64_hash) / n,
+          double(v64_direct) / n, s64, 100.0 * n / s64);
       memj.push_back({{"n", n},
                       {"before_bytes", before},
                       {"after_bytes", after},
                       {"v4_hash_bytes", v4_hash},
                       {"v4_direct_bytes", v4_direct},
-                      {"direct_slots", slots}});
+                      {"direct_slots", slots},
+                      {"v6_hash_bytes", v6_hash},
+                      {"v6_direct_bytes", v6_direct},
+                      {"v6_direct_slots", s128},
+                      {"v6_64_hash_bytes", v64_hash},
+                      {"v6_64_direct_bytes", v64_direct},
+                      {"v6_64_direct_slots", s64}});
     }
     out["police_ratios"] = pol_ratios;
     out["memory_per_subscriber"] = memj;

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <stdexcept>
+#include <vector>
 
 #include "ctl/ctl.h"
 #include "dataplane/dataplane.h"
@@ -117,24 +118,33 @@ uint64_t dump_routes(const CtlOptions& o, const PinnedMaps& maps, MapId id, size
   return nroutes;
 }
 
-// Prints the IPv4 host routes of the direct array (the pools the pinned
-// `direct_pools` table lays out), as dump_routes does; returns how many.
+// Prints the host routes of the direct arrays (the pools the pinned
+// `direct_pools` and `direct_pools_v6` tables lay out), one section an
+// array, as dump_routes does; returns how many.
 uint64_t dump_direct(const CtlOptions& o, const PinnedMaps& maps) {
   DirectLayout d;
-  if (int rc = direct_read_layout(maps.fd(MapId::kDirectPools), &d))
-    throw std::runtime_error(fmt::format("reading direct_pools: {}", std::strerror(-rc)));
+  if (int rc = direct_read_layout(maps.fd(MapId::kDirectPools), maps.fd(MapId::kDirectPoolsV6), &d))
+    throw std::runtime_error(fmt::format("reading the direct tables: {}", std::strerror(-rc)));
   uint64_t nroutes = 0;
-  if (!o.json)
-    std::printf("\n# %s (%zu pools, %llu slots)\n%-44s %-20s %-17s %12s %14s\n",
-                map_name(MapId::kDirectV4), d.v4.size(), (unsigned long long)d.slots(),
-                "DESTINATION", "OWNER", "MAC", "DOWN_PKTS", "DOWN_BYTES");
-  int rc =
-      direct_for_each(maps.fd(MapId::kDirectV4), d, [&](uint32_t be, const struct xbng_route& r) {
-        const Prefix p = route_destination(MapId::kRoutesV4, reinterpret_cast<const uint8_t*>(&be));
+  for (MapId arr : {MapId::kDirectV4, MapId::kDirectV6}) {
+    const bool v4 = arr == MapId::kDirectV4;
+    const auto units = direct_units(v4 ? 4 : 6);
+    uint64_t slots = 0;
+    for (DirectUnit u : units) slots += d.slots(u);
+    if (!o.json)
+      std::printf("\n# %s (%zu pools, %llu slots)\n%-44s %-20s %-17s %12s %14s\n", map_name(arr),
+                  v4 ? d.v4.size() : d.v6.size(), (unsigned long long)slots, "DESTINATION", "OWNER",
+                  "MAC", "DOWN_PKTS", "DOWN_BYTES");
+    for (DirectUnit u : units) {
+      const MapId hash = direct_hash_map(u);
+      int rc = direct_for_each(maps.fd(arr), d, u, [&](const void* k, const struct xbng_route& r) {
         ++nroutes;
-        print_route(o, MapId::kDirectV4, p, r);
+        print_route(o, arr, route_destination(hash, static_cast<const uint8_t*>(k)), r);
       });
-  if (rc) throw std::runtime_error(fmt::format("reading direct_v4: {}", std::strerror(-rc)));
+      if (rc)
+        throw std::runtime_error(fmt::format("reading {}: {}", map_name(arr), std::strerror(-rc)));
+    }
+  }
   return nroutes;
 }
 

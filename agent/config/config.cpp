@@ -274,6 +274,7 @@ const FileKey kFileKeys[] = {
     {"bpf.bpffs", &set<&Config::bpffs, get_string>},
     {"limits.max_subscribers", &set<&Config::max_subscribers, get_uint>},
     {"limits.direct_slots", &set<&Config::direct_slots, get_uint>},
+    {"limits.direct_slots_v6", &set<&Config::direct_slots_v6, get_uint>},
     {"limits.events_per_sec", &set<&Config::events_per_sec, get_uint>},
     {"limits.unknown_event_interval_ms", &set<&Config::unknown_interval_ms, get_uint>},
     {"log.level", &set<&Config::log_level, get_string>},
@@ -684,6 +685,11 @@ void check_limits(const Config& c, Checker& k) {
   if (c.direct_slots > 16'777'216)
     k.err("limits.direct_slots {}: expected 0..16777216 (0: every IPv4 host route in the hash)",
           c.direct_slots);
+  if (c.direct_slots_v6 > 16'777'216)
+    k.err(
+        "limits.direct_slots_v6 {}: expected 0..16777216 (0: every IPv6 /64 and /128 in the "
+        "hashes)",
+        c.direct_slots_v6);
   if (c.events_per_sec > 1'000'000)
     k.err("limits.events_per_sec {}: expected 0..1000000 (0 disables unknown-subscriber events)",
           c.events_per_sec);
@@ -939,6 +945,7 @@ DataplaneOptions to_dataplane_options(const Config& c) {
   o.allow_to_host = allow_to_host_of(c);
   o.max_subscribers = static_cast<uint32_t>(c.max_subscribers);
   o.direct_slots = static_cast<uint32_t>(c.direct_slots);
+  o.direct_slots_v6 = static_cast<uint32_t>(c.direct_slots_v6);
   o.bpffs = c.bpffs;
   o.xdp_generic = c.xdp_generic;
   o.xdp_libxdp = c.xdp_attach == "libxdp";
@@ -1225,6 +1232,8 @@ void refuse_dataplane_changes(const Config& a, const Config& b, ReloadPlan* p) {
          fmt::format("{}", b.max_subscribers), "a BPF map's size is fixed at creation", kTeardown);
   refuse("limits.direct_slots", fmt::format("{}", a.direct_slots),
          fmt::format("{}", b.direct_slots), "a BPF map's size is fixed at creation", kTeardown);
+  refuse("limits.direct_slots_v6", fmt::format("{}", a.direct_slots_v6),
+         fmt::format("{}", b.direct_slots_v6), "a BPF map's size is fixed at creation", kTeardown);
   refuse("limits.events_per_sec", fmt::format("{}", a.events_per_sec),
          fmt::format("{}", b.events_per_sec),
          "a `const volatile` of the XDP program, frozen when it is loaded", kRestart);

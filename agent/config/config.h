@@ -12,7 +12,8 @@
 //   [icmp]    rate_per_sec = 1000, burst = 50 (ICMP errors sent from XDP, per CPU)
 //   [gateway] ipv4 = "100.64.0.1", ipv6 = "2001:db8::1"
 //   [limits]  max_subscribers = 1000000, events_per_sec = 1000, unknown_event_interval_ms = 1000,
-//             direct_slots = 0 (IPv4 host routes of the pools in a direct array; 0: off)
+//             direct_slots = 0 (IPv4 host routes of the pools in a direct array; 0: off),
+//             direct_slots_v6 = 0 (IPv6 /64s and /128s of the pools in a direct array; 0: off)
 //   [grpc]    listen = "unix:///run/xbng/xbngd.sock", tls_cert, tls_key, tls_client_ca,
 //             insecure_tcp = false
 //   [api]     max_connections = 1024, max_request_bytes = 524288, max_watchers = 16,
@@ -122,7 +123,8 @@ struct Config {
   std::string metrics_listen = kDefaultMetricsListen;
   std::string bpffs = "/sys/fs/bpf/xbng";
   uint64_t max_subscribers = XBNG_DEFAULT_MAX_SUBSCRIBERS;
-  uint64_t direct_slots = 0;  // slots of the direct array (64 bytes each), 0: none
+  uint64_t direct_slots = 0;     // slots of the IPv4 direct array (64 bytes each), 0: none
+  uint64_t direct_slots_v6 = 0;  // slots of the IPv6 direct array (64 bytes each), 0: none
   std::string outer_tpid = "0x88a8";
   bool xdp_generic = false;
   // How the programs reach each port's XDP hook: "link" (xbng's own pinned

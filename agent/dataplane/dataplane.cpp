@@ -435,9 +435,9 @@ bool reuse_pinned(const DataplaneOptions& opts, MapId id, struct bpf_map* m,
     }
     if (map_sized_by_direct(id)) {
       auto w = fmt::format(
-          "pinned map {} has {} slots; limits.direct_slots {} ignored (resizing needs a "
-          "teardown)",
-          map_name(id), info.max_entries, opts.direct_slots);
+          "pinned map {} has {} slots; limits.{} {} ignored (resizing needs a teardown)",
+          map_name(id), info.max_entries,
+          id == MapId::kDirectV6 ? "direct_slots_v6" : "direct_slots", map_direct_slots(id, opts));
       spdlog::warn("{}", w);
       warnings->push_back(w);
     }
@@ -469,7 +469,7 @@ void Dataplane::open_and_load() {
     struct bpf_map* m = maps[i];
     if (map_sized_by_subscribers(id)) bpf_map__set_max_entries(m, opts_.max_subscribers);
     if (map_sized_by_direct(id))
-      bpf_map__set_max_entries(m, std::max<uint32_t>(opts_.direct_slots, 1));
+      bpf_map__set_max_entries(m, std::max<uint32_t>(map_direct_slots(id, opts_), 1));
     if (!reuse_pinned(opts_, id, m, &warnings_)) continue;
     pinned[i] = true;
     ++npinned;
@@ -772,89 +772,46 @@ void Dataplane::configure_pools() {
   }
 }
 
-namespace {
-
-void write_direct_table(int fd, const DirectLayout& d) {
-  const uint32_t zero = 0;
-  const struct xbng_direct_table t = d.table();
-  if (bpf_map_update_elem(fd, &zero, &t, BPF_ANY) != 0)
-    throw DataplaneError(fmt::format("writing map direct_pools: {}", errstr(errno)));
-}
-
-}  // namespace
-
-// Lays the IPv4 pools out in `direct_v4` (as many as fit, in order) and
-// writes the table. When the pinned table differs (pools or the array's size
-// changed since the last start) the host routes move first, so that each
-// is in exactly the place the new table says at every instant the fast path
-// can look: every entry of the old layout is copied into `routes_v4`, the
-// table emptied (all /32s on the hash path), the array cleared; then the
-// hash entries inside the new layout are copied into the array, the new
-// table written, and those hash entries deleted. Packets see the hash copy
+// Lays the pools out in the direct arrays (as many as fit, in order, each
+// family in its own array) and writes the tables. When a family's pinned
+// table differs (pools or the array's size changed since the last start)
+// its host routes move first (direct_relayout): packets see the hash copy
 // or the array copy, never neither; counter increments on a copy between
 // the two copies are lost. Runs once the new programs are attached (a
 // program of a build without the array reads only the hash).
 void Dataplane::configure_direct(const std::vector<Prefix>& pools) {
   std::vector<std::string> skipped;
   const uint32_t slots = opts_.direct_slots ? max_entries(MapId::kDirectV4) : 0;
-  DirectLayout want = DirectLayout::plan(pools, slots, &skipped);
+  const uint32_t slots_v6 = opts_.direct_slots_v6 ? max_entries(MapId::kDirectV6) : 0;
+  DirectLayout want = DirectLayout::plan(pools, slots, slots_v6, &skipped);
   for (const auto& p : skipped) {
+    const bool v6 = p.find(':') != std::string::npos;
     auto w = fmt::format(
-        "pool {}: not in the direct array (limits.direct_slots {} full, or {} pools already): its "
-        "IPv4 host routes stay on the hash path",
-        p, slots, XBNG_DIRECT_POOLS);
+        "pool {}: not in the direct array ({} {} full, or {} pools already): its {} stay on the "
+        "hash path",
+        p, v6 ? "limits.direct_slots_v6" : "limits.direct_slots", v6 ? slots_v6 : slots,
+        XBNG_DIRECT_POOLS, v6 ? "IPv6 /64 or /128 routes" : "IPv4 host routes");
     spdlog::warn("{}", w);
     warnings_.push_back(w);
   }
   DirectLayout have;
-  if (int rc = direct_read_layout(fd(MapId::kDirectPools), &have))
-    throw DataplaneError(fmt::format("reading map direct_pools: {}", errstr(rc)));
+  if (int rc = direct_read_layout(fd(MapId::kDirectPools), fd(MapId::kDirectPoolsV6), &have))
+    throw DataplaneError(fmt::format("reading the direct tables: {}", errstr(rc)));
   direct_ = want;
   for (const auto& p : want.v4)
     spdlog::info("direct routes: pool {}.{}.{}.{}/{} at slots {}..{}", p.start >> 24,
                  (p.start >> 16) & 255, (p.start >> 8) & 255, p.start & 255,
                  32 - std::countr_zero(p.size), p.base, p.base + p.size - 1);
-  if (have == want) return;
-
-  const int hash = fd(MapId::kRoutesV4), arr = fd(MapId::kDirectV4);
-  size_t moved_out = 0, moved_in = 0;
-  int rc = direct_for_each(arr, have, [&](uint32_t be, const struct xbng_route& r) {
-    if (bpf_map_update_elem(hash, &be, &r, BPF_ANY) != 0)
-      throw DataplaneError(fmt::format("moving a direct route into routes_v4: {}", errstr(errno)));
-    ++moved_out;
-  });
-  if (rc) throw DataplaneError(fmt::format("reading map direct_v4: {}", errstr(rc)));
-  write_direct_table(fd(MapId::kDirectPools), DirectLayout{});
-  {
-    const struct xbng_direct_route empty {};
-    for (const auto& p : have.v4)
-      for (uint32_t i = 0; i < p.size; ++i) {
-        const uint32_t slot = p.base + i;
-        if (slot >= max_entries(MapId::kDirectV4)) break;
-        if (bpf_map_update_elem(arr, &slot, &empty, BPF_ANY) != 0)
-          throw DataplaneError(fmt::format("clearing map direct_v4: {}", errstr(errno)));
-      }
+  for (const auto& p : want.v6)
+    spdlog::info("direct routes: pool {} (its /{}s) at slots {}..{} of direct_v6",
+                 format_prefix(DirectLayout::prefix_of(p)), p.unit, p.base, p.base + p.size - 1);
+  for (int f : {4, 6}) {
+    if (have.family(f) == want.family(f)) continue;
+    auto [out, in] = direct_relayout(f, have, want, [this](MapId m) { return fd(m); });
+    spdlog::info(
+        "direct routes: IPv{} layout changed; {} host routes moved out of the array, {} into it", f,
+        out, in);
   }
-  std::vector<uint32_t> in_keys;
-  rc = map_for_each(hash, 4, sizeof(struct xbng_route), [&](const void* k, const void* v) {
-    uint32_t be;
-    std::memcpy(&be, k, 4);
-    auto slot = want.slot_of(be);
-    if (!slot) return;
-    struct xbng_direct_route e {};
-    std::memcpy(&e.r, v, sizeof e.r);
-    if (bpf_map_update_elem(arr, &*slot, &e, BPF_ANY) != 0)
-      throw DataplaneError(fmt::format("moving a host route into direct_v4: {}", errstr(errno)));
-    in_keys.push_back(be);
-  });
-  if (rc) throw DataplaneError(fmt::format("reading map routes_v4: {}", errstr(rc)));
-  write_direct_table(fd(MapId::kDirectPools), want);
-  for (uint32_t be : in_keys)
-    if (bpf_map_delete_elem(hash, &be) != 0 && errno != ENOENT)
-      throw DataplaneError(fmt::format("deleting a moved host route: {}", errstr(errno)));
-  moved_in = in_keys.size();
-  spdlog::info("direct routes: layout changed; {} host routes moved out of the array, {} into it",
-               moved_out, moved_in);
 }
 
 // Refuses, before anything is loaded, a port whose XDP hook the configured

@@ -37,7 +37,8 @@ inline constexpr int kMapCount = static_cast<int>(MapId::kCount);
 const char* map_name(MapId id);
 // Maps whose size follows --max-subscribers (sizing SUBSCRIBERS).
 bool map_sized_by_subscribers(MapId id);
-// Maps whose size follows limits.direct_slots (sizing DIRECT).
+// Maps whose size follows limits.direct_slots or limits.direct_slots_v6
+// (sizing DIRECT, DIRECT6).
 bool map_sized_by_direct(MapId id);
 // Maps the trace build reuses from the running programs (trace SHARED).
 bool map_shared_with_trace(MapId id);
@@ -90,6 +91,8 @@ struct DataplaneOptions {
   // Slots of `direct_v4` (IPv4 host routes inside the pools; 0: none, every
   // /32 in the hash). Fixed at creation like max_subscribers.
   uint32_t direct_slots = 0;
+  // Slots of `direct_v6` (IPv6 /64s and /128s inside the pools; 0: none).
+  uint32_t direct_slots_v6 = 0;
   uint16_t outer_tpid = XBNG_ETH_P_8021AD;
   bool xdp_generic = false;
   // How the programs reach each port's XDP hook: xbng's own pinned bpf_link
@@ -126,6 +129,9 @@ struct DataplaneOptions {
 bool is_bpffs(const std::string& path);
 void refuse_private_bpffs(const std::string& path);
 
+// The slots option a map sized by the direct options follows.
+uint32_t map_direct_slots(MapId id, const DataplaneOptions& o);
+
 // Paths under a bpffs directory.
 std::string pin_root(const std::string& bpffs);  // <bpffs>/v<ABI>
 std::string map_pin_path(const std::string& bpffs, MapId id);
@@ -153,7 +159,8 @@ class Dataplane {
   int fd(MapId id) const { return fds_[static_cast<int>(id)]; }
   uint32_t max_entries(MapId id) const { return max_entries_[static_cast<int>(id)]; }
   bool adopted() const { return adopted_; }
-  // Where IPv4 host routes live (the table written to `direct_pools`).
+  // Where host routes live (the tables written to `direct_pools` and
+  // `direct_pools_v6`).
   const DirectLayout& direct() const { return direct_; }
   const std::vector<PortInfo>& ports() const { return ports_; }
   const std::string& bpffs() const { return opts_.bpffs; }
@@ -228,11 +235,51 @@ int map_delete_many(int fd, const void* keys, size_t n, size_t key_size);
 int map_for_each(int fd, size_t key_size, size_t value_size,
                  const std::function<void(const void*, const void*)>& fn);
 int possible_cpus();
-// Calls fn(address in network order, route) for every present entry of the
-// `direct_v4` array `fd` under layout `d`. Returns 0 or -errno.
-int direct_for_each(int fd, const DirectLayout& d,
-                    const std::function<void(uint32_t, const struct xbng_route&)>& fn);
-// Reads the layout a `direct_pools` map holds. Returns 0 or -errno.
-int direct_read_layout(int pools_fd, DirectLayout* out);
+// ---- direct routes (direct_maps.cpp) -------------------------------------
+// The hash map whose keys the slots of unit u stand for, and their array.
+MapId direct_hash_map(DirectUnit u);
+MapId direct_array_map(DirectUnit u);
+// The units whose slots live in family f's (4 or 6) array.
+std::vector<DirectUnit> direct_units(int f);
+// The unit of a route map's keys that a direct array can hold, or none.
+std::optional<DirectUnit> direct_unit_of(MapId route_map);
+
+// A direct array (`direct_v4`, `direct_v6`: mmapable) mapped into this
+// process, so that its lines are read, cleared and filled in place instead
+// of one system call each.
+class DirectLines {
+ public:
+  DirectLines() = default;
+  ~DirectLines();
+  DirectLines(const DirectLines&) = delete;
+  DirectLines& operator=(const DirectLines&) = delete;
+  // Maps array `fd` (read-only unless `write`). Returns 0 or -errno.
+  int map(int fd, bool write);
+  uint32_t size() const { return n_; }
+  struct xbng_direct_route* line(uint32_t slot) const {
+    return slot < n_ ? &mem_[slot] : nullptr;
+  }
+
+ private:
+  struct xbng_direct_route* mem_ = nullptr;
+  uint32_t n_ = 0;
+  size_t len_ = 0;
+};
+
+// Calls fn(key, route) for every present entry of the pools of unit u (key:
+// the hash map's key bytes) in array `fd` under layout `d`. Returns 0 or
+// -errno.
+int direct_for_each(int fd, const DirectLayout& d, DirectUnit u,
+                    const std::function<void(const void* key, const struct xbng_route&)>& fn);
+// Reads the layout `direct_pools` and `direct_pools_v6` hold. Returns 0 or
+// -errno.
+int direct_read_layout(int pools_fd, int pools_v6_fd, DirectLayout* out);
+// Writes family f's (4 or 6) table of `d`. Throws DataplaneError.
+void direct_write_table(int f, int pools_fd, const DirectLayout& d);
+// Moves family f's host routes from layout `have` to `want`; fd(m) gives
+// the maps. Returns how many moved {out of the arrays, into them}. Throws
+// DataplaneError. See Dataplane::configure_direct.
+std::pair<size_t, size_t> direct_relayout(int f, const DirectLayout& have, const DirectLayout& want,
+                                          const std::function<int(MapId)>& fd);
 
 }  // namespace xbng::agent

@@ -19,14 +19,14 @@ namespace {
 
 // One row per map of include/xbng/maps.def: its name, whether its size
 // follows --max-subscribers, whether the trace build reuses the running map.
-enum class Sizing { kFixed, kSubscribers, kDirect };
+enum class Sizing { kFixed, kSubscribers, kDirect, kDirect6 };
 struct MapRow {
   const char* name;
   Sizing sizing;
   bool shared_with_trace;
 };
 constexpr Sizing kSizing_SUBSCRIBERS = Sizing::kSubscribers, kSizing_FIXED = Sizing::kFixed,
-                 kSizing_DIRECT = Sizing::kDirect;
+                 kSizing_DIRECT = Sizing::kDirect, kSizing_DIRECT6 = Sizing::kDirect6;
 constexpr bool kTrace_SHARED = true, kTrace_PRIVATE = false;
 constexpr MapRow kMaps[kMapCount] = {
 #define XBNG_MAP(id, name, sizing, trace) {#name, kSizing_##sizing, kTrace_##trace},
@@ -42,7 +42,14 @@ const char* map_name(MapId id) { return kMaps[static_cast<int>(id)].name; }
 bool map_sized_by_subscribers(MapId id) {
   return kMaps[static_cast<int>(id)].sizing == Sizing::kSubscribers;
 }
-bool map_sized_by_direct(MapId id) { return kMaps[static_cast<int>(id)].sizing == Sizing::kDirect; }
+bool map_sized_by_direct(MapId id) {
+  const Sizing s = kMaps[static_cast<int>(id)].sizing;
+  return s == Sizing::kDirect || s == Sizing::kDirect6;
+}
+uint32_t map_direct_slots(MapId id, const DataplaneOptions& o) {
+  return kMaps[static_cast<int>(id)].sizing == Sizing::kDirect6 ? o.direct_slots_v6
+                                                                : o.direct_slots;
+}
 bool map_shared_with_trace(MapId id) { return kMaps[static_cast<int>(id)].shared_with_trace; }
 
 std::string pin_root(const std::string& bpffs) {
@@ -161,28 +168,6 @@ int map_for_each(int fd, size_t key_size, size_t value_size,
     prev = key.data();
   }
   return errno == ENOENT ? 0 : -errno;
-}
-
-int direct_for_each(int fd, const DirectLayout& d,
-                    const std::function<void(uint32_t, const struct xbng_route&)>& fn) {
-  if (d.empty()) return 0;
-  return map_for_each(fd, sizeof(uint32_t), sizeof(struct xbng_direct_route),
-                      [&](const void* k, const void* v) {
-                        uint32_t slot;
-                        struct xbng_direct_route e;
-                        std::memcpy(&slot, k, 4);
-                        std::memcpy(&e, v, sizeof e);
-                        if (e.r.sub.ifindex == 0) return;
-                        if (auto a = d.addr_of(slot)) fn(*a, e.r);
-                      });
-}
-
-int direct_read_layout(int pools_fd, DirectLayout* out) {
-  const uint32_t zero = 0;
-  struct xbng_direct_table t {};
-  if (bpf_map_lookup_elem(pools_fd, &zero, &t) != 0) return -errno;
-  *out = DirectLayout::from_table(t);
-  return 0;
 }
 
 }  // namespace xbng::agent

@@ -48,12 +48,6 @@ int read_map_of(MapId m) {
   }
 }
 
-uint32_t load_u32(const void* p) {
-  uint32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
-
 }  // namespace
 
 void MapOps::lookup_many(MapId m, const void* keys, size_t n, size_t key_size, void* values,
@@ -163,27 +157,72 @@ class StoreReader {
 };
 
 BpfMapOps::BpfMapOps(const StoreMaps& maps, bool chunked_reads)
-    : maps_(maps), reader_(chunked_reads ? StoreReader::open(maps) : nullptr) {}
+    : maps_(maps), reader_(chunked_reads ? StoreReader::open(maps) : nullptr) {
+  // Test maps (no direct arrays) and a layout without a family map nothing.
+  if (maps_.direct.has(DirectUnit::kV4) && lines_v4_.map(fd(MapId::kDirectV4), false) != 0)
+    spdlog::warn("store: direct_v4 not mapped ({}); its lines read one system call each",
+                 std::strerror(errno));
+  if (!maps_.direct.v6.empty() && lines_v6_.map(fd(MapId::kDirectV6), false) != 0)
+    spdlog::warn("store: direct_v6 not mapped ({}); its lines read one system call each",
+                 std::strerror(errno));
+}
 
 BpfMapOps::~BpfMapOps() = default;
 
 uint64_t BpfMapOps::program_runs() const { return reader_ ? reader_->runs() : 0; }
 
+std::optional<DirectUnit> BpfMapOps::direct(MapId m) const {
+  auto u = direct_unit_of(m);
+  if (u && maps_.direct.has(*u)) return u;
+  return std::nullopt;
+}
+
 void BpfMapOps::lookup_many(MapId m, const void* keys, size_t n, size_t key_size, void* values,
                             size_t value_size, uint8_t* found) const {
   if (n == 0) return;
-  // The direct array's keys are slots, not keys of routes_v4: one lookup()
-  // each, which finds every key where the layout puts it.
-  if (direct(m)) return MapOps::lookup_many(m, keys, n, key_size, values, value_size, found);
+  if (auto u = direct(m))
+    return direct_lookup_many(*u, keys, n, key_size, values, value_size, found);
   if (reader_ && reader_->read(m, static_cast<const uint8_t*>(keys), n, key_size,
                                static_cast<uint8_t*>(values), value_size, found))
     return;
   MapOps::lookup_many(m, keys, n, key_size, values, value_size, found);
 }
 
-int BpfMapOps::direct_lookup(uint32_t slot, void* value) const {
+// The keys inside the pools are read from their lines (in place); the
+// others from the hash, through the reader program in chunks where it runs.
+void BpfMapOps::direct_lookup_many(DirectUnit u, const void* keys, size_t n, size_t key_size,
+                                   void* values, size_t value_size, uint8_t* found) const {
+  const auto* k = static_cast<const uint8_t*>(keys);
+  auto* v = static_cast<uint8_t*>(values);
+  std::vector<size_t> at;
+  std::vector<uint8_t> hk;
+  for (size_t i = 0; i < n; ++i) {
+    if (auto slot = slot_of(u, k + i * key_size)) {
+      found[i] = direct_lookup(u, *slot, v + i * value_size) == 0;
+      continue;
+    }
+    at.push_back(i);
+    hk.insert(hk.end(), k + i * key_size, k + (i + 1) * key_size);
+  }
+  if (at.empty()) return;
+  const MapId hash = direct_hash_map(u);
+  std::vector<uint8_t> hv(at.size() * value_size), hf(at.size());
+  if (!reader_ ||
+      !reader_->read(hash, hk.data(), at.size(), key_size, hv.data(), value_size, hf.data()))
+    MapOps::lookup_many(hash, hk.data(), at.size(), key_size, hv.data(), value_size, hf.data());
+  for (size_t j = 0; j < at.size(); ++j) {
+    found[at[j]] = hf[j];
+    if (hf[j]) std::memcpy(v + at[j] * value_size, hv.data() + j * value_size, value_size);
+  }
+}
+
+int BpfMapOps::direct_lookup(DirectUnit u, uint32_t slot, void* value) const {
   struct xbng_direct_route e;
-  if (bpf_map_lookup_elem(fd(MapId::kDirectV4), &slot, &e) != 0) return -errno;
+  const DirectLines& lines = u == DirectUnit::kV4 ? lines_v4_ : lines_v6_;
+  if (const struct xbng_direct_route* l = lines.line(slot))
+    std::memcpy(&e, l, sizeof e);
+  else if (bpf_map_lookup_elem(fd(direct_array_map(u)), &slot, &e) != 0)
+    return -errno;
   if (e.r.sub.ifindex == 0) {
     errno = ENOENT;
     return -ENOENT;
@@ -196,10 +235,10 @@ int BpfMapOps::direct_lookup(uint32_t slot, void* value) const {
 // and deletion, are decided on the present mark (sub.ifindex). The store
 // writes each route from one thread at a time (its lock), so the test and
 // the write do not race with another writer.
-int BpfMapOps::direct_update(uint32_t slot, const void* value, uint64_t flags) {
+int BpfMapOps::direct_update(DirectUnit u, uint32_t slot, const void* value, uint64_t flags) {
   if (flags != BPF_ANY) {
     struct xbng_route old;
-    const int rc = direct_lookup(slot, &old);
+    const int rc = direct_lookup(u, slot, &old);
     if (rc != 0 && rc != -ENOENT) return rc;
     const bool present = rc == 0;
     if (flags == BPF_NOEXIST && present) return errno = EEXIST, -EEXIST;
@@ -208,41 +247,47 @@ int BpfMapOps::direct_update(uint32_t slot, const void* value, uint64_t flags) {
   struct xbng_direct_route e {};
   std::memcpy(&e.r, value, sizeof e.r);
   if (e.r.sub.ifindex == 0) return errno = EINVAL, -EINVAL;  // would read as empty
-  return rc_of(bpf_map_update_elem(fd(MapId::kDirectV4), &slot, &e, BPF_ANY));
+  return rc_of(bpf_map_update_elem(fd(direct_array_map(u)), &slot, &e, BPF_ANY));
 }
 
-int BpfMapOps::direct_erase(uint32_t slot) {
+int BpfMapOps::direct_erase(DirectUnit u, uint32_t slot) {
   struct xbng_route old;
-  if (int rc = direct_lookup(slot, &old)) return rc;
+  if (int rc = direct_lookup(u, slot, &old)) return rc;
   const struct xbng_direct_route empty {};
-  return rc_of(bpf_map_update_elem(fd(MapId::kDirectV4), &slot, &empty, BPF_ANY));
+  return rc_of(bpf_map_update_elem(fd(direct_array_map(u)), &slot, &empty, BPF_ANY));
 }
 
 int BpfMapOps::lookup(MapId m, const void* key, void* value) const {
-  if (direct(m))
-    if (auto slot = maps_.direct.slot_of(load_u32(key))) return direct_lookup(*slot, value);
+  if (auto u = direct(m))
+    if (auto slot = slot_of(*u, key)) return direct_lookup(*u, *slot, value);
   return rc_of(bpf_map_lookup_elem(fd(m), key, value));
 }
 
 int BpfMapOps::update(MapId m, const void* key, const void* value, uint64_t flags) {
-  if (direct(m))
-    if (auto slot = maps_.direct.slot_of(load_u32(key))) return direct_update(*slot, value, flags);
+  if (auto u = direct(m))
+    if (auto slot = slot_of(*u, key)) return direct_update(*u, *slot, value, flags);
   return rc_of(bpf_map_update_elem(fd(m), key, value, flags));
 }
 
 int BpfMapOps::erase(MapId m, const void* key) {
-  if (direct(m))
-    if (auto slot = maps_.direct.slot_of(load_u32(key))) return direct_erase(*slot);
+  if (auto u = direct(m))
+    if (auto slot = slot_of(*u, key)) return direct_erase(*u, *slot);
   return rc_of(bpf_map_delete_elem(fd(m), key));
+}
+
+int BpfMapOps::update_many(MapId m, const void* keys, const void* values, size_t n, size_t key_size,
+                           size_t value_size, size_t* done) {
+  auto u = direct(m);
+  if (!u) return map_update_many(fd(m), keys, values, n, key_size, value_size, done);
+  return direct_update_many(*u, static_cast<const uint8_t*>(keys),
+                            static_cast<const uint8_t*>(values), n, key_size, value_size, done);
 }
 
 // Runs of consecutive keys on one path, each in batches: the hash's as
 // they are, the array's as slots and line-sized values.
-int BpfMapOps::update_many(MapId m, const void* keys, const void* values, size_t n, size_t key_size,
-                           size_t value_size, size_t* done) {
-  if (!direct(m)) return map_update_many(fd(m), keys, values, n, key_size, value_size, done);
-  const auto* k = static_cast<const uint8_t*>(keys);
-  const auto* v = static_cast<const uint8_t*>(values);
+int BpfMapOps::direct_update_many(DirectUnit u, const uint8_t* k, const uint8_t* v, size_t n,
+                                  size_t key_size, size_t value_size, size_t* done) {
+  const MapId hash = direct_hash_map(u), arr = direct_array_map(u);
   *done = 0;
   std::vector<uint32_t> slots;
   std::vector<struct xbng_direct_route> lines;
@@ -250,7 +295,7 @@ int BpfMapOps::update_many(MapId m, const void* keys, const void* values, size_t
     slots.clear();
     lines.clear();
     for (size_t i = *done; i < n; ++i) {
-      auto slot = maps_.direct.slot_of(load_u32(k + i * key_size));
+      auto slot = slot_of(u, k + i * key_size);
       if (!slot) break;
       struct xbng_direct_route e {};
       std::memcpy(&e.r, v + i * value_size, sizeof e.r);
@@ -260,24 +305,22 @@ int BpfMapOps::update_many(MapId m, const void* keys, const void* values, size_t
     }
     if (!slots.empty()) {
       size_t part = 0;
-      const int rc = map_update_many(fd(MapId::kDirectV4), slots.data(), lines.data(), slots.size(),
+      const int rc = map_update_many(fd(arr), slots.data(), lines.data(), slots.size(),
                                      sizeof(uint32_t), sizeof(struct xbng_direct_route), &part);
       *done += part;
       if (rc) return rc;
       continue;
     }
-    if (maps_.direct.slot_of(load_u32(k + *done * key_size))) {
-      if (int rc = direct_update(*maps_.direct.slot_of(load_u32(k + *done * key_size)),
-                                 v + *done * value_size, BPF_ANY))
-        return rc;
+    if (auto slot = slot_of(u, k + *done * key_size)) {
+      if (int rc = direct_update(u, *slot, v + *done * value_size, BPF_ANY)) return rc;
       ++*done;
       continue;
     }
     size_t end = *done + 1;
-    while (end < n && !maps_.direct.slot_of(load_u32(k + end * key_size))) ++end;
+    while (end < n && !slot_of(u, k + end * key_size)) ++end;
     size_t part = 0;
-    const int rc = map_update_many(fd(m), k + *done * key_size, v + *done * value_size, end - *done,
-                                   key_size, value_size, &part);
+    const int rc = map_update_many(fd(hash), k + *done * key_size, v + *done * value_size,
+                                   end - *done, key_size, value_size, &part);
     *done += part;
     if (rc) return rc;
   }
@@ -285,12 +328,13 @@ int BpfMapOps::update_many(MapId m, const void* keys, const void* values, size_t
 }
 
 int BpfMapOps::delete_many(MapId m, const void* keys, size_t n, size_t key_size) {
-  if (!direct(m)) return map_delete_many(fd(m), keys, n, key_size);
+  auto u = direct(m);
+  if (!u) return map_delete_many(fd(m), keys, n, key_size);
   const auto* k = static_cast<const uint8_t*>(keys);
   std::vector<uint8_t> hashed;
   for (size_t i = 0; i < n; ++i) {
-    if (auto slot = maps_.direct.slot_of(load_u32(k + i * key_size))) {
-      if (int rc = direct_erase(*slot); rc && rc != -ENOENT) return rc;
+    if (auto slot = slot_of(*u, k + i * key_size)) {
+      if (int rc = direct_erase(*u, *slot); rc && rc != -ENOENT) return rc;
       continue;
     }
     hashed.insert(hashed.end(), k + i * key_size, k + (i + 1) * key_size);
@@ -302,12 +346,13 @@ int BpfMapOps::delete_many(MapId m, const void* keys, size_t n, size_t key_size)
 int BpfMapOps::for_each(MapId m, size_t key_size, size_t value_size,
                         const std::function<void(const void*, const void*)>& fn) const {
   if (int rc = map_for_each(fd(m), key_size, value_size, fn)) return rc;
-  if (!direct(m)) return 0;
+  auto u = direct(m);
+  if (!u) return 0;
   std::vector<uint8_t> value(value_size);
-  return direct_for_each(fd(MapId::kDirectV4), maps_.direct,
-                         [&](uint32_t be, const struct xbng_route& r) {
+  return direct_for_each(fd(direct_array_map(*u)), maps_.direct, *u,
+                         [&](const void* key, const struct xbng_route& r) {
                            std::memcpy(value.data(), &r, std::min(value_size, sizeof r));
-                           fn(&be, value.data());
+                           fn(key, value.data());
                          });
 }
 

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 
 #include "dataplane/dataplane.h"
 
@@ -23,8 +24,9 @@ namespace xbng::agent {
 struct StoreMaps {
   int fd[kMapCount];
   uint32_t max_entries[kMapCount];
-  // Where IPv4 host routes live: `routes_v4` is one logical map to the
-  // store, whose addresses inside these pools are slots of `direct_v4`.
+  // Where host routes live: `routes_v4`, `routes_v6` and `routes_v6_64` are
+  // each one logical map to the store, whose keys inside these pools are
+  // slots of `direct_v4` or `direct_v6`.
   DirectLayout direct;
   static StoreMaps from(const Dataplane& dp);
 };
@@ -55,12 +57,14 @@ class MapOps {
 class StoreReader;
 
 // The kernel maps themselves. MapId::kRoutesV4 stands for the `routes_v4`
-// hash and the `direct_v4` array together: each key goes to the place the
-// direct layout gives it (common/direct.h), for every operation.
-// lookup_many() of the subscribers, police and the three hash route maps
-// runs bpf/store_read.bpf.c (a chunk of keys per system call); where that
-// program does not load (an older kernel, no CAP_BPF), for the LPM prefix
-// maps and for routes_v4 with a direct layout, it looks up one key at a time.
+// hash and the `direct_v4` array together, kRoutesV6 and kRoutesV6_64 for
+// their hashes and the pools of /128s and of /64s in `direct_v6`: each key
+// goes to the place the direct layout gives it (common/direct.h), for every
+// operation. lookup_many() of the subscribers, police and the three hash
+// route maps runs bpf/store_read.bpf.c (a chunk of keys per system call);
+// where that program does not load (an older kernel, no CAP_BPF), and for
+// the LPM prefix maps, it looks up one key at a time. A key inside a direct
+// pool is read from its line in place (a read-only mapping of the array).
 class BpfMapOps final : public MapOps {
  public:
   // `chunked_reads` false: never load the program (what a kernel that
@@ -87,11 +91,20 @@ class BpfMapOps final : public MapOps {
 
  private:
   int fd(MapId m) const { return maps_.fd[static_cast<int>(m)]; }
-  bool direct(MapId m) const { return m == MapId::kRoutesV4 && !maps_.direct.empty(); }
-  int direct_lookup(uint32_t slot, void* value) const;
-  int direct_update(uint32_t slot, const void* value, uint64_t flags);
-  int direct_erase(uint32_t slot);
+  // The unit of m's keys when some of them live in a direct array.
+  std::optional<DirectUnit> direct(MapId m) const;
+  std::optional<uint32_t> slot_of(DirectUnit u, const void* key) const {
+    return maps_.direct.slot_of(u, key);
+  }
+  int direct_lookup(DirectUnit u, uint32_t slot, void* value) const;
+  int direct_update(DirectUnit u, uint32_t slot, const void* value, uint64_t flags);
+  int direct_erase(DirectUnit u, uint32_t slot);
+  void direct_lookup_many(DirectUnit u, const void* keys, size_t n, size_t key_size, void* values,
+                          size_t value_size, uint8_t* found) const;
+  int direct_update_many(DirectUnit u, const uint8_t* keys, const uint8_t* values, size_t n,
+                         size_t key_size, size_t value_size, size_t* done);
   StoreMaps maps_;
+  DirectLines lines_v4_, lines_v6_;  // the arrays mapped read-only (lookups)
   std::unique_ptr<StoreReader> reader_;
 };
 

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -410,6 +411,7 @@ XbngSkel load_xbng(uint32_t n) {
         s->maps.prefixes_v4, s->maps.prefixes_v6, s->maps.police})
     bpf_map__set_max_entries(m, entries);
   bpf_map__set_max_entries(s->maps.direct_v4, bench_direct_slots(n));
+  bpf_map__set_max_entries(s->maps.direct_v6, bench_direct_64_slots(n) + bench_direct_128_slots(n));
   if (int err = xbng__load(s.get()))
     throw BenchError(fmt::format("loading xbng (N={}): {}", n, errstr(err)));
   return s;
@@ -563,8 +565,21 @@ double xbng_fill_subscribers(::xbng* s, uint32_t access_ifindex, uint32_t n, boo
     dv[i].r = rv[i];
   }
   batch_update(bpf_map__fd(s->maps.direct_v4), dk, dv, "direct_v4");
+  // The /64s and /128s in direct_v6 (see xbng_set_direct).
+  dk.resize(2 * size_t{n});
+  dv.resize(2 * size_t{n});
+  for (uint32_t i = 0; i < n; i++) {
+    dk[i] = i;
+    dk[n + i] = bench_direct_64_slots(n) + PC_V6_HOST_W3_BASE + i;
+    dv[n + i] = dv[i];
+  }
+  batch_update(bpf_map__fd(s->maps.direct_v6), dk, dv, "direct_v6");
   return now_s() - t0;
 }
+
+uint32_t bench_direct_64_slots(uint32_t n) { return std::bit_ceil(std::max<uint32_t>(n, 1)); }
+
+uint32_t bench_direct_128_slots(uint32_t n) { return std::bit_ceil(PC_V6_HOST_W3_BASE + n); }
 
 uint32_t bench_direct_len(uint32_t n) {
   uint32_t len = 32;
@@ -582,6 +597,18 @@ void xbng_set_direct(::xbng* s, uint32_t n, bool on) {
   }
   const uint32_t zero = 0;
   update(bpf_map__fd(s->maps.direct_pools), &zero, &t, "direct_pools");
+  xbng_direct_table_v6 t6{};
+  if (on) {
+    t6.n = 2;
+    t6.pools[0].hi = uint64_t{PC_V6_PFX_W0} << 32 | PC_V6_PFX_W1_BASE;
+    t6.pools[0].size = bench_direct_64_slots(n);
+    t6.pools[0].unit = 64;
+    t6.pools[1].hi = uint64_t{PC_V6_HOST_W0} << 32 | PC_V6_HOST_W1;
+    t6.pools[1].size = bench_direct_128_slots(n);
+    t6.pools[1].base = t6.pools[0].size;
+    t6.pools[1].unit = 128;
+  }
+  update(bpf_map__fd(s->maps.direct_pools_v6), &zero, &t6, "direct_pools_v6");
 }
 
 double pktcost_fill_refs(::pktcost* s, uint32_t access_ifindex, uint32_t n) {

@@ -128,9 +128,15 @@ double xbng_fill_subscribers(::xbng* s, uint32_t access_ifindex, uint32_t n, boo
 // at 100.64.0.0 holding sub_v4(0 .. n-1) (its length), and its size.
 uint32_t bench_direct_len(uint32_t n);
 inline uint32_t bench_direct_slots(uint32_t n) { return 1u << (32 - bench_direct_len(n)); }
-// Points xbng's IPv4 host-route lookup at the direct array (on: one pool,
-// the bench's; off: an empty table, every /32 on the hash path). Both hold
-// the same routes (xbng_fill_subscribers writes both).
+// The IPv6 direct pools of the N subscribers, laid out in `direct_v6`: the
+// /64s of the smallest prefix at 2001:db8:2000::/36 holding sub_v6_64(0 ..
+// n-1) (slots 0 .. bench_direct_64_slots(n) - 1), then the /128s of the
+// smallest prefix at 2001:db8:1000::/64 holding sub_v6(0 .. n-1).
+uint32_t bench_direct_64_slots(uint32_t n);
+uint32_t bench_direct_128_slots(uint32_t n);
+// Points xbng's host-route lookups at the direct arrays (on: the bench's
+// pools, one IPv4 and two IPv6; off: empty tables, every route on the hash
+// path). Both hold the same routes (xbng_fill_subscribers writes both).
 void xbng_set_direct(::xbng* s, uint32_t n, bool on);
 // Kernel memory (fdinfo memlock) of a map of `type` with N entries
 // of these sizes, created and closed again.

@@ -11,6 +11,13 @@ XBNG_INLINE struct xbng_subscriber *subscriber_lookup(const struct xbng_sub_key 
 	return bpf_map_lookup_elem(&subscribers, key);
 }
 
+/* The route of a direct array's line: null for an empty slot (all zeros) or
+ * no line at all. */
+XBNG_INLINE struct xbng_route *direct_route(struct xbng_direct_route *d)
+{
+	return d && d->r.sub.ifindex ? &d->r : 0;
+}
+
 /* An address of a direct pool: its slot in `direct_v4` (the route there,
  * or null when the slot is empty), *in = 1. Else *in = 0: the address is on
  * the hash path. One array lookup (inlined by the verifier) for the table,
@@ -25,7 +32,6 @@ XBNG_INLINE struct xbng_route *direct_lookup_v4(__be32 daddr, int *in)
 	if (!t)
 		return 0;
 	for (__u32 i = 0; i < XBNG_DIRECT_POOLS; i++) {
-		struct xbng_direct_route *d;
 		__u32 off, slot;
 
 		if (i >= t->n_v4)
@@ -35,8 +41,47 @@ XBNG_INLINE struct xbng_route *direct_lookup_v4(__be32 daddr, int *in)
 			continue;
 		*in = 1;
 		slot = t->v4[i].base + off;
-		d = bpf_map_lookup_elem(&direct_v4, &slot);
-		return d && d->r.sub.ifindex ? &d->r : 0;
+		return direct_route(bpf_map_lookup_elem(&direct_v4, &slot));
+	}
+	return 0;
+}
+
+/* An address of an IPv6 direct pool: *unit = the pool's unit (64: its slots
+ * hold /64s, 128: /128s) and its line in `direct_v6` (not read yet: the
+ * caller reads it with direct_route() when its turn comes, so that its miss
+ * overlaps the /128 hash's). Else *unit = 0: the address is on the hash
+ * path. The table as in direct_lookup_v4; nothing more when it is empty. */
+XBNG_INLINE struct xbng_direct_route *direct_lookup_v6(const __u32 *daddr, __u32 *unit)
+{
+	const __u32 zero = 0;
+	struct xbng_direct_table_v6 *t = bpf_map_lookup_elem(&direct_pools_v6, &zero);
+	__u64 hi, lo;
+
+	*unit = 0;
+	if (!t || !t->n)
+		return 0;
+	hi = ((__u64)bpf_ntohl(daddr[0]) << 32) | bpf_ntohl(daddr[1]);
+	lo = ((__u64)bpf_ntohl(daddr[2]) << 32) | bpf_ntohl(daddr[3]);
+	for (__u32 i = 0; i < XBNG_DIRECT_POOLS; i++) {
+		struct xbng_direct_pool_v6 *p;
+		__u64 off;
+		__u32 slot;
+
+		if (i >= t->n)
+			break;
+		p = &t->pools[i];
+		if (p->unit == 128) {
+			if (hi != p->hi)
+				continue;
+			off = lo - p->lo;
+		} else {
+			off = hi - p->hi;
+		}
+		if (off >= p->size)
+			continue;
+		*unit = p->unit;
+		slot = p->base + (__u32)off;
+		return bpf_map_lookup_elem(&direct_v6, &slot);
 	}
 	return 0;
 }
@@ -63,16 +108,28 @@ XBNG_INLINE struct xbng_route *route_lookup_v4(const __be32 *daddr)
 	return bpf_map_lookup_elem(&prefixes_v4, &k);
 }
 
-/* Downstream IPv6: host /128, then delegated /64, then other delegations. */
+/* Downstream IPv6: host /128, then delegated /64, then other delegations.
+ * Inside a direct pool of /128s its slot stands for the /128 hash, inside a
+ * pool of /64s its slot for the /64 hash (after the /128 hash: a /128 still
+ * wins); an empty slot goes on to the next step. */
 XBNG_INLINE struct xbng_route *route_lookup_v6(const __u32 *daddr)
 {
 	struct xbng_lpm_v6_key k;
+	struct xbng_direct_route *d;
 	struct xbng_route *r;
+	__u32 unit;
 
-	r = bpf_map_lookup_elem(&routes_v6, daddr);
+	d = direct_lookup_v6(daddr, &unit);
+	if (unit == 128)
+		r = direct_route(d);
+	else
+		r = bpf_map_lookup_elem(&routes_v6, daddr);
 	if (r)
 		return r;
-	r = bpf_map_lookup_elem(&routes_v6_64, daddr); /* key = upper 64 bits */
+	if (unit == 64)
+		r = direct_route(d);
+	else
+		r = bpf_map_lookup_elem(&routes_v6_64, daddr); /* key = upper 64 bits */
 	if (r)
 		return r;
 	k.prefixlen = 128;
@@ -102,18 +159,25 @@ XBNG_INLINE int source_allowed_v4(const struct xbng_subscriber *sub, const struc
 }
 
 /* Anti-spoofing, IPv6: its /128, or inside one of its delegated prefixes
- * (/64 hash, then the trie for the other lengths). */
+ * (/64: its slot inside a direct pool of /64s, else the hash; then the trie
+ * for the other lengths). */
 XBNG_INLINE int source_allowed_v6(const struct xbng_subscriber *sub, const struct xbng_sub_key *key,
 				  const __u32 *saddr)
 {
 	struct xbng_lpm_v6_key k;
+	struct xbng_direct_route *d;
 	struct xbng_route *r;
+	__u32 unit;
 
 	if ((sub->flags & XBNG_SUB_F_HAS_IPV6) && ipv6_equal(saddr, sub->ipv6))
 		return 1;
 	if (!(sub->flags & XBNG_SUB_F_V6_PREFIX))
 		return 0;
-	r = bpf_map_lookup_elem(&routes_v6_64, saddr);
+	d = direct_lookup_v6(saddr, &unit);
+	if (unit == 64)
+		r = direct_route(d);
+	else
+		r = bpf_map_lookup_elem(&routes_v6_64, saddr);
 	if (r)
 		return sub_key_equal(&r->sub, key);
 	k.prefixlen = 128;

@@ -250,4 +250,22 @@ struct {
 	__type(value, struct xbng_direct_route);
 } direct_v4 SEC(".maps");
 
+/* The IPv6 pools laid out in `direct_v6` (abi.h); agent at start. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct xbng_direct_table_v6);
+} direct_pools_v6 SEC(".maps");
+
+/* IPv6 /64 and /128 routes inside the IPv6 direct pools, by slot, as
+ * `direct_v4` (limits.direct_slots_v6). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct xbng_direct_route);
+} direct_v6 SEC(".maps");
+
 #endif /* XBNG_BPF_MAPS_H */

@@ -137,7 +137,29 @@ struct xbng_direct_table {
 	__u32 pad[3];
 	struct xbng_direct_pool v4[XBNG_DIRECT_POOLS];
 };
-/* Value of `direct_v4`: a route padded to one cache line (the map is
+/* IPv6 pools laid out in `direct_v6` (`direct_pools_v6`, the same rule as
+ * IPv4, and its own size: limits.direct_slots_v6). A pool /L with L < 64
+ * holds delegated /64s (unit 64): slot = base + the /64's offset in the pool,
+ * looked up in place of `routes_v6_64`, after the `routes_v6` hash (a /128
+ * still wins). A pool with L >= 64 holds /128s (unit 128, dense interface
+ * identifiers such as a DHCPv6 range): slot = base + the address's offset,
+ * looked up in place of `routes_v6`. Pools never overlap (configuration). */
+struct xbng_direct_pool_v6 {
+	__u64 hi;   /* unit 64: the pool's first /64; unit 128: the /64 it lies in
+		     * (upper 64 bits, host order) */
+	__u64 lo;   /* unit 128: its first interface identifier (host order); 0 */
+	__u32 size; /* slots: 2^(64 - L) or 2^(128 - L) */
+	__u32 base; /* its first slot in `direct_v6` */
+	__u32 unit; /* 64 or 128: the prefix length a slot holds */
+	__u32 pad;
+};
+/* Value of `direct_pools_v6` (array, 1 entry). */
+struct xbng_direct_table_v6 {
+	__u32 n;
+	__u32 pad[7];
+	struct xbng_direct_pool_v6 pools[XBNG_DIRECT_POOLS];
+};
+/* Value of `direct_v4` and `direct_v6`: a route padded to one cache line (the map is
  * mmapable so that values start page-aligned). Present when
  * r.sub.ifindex != 0 (no port has ifindex 0); an empty slot is all zeros. */
 struct xbng_direct_route {
@@ -423,6 +445,8 @@ XBNG_ABI_SIZE(xbng_punt_gcra, 24);
 XBNG_ABI_SIZE(xbng_punt_window, 16);
 XBNG_ABI_SIZE(xbng_direct_pool, 16);
 XBNG_ABI_SIZE(xbng_direct_table, 16 + 16 * XBNG_DIRECT_POOLS);
+XBNG_ABI_SIZE(xbng_direct_pool_v6, 32);
+XBNG_ABI_SIZE(xbng_direct_table_v6, 32 + 32 * XBNG_DIRECT_POOLS);
 XBNG_ABI_SIZE(xbng_direct_route, 64);
 XBNG_ABI_SIZE(xbng_punt_meta, 16);
 

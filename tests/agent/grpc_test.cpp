@@ -87,9 +87,10 @@ class AgentTest : public ::testing::Test {
     Dataplane::teardown(bpffs_);
   }
   void start(uint32_t max_subs = 4096, uint32_t direct_slots = 0,
-             std::vector<std::string> acc0_pools = {}) {
+             std::vector<std::string> acc0_pools = {}, uint32_t direct_slots_v6 = 0) {
     AgentOptions o;
     o.dataplane.direct_slots = direct_slots;
+    o.dataplane.direct_slots_v6 = direct_slots_v6;
     for (const auto& p : acc0_pools)
       o.dataplane.access_overrides["acc0"].pools.push_back(*parse_prefix(p));
     o.dataplane.access = {"acc0", "acc1"};
@@ -173,6 +174,20 @@ class AgentTest : public ::testing::Test {
       req.set_page_token(resp.next_page_token());
     }
     return out;
+  }
+  // The routes of the direct pools of unit u, by the hash map's key bytes.
+  std::map<std::string, struct xbng_route> direct_routes_of(DirectUnit u) {
+    PinnedMaps m(bpffs_);
+    DirectLayout d;
+    EXPECT_EQ(direct_read_layout(m.fd(MapId::kDirectPools), m.fd(MapId::kDirectPoolsV6), &d), 0);
+    std::map<std::string, struct xbng_route> got;
+    const size_t ks = direct_key_size(u);
+    EXPECT_EQ(direct_for_each(m.fd(direct_array_map(u)), d, u,
+                              [&](const void* k, const struct xbng_route& r) {
+                                got[std::string(static_cast<const char*>(k), ks)] = r;
+                              }),
+              0);
+    return got;
   }
   uint64_t kernel_count(MapId id) {
     PinnedMaps m(bpffs_);
@@ -570,13 +585,12 @@ TEST_F(AgentTest, DirectRoutesLiveInTheArrayAndMoveWithThePools) {
   out.set_ipv4("100.71.0.5");
   ASSERT_TRUE(upsert({in, out}).ok());
   auto direct_routes = [&] {
-    PinnedMaps m(bpffs_);
-    DirectLayout d;
-    EXPECT_EQ(direct_read_layout(m.fd(MapId::kDirectPools), &d), 0);
     std::map<uint32_t, struct xbng_route> got;
-    EXPECT_EQ(direct_for_each(m.fd(MapId::kDirectV4), d,
-                              [&](uint32_t be, const struct xbng_route& r) { got[be] = r; }),
-              0);
+    for (auto& [k, r] : direct_routes_of(DirectUnit::kV4)) {
+      uint32_t be;
+      std::memcpy(&be, k.data(), 4);
+      got[be] = r;
+    }
     return got;
   };
   const uint32_t a_in = *parse_ipv4("100.70.0.5");
@@ -636,6 +650,74 @@ TEST_F(AgentTest, DirectRoutesLiveInTheArrayAndMoveWithThePools) {
   ASSERT_EQ(direct_routes().size(), 1u);
   EXPECT_EQ(direct_routes().begin()->second.sub.inner_vid, 3);
   EXPECT_EQ(down(3), 0u);
+}
+
+// IPv6 direct routes: a /128 inside a pool of /128s and a delegated /64
+// inside a pool of /64s live only in direct_v6, another subscriber's /128
+// and /64 outside them in the hashes; counters are read from the slots and
+// carried over; a restart adopts the array; the pools removed, the routes
+// move into the hashes, and back when declared again; a delete empties the
+// slots.
+TEST_F(AgentTest, DirectRoutesV6LiveInTheArrayAndMoveWithThePools) {
+  // The /128s first (slots 0..255), then the /56's /64s (256..511).
+  const std::vector<std::string> pools = {"2001:db8:67::/120", "2001:db8:6600::/56"};
+  start(4096, 0, pools, 512);
+  auto in = make_sub(14, 1), out = make_sub(14, 2);
+  in.set_ipv6("2001:db8:67::5");
+  in.clear_ipv6_prefixes();
+  in.add_ipv6_prefixes("2001:db8:6600:7::/64");
+  out.set_ipv6("2001:db8:68::5");
+  out.clear_ipv6_prefixes();
+  out.add_ipv6_prefixes("2001:db8:6700:7::/64");
+  ASSERT_TRUE(upsert({in, out}).ok());
+  auto addr = [](const char* text) { return parse_prefix(std::string(text) + "/128")->addr; };
+  auto a128 = addr("2001:db8:67::5"), a64 = addr("2001:db8:6600:7::");
+  auto check = [&](size_t in_array, size_t in_hashes) {
+    auto d128 = direct_routes_of(DirectUnit::kV6_128), d64 = direct_routes_of(DirectUnit::kV6_64);
+    EXPECT_EQ(d128.size(), in_array);
+    EXPECT_EQ(d64.size(), in_array);
+    if (in_array) {
+      ASSERT_TRUE(d128.count(std::string(a128.begin(), a128.end())));
+      ASSERT_TRUE(d64.count(std::string(a64.begin(), a64.begin() + 8)));
+      EXPECT_EQ(d64.begin()->second.sub.inner_vid, 1);
+    }
+    EXPECT_EQ(kernel_count(MapId::kRoutesV6), in_hashes);
+    EXPECT_EQ(kernel_count(MapId::kRoutesV6_64), in_hashes);
+  };
+  check(1, 1);  // only the other subscriber's in the hashes
+  {
+    // What the fast path does: count in the slots.
+    PinnedMaps m(bpffs_);
+    for (auto [slot, n] : {std::pair<uint32_t, uint64_t>{5, 7}, {256 + 7, 5}}) {
+      struct xbng_direct_route e;
+      ASSERT_EQ(bpf_map_lookup_elem(m.fd(MapId::kDirectV6), &slot, &e), 0);
+      ASSERT_EQ(e.r.sub.inner_vid, 1);
+      e.r.down_packets = n;
+      ASSERT_EQ(bpf_map_update_elem(m.fd(MapId::kDirectV6), &slot, &e, BPF_EXIST), 0);
+    }
+  }
+  auto down = [&](uint32_t inner) {
+    v1::Subscriber g;
+    EXPECT_TRUE(get(14, inner, &g).ok());
+    return g.counters().down_packets();
+  };
+  EXPECT_EQ(down(1), 12u);
+  stop();  // a restart adopts what the array holds
+  start(4096, 0, pools, 512);
+  EXPECT_EQ(down(1), 12u);
+  check(1, 1);
+  stop();  // the pools no longer declared: their routes move into the hashes
+  start(4096, 0, {}, 512);
+  check(0, 2);
+  EXPECT_EQ(down(1), 12u);
+  stop();  // declared again: back into the array
+  start(4096, 0, pools, 512);
+  check(1, 1);
+  EXPECT_EQ(down(1), 12u);
+  v1::DeleteSubscribersResponse r;  // a delete empties the slots
+  ASSERT_TRUE(del({{14, 1}}, &r).ok());
+  EXPECT_EQ(r.deleted(), 1u);
+  check(0, 1);
 }
 
 TEST_F(AgentTest, DeleteMissingIsOk) {

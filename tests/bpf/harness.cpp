@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cerrno>
 #include <cstring>
+#include <tuple>
 #include <stdexcept>
 
 #include "xbng.skel.h"
@@ -127,8 +128,15 @@ const std::vector<RouteDef> kRoutes{
     {"d4-s3", RouteMap::D4, "100.70.0.7", 32, &kS3},    // in the direct array
     {"p4d-s2", RouteMap::P4, "100.70.0.16", 28, &kS2},  // framed route inside the direct pool
     {"h4d-s1", RouteMap::V4, "100.70.0.9", 32, &kS1},   // a hash entry the direct pool hides
-    {"p4-s1", RouteMap::P4, "198.51.100.0", 28, &kS1},  // framed route
-    {"p4-s2", RouteMap::P4, "198.51.100.0", 25, &kS2},  // covers s1's /28
+    {"d64-s3", RouteMap::D6_64, "2001:db8:65:107::", 64, &kS3},  // a /64 slot
+    {"d64-s2", RouteMap::D6_64, "2001:db8:65:108::", 64, &kS2},  // under h6d-s1's /128
+    {"d64-s1", RouteMap::D6_64, "2001:db8:65:109::", 64, &kS1},
+    {"h6d-s1", RouteMap::V6, "2001:db8:65:108::1", 128, &kS1},  // a /128 beats the /64 slot
+    {"p6d-s2", RouteMap::P6, "2001:db8:65:1f0::", 60, &kS2},    // delegated /60 in the pool
+    {"d6-s4", RouteMap::D6, "2001:db8:66::7", 128, &kS4},       // a /128 slot
+    {"h6d-s3", RouteMap::V6, "2001:db8:66::9", 128, &kS3},      // a hash entry the pool hides
+    {"p4-s1", RouteMap::P4, "198.51.100.0", 28, &kS1},          // framed route
+    {"p4-s2", RouteMap::P4, "198.51.100.0", 25, &kS2},          // covers s1's /28
     {"r6-s1", RouteMap::V6, "2001:db8:1::10", 128, &kS1},
     {"r6-s2", RouteMap::V6, "2001:db8:1::11", 128, &kS2},
     {"r6-s3", RouteMap::V6, "2001:db8:2::10", 128, &kS3},
@@ -153,6 +161,8 @@ const Ip4 kUplinkAddr4 = ip4("192.0.2.1");
 const Ip6 kUplinkAddr6 = ip6("2001:db8:ffff::1");
 const char* const kPool4 = "100.64.0.0/16";
 const char* const kDirectPool4 = "100.70.0.0/24";
+const char* const kDirectPool6_64 = "2001:db8:65:100::/56";
+const char* const kDirectPool6_128 = "2001:db8:66::/120";
 const char* const kPool6 = "2001:db8:1::/48";
 
 struct xbng_sub_key SubDef::key() const {
@@ -197,6 +207,11 @@ std::string event_str(const struct xbng_event& e) {
 }
 
 // Key bytes and map of a route.
+// Whether a route lives in a direct array (its value a 64-byte line).
+bool is_direct(RouteMap m) {
+  return m == RouteMap::D4 || m == RouteMap::D6_64 || m == RouteMap::D6;
+}
+
 std::pair<const char*, Bytes> route_key(const RouteDef& r) {
   Bytes k;
   auto put = [&k](const void* p, size_t n) {
@@ -235,6 +250,16 @@ std::pair<const char*, Bytes> route_key(const RouteDef& r) {
       uint32_t slot = ntohl(ip4(r.prefix).be()) - ntohl(ip4("100.70.0.0").be());
       put(&slot, 4);
       return {"direct_v4", k};
+    }
+    case RouteMap::D6_64: {  // the /64's offset in the /56: byte 7
+      uint32_t slot = ip6(r.prefix).b[7];
+      put(&slot, 4);
+      return {"direct_v6", k};
+    }
+    case RouteMap::D6: {  // after the 256 /64s: the /120's last byte
+      uint32_t slot = 256 + ip6(r.prefix).b[15];
+      put(&slot, 4);
+      return {"direct_v6", k};
     }
   }
   throw std::logic_error("route map");
@@ -299,6 +324,7 @@ Harness::Harness() {
                            skel_->maps.police};
   for (auto* m : big) bpf_map__set_max_entries(m, 4096);
   bpf_map__set_max_entries(skel_->maps.direct_v4, 256);  // kDirectPool4
+  bpf_map__set_max_entries(skel_->maps.direct_v6, 512);  // kDirectPool6_64, kDirectPool6_128
   // ICMP errors: one token per second (burst 50), so that the time a row
   // takes adds no token between its steps (the rate-limit rows).
   skel_->rodata->icmp_token_ns = 1000000000ull;
@@ -405,6 +431,7 @@ void Harness::fill_baseline() {
     const uint32_t zero = 0;
     if (bpf_map_update_elem(map_fd("direct_pools"), &zero, &t, BPF_ANY))
       throw std::runtime_error("direct_pools update");
+    fill_direct_v6();
   }
   for (auto* s : kSubs) {
     struct xbng_subscriber v {};
@@ -428,10 +455,39 @@ void Harness::fill_baseline() {
     auto [map, key] = route_key(r);
     struct xbng_direct_route d {};
     d.r = v;
-    const void* val = r.map == RouteMap::D4 ? (const void*)&d : (const void*)&v;
+    const void* val = is_direct(r.map) ? (const void*)&d : (const void*)&v;
     if (bpf_map_update_elem(map_fd(map), key.data(), val, BPF_ANY))
       throw std::runtime_error("route update " + r.name + ": " + std::strerror(errno));
   }
+}
+
+void Harness::fill_direct_v6() {
+  struct xbng_pool pool {
+    (uint32_t) ifindex("acc0")
+  };
+  struct xbng_direct_table_v6 t {};
+  for (auto [text, len, unit] :
+       {std::tuple<const char*, uint32_t, uint32_t>{"2001:db8:65:100::", 56, 64},
+        {"2001:db8:66::", 120, 128}}) {
+    struct xbng_lpm_v6_key k {
+      len, {}
+    };
+    const Ip6 a = ip6(text);
+    std::memcpy(k.addr, a.b.data(), 16);
+    if (bpf_map_update_elem(map_fd("pools_v6"), &k, &pool, BPF_ANY))
+      throw std::runtime_error("pools_v6 update");
+    struct xbng_direct_pool_v6& p = t.pools[t.n++];
+    for (int i = 0; i < 8; i++) {
+      p.hi = p.hi << 8 | a.b[i];
+      p.lo = p.lo << 8 | a.b[8 + i];
+    }
+    p.size = 256;
+    p.base = unit == 64 ? 0 : 256;
+    p.unit = unit;
+  }
+  const uint32_t zero = 0;
+  if (bpf_map_update_elem(map_fd("direct_pools_v6"), &zero, &t, BPF_ANY))
+    throw std::runtime_error("direct_pools_v6 update");
 }
 
 void Harness::reset() {
@@ -439,11 +495,12 @@ void Harness::reset() {
                         "prefixes_v6", "ports", "tx_ports", "unknown_seen", "pools_v4", "pools_v6",
                         "local_allow", "mac_seen", "punt_limit"})
     clear_map(m);
-  {  // an array: emptied slot by slot (all zeros: no route there)
+  for (auto [arr, n] : {std::pair<const char*, uint32_t>{"direct_v4", 256}, {"direct_v6", 512}}) {
+    // an array: emptied slot by slot (all zeros: no route there)
     const struct xbng_direct_route empty {};
-    for (uint32_t slot = 0; slot < 256; slot++)
-      if (bpf_map_update_elem(map_fd("direct_v4"), &slot, &empty, BPF_ANY))
-        throw std::runtime_error("direct_v4 clear");
+    for (uint32_t slot = 0; slot < n; slot++)
+      if (bpf_map_update_elem(map_fd(arr), &slot, &empty, BPF_ANY))
+        throw std::runtime_error(std::string(arr) + " clear");
   }
   set_event_budget(0, 0);
   set_icmp_budget(0, 0);  // a full bucket on first use
@@ -556,7 +613,7 @@ void Harness::set_route(const std::string& name, const struct xbng_route& v) {
   auto [map, key] = route_key(r);
   struct xbng_direct_route d {};
   d.r = v;
-  const void* val = r.map == RouteMap::D4 ? (const void*)&d : (const void*)&v;
+  const void* val = is_direct(r.map) ? (const void*)&d : (const void*)&v;
   if (bpf_map_update_elem(map_fd(map), key.data(), val, BPF_EXIST))
     throw std::runtime_error("route update " + name);
 }

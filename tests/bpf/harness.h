@@ -60,8 +60,10 @@ struct SubDef {
   struct xbng_sub_key key() const;
 };
 
-// D4: an IPv4 /32 in the direct array (direct_v4), inside kDirectPool4.
-enum class RouteMap { V4, V6, V6_64, P4, P6, D4 };
+// D4: an IPv4 /32 in the direct array (direct_v4), inside kDirectPool4;
+// D6_64 / D6: an IPv6 /64 / /128 in direct_v6, inside kDirectPool6_64 /
+// kDirectPool6_128.
+enum class RouteMap { V4, V6, V6_64, P4, P6, D4, D6_64, D6 };
 
 struct RouteDef {
   std::string name;
@@ -97,6 +99,10 @@ extern const char* const kPool6;  // "2001:db8:1::/48"
 // The direct pool: its IPv4 /32s live in direct_v4 (slot = offset), and it
 // is a declared pool of acc0 too (pools_v4).
 extern const char* const kDirectPool4;  // "100.70.0.0/24"
+// The IPv6 direct pools, declared pools of acc0 too (pools_v6): a pool of
+// /64s (slots 0..255 of direct_v6) and one of /128s (slots 256..511).
+extern const char* const kDirectPool6_64;   // "2001:db8:65:100::/56"
+extern const char* const kDirectPool6_128;  // "2001:db8:66::/120"
 
 // ---- rows -------------------------------------------------------------------
 enum class Prog { Access, Uplink };
@@ -241,6 +247,7 @@ class Harness {
   struct Snapshot;
   Snapshot snapshot();
   void fill_baseline();
+  void fill_direct_v6();  // the IPv6 direct pools: pools_v6 and their table
   void clear_map(const char* name);
 
   struct xbng* skel_ = nullptr;

@@ -71,6 +71,19 @@ std::vector<Row> downstream_rows() {
   add(fwd4("IPv4 routed /28 inside a direct pool, its slot empty: the trie", kS2, "p4d-s2",
            ip4("100.70.0.20")));
   add(fwd6("IPv6 host /128", s1, "r6-s1", s1.v6));
+  // The IPv6 direct pools (harness.h): every other IPv6 row runs with their
+  // table filled, on the hash path.
+  add(fwd6("IPv6 delegated /64 in a direct pool of /64s (the array's slot)", kS3, "d64-s3",
+           ip6("2001:db8:65:107::abcd")));
+  add(fwd6("IPv6 /128 in a direct pool of /128s (the array's slot)", kS4, "d6-s4",
+           ip6("2001:db8:66::7")));
+  add(fwd6("IPv6 a /128 of the hash wins over the /64 slot", s1, "h6d-s1",
+           ip6("2001:db8:65:108::1")));
+  add(fwd6("IPv6 the /64 slot under a /128 of the hash, another address", kS2, "d64-s2",
+           ip6("2001:db8:65:108::2")));
+  add(fwd6("IPv6 delegated /60 inside a direct pool of /64s, its slot empty: the trie", kS2,
+           "p6d-s2", ip6("2001:db8:65:1f3::1")));
+  add(fwd6("IPv6 host /128 outside the direct pools: the hash", kS7V6Only, "r6-s7", kS7V6Only.v6));
   add(fwd6("IPv6 host /128 on a 0x8100 port", kS3, "r6-s3", kS3.v6));
   add(fwd6("IPv6 host /128 on a 0x9100 port", kS4, "r6-s4", kS4.v6));
   add(fwd6("IPv6 delegated /64", s1, "r64-s1", ip6("2001:db8:6401:1::abcd")));

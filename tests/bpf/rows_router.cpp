@@ -326,6 +326,17 @@ std::vector<Row> router_rows() {
     add(row(
         "down IPv6 to an unassigned pool address: address unreachable",
         tx_uplink(in6, XBNG_TX_ICMP_UNREACHABLE, down_err6(kRemote6, in6, kIcmp6Unreach, 3, 0))));
+    for (auto [what, dst] :
+         {std::pair<const char*, const char*>{"an empty /64 slot of a direct pool",
+                                              "2001:db8:65:10a::1"},
+          {"an empty /128 slot of a direct pool", "2001:db8:66::8"},
+          {"a direct pool address held only in the /128 hash (not looked up there)",
+           "2001:db8:66::9"}}) {
+      Bytes d6 = udp6(from_router(), kRemote6, ip6(dst));
+      add(row(
+          std::string("down IPv6 to ") + what + ": address unreachable",
+          tx_uplink(d6, XBNG_TX_ICMP_UNREACHABLE, down_err6(kRemote6, d6, kIcmp6Unreach, 3, 0))));
+    }
     Bytes err = from_router()
                     .ipv4(kRemote4, ip4("100.64.9.9"))
                     .icmp4(3, 1, cat(rest(0), Bytes(28, 0x45)))

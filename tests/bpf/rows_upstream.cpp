@@ -54,6 +54,8 @@ std::vector<Row> upstream_rows() {
   // ---- forwarded ---------------------------------------------------------
   add(fwd4("IPv4 from the subscriber address", s1, s1.v4, kRemote4));
   add(fwd4("IPv4 from the subscriber routed prefix", s1, ip4("198.51.100.9"), kRemote4));
+  add(fwd6("IPv6 from the subscriber delegated /64 in a direct pool (its slot)", s1,
+           ip6("2001:db8:65:109::5"), kRemote6));
   add(fwd4("IPv4 TTL 2 leaves with TTL 1", s1, s1.v4, kRemote4, ttl4(2)));
   add(fwd4("IPv4 TTL 255 checksum carry", s1, s1.v4, kRemote4, ttl4(255)));
   {
@@ -233,6 +235,10 @@ std::vector<Row> upstream_rows() {
                udp6(from_sub(s1), ip6("2001:db8:77::1"), kRemote6), XBNG_DROP_SPOOFED_V6));
   add(drop_row("spoofed IPv6 another subscriber /64 inside own /56", kAcc0,
                udp6(from_sub(s1), ip6("2001:db8:5600:1::5"), kRemote6), XBNG_DROP_SPOOFED_V6));
+  add(drop_row("spoofed IPv6 another subscriber /64 in a direct pool", kAcc0,
+               udp6(from_sub(s1), ip6("2001:db8:65:107::5"), kRemote6), XBNG_DROP_SPOOFED_V6));
+  add(drop_row("spoofed IPv6 an empty /64 slot of a direct pool", kAcc0,
+               udp6(from_sub(s1), ip6("2001:db8:65:10a::5"), kRemote6), XBNG_DROP_SPOOFED_V6));
   add(drop_row("spoofed IPv6 another subscriber /48", kAcc0,
                udp6(from_sub(s1), ip6("2001:db8:4800::1"), kRemote6), XBNG_DROP_SPOOFED_V6));
   add(drop_row("spoofed IPv6 from a subscriber without prefixes", kAcc1,

@@ -259,17 +259,21 @@ class ForwardingTest(LabSuite):
 
 
 class ForwardingDirectTest(ForwardingTest):
-    """The same scenarios with the subscribers' IPv4 host routes in the direct
-    array (their pool 100.64.0.0/24, limits.direct_slots): what forwards,
-    counts, re-addresses (out of the pool: from the array into the hash) and
-    deletes through the hash does the same through the array."""
+    """The same scenarios with the subscribers' host routes in the direct
+    arrays: their IPv4 /32s (pool 100.64.0.0/24, limits.direct_slots), their
+    IPv6 /128s (pool 2001:db8:1000::/120 of /128s) and delegated /64s (pool
+    2001:db8:2000::/56 of /64s, limits.direct_slots_v6): what forwards,
+    counts, checks the source of, re-addresses (out of the pool: from the
+    array into the hash) and deletes through the hashes does the same through
+    the arrays. The business line's /56 stays in the trie."""
 
     @classmethod
     def start_xbngd(cls):
         path = os.path.join(cls.x.lab.rundir, "xbngd.toml")
         with open(path, "w") as f:
-            f.write('[ports]\naccess = [{ name = "acc0", pools = ["100.64.0.0/24"] }]\n'
-                    "[limits]\ndirect_slots = 256\n")
+            f.write('[ports]\naccess = [{ name = "acc0", pools = ["100.64.0.0/24", '
+                    '"2001:db8:1000::/120", "2001:db8:2000::/56"] }]\n'
+                    "[limits]\ndirect_slots = 256\ndirect_slots_v6 = 512\n")
         cls.x.start(max_subscribers=4096, extra=["--config", path])
 
     def test_host_routes_live_in_the_array(self):
@@ -278,13 +282,22 @@ class ForwardingDirectTest(ForwardingTest):
                              capture_output=True, text=True, timeout=30)
         self.assertEqual(out.returncode, 0, out.stderr)
         text = out.stdout
-        direct = text[text.index("# direct_v4"):]
-        hashed = text[text.index("# routes_v4"):text.index("# routes_v6")]
+        direct4 = text[text.index("# direct_v4"):text.index("# direct_v6")]
+        direct6 = text[text.index("# direct_v6"):]
+        hashed4 = text[text.index("# routes_v4"):text.index("# routes_v6")]
+        hashed6 = text[text.index("# routes_v6"):text.index("# prefixes_v4")]
+        self.assertIn("# direct_v6 (2 pools, 512 slots)", direct6)
         for s in self.subs:
+            net = s["ipv6_prefixes"][0]
+            if net.endswith("/64"):  # the business line's /56: the trie
+                self.assertIn(f"{net} ", direct6)
+                self.assertNotIn(f"{net} ", hashed6)
+            self.assertIn(f"{s['ipv6']}/128 ", direct6)
+            self.assertNotIn(f"{s['ipv6']}/128 ", hashed6)
             if s["ipv4"] == "100.64.250.9":  # re-addressed by another test: outside the pool
                 continue
-            self.assertIn(f"{s['ipv4']}/32", direct)
-            self.assertNotIn(f"{s['ipv4']}/32 ", hashed)
+            self.assertIn(f"{s['ipv4']}/32", direct4)
+            self.assertNotIn(f"{s['ipv4']}/32 ", hashed4)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include "common/direct.h"
 #include "common/net.h"
 
@@ -82,14 +84,15 @@ TEST(Net, DirectLayoutPlacesPoolsWhileTheyFit) {
   std::vector<Prefix> pools = {*parse_prefix("100.64.0.0/24"), *parse_prefix("2001:db8::/48"),
                                *parse_prefix("100.65.0.0/22"), *parse_prefix("100.66.0.0/25")};
   std::vector<std::string> skipped;
-  DirectLayout d = DirectLayout::plan(pools, 1024 + 128, &skipped);
+  DirectLayout d = DirectLayout::plan(pools, 1024 + 128, 0, &skipped);
   ASSERT_EQ(d.v4.size(), 2u);  // the /24 and the /25; the /22 does not fit after the /24
   EXPECT_EQ(skipped, std::vector<std::string>{"100.65.0.0/22"});
   EXPECT_EQ(d.v4[0].base, 0u);
   EXPECT_EQ(d.v4[0].size, 256u);
   EXPECT_EQ(d.v4[1].base, 256u);
   EXPECT_EQ(d.v4[1].size, 128u);
-  EXPECT_EQ(d.slots(), 384u);
+  EXPECT_EQ(d.slots(DirectUnit::kV4), 384u);
+  EXPECT_TRUE(d.v6.empty());  // no IPv6 slots: the /48 is neither laid out nor skipped
   EXPECT_EQ(d.slot_of(*parse_ipv4("100.64.0.0")), 0u);
   EXPECT_EQ(d.slot_of(*parse_ipv4("100.64.0.255")), 255u);
   EXPECT_EQ(d.slot_of(*parse_ipv4("100.66.0.127")), 383u);
@@ -99,8 +102,72 @@ TEST(Net, DirectLayoutPlacesPoolsWhileTheyFit) {
   EXPECT_EQ(d.addr_of(257), *parse_ipv4("100.66.0.1"));
   EXPECT_FALSE(d.addr_of(384));
   // The table round-trips; no slots: nothing laid out, nothing skipped.
-  EXPECT_TRUE(DirectLayout::from_table(d.table()) == d);
+  EXPECT_TRUE(DirectLayout::from_tables(d.table(), d.table_v6()) == d);
   skipped.clear();
-  EXPECT_TRUE(DirectLayout::plan(pools, 0, &skipped).empty());
+  EXPECT_TRUE(DirectLayout::plan(pools, 0, 0, &skipped).empty());
   EXPECT_TRUE(skipped.empty());
+}
+
+// IPv6: a pool /L with L < 64 is laid out as its /64s, one with L >= 64 as
+// its /128s, in order in the IPv6 slots (the IPv4 ones apart); a key of each
+// unit maps to base + offset and back, and only to pools of its unit.
+TEST(Net, DirectLayoutV6PoolsOf64sAnd128s) {
+  std::vector<Prefix> pools = {
+      *parse_prefix("2001:db8:100::/48"),     // 65536 /64s: does not fit in 4096 + 256
+      *parse_prefix("2001:db8:200::/52"),     // 4096 /64s, slots 0..4095
+      *parse_prefix("100.64.0.0/24"),         // IPv4: its own slots
+      *parse_prefix("2001:db8:77::/64"),      // 2^64 /128s (SLAAC): never fits
+      *parse_prefix("2001:db8:88::100/120"),  // 256 /128s, slots 4096..4351
+      *parse_prefix("2001:db8:99::/120")};    // no room left
+  std::vector<std::string> skipped;
+  DirectLayout d = DirectLayout::plan(pools, 256, 4096 + 256, &skipped);
+  EXPECT_EQ(skipped, (std::vector<std::string>{"2001:db8:100::/48", "2001:db8:77::/64",
+                                               "2001:db8:99::/120"}));
+  ASSERT_EQ(d.v4.size(), 1u);
+  EXPECT_EQ(d.v4[0].base, 0u);
+  ASSERT_EQ(d.v6.size(), 2u);
+  EXPECT_EQ(d.v6[0].unit, 64u);
+  EXPECT_EQ(d.v6[0].base, 0u);
+  EXPECT_EQ(d.v6[0].size, 4096u);
+  EXPECT_EQ(d.v6[0].hi, 0x20010db802000000ull);
+  EXPECT_EQ(d.v6[1].unit, 128u);
+  EXPECT_EQ(d.v6[1].base, 4096u);
+  EXPECT_EQ(d.v6[1].size, 256u);
+  EXPECT_EQ(d.v6[1].hi, 0x20010db800880000ull);
+  EXPECT_EQ(d.v6[1].lo, 0x100ull);
+  EXPECT_EQ(format_prefix(DirectLayout::prefix_of(d.v6[0])), "2001:db8:200::/52");
+  EXPECT_EQ(format_prefix(DirectLayout::prefix_of(d.v6[1])), "2001:db8:88::100/120");
+  EXPECT_TRUE(d.has(DirectUnit::kV6_64));
+  EXPECT_TRUE(d.has(DirectUnit::kV6_128));
+  EXPECT_EQ(d.slots(DirectUnit::kV6_64), 4096u);
+  EXPECT_EQ(d.slots(DirectUnit::kV6_128), 256u);
+
+  auto a = [](const char* text) { return parse_prefix(std::string(text) + "/128")->addr; };
+  // /64 keys are the upper 8 bytes.
+  EXPECT_EQ(d.slot_of(DirectUnit::kV6_64, a("2001:db8:200::").data()), 0u);
+  EXPECT_EQ(d.slot_of(DirectUnit::kV6_64, a("2001:db8:200:fff::").data()), 4095u);
+  EXPECT_FALSE(d.slot_of(DirectUnit::kV6_64, a("2001:db8:201::").data()));
+  EXPECT_FALSE(d.slot_of(DirectUnit::kV6_64, a("2001:db8:1ff:ffff::").data()));
+  EXPECT_FALSE(d.slot_of(DirectUnit::kV6_64, a("2001:db8:88::").data()));  // a pool of /128s
+  // /128 keys: the same /64 and the low bits inside the range.
+  EXPECT_EQ(d.slot_of(DirectUnit::kV6_128, a("2001:db8:88::100").data()), 4096u);
+  EXPECT_EQ(d.slot_of(DirectUnit::kV6_128, a("2001:db8:88::1ff").data()), 4351u);
+  EXPECT_FALSE(d.slot_of(DirectUnit::kV6_128, a("2001:db8:88::ff").data()));
+  EXPECT_FALSE(d.slot_of(DirectUnit::kV6_128, a("2001:db8:88::200").data()));
+  EXPECT_FALSE(d.slot_of(DirectUnit::kV6_128, a("2001:db8:88:1::100").data()));  // other /64
+  EXPECT_FALSE(d.slot_of(DirectUnit::kV6_128, a("2001:db8:200::1").data()));     // a pool of /64s
+  // And back: the key a slot stands for, in its unit only.
+  uint8_t k[16] = {};
+  ASSERT_TRUE(d.key_of(DirectUnit::kV6_64, 7, k));
+  EXPECT_EQ(std::memcmp(k, a("2001:db8:200:7::").data(), 8), 0);
+  ASSERT_TRUE(d.key_of(DirectUnit::kV6_128, 4096 + 0x42, k));
+  EXPECT_EQ(std::memcmp(k, a("2001:db8:88::142").data(), 16), 0);
+  EXPECT_FALSE(d.key_of(DirectUnit::kV6_64, 4096, k));
+  EXPECT_FALSE(d.key_of(DirectUnit::kV6_128, 7, k));
+  EXPECT_FALSE(d.key_of(DirectUnit::kV6_128, 4352, k));
+  // Tables round-trip; one family alone; a layout differing in IPv6 only.
+  EXPECT_TRUE(DirectLayout::from_tables(d.table(), d.table_v6()) == d);
+  EXPECT_TRUE(d.family(4) == DirectLayout::plan(pools, 256, 0, nullptr));
+  EXPECT_TRUE(d.family(6).v4.empty());
+  EXPECT_FALSE(d.family(6) == DirectLayout::plan(pools, 256, 4096 + 512, nullptr).family(6));
 }
