@@ -414,7 +414,7 @@ bool reuse_pinned(const DataplaneOptions& opts, MapId id, struct bpf_map* m,
         map_type_name(bpf_map__type(m)), bpf_map__key_size(m), bpf_map__value_size(m),
         bpf_map__map_flags(m), XBNG_ABI_VERSION, opts.bpffs));
   if (info.max_entries != bpf_map__max_entries(m)) {
-    if (!map_sized_by_subscribers(id) && !map_sized_by_direct(id))
+    if (!map_sized_by_subscribers(id) && !map_sized_by_direct(id) && !map_sized_by_direct_subs(id))
       throw DataplaneError(
           fmt::format("{}: pinned map has {} entries, this build expects {}: tear down with `xbngd "
                       "--teardown --bpffs {}`",
@@ -432,6 +432,14 @@ bool reuse_pinned(const DataplaneOptions& opts, MapId id, struct bpf_map* m,
           "pinned map {} has {} slots; limits.direct_slots {} ignored (resizing needs a "
           "teardown)",
           map_name(id), info.max_entries, opts.direct_slots);
+      spdlog::warn("{}", w);
+      warnings->push_back(w);
+    }
+    if (map_sized_by_direct_subs(id)) {
+      auto w = fmt::format(
+          "pinned map {} has {} slots; limits.direct_subscriber_slots {} ignored (resizing "
+          "needs a teardown)",
+          map_name(id), info.max_entries, opts.direct_subscriber_slots);
       spdlog::warn("{}", w);
       warnings->push_back(w);
     }
@@ -464,6 +472,8 @@ void Dataplane::open_and_load() {
     if (map_sized_by_subscribers(id)) bpf_map__set_max_entries(m, opts_.max_subscribers);
     if (map_sized_by_direct(id))
       bpf_map__set_max_entries(m, std::max<uint32_t>(opts_.direct_slots, 1));
+    if (map_sized_by_direct_subs(id))
+      bpf_map__set_max_entries(m, std::max<uint32_t>(opts_.direct_subscriber_slots, 1));
     if (!reuse_pinned(opts_, id, m, &warnings_)) continue;
     pinned[i] = true;
     ++npinned;

@@ -39,6 +39,8 @@ const char* map_name(MapId id);
 bool map_sized_by_subscribers(MapId id);
 // Maps whose size follows limits.direct_slots (sizing DIRECT).
 bool map_sized_by_direct(MapId id);
+// Maps whose size follows limits.direct_subscriber_slots (sizing DIRECT_SUBS).
+bool map_sized_by_direct_subs(MapId id);
 // Maps the trace build reuses from the running programs (trace SHARED).
 bool map_shared_with_trace(MapId id);
 
@@ -88,6 +90,10 @@ struct DataplaneOptions {
   // Slots of `direct_v4` (IPv4 host routes inside the pools; 0: none, every
   // /32 in the hash). Fixed at creation like max_subscribers.
   uint32_t direct_slots = 0;
+  // Slots of `direct_subscribers` (subscribers inside the access ports'
+  // declared S-VLAN ranges, 4096 a range's S-VLAN; 0: none, every
+  // subscriber in the hash). Fixed at creation like max_subscribers.
+  uint32_t direct_subscriber_slots = 0;
   uint16_t outer_tpid = XBNG_ETH_P_8021AD;
   bool xdp_generic = false;
   uint64_t events_per_sec = XBNG_DEFAULT_EVENTS_PER_SEC;

@@ -19,14 +19,14 @@ namespace {
 
 // One row per map of include/xbng/maps.def: its name, whether its size
 // follows --max-subscribers, whether the trace build reuses the running map.
-enum class Sizing { kFixed, kSubscribers, kDirect };
+enum class Sizing { kFixed, kSubscribers, kDirect, kDirectSubs };
 struct MapRow {
   const char* name;
   Sizing sizing;
   bool shared_with_trace;
 };
 constexpr Sizing kSizing_SUBSCRIBERS = Sizing::kSubscribers, kSizing_FIXED = Sizing::kFixed,
-                 kSizing_DIRECT = Sizing::kDirect;
+                 kSizing_DIRECT = Sizing::kDirect, kSizing_DIRECT_SUBS = Sizing::kDirectSubs;
 constexpr bool kTrace_SHARED = true, kTrace_PRIVATE = false;
 constexpr MapRow kMaps[kMapCount] = {
 #define XBNG_MAP(id, name, sizing, trace) {#name, kSizing_##sizing, kTrace_##trace},
@@ -43,6 +43,9 @@ bool map_sized_by_subscribers(MapId id) {
   return kMaps[static_cast<int>(id)].sizing == Sizing::kSubscribers;
 }
 bool map_sized_by_direct(MapId id) { return kMaps[static_cast<int>(id)].sizing == Sizing::kDirect; }
+bool map_sized_by_direct_subs(MapId id) {
+  return kMaps[static_cast<int>(id)].sizing == Sizing::kDirectSubs;
+}
 bool map_shared_with_trace(MapId id) { return kMaps[static_cast<int>(id)].shared_with_trace; }
 
 std::string pin_root(const std::string& bpffs) {
