@@ -364,6 +364,7 @@ std::unique_ptr<Dataplane> Dataplane::start(const DataplaneOptions& opts) {
       pools.insert(pools.end(), it->second.pools.begin(), it->second.pools.end());
   }
   dp->configure_direct(pools);
+  dp->configure_direct_subs();
   return dp;
 }
 

@@ -17,6 +17,7 @@
 #include "xbng/abi.h"
 #include "dataplane/host_services.h"
 #include "common/direct.h"
+#include "common/direct_sub.h"
 #include "common/net.h"
 #include "common/status.h"
 #include "dataplane/pinlock.h"
@@ -64,6 +65,8 @@ struct AccessPortOverride {
   uint16_t sub_mtu = 0;  // 0: XBNG_DEFAULT_SUBSCRIBER_MTU
   bool mss_clamp = true;
   std::vector<Prefix> pools;
+  // S-VLAN ranges (first, last) whose subscribers go to the direct array.
+  std::vector<std::pair<uint16_t, uint16_t>> direct_svlans;
   PolicySpec default_policy;          // the port's default rate plan
   std::optional<uint8_t> mac_policy;  // enum xbng_mac_policy
   bool punt_unknown = false;          // XBNG_PORT_F_PUNT_UNKNOWN (auth = "radius")
@@ -148,6 +151,8 @@ class Dataplane {
   bool adopted() const { return adopted_; }
   // Where IPv4 host routes live (the table written to `direct_pools`).
   const DirectLayout& direct() const { return direct_; }
+  // Where subscribers live (the table written to `direct_sub_ranges`).
+  const DirectSubLayout& direct_subs() const { return direct_subs_; }
   const std::vector<PortInfo>& ports() const { return ports_; }
   const std::string& bpffs() const { return opts_.bpffs; }
   PortResolver resolver() const;
@@ -175,6 +180,8 @@ class Dataplane {
   void fill_port_config(PortInfo& p);
   void configure_pools();
   void configure_direct(const std::vector<Prefix>& pools);
+  void configure_direct_subs();
+  void move_direct_subs(const DirectSubLayout& have, const DirectSubLayout& want);
   void check_pools() const;
   void ensure_access_mtu_or_throw();
   uint16_t subscriber_mtu(const std::string& port) const;
@@ -189,6 +196,7 @@ class Dataplane {
   std::vector<PortInfo> ports_;
   std::vector<std::string> warnings_;
   DirectLayout direct_;
+  DirectSubLayout direct_subs_;
 };
 
 // Opens the pinned maps of <bpffs>/v<ABI> read-write without loading
@@ -224,5 +232,18 @@ int direct_for_each(int fd, const DirectLayout& d,
                     const std::function<void(uint32_t, const struct xbng_route&)>& fn);
 // Reads the layout a `direct_pools` map holds. Returns 0 or -errno.
 int direct_read_layout(int pools_fd, DirectLayout* out);
+// Calls fn(key, subscriber) for every present entry of the
+// `direct_subscribers` array `fd` under layout `d` (XBNG_SUB_F_PRESENT
+// stripped). Returns 0 or -errno.
+int direct_sub_for_each(
+    int fd, const DirectSubLayout& d,
+    const std::function<void(const struct xbng_sub_key&, const struct xbng_subscriber&)>& fn);
+// Reads the layout a `direct_sub_ranges` map holds. Returns 0 or -errno.
+int direct_sub_read_layout(int ranges_fd, DirectSubLayout* out);
+// Looks a subscriber up where layout `d` puts its key: the slot of
+// `array_fd`, or the `subscribers` hash `hash_fd`. Returns 0 or -errno
+// (-ENOENT: not there; XBNG_SUB_F_PRESENT stripped).
+int direct_sub_lookup(int hash_fd, int array_fd, const DirectSubLayout& d,
+                      const struct xbng_sub_key& key, struct xbng_subscriber* out);
 
 }  // namespace xbng::agent

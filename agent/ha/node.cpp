@@ -219,6 +219,10 @@ void HaNode::announce(uint64_t gen) {
                  std::memcpy(&key, k, sizeof key);
                  keys.push_back(key);
                });
+  direct_sub_for_each(dp_->fd(MapId::kDirectSubs), dp_->direct_subs(),
+                      [&](const struct xbng_sub_key& k, const struct xbng_subscriber&) {
+                        keys.push_back(k);
+                      });
   std::map<uint32_t, const PortInfo*> ports;
   for (const auto& p : dp_->ports()) ports[p.ifindex] = &p;
   for (const auto& k : keys) {

@@ -23,6 +23,7 @@ StoreMaps StoreMaps::from(const Dataplane& dp) {
     m.max_entries[i] = dp.max_entries(static_cast<MapId>(i));
   }
   m.direct = dp.direct();
+  m.direct_subs = dp.direct_subs();
   return m;
 }
 
@@ -174,10 +175,19 @@ void BpfMapOps::lookup_many(MapId m, const void* keys, size_t n, size_t key_size
   // The direct array's keys are slots, not keys of routes_v4: one lookup()
   // each, which finds every key where the layout puts it.
   if (direct(m)) return MapOps::lookup_many(m, keys, n, key_size, values, value_size, found);
+  if (m == MapId::kSubscribers && !maps_.direct_subs.empty())
+    return dsub_lookup_many(keys, n, key_size, values, value_size, found);
+  hash_lookup_many(m, keys, n, key_size, values, value_size, found);
+}
+
+void BpfMapOps::hash_lookup_many(MapId m, const void* keys, size_t n, size_t key_size,
+                                 void* values, size_t value_size, uint8_t* found) const {
   if (reader_ && reader_->read(m, static_cast<const uint8_t*>(keys), n, key_size,
                                static_cast<uint8_t*>(values), value_size, found))
     return;
-  MapOps::lookup_many(m, keys, n, key_size, values, value_size, found);
+  for (size_t i = 0; i < n; ++i)
+    found[i] = rc_of(bpf_map_lookup_elem(fd(m), static_cast<const uint8_t*>(keys) + i * key_size,
+                                         static_cast<uint8_t*>(values) + i * value_size)) == 0;
 }
 
 int BpfMapOps::direct_lookup(uint32_t slot, void* value) const {
@@ -218,18 +228,21 @@ int BpfMapOps::direct_erase(uint32_t slot) {
 }
 
 int BpfMapOps::lookup(MapId m, const void* key, void* value) const {
+  if (auto slot = dsub_slot(m, key)) return dsub_lookup(*slot, value);
   if (direct(m))
     if (auto slot = maps_.direct.slot_of(load_u32(key))) return direct_lookup(*slot, value);
   return rc_of(bpf_map_lookup_elem(fd(m), key, value));
 }
 
 int BpfMapOps::update(MapId m, const void* key, const void* value, uint64_t flags) {
+  if (auto slot = dsub_slot(m, key)) return dsub_update(*slot, value, flags);
   if (direct(m))
     if (auto slot = maps_.direct.slot_of(load_u32(key))) return direct_update(*slot, value, flags);
   return rc_of(bpf_map_update_elem(fd(m), key, value, flags));
 }
 
 int BpfMapOps::erase(MapId m, const void* key) {
+  if (auto slot = dsub_slot(m, key)) return dsub_erase(*slot);
   if (direct(m))
     if (auto slot = maps_.direct.slot_of(load_u32(key))) return direct_erase(*slot);
   return rc_of(bpf_map_delete_elem(fd(m), key));
@@ -239,6 +252,8 @@ int BpfMapOps::erase(MapId m, const void* key) {
 // they are, the array's as slots and line-sized values.
 int BpfMapOps::update_many(MapId m, const void* keys, const void* values, size_t n, size_t key_size,
                            size_t value_size, size_t* done) {
+  if (m == MapId::kSubscribers && !maps_.direct_subs.empty())
+    return dsub_update_many(keys, values, n, key_size, value_size, done);
   if (!direct(m)) return map_update_many(fd(m), keys, values, n, key_size, value_size, done);
   const auto* k = static_cast<const uint8_t*>(keys);
   const auto* v = static_cast<const uint8_t*>(values);
@@ -284,6 +299,8 @@ int BpfMapOps::update_many(MapId m, const void* keys, const void* values, size_t
 }
 
 int BpfMapOps::delete_many(MapId m, const void* keys, size_t n, size_t key_size) {
+  if (m == MapId::kSubscribers && !maps_.direct_subs.empty())
+    return dsub_delete_many(keys, n, key_size);
   if (!direct(m)) return map_delete_many(fd(m), keys, n, key_size);
   const auto* k = static_cast<const uint8_t*>(keys);
   std::vector<uint8_t> hashed;
@@ -300,6 +317,8 @@ int BpfMapOps::delete_many(MapId m, const void* keys, size_t n, size_t key_size)
 
 int BpfMapOps::for_each(MapId m, size_t key_size, size_t value_size,
                         const std::function<void(const void*, const void*)>& fn) const {
+  if (m == MapId::kSubscribers && !maps_.direct_subs.empty())
+    return dsub_for_each(key_size, value_size, fn);
   if (int rc = map_for_each(fd(m), key_size, value_size, fn)) return rc;
   if (!direct(m)) return 0;
   std::vector<uint8_t> value(value_size);

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 
 #include "dataplane/dataplane.h"
 
@@ -26,6 +27,9 @@ struct StoreMaps {
   // Where IPv4 host routes live: `routes_v4` is one logical map to the
   // store, whose addresses inside these pools are slots of `direct_v4`.
   DirectLayout direct;
+  // Where subscribers live: `subscribers` is one logical map to the store,
+  // whose keys inside these S-VLAN ranges are slots of `direct_subscribers`.
+  DirectSubLayout direct_subs;
   static StoreMaps from(const Dataplane& dp);
 };
 
@@ -56,7 +60,9 @@ class StoreReader;
 
 // The kernel maps themselves. MapId::kRoutesV4 stands for the `routes_v4`
 // hash and the `direct_v4` array together: each key goes to the place the
-// direct layout gives it (common/direct.h), for every operation.
+// direct layout gives it (common/direct.h), for every operation; likewise
+// MapId::kSubscribers stands for the `subscribers` hash and the
+// `direct_subscribers` array (common/direct_sub.h, map_ops_direct_sub.cpp).
 // lookup_many() of the subscribers, police and the three hash route maps
 // runs bpf/store_read.bpf.c (a chunk of keys per system call); where that
 // program does not load (an older kernel, no CAP_BPF), for the LPM prefix
@@ -89,6 +95,23 @@ class BpfMapOps final : public MapOps {
   int direct_lookup(uint32_t slot, void* value) const;
   int direct_update(uint32_t slot, const void* value, uint64_t flags);
   int direct_erase(uint32_t slot);
+  // Reads n keys of a hash map: in chunks through the reader, else one
+  // system call each.
+  void hash_lookup_many(MapId m, const void* keys, size_t n, size_t key_size, void* values,
+                        size_t value_size, uint8_t* found) const;
+  // The slot of a key of m when m is `subscribers` with a direct layout
+  // and the key is inside it; else none.
+  std::optional<uint32_t> dsub_slot(MapId m, const void* key) const;
+  int dsub_lookup(uint32_t slot, void* value) const;
+  int dsub_update(uint32_t slot, const void* value, uint64_t flags);
+  int dsub_erase(uint32_t slot);
+  int dsub_update_many(const void* keys, const void* values, size_t n, size_t key_size,
+                       size_t value_size, size_t* done);
+  int dsub_delete_many(const void* keys, size_t n, size_t key_size);
+  int dsub_for_each(size_t key_size, size_t value_size,
+                    const std::function<void(const void*, const void*)>& fn) const;
+  void dsub_lookup_many(const void* keys, size_t n, size_t key_size, void* values,
+                        size_t value_size, uint8_t* found) const;
   StoreMaps maps_;
   std::unique_ptr<StoreReader> reader_;
 };
