@@ -478,13 +478,12 @@ void check_direct_svlans(const std::string& w, const std::vector<std::string>& v
   for (const auto& s : v) {
     auto r = parse_svlan_range(s);
     if (!r) {
-      k.err("{} direct_svlans: \"{}\" is not an S-VLAN range (A-B or A, S-VIDs 1..4094, A <= B)",
-            w, s);
+      k.err("{} direct_svlans: \"{}\" is not an S-VLAN range (A-B or A, S-VIDs 1..4094, A <= B)", w,
+            s);
       continue;
     }
     for (const auto& [f, l] : seen)
-      if (r->first <= l && f <= r->second)
-        k.err("{} direct_svlans: {} overlaps {}-{}", w, s, f, l);
+      if (r->first <= l && f <= r->second) k.err("{} direct_svlans: {} overlaps {}-{}", w, s, f, l);
     seen.push_back(*r);
   }
 }
@@ -1113,13 +1112,13 @@ namespace {
 std::string port_settings_text(const Config& c) {
   std::vector<std::string> v;
   for (const auto& [n, o] : c.access_options)
-    v.push_back(fmt::format(
-        "{}{{tpid={},mtu={},gw4={},gw6={},subscriber_mtu={},mss_clamp={},"
-        "pools={},direct_svlans={},policy={}/{}/{}/{},mac_policy={},auth={},dhcp={}}}",
-        n, o.outer_tpid, o.mtu, o.gateway_ipv4, o.gateway_ipv6, o.subscriber_mtu,
-        o.mss_clamp ? (*o.mss_clamp ? "on" : "off") : "-", join(o.pools), join(o.direct_svlans),
-        o.policy.up_rate,
-        o.policy.up_burst, o.policy.down_rate, o.policy.down_burst, o.mac_policy, o.auth, o.dhcp));
+    v.push_back(
+        fmt::format("{}{{tpid={},mtu={},gw4={},gw6={},subscriber_mtu={},mss_clamp={},"
+                    "pools={},direct_svlans={},policy={}/{}/{}/{},mac_policy={},auth={},dhcp={}}}",
+                    n, o.outer_tpid, o.mtu, o.gateway_ipv4, o.gateway_ipv6, o.subscriber_mtu,
+                    o.mss_clamp ? (*o.mss_clamp ? "on" : "off") : "-", join(o.pools),
+                    join(o.direct_svlans), o.policy.up_rate, o.policy.up_burst, o.policy.down_rate,
+                    o.policy.down_burst, o.mac_policy, o.auth, o.dhcp));
   for (const auto& [n, o] : c.uplink_options)
     v.push_back(fmt::format("{}{{icmp_source={},{}}}", n, o.icmp_source_ipv4, o.icmp_source_ipv6));
   return join(v);

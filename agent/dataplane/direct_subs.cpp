@@ -43,8 +43,7 @@ void Dataplane::configure_direct_subs() {
                                       : fmt::format("{} S-VLANs {}-{}", p.name, first, last)});
   }
   std::vector<std::string> skipped;
-  const uint32_t slots =
-      opts_.direct_subscriber_slots ? max_entries(MapId::kDirectSubs) : 0;
+  const uint32_t slots = opts_.direct_subscriber_slots ? max_entries(MapId::kDirectSubs) : 0;
   DirectSubLayout want = DirectSubLayout::plan(ranges, slots, &skipped);
   for (const auto& r : skipped) {
     auto w = fmt::format(

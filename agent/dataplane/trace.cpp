@@ -491,8 +491,7 @@ Status Tracer::build_frame(const TraceRequest& req, int role, std::vector<uint8_
   FrameSpec spec;
   if (Status st = parse_frame_spec(req, &spec); !st.ok()) return st;
   uint8_t smac[6] = {0x02, 0, 0, 0, 0, 0x01};
-  if (Status st = source_mac(req, role, *port, *dp_, smac); !st.ok())
-    return st;
+  if (Status st = source_mac(req, role, *port, *dp_, smac); !st.ok()) return st;
   std::vector<uint8_t> f;
   append_l2(req, role, *port, smac, spec.v4, &f);
   // L4 first: the IP header needs its length.

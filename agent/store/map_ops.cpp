@@ -180,8 +180,8 @@ void BpfMapOps::lookup_many(MapId m, const void* keys, size_t n, size_t key_size
   hash_lookup_many(m, keys, n, key_size, values, value_size, found);
 }
 
-void BpfMapOps::hash_lookup_many(MapId m, const void* keys, size_t n, size_t key_size,
-                                 void* values, size_t value_size, uint8_t* found) const {
+void BpfMapOps::hash_lookup_many(MapId m, const void* keys, size_t n, size_t key_size, void* values,
+                                 size_t value_size, uint8_t* found) const {
   if (reader_ && reader_->read(m, static_cast<const uint8_t*>(keys), n, key_size,
                                static_cast<uint8_t*>(values), value_size, found))
     return;

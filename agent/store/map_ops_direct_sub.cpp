@@ -124,12 +124,11 @@ int BpfMapOps::dsub_for_each(size_t key_size, size_t value_size,
                              const std::function<void(const void*, const void*)>& fn) const {
   if (int rc = map_for_each(fd(MapId::kSubscribers), key_size, value_size, fn)) return rc;
   std::vector<uint8_t> value(value_size);
-  return direct_sub_for_each(
-      fd(MapId::kDirectSubs), maps_.direct_subs,
-      [&](const struct xbng_sub_key& key, const struct xbng_subscriber& s) {
-        std::memcpy(value.data(), &s, std::min(value_size, sizeof s));
-        fn(&key, value.data());
-      });
+  return direct_sub_for_each(fd(MapId::kDirectSubs), maps_.direct_subs,
+                             [&](const struct xbng_sub_key& key, const struct xbng_subscriber& s) {
+                               std::memcpy(value.data(), &s, std::min(value_size, sizeof s));
+                               fn(&key, value.data());
+                             });
 }
 
 // The hash's keys in chunks through the reader (lookup_many), the array's

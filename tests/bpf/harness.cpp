@@ -143,9 +143,9 @@ const SubDef kS10DirectLearn{"s10",
                              true};
 
 const std::vector<const PortDef*> kPorts{&kAcc0, &kAcc1, &kAcc2, &kAcc3, &kUp0};
-const std::vector<const SubDef*> kSubs{&kS1,      &kS2,       &kS3,     &kS4,
-                                       &kS5Learn, &kS6Acc3,   &kS7V6Only, &kS8Direct,
-                                       &kS9Hidden, &kS10DirectLearn};
+const std::vector<const SubDef*> kSubs{
+    &kS1,     &kS2,       &kS3,       &kS4,       &kS5Learn,
+    &kS6Acc3, &kS7V6Only, &kS8Direct, &kS9Hidden, &kS10DirectLearn};
 
 uint32_t direct_sub_slot(const SubDef& s) {
   return uint32_t(s.svid - kDirectSvlanFirst) * XBNG_DIRECT_SUB_CVIDS + s.cvid;
@@ -162,8 +162,8 @@ const std::vector<RouteDef> kRoutes{
     {"h4d-s1", RouteMap::V4, "100.70.0.9", 32, &kS1},   // a hash entry the direct pool hides
     {"r4-s8", RouteMap::V4, "100.66.1.20", 32, &kS8Direct},
     {"r4-s10", RouteMap::V4, "100.66.1.40", 32, &kS10DirectLearn},  // MAC from the array
-    {"p4-s1", RouteMap::P4, "198.51.100.0", 28, &kS1},  // framed route
-    {"p4-s2", RouteMap::P4, "198.51.100.0", 25, &kS2},  // covers s1's /28
+    {"p4-s1", RouteMap::P4, "198.51.100.0", 28, &kS1},              // framed route
+    {"p4-s2", RouteMap::P4, "198.51.100.0", 25, &kS2},              // covers s1's /28
     {"r6-s1", RouteMap::V6, "2001:db8:1::10", 128, &kS1},
     {"r6-s2", RouteMap::V6, "2001:db8:1::11", 128, &kS2},
     {"r6-s3", RouteMap::V6, "2001:db8:2::10", 128, &kS3},
@@ -334,8 +334,7 @@ Harness::Harness() {
                            skel_->maps.police};
   for (auto* m : big) bpf_map__set_max_entries(m, 4096);
   bpf_map__set_max_entries(skel_->maps.direct_v4, 256);  // kDirectPool4
-  bpf_map__set_max_entries(skel_->maps.direct_subscribers,
-                           kDirectSvlans * XBNG_DIRECT_SUB_CVIDS);
+  bpf_map__set_max_entries(skel_->maps.direct_subscribers, kDirectSvlans * XBNG_DIRECT_SUB_CVIDS);
   // ICMP errors: one token per second (burst 50), so that the time a row
   // takes adds no token between its steps (the rate-limit rows).
   skel_->rodata->icmp_token_ns = 1000000000ull;

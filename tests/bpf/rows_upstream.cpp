@@ -51,37 +51,34 @@ Row drop_row(std::string desc, const PortDef& port, Bytes in, int reason) {
 std::vector<Row> direct_sub_rows() {
   std::vector<Row> rows;
   const SubDef& s8 = kS8Direct;
-  rows.push_back(fwd4("direct subscriber: IPv4 forwarded, counted in its slot", s8, s8.v4,
-                      kRemote4));
+  rows.push_back(
+      fwd4("direct subscriber: IPv4 forwarded, counted in its slot", s8, s8.v4, kRemote4));
   rows.push_back(fwd6("direct subscriber: IPv6 forwarded", s8, s8.v6, kRemote6));
-  rows.push_back(drop_row("direct subscriber: IPv4 from another's address (anti-spoofing)",
-                          kAcc2, udp4(from_sub(s8), kS4.v4, kRemote4), XBNG_DROP_SPOOFED_V4));
-  rows.push_back(drop_row("direct subscriber: IPv6 from another's address (anti-spoofing)",
-                          kAcc2, udp6(from_sub(s8), kS4.v6, kRemote6), XBNG_DROP_SPOOFED_V6));
-  rows.push_back(row("direct range: an empty slot is an unknown subscriber",
-                     access(kAcc2,
-                            udp4(Packet().eth(kAcc2.mac, s8.mac).qinq(kAcc2.tpid, 520, 8), s8.v4,
-                                 kRemote4),
-                            XDP_DROP, XBNG_DROP_UNKNOWN_SUBSCRIBER)
-                         .count(XBNG_EVENT_SENT)
-                         .event({XBNG_EVENT_UNKNOWN_SUBSCRIBER, &kAcc2, 520, 8, s8.mac})));
+  rows.push_back(drop_row("direct subscriber: IPv4 from another's address (anti-spoofing)", kAcc2,
+                          udp4(from_sub(s8), kS4.v4, kRemote4), XBNG_DROP_SPOOFED_V4));
+  rows.push_back(drop_row("direct subscriber: IPv6 from another's address (anti-spoofing)", kAcc2,
+                          udp6(from_sub(s8), kS4.v6, kRemote6), XBNG_DROP_SPOOFED_V6));
+  rows.push_back(row(
+      "direct range: an empty slot is an unknown subscriber",
+      access(kAcc2, udp4(Packet().eth(kAcc2.mac, s8.mac).qinq(kAcc2.tpid, 520, 8), s8.v4, kRemote4),
+             XDP_DROP, XBNG_DROP_UNKNOWN_SUBSCRIBER)
+          .count(XBNG_EVENT_SENT)
+          .event({XBNG_EVENT_UNKNOWN_SUBSCRIBER, &kAcc2, 520, 8, s8.mac})));
   rows.push_back(row("direct range: a hash entry inside it is not looked up",
                      access(kAcc2, udp4(from_sub(kS9Hidden), kS9Hidden.v4, kRemote4), XDP_DROP,
                             XBNG_DROP_UNKNOWN_SUBSCRIBER)
                          .count(XBNG_EVENT_SENT)
                          .event({XBNG_EVENT_UNKNOWN_SUBSCRIBER, &kAcc2, 521, 9, kS9Hidden.mac})));
-  rows.push_back(row("direct range: the same S-VLAN on another port is on the hash path",
-                     access(kAcc0,
-                            udp4(Packet().eth(kAcc0.mac, s8.mac).qinq(kAcc0.tpid, 520, 7), s8.v4,
-                                 kRemote4),
-                            XDP_DROP, XBNG_DROP_UNKNOWN_SUBSCRIBER)
-                         .count(XBNG_EVENT_SENT)
-                         .event({XBNG_EVENT_UNKNOWN_SUBSCRIBER, &kAcc0, 520, 7, s8.mac})));
+  rows.push_back(row(
+      "direct range: the same S-VLAN on another port is on the hash path",
+      access(kAcc0, udp4(Packet().eth(kAcc0.mac, s8.mac).qinq(kAcc0.tpid, 520, 7), s8.v4, kRemote4),
+             XDP_DROP, XBNG_DROP_UNKNOWN_SUBSCRIBER)
+          .count(XBNG_EVENT_SENT)
+          .event({XBNG_EVENT_UNKNOWN_SUBSCRIBER, &kAcc0, 520, 7, s8.mac})));
   const SubDef& s10 = kS10DirectLearn;
   auto down4 = udp4(plain(kUp0.mac, kRouterMac), kRemote4, s10.v4);
   Step unknown_mac = uplink(down4, XDP_DROP, XBNG_DROP_MAC_UNKNOWN);
-  Step learn = access(kAcc2, udp4(from_sub(s10), s10.v4, kRemote4), XDP_REDIRECT,
-                      XBNG_FWD_UPSTREAM)
+  Step learn = access(kAcc2, udp4(from_sub(s10), s10.v4, kRemote4), XDP_REDIRECT, XBNG_FWD_UPSTREAM)
                    .expect_out(udp4(to_router(), s10.v4, kRemote4, ttl4(63)))
                    .via(kUp0)
                    .up("s10")

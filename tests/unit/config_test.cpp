@@ -220,7 +220,9 @@ TEST(Config, ChecksValues) {
        "\"4095\" is not an S-VLAN range"},
       {[](Config& x) { x.access_options["acc0"].direct_svlans = {"100-x"}; },
        "\"100-x\" is not an S-VLAN range"},
-      {[](Config& x) { x.access_options["acc0"].direct_svlans = {"100-200", "150"}; },
+      {[](Config& x) {
+         x.access_options["acc0"].direct_svlans = {"100-200", "150"};
+       },
        "acc0 direct_svlans: 150 overlaps 100-200"},
       {[](Config& x) { x.unknown_interval_ms = 0; }, "unknown_event_interval_ms"},
       {[](Config& x) { x.bpffs = "relative"; }, "absolute path"},
@@ -378,8 +380,8 @@ TEST(Config, ReloadAppliesLiveSettingsAndRefusesTheRest) {
       {[](Config& x) { x.gateway_ipv6 = "2001:db8::1"; }, "gateway.ipv6:", "restart"},
       {[](Config& x) { x.max_subscribers = 2'000'000; }, "limits.max_subscribers:", "teardown"},
       {[](Config& x) { x.direct_slots = 65536; }, "limits.direct_slots:", "teardown"},
-      {[](Config& x) { x.direct_subscriber_slots = 65536; }, "limits.direct_subscriber_slots:",
-       "teardown"},
+      {[](Config& x) { x.direct_subscriber_slots = 65536; },
+       "limits.direct_subscriber_slots:", "teardown"},
       {[](Config& x) { x.access_options["acc0"].direct_svlans = {"100-115"}; }, "per-port",
        "restart"},
       {[](Config& x) { x.events_per_sec = 5; }, "limits.events_per_sec:", "const volatile"},

@@ -125,11 +125,11 @@ TEST(Net, DirectSubLayoutPlacesRangesWhileTheyFit) {
   EXPECT_EQ(d.slot_of(key(7, 100, 1)), 1u);
   EXPECT_EQ(d.slot_of(key(7, 101, 4094)), 4096u + 4094);
   EXPECT_EQ(d.slot_of(key(9, 100, 5)), 8192u + 5);
-  EXPECT_FALSE(d.slot_of(key(7, 102, 1)));   // past the range
-  EXPECT_FALSE(d.slot_of(key(7, 99, 1)));    // before it
-  EXPECT_FALSE(d.slot_of(key(9, 101, 1)));   // b declares 100 only
-  EXPECT_FALSE(d.slot_of(key(8, 100, 1)));   // another port
-  EXPECT_FALSE(d.slot_of(key(7, 200, 1)));   // the range that did not fit: the hash
+  EXPECT_FALSE(d.slot_of(key(7, 102, 1)));  // past the range
+  EXPECT_FALSE(d.slot_of(key(7, 99, 1)));   // before it
+  EXPECT_FALSE(d.slot_of(key(9, 101, 1)));  // b declares 100 only
+  EXPECT_FALSE(d.slot_of(key(8, 100, 1)));  // another port
+  EXPECT_FALSE(d.slot_of(key(7, 200, 1)));  // the range that did not fit: the hash
   auto k = d.key_of(4096 + 17);
   ASSERT_TRUE(k);
   EXPECT_EQ(k->ifindex, 7u);
