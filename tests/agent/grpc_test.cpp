@@ -670,9 +670,10 @@ TEST_F(AgentTest, DirectSubscribersLiveInTheArrayAndMoveWithTheRanges) {
   {
     auto got = direct_subs();
     ASSERT_EQ(got.size(), 1u);
-    ASSERT_TRUE(got.count({21, 5}));
-    EXPECT_TRUE(got[{21, 5}].flags & XBNG_SUB_F_MAC_VALID);
-    EXPECT_FALSE(got[{21, 5}].flags & XBNG_SUB_F_PRESENT);  // stripped on reading
+    ASSERT_EQ(got.count({21, 5}), 1u);
+    const struct xbng_subscriber& v = got[std::make_pair(uint16_t{21}, uint16_t{5})];
+    EXPECT_TRUE(v.flags & XBNG_SUB_F_MAC_VALID);
+    EXPECT_FALSE(v.flags & XBNG_SUB_F_PRESENT);  // stripped on reading
     // What the fast path does: count in the slot ((21 - 20) * 4096 + 5).
     PinnedMaps m(bpffs_);
     uint32_t slot = XBNG_DIRECT_SUB_CVIDS + 5;
