@@ -384,8 +384,14 @@ void print_steps(const Get& get, const std::vector<uint32_t>& sizes) {
   std::printf("%s\n%s\n", h.c_str(), std::string(h.size(), '-').c_str());
   for (uint32_t n : sizes) {
     std::optional<double> pf = get("harness", n, false), pr = get("harness", n, true);
+    bool dsub = false;  // the direct-subscriber stops follow the hash ones: start over
     for (const Case& c : cases()) {
       if (!c.steps || c.kind != "xbng") continue;
+      if (c.dsub != dsub) {
+        dsub = c.dsub;
+        pf = get("up4_s1", n, false);
+        pr = get("up4_s1", n, true);
+      }
       auto f = get(c.id, n, false), r = get(c.id, n, true);
       auto d = [](std::optional<double> a, std::optional<double> b) -> std::optional<double> {
         if (!a || !b) return std::nullopt;

@@ -14,7 +14,7 @@
 
 /* Bumped on any change of a map's key/value layout, type or semantics. The
  * pin directory is <bpffs>/v<XBNG_ABI_VERSION>/. */
-#define XBNG_ABI_VERSION 6
+#define XBNG_ABI_VERSION 5
 
 #define XBNG_MAX_PORTS 64 /* access + uplink ports */
 #define XBNG_DEFAULT_MAX_SUBSCRIBERS 1000000
