@@ -53,6 +53,7 @@ struct Case {
   bool police = false;  // timed with every subscriber on a rate plan
   bool steps = false;   // the benchmark build ending at a stop point (--steps)
   bool direct = false;  // host routes looked up in the direct arrays
+  bool dsub = false;    // subscribers looked up in the direct subscriber array
 };
 
 constexpr uint32_t stop_slot(uint32_t stop) { return PC_SLOT_UP_STOP0 + stop; }
@@ -88,6 +89,11 @@ const std::vector<Case>& cases() {
       {"down_v6_64_direct", "xbng downstream /64 direct", "xbng", PC_SLOT_XDP_UPLINK,
        PC_MODE_DOWN_V6_64, Tmpl::kDownV6_64, true, XDP_REDIRECT, XBNG_FWD_DOWNSTREAM, 8, false,
        false, true},
+      // The same subscribers in the direct subscriber array (one S-VLAN range).
+      {"up_v4_dsub", "xbng upstream IPv4 direct sub", "xbng", PC_SLOT_XDP_ACCESS, PC_MODE_UP_V4,
+       Tmpl::kUpV4, false, XDP_REDIRECT, XBNG_FWD_UPSTREAM, -8, false, false, false, true},
+      {"up_v6_dsub", "xbng upstream IPv6 direct sub", "xbng", PC_SLOT_XDP_ACCESS, PC_MODE_UP_V6,
+       Tmpl::kUpV6, false, XDP_REDIRECT, XBNG_FWD_UPSTREAM, -8, false, false, false, true},
       {"arp", "xbng ARP reply", "xbng", PC_SLOT_XDP_ACCESS, PC_MODE_ARP, Tmpl::kArp, false, XDP_TX,
        XBNG_TX_ARP_REPLY, 0},
       // TCP SYNs whose MSS option is clamped on every pass.
@@ -107,6 +113,9 @@ const std::vector<Case>& cases() {
        Tmpl::kUpV4, false, XDP_REDIRECT, XBNG_FWD_UPSTREAM, -8, true},
       {"up_v6_pol", "xbng upstream IPv6 +police", "xbng", PC_SLOT_XDP_ACCESS, PC_MODE_UP_V6,
        Tmpl::kUpV6, false, XDP_REDIRECT, XBNG_FWD_UPSTREAM, -8, true},
+      {"up_v4_dsub_pol", "xbng up IPv4 direct sub +police", "xbng", PC_SLOT_XDP_ACCESS,
+       PC_MODE_UP_V4, Tmpl::kUpV4, false, XDP_REDIRECT, XBNG_FWD_UPSTREAM, -8, true, false, false,
+       true},
       {"down_v4_pol", "xbng downstream IPv4 +police", "xbng", PC_SLOT_XDP_UPLINK, PC_MODE_DOWN_V4,
        Tmpl::kDownV4, true, XDP_REDIRECT, XBNG_FWD_DOWNSTREAM, 8, true},
       {"down_v4_direct_pol", "xbng down IPv4 direct +police", "xbng", PC_SLOT_XDP_UPLINK,
@@ -143,6 +152,15 @@ const std::vector<Case>& cases() {
        Tmpl::kUpV4, false, XDP_REDIRECT, XBNG_FWD_UPSTREAM, -8, false, true},
       {"up4_s0", "up4 stop: none (+ counters)", "xbng", stop_slot(XBNG_BSTOP_NONE), PC_MODE_UP_V4,
        Tmpl::kUpV4, false, XDP_REDIRECT, XBNG_FWD_UPSTREAM, -8, false, true},
+      // The same stops with the subscriber in the direct array.
+      {"up4d_s2", "up4 direct sub stop: + lookup", "xbng", stop_slot(XBNG_BSTOP_LOOKUP),
+       PC_MODE_UP_V4, Tmpl::kUpV4, false, XDP_REDIRECT, XBNG_FWD_UPSTREAM, 0, false, true, false,
+       true},
+      {"up4d_s5", "up4 direct sub stop: + policer", "xbng", stop_slot(XBNG_BSTOP_POLICE),
+       PC_MODE_UP_V4, Tmpl::kUpV4, false, XDP_REDIRECT, XBNG_FWD_UPSTREAM, 0, false, true, false,
+       true},
+      {"up4d_s6", "up4 direct sub stop: + FIB", "xbng", stop_slot(XBNG_BSTOP_FIB), PC_MODE_UP_V4,
+       Tmpl::kUpV4, false, XDP_REDIRECT, XBNG_FWD_UPSTREAM, 0, false, true, false, true},
   };
   return c;
 }
@@ -254,6 +272,7 @@ struct Bench {
     w.target = c.slot;
     pktcost_configure(p, w);
     xbng_set_direct(x, n, c.direct);
+    xbng_set_direct_subs(x, env.acc, n, c.dsub);
   }
 
   unsigned ingress(const Case& c) const { return c.uplink_ingress ? env.upl : env.acc; }
@@ -371,8 +390,14 @@ void print_steps(const Get& get, const std::vector<uint32_t>& sizes) {
   std::printf("%s\n%s\n", h.c_str(), std::string(h.size(), '-').c_str());
   for (uint32_t n : sizes) {
     std::optional<double> pf = get("harness", n, false), pr = get("harness", n, true);
+    bool dsub = false;  // the direct-subscriber stops follow the hash ones: start over
     for (const Case& c : cases()) {
       if (!c.steps || c.kind != "xbng") continue;
+      if (c.dsub != dsub) {
+        dsub = c.dsub;
+        pf = get("up4_s1", n, false);
+        pr = get("up4_s1", n, true);
+      }
       auto f = get(c.id, n, false), r = get(c.id, n, true);
       auto d = [](std::optional<double> a, std::optional<double> b) -> std::optional<double> {
         if (!a || !b) return std::nullopt;

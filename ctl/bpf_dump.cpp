@@ -27,39 +27,56 @@ std::string key_str(const struct xbng_sub_key& k) {
   return fmt::format("{}/{}/{}", if_name(k.ifindex), k.outer_vid, k.inner_vid);
 }
 
-// Prints the subscribers map, one line each; returns how many.
+// One subscriber line; `map` names where it lives (the hash or the array).
+void print_subscriber(const CtlOptions& o, const char* map, const struct xbng_sub_key& key,
+                      const struct xbng_subscriber& s) {
+  std::string mac = (s.flags & XBNG_SUB_F_MAC_VALID) ? format_mac(s.mac) : "-";
+  std::string v4 = (s.flags & XBNG_SUB_F_HAS_IPV4) ? format_ipv4(s.ipv4) : "-";
+  std::string v6 =
+      (s.flags & XBNG_SUB_F_HAS_IPV6) ? format_ipv6(reinterpret_cast<const uint8_t*>(s.ipv6)) : "-";
+  if (o.json)
+    std::printf(
+        "{\"map\":\"%s\",\"key\":\"%s\",\"mac\":\"%s\","
+        "\"flags\":%u,\"ipv4\":\"%s\",\"ipv6\":\"%s\","
+        "\"up_packets\":%llu,\"up_bytes\":%llu}\n",
+        map, key_str(key).c_str(), mac.c_str(), s.flags, v4.c_str(), v6.c_str(),
+        (unsigned long long)s.up_packets, (unsigned long long)s.up_bytes);
+  else
+    std::printf("%-20s %-17s 0x%04x %-15s %-39s %12llu %14llu\n", key_str(key).c_str(), mac.c_str(),
+                s.flags, v4.c_str(), v6.c_str(), (unsigned long long)s.up_packets,
+                (unsigned long long)s.up_bytes);
+}
+
+// Prints the subscribers, one line each: the hash's, then those of the
+// direct array (at the keys its layout gives the slots); returns how many.
 uint64_t dump_subscribers(const CtlOptions& o, const std::string& bpffs, const PinnedMaps& maps) {
   uint64_t nsubs = 0;
   if (!o.json)
     std::printf("# subscribers (%s)\n%-20s %-17s %-6s %-15s %-39s %12s %14s\n",
                 map_pin_path(bpffs, MapId::kSubscribers).c_str(), "KEY", "MAC", "FLAGS", "IPV4",
                 "IPV6", "UP_PKTS", "UP_BYTES");
-  int rc = map_for_each(
-      maps.fd(MapId::kSubscribers), sizeof(struct xbng_sub_key), sizeof(struct xbng_subscriber),
-      [&](const void* k, const void* v) {
-        struct xbng_sub_key key;
-        struct xbng_subscriber s;
-        std::memcpy(&key, k, sizeof key);
-        std::memcpy(&s, v, sizeof s);
-        ++nsubs;
-        std::string mac = (s.flags & XBNG_SUB_F_MAC_VALID) ? format_mac(s.mac) : "-";
-        std::string v4 = (s.flags & XBNG_SUB_F_HAS_IPV4) ? format_ipv4(s.ipv4) : "-";
-        std::string v6 = (s.flags & XBNG_SUB_F_HAS_IPV6)
-                             ? format_ipv6(reinterpret_cast<const uint8_t*>(s.ipv6))
-                             : "-";
-        if (o.json)
-          std::printf(
-              "{\"map\":\"subscribers\",\"key\":\"%s\",\"mac\":\"%s\","
-              "\"flags\":%u,\"ipv4\":\"%s\",\"ipv6\":\"%s\","
-              "\"up_packets\":%llu,\"up_bytes\":%llu}\n",
-              key_str(key).c_str(), mac.c_str(), s.flags, v4.c_str(), v6.c_str(),
-              (unsigned long long)s.up_packets, (unsigned long long)s.up_bytes);
-        else
-          std::printf("%-20s %-17s 0x%04x %-15s %-39s %12llu %14llu\n", key_str(key).c_str(),
-                      mac.c_str(), s.flags, v4.c_str(), v6.c_str(),
-                      (unsigned long long)s.up_packets, (unsigned long long)s.up_bytes);
-      });
+  int rc = map_for_each(maps.fd(MapId::kSubscribers), sizeof(struct xbng_sub_key),
+                        sizeof(struct xbng_subscriber), [&](const void* k, const void* v) {
+                          struct xbng_sub_key key;
+                          struct xbng_subscriber s;
+                          std::memcpy(&key, k, sizeof key);
+                          std::memcpy(&s, v, sizeof s);
+                          ++nsubs;
+                          print_subscriber(o, "subscribers", key, s);
+                        });
   if (rc) throw std::runtime_error(fmt::format("reading subscribers: {}", std::strerror(-rc)));
+  DirectSubLayout d;
+  if ((rc = direct_sub_read_layout(maps.fd(MapId::kDirectSubRanges), &d)))
+    throw std::runtime_error(fmt::format("reading direct_sub_ranges: {}", std::strerror(-rc)));
+  if (!d.empty() && !o.json)
+    std::printf("# direct_subscribers (%s)\n", map_pin_path(bpffs, MapId::kDirectSubs).c_str());
+  rc = direct_sub_for_each(maps.fd(MapId::kDirectSubs), d,
+                           [&](const struct xbng_sub_key& key, const struct xbng_subscriber& s) {
+                             ++nsubs;
+                             print_subscriber(o, "direct_subscribers", key, s);
+                           });
+  if (rc)
+    throw std::runtime_error(fmt::format("reading direct_subscribers: {}", std::strerror(-rc)));
   return nsubs;
 }
 

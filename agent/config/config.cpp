@@ -17,6 +17,7 @@
 
 #include "dataplane/host_services.h"
 #include "dataplane/mac_policy.h"
+#include "common/direct_sub.h"
 #include "common/net.h"
 #include "config/radius_config_toml.h"
 #include "store/subscriber.h"
@@ -126,6 +127,8 @@ void get_access(const std::string& path, const toml::node& n, Config* cfg) {
         o.mss_clamp = get_bool(path, key, v);
       else if (k == "pools")
         o.pools = get_strings(path, key, v);
+      else if (k == "direct_svlans")
+        o.direct_svlans = get_strings(path, key, v);
       else if (k == "policy")
         o.policy = get_policy(path, key, v);
       else if (k == "mac_policy")
@@ -143,7 +146,7 @@ void get_access(const std::string& path, const toml::node& n, Config* cfg) {
       else
         fail(path, key,
              "unknown key (a port table has name, outer_tpid, subscriber_mtu, "
-             "mss_clamp, pools, gateway_ipv4, gateway_ipv6, mtu, policy, "
+             "mss_clamp, pools, direct_svlans, gateway_ipv4, gateway_ipv6, mtu, policy, "
              "mac_policy, dhcp_lease_time, dhcp_dns, dhcp_subnet_mask, auth, dhcp)");
     }
     cfg->access.push_back(port);
@@ -275,6 +278,7 @@ const FileKey kFileKeys[] = {
     {"limits.max_subscribers", &set<&Config::max_subscribers, get_uint>},
     {"limits.direct_slots", &set<&Config::direct_slots, get_uint>},
     {"limits.direct_slots_v6", &set<&Config::direct_slots_v6, get_uint>},
+    {"limits.direct_subscriber_slots", &set<&Config::direct_subscriber_slots, get_uint>},
     {"limits.events_per_sec", &set<&Config::events_per_sec, get_uint>},
     {"limits.unknown_event_interval_ms", &set<&Config::unknown_interval_ms, get_uint>},
     {"log.level", &set<&Config::log_level, get_string>},
@@ -482,6 +486,23 @@ void check_ports(const Config& c, Checker& k) {
       k.warn("ports.access: settings for {}, which is not an access port, are ignored", name);
 }
 
+// A port's `direct_svlans`: each "A-B" or "A" (S-VIDs 1..4094, A <= B), no
+// two of them overlapping.
+void check_direct_svlans(const std::string& w, const std::vector<std::string>& v, Checker& k) {
+  std::vector<std::pair<uint16_t, uint16_t>> seen;
+  for (const auto& s : v) {
+    auto r = parse_svlan_range(s);
+    if (!r) {
+      k.err("{} direct_svlans: \"{}\" is not an S-VLAN range (A-B or A, S-VIDs 1..4094, A <= B)", w,
+            s);
+      continue;
+    }
+    for (const auto& [f, l] : seen)
+      if (r->first <= l && f <= r->second) k.err("{} direct_svlans: {} overlaps {}-{}", w, s, f, l);
+    seen.push_back(*r);
+  }
+}
+
 // Each access port: TPID, gateways, MTUs, pools, policy (the global TPID and gateways first).
 void check_access_ports(const Config& c, Checker& k) {
   k.tpid("ports.outer_tpid (--outer-tpid)", c.outer_tpid);
@@ -511,6 +532,7 @@ void check_access_ports(const Config& c, Checker& k) {
     else if (o.subscriber_mtu && o.subscriber_mtu < 1280)
       k.warn("{} subscriber_mtu {}: below 1280, IPv6 cannot reach subscribers", w,
              o.subscriber_mtu);
+    check_direct_svlans(w, o.direct_svlans, k);
     for (const auto& pool : o.pools) {
       auto pf = parse_prefix(pool);
       if (!pf)
@@ -690,6 +712,11 @@ void check_limits(const Config& c, Checker& k) {
         "limits.direct_slots_v6 {}: expected 0..16777216 (0: every IPv6 /64 and /128 in the "
         "hashes)",
         c.direct_slots_v6);
+  if (c.direct_subscriber_slots > 16'777'216)
+    k.err(
+        "limits.direct_subscriber_slots {}: expected 0..16777216 (4096 per S-VLAN of "
+        "direct_svlans; 0: every subscriber in the hash)",
+        c.direct_subscriber_slots);
   if (c.events_per_sec > 1'000'000)
     k.err("limits.events_per_sec {}: expected 0..1000000 (0 disables unknown-subscriber events)",
           c.events_per_sec);
@@ -924,6 +951,7 @@ DataplaneOptions to_dataplane_options(const Config& c) {
       ov.sub_mtu = static_cast<uint16_t>(a.mtu - XBNG_QINQ_TAGS_BYTES);
     ov.mss_clamp = a.mss_clamp.value_or(true);
     for (const auto& pool : a.pools) ov.pools.push_back(*parse_prefix(pool));
+    for (const auto& r : a.direct_svlans) ov.direct_svlans.push_back(*parse_svlan_range(r));
     if (!a.gateway_ipv4.empty()) ov.gateway_ipv4 = *parse_ipv4(a.gateway_ipv4);
     if (!a.gateway_ipv6.empty()) ov.gateway_ipv6 = *parse_ipv6(a.gateway_ipv6);
     ov.default_policy = a.policy;
@@ -946,6 +974,7 @@ DataplaneOptions to_dataplane_options(const Config& c) {
   o.max_subscribers = static_cast<uint32_t>(c.max_subscribers);
   o.direct_slots = static_cast<uint32_t>(c.direct_slots);
   o.direct_slots_v6 = static_cast<uint32_t>(c.direct_slots_v6);
+  o.direct_subscriber_slots = static_cast<uint32_t>(c.direct_subscriber_slots);
   o.bpffs = c.bpffs;
   o.xdp_generic = c.xdp_generic;
   o.xdp_libxdp = c.xdp_attach == "libxdp";
@@ -1106,12 +1135,13 @@ namespace {
 std::string port_settings_text(const Config& c) {
   std::vector<std::string> v;
   for (const auto& [n, o] : c.access_options)
-    v.push_back(fmt::format(
-        "{}{{tpid={},mtu={},gw4={},gw6={},subscriber_mtu={},mss_clamp={},"
-        "pools={},policy={}/{}/{}/{},mac_policy={},auth={},dhcp={}}}",
-        n, o.outer_tpid, o.mtu, o.gateway_ipv4, o.gateway_ipv6, o.subscriber_mtu,
-        o.mss_clamp ? (*o.mss_clamp ? "on" : "off") : "-", join(o.pools), o.policy.up_rate,
-        o.policy.up_burst, o.policy.down_rate, o.policy.down_burst, o.mac_policy, o.auth, o.dhcp));
+    v.push_back(
+        fmt::format("{}{{tpid={},mtu={},gw4={},gw6={},subscriber_mtu={},mss_clamp={},"
+                    "pools={},direct_svlans={},policy={}/{}/{}/{},mac_policy={},auth={},dhcp={}}}",
+                    n, o.outer_tpid, o.mtu, o.gateway_ipv4, o.gateway_ipv6, o.subscriber_mtu,
+                    o.mss_clamp ? (*o.mss_clamp ? "on" : "off") : "-", join(o.pools),
+                    join(o.direct_svlans), o.policy.up_rate, o.policy.up_burst, o.policy.down_rate,
+                    o.policy.down_burst, o.mac_policy, o.auth, o.dhcp));
   for (const auto& [n, o] : c.uplink_options)
     v.push_back(fmt::format("{}{{icmp_source={},{}}}", n, o.icmp_source_ipv4, o.icmp_source_ipv6));
   return join(v);
@@ -1234,6 +1264,9 @@ void refuse_dataplane_changes(const Config& a, const Config& b, ReloadPlan* p) {
          fmt::format("{}", b.direct_slots), "a BPF map's size is fixed at creation", kTeardown);
   refuse("limits.direct_slots_v6", fmt::format("{}", a.direct_slots_v6),
          fmt::format("{}", b.direct_slots_v6), "a BPF map's size is fixed at creation", kTeardown);
+  refuse("limits.direct_subscriber_slots", fmt::format("{}", a.direct_subscriber_slots),
+         fmt::format("{}", b.direct_subscriber_slots), "a BPF map's size is fixed at creation",
+         kTeardown);
   refuse("limits.events_per_sec", fmt::format("{}", a.events_per_sec),
          fmt::format("{}", b.events_per_sec),
          "a `const volatile` of the XDP program, frozen when it is loaded", kRestart);

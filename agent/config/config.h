@@ -13,7 +13,9 @@
 //   [gateway] ipv4 = "100.64.0.1", ipv6 = "2001:db8::1"
 //   [limits]  max_subscribers = 1000000, events_per_sec = 1000, unknown_event_interval_ms = 1000,
 //             direct_slots = 0 (IPv4 host routes of the pools in a direct array; 0: off),
-//             direct_slots_v6 = 0 (IPv6 /64s and /128s of the pools in a direct array; 0: off)
+//             direct_slots_v6 = 0 (IPv6 /64s and /128s of the pools in a direct array; 0: off),
+//             direct_subscriber_slots = 0 (subscribers of the ports' direct_svlans in a
+//             direct array, 4096 slots an S-VLAN; 0: off)
 //   [grpc]    listen = "unix:///run/xbng/xbngd.sock", tls_cert, tls_key, tls_client_ca,
 //             insecure_tcp = false
 //   [api]     max_connections = 1024, max_request_bytes = 524288, max_watchers = 16,
@@ -80,6 +82,9 @@ struct AccessPortConfig {
   uint64_t subscriber_mtu = 0;
   std::optional<bool> mss_clamp;
   std::vector<std::string> pools;
+  // S-VLAN ranges ("A-B" or "A") whose subscribers live in the direct
+  // subscriber array (with limits.direct_subscriber_slots).
+  std::vector<std::string> direct_svlans;
   // Default rate plan: `policy = { up_rate_bps, up_burst_bytes, down_rate_bps,
   // down_burst_bytes }`, the rate plan of this port's subscribers that have
   // none of their own (xbng.v1.Policy; absent = unlimited). Applied at start
@@ -125,6 +130,8 @@ struct Config {
   uint64_t max_subscribers = XBNG_DEFAULT_MAX_SUBSCRIBERS;
   uint64_t direct_slots = 0;     // slots of the IPv4 direct array (64 bytes each), 0: none
   uint64_t direct_slots_v6 = 0;  // slots of the IPv6 direct array (64 bytes each), 0: none
+  // Slots of the direct subscriber array (64 bytes each, 4096 an S-VLAN), 0: none.
+  uint64_t direct_subscriber_slots = 0;
   std::string outer_tpid = "0x88a8";
   bool xdp_generic = false;
   // How the programs reach each port's XDP hook: "link" (xbng's own pinned

@@ -370,6 +370,7 @@ std::unique_ptr<Dataplane> Dataplane::start(const DataplaneOptions& opts) {
       pools.insert(pools.end(), it->second.pools.begin(), it->second.pools.end());
   }
   dp->configure_direct(pools);
+  dp->configure_direct_subs();
   return dp;
 }
 
@@ -420,7 +421,7 @@ bool reuse_pinned(const DataplaneOptions& opts, MapId id, struct bpf_map* m,
         map_type_name(bpf_map__type(m)), bpf_map__key_size(m), bpf_map__value_size(m),
         bpf_map__map_flags(m), XBNG_ABI_VERSION, opts.bpffs));
   if (info.max_entries != bpf_map__max_entries(m)) {
-    if (!map_sized_by_subscribers(id) && !map_sized_by_direct(id))
+    if (!map_sized_by_subscribers(id) && !map_sized_by_direct(id) && !map_sized_by_direct_subs(id))
       throw DataplaneError(
           fmt::format("{}: pinned map has {} entries, this build expects {}: tear down with `xbngd "
                       "--teardown --bpffs {}`",
@@ -438,6 +439,14 @@ bool reuse_pinned(const DataplaneOptions& opts, MapId id, struct bpf_map* m,
           "pinned map {} has {} slots; limits.{} {} ignored (resizing needs a teardown)",
           map_name(id), info.max_entries,
           id == MapId::kDirectV6 ? "direct_slots_v6" : "direct_slots", map_direct_slots(id, opts));
+      spdlog::warn("{}", w);
+      warnings->push_back(w);
+    }
+    if (map_sized_by_direct_subs(id)) {
+      auto w = fmt::format(
+          "pinned map {} has {} slots; limits.direct_subscriber_slots {} ignored (resizing "
+          "needs a teardown)",
+          map_name(id), info.max_entries, opts.direct_subscriber_slots);
       spdlog::warn("{}", w);
       warnings->push_back(w);
     }
@@ -470,6 +479,8 @@ void Dataplane::open_and_load() {
     if (map_sized_by_subscribers(id)) bpf_map__set_max_entries(m, opts_.max_subscribers);
     if (map_sized_by_direct(id))
       bpf_map__set_max_entries(m, std::max<uint32_t>(map_direct_slots(id, opts_), 1));
+    if (map_sized_by_direct_subs(id))
+      bpf_map__set_max_entries(m, std::max<uint32_t>(opts_.direct_subscriber_slots, 1));
     if (!reuse_pinned(opts_, id, m, &warnings_)) continue;
     pinned[i] = true;
     ++npinned;

@@ -17,6 +17,7 @@
 #include "xbng/abi.h"
 #include "dataplane/host_services.h"
 #include "common/direct.h"
+#include "common/direct_sub.h"
 #include "common/net.h"
 #include "common/status.h"
 #include "dataplane/pinlock.h"
@@ -40,6 +41,8 @@ bool map_sized_by_subscribers(MapId id);
 // Maps whose size follows limits.direct_slots or limits.direct_slots_v6
 // (sizing DIRECT, DIRECT6).
 bool map_sized_by_direct(MapId id);
+// Maps whose size follows limits.direct_subscriber_slots (sizing DIRECT_SUBS).
+bool map_sized_by_direct_subs(MapId id);
 // Maps the trace build reuses from the running programs (trace SHARED).
 bool map_shared_with_trace(MapId id);
 
@@ -65,6 +68,8 @@ struct AccessPortOverride {
   uint16_t sub_mtu = 0;  // 0: XBNG_DEFAULT_SUBSCRIBER_MTU
   bool mss_clamp = true;
   std::vector<Prefix> pools;
+  // S-VLAN ranges (first, last) whose subscribers go to the direct array.
+  std::vector<std::pair<uint16_t, uint16_t>> direct_svlans;
   PolicySpec default_policy;          // the port's default rate plan
   std::optional<uint8_t> mac_policy;  // enum xbng_mac_policy
   bool punt_unknown = false;          // XBNG_PORT_F_PUNT_UNKNOWN (auth = "radius")
@@ -93,6 +98,10 @@ struct DataplaneOptions {
   uint32_t direct_slots = 0;
   // Slots of `direct_v6` (IPv6 /64s and /128s inside the pools; 0: none).
   uint32_t direct_slots_v6 = 0;
+  // Slots of `direct_subscribers` (subscribers inside the access ports'
+  // declared S-VLAN ranges, 4096 a range's S-VLAN; 0: none, every
+  // subscriber in the hash). Fixed at creation like max_subscribers.
+  uint32_t direct_subscriber_slots = 0;
   uint16_t outer_tpid = XBNG_ETH_P_8021AD;
   bool xdp_generic = false;
   // How the programs reach each port's XDP hook: xbng's own pinned bpf_link
@@ -162,6 +171,8 @@ class Dataplane {
   // Where host routes live (the tables written to `direct_pools` and
   // `direct_pools_v6`).
   const DirectLayout& direct() const { return direct_; }
+  // Where subscribers live (the table written to `direct_sub_ranges`).
+  const DirectSubLayout& direct_subs() const { return direct_subs_; }
   const std::vector<PortInfo>& ports() const { return ports_; }
   const std::string& bpffs() const { return opts_.bpffs; }
   PortResolver resolver() const;
@@ -191,6 +202,8 @@ class Dataplane {
   void fill_port_config(PortInfo& p);
   void configure_pools();
   void configure_direct(const std::vector<Prefix>& pools);
+  void configure_direct_subs();
+  void move_direct_subs(const DirectSubLayout& have, const DirectSubLayout& want);
   void check_pools() const;
   void ensure_access_mtu_or_throw();
   uint16_t subscriber_mtu(const std::string& port) const;
@@ -206,6 +219,7 @@ class Dataplane {
   std::vector<std::string> warnings_;
   DirectLayout direct_;
   std::shared_ptr<DispatchLoadTarget> load_target_;  // xdp_attach = "libxdp", until load
+  DirectSubLayout direct_subs_;
 };
 
 // Opens the pinned maps of <bpffs>/v<ABI> read-write without loading
@@ -281,5 +295,18 @@ void direct_write_table(int f, int pools_fd, const DirectLayout& d);
 // DataplaneError. See Dataplane::configure_direct.
 std::pair<size_t, size_t> direct_relayout(int f, const DirectLayout& have, const DirectLayout& want,
                                           const std::function<int(MapId)>& fd);
+// Calls fn(key, subscriber) for every present entry of the
+// `direct_subscribers` array `fd` under layout `d` (XBNG_SUB_F_PRESENT
+// stripped). Returns 0 or -errno.
+int direct_sub_for_each(
+    int fd, const DirectSubLayout& d,
+    const std::function<void(const struct xbng_sub_key&, const struct xbng_subscriber&)>& fn);
+// Reads the layout a `direct_sub_ranges` map holds. Returns 0 or -errno.
+int direct_sub_read_layout(int ranges_fd, DirectSubLayout* out);
+// Looks a subscriber up where layout `d` puts its key: the slot of
+// `array_fd`, or the `subscribers` hash `hash_fd`. Returns 0 or -errno
+// (-ENOENT: not there; XBNG_SUB_F_PRESENT stripped).
+int direct_sub_lookup(int hash_fd, int array_fd, const DirectSubLayout& d,
+                      const struct xbng_sub_key& key, struct xbng_subscriber* out);
 
 }  // namespace xbng::agent

@@ -19,14 +19,15 @@ namespace {
 
 // One row per map of include/xbng/maps.def: its name, whether its size
 // follows --max-subscribers, whether the trace build reuses the running map.
-enum class Sizing { kFixed, kSubscribers, kDirect, kDirect6 };
+enum class Sizing { kFixed, kSubscribers, kDirect, kDirect6, kDirectSubs };
 struct MapRow {
   const char* name;
   Sizing sizing;
   bool shared_with_trace;
 };
 constexpr Sizing kSizing_SUBSCRIBERS = Sizing::kSubscribers, kSizing_FIXED = Sizing::kFixed,
-                 kSizing_DIRECT = Sizing::kDirect, kSizing_DIRECT6 = Sizing::kDirect6;
+                 kSizing_DIRECT = Sizing::kDirect, kSizing_DIRECT6 = Sizing::kDirect6,
+                 kSizing_DIRECT_SUBS = Sizing::kDirectSubs;
 constexpr bool kTrace_SHARED = true, kTrace_PRIVATE = false;
 constexpr MapRow kMaps[kMapCount] = {
 #define XBNG_MAP(id, name, sizing, trace) {#name, kSizing_##sizing, kTrace_##trace},
@@ -49,6 +50,9 @@ bool map_sized_by_direct(MapId id) {
 uint32_t map_direct_slots(MapId id, const DataplaneOptions& o) {
   return kMaps[static_cast<int>(id)].sizing == Sizing::kDirect6 ? o.direct_slots_v6
                                                                 : o.direct_slots;
+}
+bool map_sized_by_direct_subs(MapId id) {
+  return kMaps[static_cast<int>(id)].sizing == Sizing::kDirectSubs;
 }
 bool map_shared_with_trace(MapId id) { return kMaps[static_cast<int>(id)].shared_with_trace; }
 

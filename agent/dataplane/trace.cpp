@@ -228,7 +228,7 @@ Status parse_frame_spec(const TraceRequest& req, FrameSpec* s) {
 
 // The source MAC: the subscriber's learned one on an access port (if the
 // map has it), a fixed one on the uplink, or the request's.
-Status source_mac(const TraceRequest& req, int role, const PortInfo& port, int subscribers_fd,
+Status source_mac(const TraceRequest& req, int role, const PortInfo& port, const Dataplane& dp,
                   uint8_t smac[6]) {
   if (role == XBNG_ROLE_ACCESS) {
     if (req.outer_vlan < 1 || req.outer_vlan > 4094 || req.inner_vlan < 1 || req.inner_vlan > 4094)
@@ -239,7 +239,9 @@ Status source_mac(const TraceRequest& req, int role, const PortInfo& port, int s
     key.outer_vid = static_cast<uint16_t>(req.outer_vlan);
     key.inner_vid = static_cast<uint16_t>(req.inner_vlan);
     struct xbng_subscriber sub {};
-    if (bpf_map_lookup_elem(subscribers_fd, &key, &sub) == 0 && (sub.flags & XBNG_SUB_F_MAC_VALID))
+    if (direct_sub_lookup(dp.fd(MapId::kSubscribers), dp.fd(MapId::kDirectSubs), dp.direct_subs(),
+                          key, &sub) == 0 &&
+        (sub.flags & XBNG_SUB_F_MAC_VALID))
       std::memcpy(smac, sub.mac, 6);
   } else {
     smac[5] = 0xfe;
@@ -489,8 +491,7 @@ Status Tracer::build_frame(const TraceRequest& req, int role, std::vector<uint8_
   FrameSpec spec;
   if (Status st = parse_frame_spec(req, &spec); !st.ok()) return st;
   uint8_t smac[6] = {0x02, 0, 0, 0, 0, 0x01};
-  if (Status st = source_mac(req, role, *port, dp_->fd(MapId::kSubscribers), smac); !st.ok())
-    return st;
+  if (Status st = source_mac(req, role, *port, *dp_, smac); !st.ok()) return st;
   std::vector<uint8_t> f;
   append_l2(req, role, *port, smac, spec.v4, &f);
   // L4 first: the IP header needs its length.

@@ -174,6 +174,26 @@ HaAnnounceStats HaNode::last_announce() const {
   return last_;
 }
 
+namespace {
+
+// Every subscriber VLAN pair, from the pinned maps: the hash's keys, then
+// those of the direct array's present slots.
+std::vector<struct xbng_sub_key> subscriber_keys(const Dataplane& dp) {
+  std::vector<struct xbng_sub_key> keys;
+  map_for_each(dp.fd(MapId::kSubscribers), sizeof(struct xbng_sub_key),
+               sizeof(struct xbng_subscriber), [&](const void* k, const void*) {
+                 struct xbng_sub_key key;
+                 std::memcpy(&key, k, sizeof key);
+                 keys.push_back(key);
+               });
+  direct_sub_for_each(
+      dp.fd(MapId::kDirectSubs), dp.direct_subs(),
+      [&](const struct xbng_sub_key& k, const struct xbng_subscriber&) { keys.push_back(k); });
+  return keys;
+}
+
+}  // namespace
+
 void HaNode::announce(uint64_t gen) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
@@ -211,14 +231,8 @@ void HaNode::announce(uint64_t gen) {
       send(uplink_, unsolicited_na(l2, t, up_mac, false));
     }
   }
-  // Every subscriber VLAN pair, from the pinned map.
-  std::vector<struct xbng_sub_key> keys;
-  map_for_each(dp_->fd(MapId::kSubscribers), sizeof(struct xbng_sub_key),
-               sizeof(struct xbng_subscriber), [&](const void* k, const void*) {
-                 struct xbng_sub_key key;
-                 std::memcpy(&key, k, sizeof key);
-                 keys.push_back(key);
-               });
+  // Every subscriber VLAN pair, from the pinned maps.
+  const std::vector<struct xbng_sub_key> keys = subscriber_keys(*dp_);
   std::map<uint32_t, const PortInfo*> ports;
   for (const auto& p : dp_->ports()) ports[p.ifindex] = &p;
   for (const auto& k : keys) {

@@ -23,6 +23,7 @@ StoreMaps StoreMaps::from(const Dataplane& dp) {
     m.max_entries[i] = dp.max_entries(static_cast<MapId>(i));
   }
   m.direct = dp.direct();
+  m.direct_subs = dp.direct_subs();
   return m;
 }
 
@@ -182,10 +183,19 @@ void BpfMapOps::lookup_many(MapId m, const void* keys, size_t n, size_t key_size
   if (n == 0) return;
   if (auto u = direct(m))
     return direct_lookup_many(*u, keys, n, key_size, values, value_size, found);
+  if (m == MapId::kSubscribers && !maps_.direct_subs.empty())
+    return dsub_lookup_many(keys, n, key_size, values, value_size, found);
+  hash_lookup_many(m, keys, n, key_size, values, value_size, found);
+}
+
+void BpfMapOps::hash_lookup_many(MapId m, const void* keys, size_t n, size_t key_size, void* values,
+                                 size_t value_size, uint8_t* found) const {
   if (reader_ && reader_->read(m, static_cast<const uint8_t*>(keys), n, key_size,
                                static_cast<uint8_t*>(values), value_size, found))
     return;
-  MapOps::lookup_many(m, keys, n, key_size, values, value_size, found);
+  for (size_t i = 0; i < n; ++i)
+    found[i] = rc_of(bpf_map_lookup_elem(fd(m), static_cast<const uint8_t*>(keys) + i * key_size,
+                                         static_cast<uint8_t*>(values) + i * value_size)) == 0;
 }
 
 // The keys inside the pools are read from their lines (in place); the
@@ -258,18 +268,21 @@ int BpfMapOps::direct_erase(DirectUnit u, uint32_t slot) {
 }
 
 int BpfMapOps::lookup(MapId m, const void* key, void* value) const {
+  if (auto slot = dsub_slot(m, key)) return dsub_lookup(*slot, value);
   if (auto u = direct(m))
     if (auto slot = slot_of(*u, key)) return direct_lookup(*u, *slot, value);
   return rc_of(bpf_map_lookup_elem(fd(m), key, value));
 }
 
 int BpfMapOps::update(MapId m, const void* key, const void* value, uint64_t flags) {
+  if (auto slot = dsub_slot(m, key)) return dsub_update(*slot, value, flags);
   if (auto u = direct(m))
     if (auto slot = slot_of(*u, key)) return direct_update(*u, *slot, value, flags);
   return rc_of(bpf_map_update_elem(fd(m), key, value, flags));
 }
 
 int BpfMapOps::erase(MapId m, const void* key) {
+  if (auto slot = dsub_slot(m, key)) return dsub_erase(*slot);
   if (auto u = direct(m))
     if (auto slot = slot_of(*u, key)) return direct_erase(*u, *slot);
   return rc_of(bpf_map_delete_elem(fd(m), key));
@@ -277,6 +290,8 @@ int BpfMapOps::erase(MapId m, const void* key) {
 
 int BpfMapOps::update_many(MapId m, const void* keys, const void* values, size_t n, size_t key_size,
                            size_t value_size, size_t* done) {
+  if (m == MapId::kSubscribers && !maps_.direct_subs.empty())
+    return dsub_update_many(keys, values, n, key_size, value_size, done);
   auto u = direct(m);
   if (!u) return map_update_many(fd(m), keys, values, n, key_size, value_size, done);
   return direct_update_many(*u, static_cast<const uint8_t*>(keys),
@@ -328,6 +343,8 @@ int BpfMapOps::direct_update_many(DirectUnit u, const uint8_t* k, const uint8_t*
 }
 
 int BpfMapOps::delete_many(MapId m, const void* keys, size_t n, size_t key_size) {
+  if (m == MapId::kSubscribers && !maps_.direct_subs.empty())
+    return dsub_delete_many(keys, n, key_size);
   auto u = direct(m);
   if (!u) return map_delete_many(fd(m), keys, n, key_size);
   const auto* k = static_cast<const uint8_t*>(keys);
@@ -345,6 +362,8 @@ int BpfMapOps::delete_many(MapId m, const void* keys, size_t n, size_t key_size)
 
 int BpfMapOps::for_each(MapId m, size_t key_size, size_t value_size,
                         const std::function<void(const void*, const void*)>& fn) const {
+  if (m == MapId::kSubscribers && !maps_.direct_subs.empty())
+    return dsub_for_each(key_size, value_size, fn);
   if (int rc = map_for_each(fd(m), key_size, value_size, fn)) return rc;
   auto u = direct(m);
   if (!u) return 0;

@@ -28,6 +28,9 @@ struct StoreMaps {
   // each one logical map to the store, whose keys inside these pools are
   // slots of `direct_v4` or `direct_v6`.
   DirectLayout direct;
+  // Where subscribers live: `subscribers` is one logical map to the store,
+  // whose keys inside these S-VLAN ranges are slots of `direct_subscribers`.
+  DirectSubLayout direct_subs;
   static StoreMaps from(const Dataplane& dp);
 };
 
@@ -60,7 +63,9 @@ class StoreReader;
 // hash and the `direct_v4` array together, kRoutesV6 and kRoutesV6_64 for
 // their hashes and the pools of /128s and of /64s in `direct_v6`: each key
 // goes to the place the direct layout gives it (common/direct.h), for every
-// operation. lookup_many() of the subscribers, police and the three hash
+// operation; likewise MapId::kSubscribers stands for the `subscribers` hash
+// and the `direct_subscribers` array (common/direct_sub.h,
+// map_ops_direct_sub.cpp). lookup_many() of the subscribers, police and the three hash
 // route maps runs bpf/store_read.bpf.c (a chunk of keys per system call);
 // where that program does not load (an older kernel, no CAP_BPF), and for
 // the LPM prefix maps, it looks up one key at a time. A key inside a direct
@@ -103,6 +108,23 @@ class BpfMapOps final : public MapOps {
                           size_t value_size, uint8_t* found) const;
   int direct_update_many(DirectUnit u, const uint8_t* keys, const uint8_t* values, size_t n,
                          size_t key_size, size_t value_size, size_t* done);
+  // Reads n keys of a hash map: in chunks through the reader, else one
+  // system call each.
+  void hash_lookup_many(MapId m, const void* keys, size_t n, size_t key_size, void* values,
+                        size_t value_size, uint8_t* found) const;
+  // The slot of a key of m when m is `subscribers` with a direct layout
+  // and the key is inside it; else none.
+  std::optional<uint32_t> dsub_slot(MapId m, const void* key) const;
+  int dsub_lookup(uint32_t slot, void* value) const;
+  int dsub_update(uint32_t slot, const void* value, uint64_t flags);
+  int dsub_erase(uint32_t slot);
+  int dsub_update_many(const void* keys, const void* values, size_t n, size_t key_size,
+                       size_t value_size, size_t* done);
+  int dsub_delete_many(const void* keys, size_t n, size_t key_size);
+  int dsub_for_each(size_t key_size, size_t value_size,
+                    const std::function<void(const void*, const void*)>& fn) const;
+  void dsub_lookup_many(const void* keys, size_t n, size_t key_size, void* values,
+                        size_t value_size, uint8_t* found) const;
   StoreMaps maps_;
   DirectLines lines_v4_, lines_v6_;  // the arrays mapped read-only (lookups)
   std::unique_ptr<StoreReader> reader_;

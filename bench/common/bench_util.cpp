@@ -412,6 +412,7 @@ XbngSkel load_xbng(uint32_t n) {
     bpf_map__set_max_entries(m, entries);
   bpf_map__set_max_entries(s->maps.direct_v4, bench_direct_slots(n));
   bpf_map__set_max_entries(s->maps.direct_v6, bench_direct_64_slots(n) + bench_direct_128_slots(n));
+  bpf_map__set_max_entries(s->maps.direct_subscribers, bench_dsub_slots(n));
   if (int err = xbng__load(s.get()))
     throw BenchError(fmt::format("loading xbng (N={}): {}", n, errstr(err)));
   return s;
@@ -574,12 +575,34 @@ double xbng_fill_subscribers(::xbng* s, uint32_t access_ifindex, uint32_t n, boo
     dv[n + i] = dv[i];
   }
   batch_update(bpf_map__fd(s->maps.direct_v6), dk, dv, "direct_v6");
+  // The same subscribers in the direct array, one S-VLAN range from S-VID 1.
+  std::vector<uint32_t> ssk(n);
+  for (uint32_t i = 0; i < n; i++) {
+    ssk[i] = (sub_svid(i) - 1u) * XBNG_DIRECT_SUB_CVIDS + sub_cvid(i);
+    sv[i].flags |= XBNG_SUB_F_PRESENT;
+  }
+  batch_update(bpf_map__fd(s->maps.direct_subscribers), ssk, sv, "direct_subscribers");
   return now_s() - t0;
 }
 
 uint32_t bench_direct_64_slots(uint32_t n) { return std::bit_ceil(std::max<uint32_t>(n, 1)); }
 
 uint32_t bench_direct_128_slots(uint32_t n) { return std::bit_ceil(PC_V6_HOST_W3_BASE + n); }
+
+uint32_t bench_dsub_svids(uint32_t n) { return n ? sub_svid(n - 1) : 1; }
+
+void xbng_set_direct_subs(::xbng* s, uint32_t access_ifindex, uint32_t n, bool on) {
+  xbng_direct_sub_table t{};
+  if (on) {
+    t.n = 1;
+    t.r[0].ifindex = access_ifindex;
+    t.r[0].first_svid = 1;
+    t.r[0].n_svids = static_cast<uint16_t>(bench_dsub_svids(n));
+    t.r[0].base = 0;
+  }
+  const uint32_t zero = 0;
+  update(bpf_map__fd(s->maps.direct_sub_ranges), &zero, &t, "direct_sub_ranges");
+}
 
 uint32_t bench_direct_len(uint32_t n) {
   uint32_t len = 32;

@@ -138,6 +138,14 @@ uint32_t bench_direct_128_slots(uint32_t n);
 // pools, one IPv4 and two IPv6; off: empty tables, every route on the hash
 // path). Both hold the same routes (xbng_fill_subscribers writes both).
 void xbng_set_direct(::xbng* s, uint32_t n, bool on);
+// The direct subscriber range of the benchmark's N subscribers: S-VIDs
+// 1 .. sub_svid(n - 1) of the access port, 4096 slots each.
+uint32_t bench_dsub_svids(uint32_t n);
+inline uint32_t bench_dsub_slots(uint32_t n) { return bench_dsub_svids(n) * XBNG_DIRECT_SUB_CVIDS; }
+// Points xbng's subscriber lookup at the direct array (on: one range, the
+// bench's; off: an empty table, every subscriber on the hash path). Both
+// hold the same subscribers (xbng_fill_subscribers writes both).
+void xbng_set_direct_subs(::xbng* s, uint32_t access_ifindex, uint32_t n, bool on);
 // Kernel memory (fdinfo memlock) of a map of `type` with N entries
 // of these sizes, created and closed again.
 uint64_t map_memlock(uint32_t type, uint32_t key_size, uint32_t value_size, uint32_t n,

@@ -12,6 +12,7 @@
 #include "lib/mss.h"
 #include "lib/tohost.h"
 #include "lib/ha.h"
+#include "lib/lookup.h"
 #include "lib/benchstop.h"
 
 /* Frames the kernel is to handle leave untagged, MACs and TTL untouched
@@ -105,7 +106,7 @@ XBNG_INLINE int route_resolve_mac(struct xbng_route *route)
 
 	if (route->flags & XBNG_ROUTE_F_MAC_VALID)
 		return 1;
-	sub = bpf_map_lookup_elem(&subscribers, &route->sub);
+	sub = subscriber_lookup(&route->sub);
 	if (!sub || !(sub->flags & XBNG_SUB_F_MAC_VALID))
 		return 0;
 	mac_copy(route->mac, sub->mac);

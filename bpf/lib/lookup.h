@@ -6,8 +6,46 @@
 
 #include "lib/common.h"
 
+/* A key inside a declared S-VLAN range: its slot in `direct_subscribers`
+ * (the subscriber there, or null when the slot is empty), *in = 1. Else
+ * *in = 0: the key is on the hash path. One array lookup (inlined by the
+ * verifier) for the table, whose few entries share its lines, then at most
+ * one array line. */
+XBNG_INLINE struct xbng_subscriber *direct_sub_lookup(const struct xbng_sub_key *key, int *in)
+{
+	const __u32 zero = 0;
+	struct xbng_direct_sub_table *t = bpf_map_lookup_elem(&direct_sub_ranges, &zero);
+
+	*in = 0;
+	if (!t)
+		return 0;
+	for (__u32 i = 0; i < XBNG_DIRECT_SUB_RANGES; i++) {
+		struct xbng_subscriber *s;
+		__u32 off, slot;
+
+		if (i >= t->n)
+			break;
+		off = (__u32)key->outer_vid - t->r[i].first_svid;
+		if (t->r[i].ifindex != key->ifindex || off >= t->r[i].n_svids)
+			continue;
+		*in = 1;
+		slot = t->r[i].base + off * XBNG_DIRECT_SUB_CVIDS + key->inner_vid;
+		s = bpf_map_lookup_elem(&direct_subscribers, &slot);
+		return s && (s->flags & XBNG_SUB_F_PRESENT) ? s : 0;
+	}
+	return 0;
+}
+
+/* The subscriber of a key: the direct array inside the declared S-VLAN
+ * ranges (an empty slot: unknown), the hash elsewhere. */
 XBNG_INLINE struct xbng_subscriber *subscriber_lookup(const struct xbng_sub_key *key)
 {
+	struct xbng_subscriber *s;
+	int in;
+
+	s = direct_sub_lookup(key, &in);
+	if (in)
+		return s;
 	return bpf_map_lookup_elem(&subscribers, key);
 }
 

@@ -268,4 +268,26 @@ struct {
 	__type(value, struct xbng_direct_route);
 } direct_v6 SEC(".maps");
 
+/* Direct subscribers (abi.h "direct subscribers"): the S-VLAN ranges laid
+ * out in `direct_subscribers`; agent at start. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct xbng_direct_sub_table);
+} direct_sub_ranges SEC(".maps");
+
+/* Subscribers inside the declared S-VLAN ranges, by slot; written by the
+ * agent (the fast path writes learned MACs, upstream counters and the
+ * upstream bucket, as in `subscribers`). Resized at load
+ * (limits.direct_subscriber_slots). Mmapable so that each 64-byte value is
+ * one cache line. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct xbng_subscriber);
+} direct_subscribers SEC(".maps");
+
 #endif /* XBNG_BPF_MAPS_H */

@@ -41,6 +41,10 @@ struct xbng_sub_key {
 #define XBNG_SUB_F_V4_PREFIX (1u << 4)	/* owns routed IPv4 prefixes */
 #define XBNG_SUB_F_V6_PREFIX (1u << 5)	/* owns delegated IPv6 prefixes */
 #define XBNG_SUB_F_POLICY_SET (1u << 6) /* own rate plan (else the port's default) */
+/* In `direct_subscribers` only: the slot holds a subscriber (an empty slot is
+ * all zeros). The agent sets it when it writes a slot and strips it when it
+ * reads one: the store never sees it. */
+#define XBNG_SUB_F_PRESENT (1u << 7)
 /* Bits 8..11: XBNG_SUB_F_MAC_POLICY_* below. */
 
 /* ---- rate plans ------------------------------------------------------- */
@@ -166,6 +170,33 @@ struct xbng_direct_route {
 	struct xbng_route r;
 	__u8 pad[24];
 };
+
+/* ---- direct subscribers: (port, S-VID, C-VID) inside a declared range ----
+ * An access port may declare S-VLAN ranges (`direct_svlans`); a subscriber
+ * whose key falls in one lives in `direct_subscribers` at slot
+ * base + (S-VID - first) * 4096 + C-VID, not in the `subscribers` hash: one
+ * array line instead of a hash bucket and its element. Ranges are laid out
+ * by the agent at start, in configuration order, each while it fits in the
+ * array's size (limits.direct_subscriber_slots); a range too big for what is
+ * left stays on the hash path. See docs/design.md "Direct subscribers". */
+#define XBNG_DIRECT_SUB_RANGES 16  /* ranges the table lists, at most */
+#define XBNG_DIRECT_SUB_CVIDS 4096 /* slots per S-VLAN: every C-VID 0..4095 */
+struct xbng_direct_sub_range {
+	__u32 ifindex;	  /* access port */
+	__u16 first_svid; /* first S-VID of the range */
+	__u16 n_svids;	  /* S-VIDs in the range */
+	__u32 base;	  /* slot of (first_svid, C-VID 0) in `direct_subscribers` */
+	__u32 pad;
+};
+/* Value of `direct_sub_ranges` (array, 1 entry): the table the upstream
+ * lookup scans (n entries). */
+struct xbng_direct_sub_table {
+	__u32 n;
+	__u32 pad[3];
+	struct xbng_direct_sub_range r[XBNG_DIRECT_SUB_RANGES];
+};
+/* The value of `direct_subscribers` is `struct xbng_subscriber` itself (64
+ * bytes: one line in the mmapable array), present with XBNG_SUB_F_PRESENT. */
 
 /* ---- ports ---------------------------------------------------------------- */
 enum xbng_port_role {
@@ -448,6 +479,8 @@ XBNG_ABI_SIZE(xbng_direct_table, 16 + 16 * XBNG_DIRECT_POOLS);
 XBNG_ABI_SIZE(xbng_direct_pool_v6, 32);
 XBNG_ABI_SIZE(xbng_direct_table_v6, 32 + 32 * XBNG_DIRECT_POOLS);
 XBNG_ABI_SIZE(xbng_direct_route, 64);
+XBNG_ABI_SIZE(xbng_direct_sub_range, 16);
+XBNG_ABI_SIZE(xbng_direct_sub_table, 16 + 16 * XBNG_DIRECT_SUB_RANGES);
 XBNG_ABI_SIZE(xbng_punt_meta, 16);
 
 #endif /* XBNG_ABI_H */

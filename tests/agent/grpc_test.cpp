@@ -87,10 +87,14 @@ class AgentTest : public ::testing::Test {
     Dataplane::teardown(bpffs_);
   }
   void start(uint32_t max_subs = 4096, uint32_t direct_slots = 0,
-             std::vector<std::string> acc0_pools = {}, uint32_t direct_slots_v6 = 0) {
+             std::vector<std::string> acc0_pools = {}, uint32_t direct_slots_v6 = 0,
+             std::vector<std::pair<uint16_t, uint16_t>> acc0_svlans = {},
+             uint32_t direct_subscriber_slots = 0) {
     AgentOptions o;
     o.dataplane.direct_slots = direct_slots;
     o.dataplane.direct_slots_v6 = direct_slots_v6;
+    o.dataplane.direct_subscriber_slots = direct_subscriber_slots;
+    o.dataplane.access_overrides["acc0"].direct_svlans = acc0_svlans;
     for (const auto& p : acc0_pools)
       o.dataplane.access_overrides["acc0"].pools.push_back(*parse_prefix(p));
     o.dataplane.access = {"acc0", "acc1"};
@@ -718,6 +722,86 @@ TEST_F(AgentTest, DirectRoutesV6LiveInTheArrayAndMoveWithThePools) {
   ASSERT_TRUE(del({{14, 1}}, &r).ok());
   EXPECT_EQ(r.deleted(), 1u);
   check(0, 1);
+}
+
+// Direct subscribers: a key inside a declared S-VLAN range lives only in the
+// array (slot = (S-VID - first) * 4096 + C-VID), the others in the hash;
+// counters are read and carried over from wherever the subscriber lives; a
+// restart adopts the array; a restart with other ranges moves the
+// subscribers between the two places.
+TEST_F(AgentTest, DirectSubscribersLiveInTheArrayAndMoveWithTheRanges) {
+  const std::vector<std::pair<uint16_t, uint16_t>> svlans = {{20, 21}};
+  const uint32_t slots = 2 * XBNG_DIRECT_SUB_CVIDS;
+  start(4096, 0, {}, 0, svlans, slots);
+  auto in = make_sub(21, 5), out = make_sub(22, 5);
+  ASSERT_TRUE(upsert({in, out}).ok());
+  auto direct_subs = [&] {
+    PinnedMaps m(bpffs_);
+    DirectSubLayout d;
+    EXPECT_EQ(direct_sub_read_layout(m.fd(MapId::kDirectSubRanges), &d), 0);
+    std::map<std::pair<uint16_t, uint16_t>, struct xbng_subscriber> got;
+    EXPECT_EQ(
+        direct_sub_for_each(m.fd(MapId::kDirectSubs), d,
+                            [&](const struct xbng_sub_key& k, const struct xbng_subscriber& v) {
+                              got[{k.outer_vid, k.inner_vid}] = v;
+                            }),
+        0);
+    return got;
+  };
+  EXPECT_EQ(kernel_count(MapId::kSubscribers), 1u);  // only the key outside
+  {
+    auto got = direct_subs();
+    ASSERT_EQ(got.size(), 1u);
+    ASSERT_EQ(got.count({21, 5}), 1u);
+    const struct xbng_subscriber& v = got[std::make_pair(uint16_t{21}, uint16_t{5})];
+    EXPECT_TRUE(v.flags & XBNG_SUB_F_MAC_VALID);
+    EXPECT_FALSE(v.flags & XBNG_SUB_F_PRESENT);  // stripped on reading
+    // What the fast path does: count in the slot ((21 - 20) * 4096 + 5).
+    PinnedMaps m(bpffs_);
+    uint32_t slot = XBNG_DIRECT_SUB_CVIDS + 5;
+    struct xbng_subscriber e;
+    ASSERT_EQ(bpf_map_lookup_elem(m.fd(MapId::kDirectSubs), &slot, &e), 0);
+    EXPECT_TRUE(e.flags & XBNG_SUB_F_PRESENT);
+    e.up_packets = 9;
+    e.up_bytes = 900;
+    ASSERT_EQ(bpf_map_update_elem(m.fd(MapId::kDirectSubs), &slot, &e, BPF_EXIST), 0);
+  }
+  auto up = [&](uint32_t outer, uint32_t inner) {
+    v1::Subscriber g;
+    EXPECT_TRUE(get(outer, inner, &g).ok());
+    return g.counters().up_packets();
+  };
+  EXPECT_EQ(up(21, 5), 9u);
+  in.clear_ipv6_prefixes();  // an update rewrites the entry: the counters stay
+  ASSERT_TRUE(upsert({in}).ok());
+  EXPECT_EQ(up(21, 5), 9u);
+
+  stop();  // a restart adopts what the array holds
+  start(4096, 0, {}, 0, svlans, slots);
+  EXPECT_EQ(up(21, 5), 9u);
+  EXPECT_EQ(direct_subs().size(), 1u);
+  EXPECT_EQ(kernel_count(MapId::kSubscribers), 1u);
+
+  stop();  // the range no longer declared: its subscribers move into the hash
+  start(4096, 0, {}, 0, {}, slots);
+  EXPECT_EQ(direct_subs().size(), 0u);
+  EXPECT_EQ(kernel_count(MapId::kSubscribers), 2u);
+  EXPECT_EQ(up(21, 5), 9u);
+
+  stop();  // another range: both keys in the array
+  start(4096, 0, {}, 0, {{21, 22}}, slots);
+  EXPECT_EQ(direct_subs().size(), 2u);
+  EXPECT_EQ(kernel_count(MapId::kSubscribers), 0u);
+  EXPECT_EQ(up(21, 5), 9u);
+
+  v1::DeleteSubscribersResponse r;  // a delete empties the slot
+  ASSERT_TRUE(del({{21, 5}}, &r).ok());
+  EXPECT_EQ(r.deleted(), 1u);
+  EXPECT_EQ(direct_subs().size(), 1u);
+  EXPECT_EQ(get(21, 5, nullptr).error_code(), StatusCode::NOT_FOUND);
+  ASSERT_TRUE(upsert({make_sub(21, 5)}).ok());  // and the key can be provisioned again
+  EXPECT_EQ(direct_subs().size(), 2u);
+  EXPECT_EQ(up(21, 5), 0u);
 }
 
 TEST_F(AgentTest, DeleteMissingIsOk) {

@@ -116,8 +116,41 @@ const SubDef kS7V6Only{"s7",
                        Ip4{},
                        ip6("2001:db8:1::70")};
 
+const SubDef kS8Direct{"s8",
+                       &kAcc2,
+                       520,
+                       7,
+                       mac("02:00:00:01:00:08"),
+                       kFull,
+                       ip4("100.66.1.20"),
+                       ip6("2001:db8:3::20"),
+                       true};
+const SubDef kS9Hidden{"s9",
+                       &kAcc2,
+                       521,
+                       9,
+                       mac("02:00:00:01:00:09"),
+                       kFull,
+                       ip4("100.66.1.30"),
+                       ip6("2001:db8:3::30")};
+const SubDef kS10DirectLearn{"s10",
+                             &kAcc2,
+                             521,
+                             4000,
+                             mac("02:00:00:01:00:0a"),
+                             XBNG_SUB_F_HAS_IPV4 | XBNG_SUB_F_LEARN_MAC,
+                             ip4("100.66.1.40"),
+                             Ip6{},
+                             true};
+
 const std::vector<const PortDef*> kPorts{&kAcc0, &kAcc1, &kAcc2, &kAcc3, &kUp0};
-const std::vector<const SubDef*> kSubs{&kS1, &kS2, &kS3, &kS4, &kS5Learn, &kS6Acc3, &kS7V6Only};
+const std::vector<const SubDef*> kSubs{
+    &kS1,     &kS2,       &kS3,       &kS4,       &kS5Learn,
+    &kS6Acc3, &kS7V6Only, &kS8Direct, &kS9Hidden, &kS10DirectLearn};
+
+uint32_t direct_sub_slot(const SubDef& s) {
+  return uint32_t(s.svid - kDirectSvlanFirst) * XBNG_DIRECT_SUB_CVIDS + s.cvid;
+}
 const std::vector<RouteDef> kRoutes{
     {"r4-s1", RouteMap::V4, "100.64.1.10", 32, &kS1},
     {"r4-s2", RouteMap::V4, "100.64.1.11", 32, &kS2},
@@ -135,8 +168,10 @@ const std::vector<RouteDef> kRoutes{
     {"p6d-s2", RouteMap::P6, "2001:db8:65:1f0::", 60, &kS2},    // delegated /60 in the pool
     {"d6-s4", RouteMap::D6, "2001:db8:66::7", 128, &kS4},       // a /128 slot
     {"h6d-s3", RouteMap::V6, "2001:db8:66::9", 128, &kS3},      // a hash entry the pool hides
-    {"p4-s1", RouteMap::P4, "198.51.100.0", 28, &kS1},          // framed route
-    {"p4-s2", RouteMap::P4, "198.51.100.0", 25, &kS2},          // covers s1's /28
+    {"r4-s8", RouteMap::V4, "100.66.1.20", 32, &kS8Direct},
+    {"r4-s10", RouteMap::V4, "100.66.1.40", 32, &kS10DirectLearn},  // MAC from the array
+    {"p4-s1", RouteMap::P4, "198.51.100.0", 28, &kS1},              // framed route
+    {"p4-s2", RouteMap::P4, "198.51.100.0", 25, &kS2},              // covers s1's /28
     {"r6-s1", RouteMap::V6, "2001:db8:1::10", 128, &kS1},
     {"r6-s2", RouteMap::V6, "2001:db8:1::11", 128, &kS2},
     {"r6-s3", RouteMap::V6, "2001:db8:2::10", 128, &kS3},
@@ -325,6 +360,7 @@ Harness::Harness() {
   for (auto* m : big) bpf_map__set_max_entries(m, 4096);
   bpf_map__set_max_entries(skel_->maps.direct_v4, 256);  // kDirectPool4
   bpf_map__set_max_entries(skel_->maps.direct_v6, 512);  // kDirectPool6_64, kDirectPool6_128
+  bpf_map__set_max_entries(skel_->maps.direct_subscribers, kDirectSvlans * XBNG_DIRECT_SUB_CVIDS);
   // ICMP errors: one token per second (burst 50), so that the time a row
   // takes adds no token between its steps (the rate-limit rows).
   skel_->rodata->icmp_token_ns = 1000000000ull;
@@ -432,6 +468,14 @@ void Harness::fill_baseline() {
     if (bpf_map_update_elem(map_fd("direct_pools"), &zero, &t, BPF_ANY))
       throw std::runtime_error("direct_pools update");
     fill_direct_v6();
+    struct xbng_direct_sub_table st {};
+    st.n = 1;
+    st.r[0].ifindex = (uint32_t)ifindex("acc2");
+    st.r[0].first_svid = kDirectSvlanFirst;
+    st.r[0].n_svids = kDirectSvlans;
+    st.r[0].base = 0;
+    if (bpf_map_update_elem(map_fd("direct_sub_ranges"), &zero, &st, BPF_ANY))
+      throw std::runtime_error("direct_sub_ranges update");
   }
   for (auto* s : kSubs) {
     struct xbng_subscriber v {};
@@ -441,8 +485,14 @@ void Harness::fill_baseline() {
     v.slot = sub_slot(*s);
     v.ipv4 = s->v4.be();
     std::memcpy(v.ipv6, s->v6.b.data(), 16);
-    if (bpf_map_update_elem(map_fd("subscribers"), &k, &v, BPF_ANY))
+    if (s->direct) {
+      const uint32_t slot = direct_sub_slot(*s);
+      v.flags |= XBNG_SUB_F_PRESENT;
+      if (bpf_map_update_elem(map_fd("direct_subscribers"), &slot, &v, BPF_ANY))
+        throw std::runtime_error("direct_subscribers update");
+    } else if (bpf_map_update_elem(map_fd("subscribers"), &k, &v, BPF_ANY)) {
       throw std::runtime_error("subscribers update");
+    }
   }
   for (auto& r : kRoutes) {
     struct xbng_route v {};
@@ -502,6 +552,15 @@ void Harness::reset() {
       if (bpf_map_update_elem(map_fd(arr), &slot, &empty, BPF_ANY))
         throw std::runtime_error(std::string(arr) + " clear");
   }
+  // Rows write the direct subscribers' own slots (counters, MACs) and the
+  // empty slot the unknown-key rows probe: those are cleared.
+  const struct xbng_subscriber none {};
+  for (auto* s : kSubs) {
+    if (s->svid < kDirectSvlanFirst || s->svid >= kDirectSvlanFirst + kDirectSvlans) continue;
+    const uint32_t slot = direct_sub_slot(*s);
+    if (bpf_map_update_elem(map_fd("direct_subscribers"), &slot, &none, BPF_ANY))
+      throw std::runtime_error("direct_subscribers clear");
+  }
   set_event_budget(0, 0);
   set_icmp_budget(0, 0);  // a full bucket on first use
   for (auto* p : kPorts) set_punt_port_used(p->slot, 0, 0);
@@ -547,6 +606,13 @@ void Harness::set_punt_port_used(uint32_t slot, uint64_t window_start_ns, uint64
 struct xbng_subscriber Harness::subscriber(const SubDef& s) {
   struct xbng_subscriber v {};
   struct xbng_sub_key k = s.key();
+  if (s.direct) {
+    const uint32_t slot = direct_sub_slot(s);
+    if (bpf_map_lookup_elem(map_fd("direct_subscribers"), &slot, &v) ||
+        !(v.flags & XBNG_SUB_F_PRESENT))
+      ADD_FAILURE() << "direct subscriber " << s.name << " missing";
+    return v;
+  }
   if (bpf_map_lookup_elem(map_fd("subscribers"), &k, &v))
     ADD_FAILURE() << "subscriber " << s.name << " missing";
   return v;

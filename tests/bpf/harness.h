@@ -57,6 +57,7 @@ struct SubDef {
   uint16_t flags;  // XBNG_SUB_F_*
   Ip4 v4;
   Ip6 v6;
+  bool direct = false;  // in direct_subscribers (inside kDirectSvlans), not the hash
   struct xbng_sub_key key() const;
 };
 
@@ -75,6 +76,13 @@ struct RouteDef {
 
 extern const PortDef kAcc0, kAcc1, kAcc2, kAcc3, kUp0;
 extern const SubDef kS1, kS2, kS3, kS4, kS5Learn, kS6Acc3, kS7V6Only;
+// The direct subscriber range: acc2 S-VLANs 520-521 (slots 0..8191). s8 is
+// in the array; s9 is a hash entry the range hides (unknown to the fast
+// path); s10 learns its MAC, in the array.
+extern const SubDef kS8Direct, kS9Hidden, kS10DirectLearn;
+inline constexpr uint16_t kDirectSvlanFirst = 520, kDirectSvlans = 2;
+// The slot of a key inside the direct range.
+uint32_t direct_sub_slot(const SubDef& s);
 extern const std::vector<const PortDef*> kPorts;
 extern const std::vector<const SubDef*> kSubs;
 extern const std::vector<RouteDef> kRoutes;

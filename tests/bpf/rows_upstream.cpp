@@ -44,6 +44,61 @@ Row drop_row(std::string desc, const PortDef& port, Bytes in, int reason) {
   return row(std::move(desc), access(port, std::move(in), XDP_DROP, reason));
 }
 
+// Subscribers in the direct array (acc2 S-VLANs 520-521): forwarded and
+// counted in their slot, anti-spoofing on the slot's addresses, an empty
+// slot and a hash entry the range hides unknown, a MAC learned in the slot
+// and read by the downstream route.
+std::vector<Row> direct_sub_rows() {
+  std::vector<Row> rows;
+  const SubDef& s8 = kS8Direct;
+  rows.push_back(
+      fwd4("direct subscriber: IPv4 forwarded, counted in its slot", s8, s8.v4, kRemote4));
+  rows.push_back(fwd6("direct subscriber: IPv6 forwarded", s8, s8.v6, kRemote6));
+  rows.push_back(drop_row("direct subscriber: IPv4 from another's address (anti-spoofing)", kAcc2,
+                          udp4(from_sub(s8), kS4.v4, kRemote4), XBNG_DROP_SPOOFED_V4));
+  rows.push_back(drop_row("direct subscriber: IPv6 from another's address (anti-spoofing)", kAcc2,
+                          udp6(from_sub(s8), kS4.v6, kRemote6), XBNG_DROP_SPOOFED_V6));
+  rows.push_back(row(
+      "direct range: an empty slot is an unknown subscriber",
+      access(kAcc2, udp4(Packet().eth(kAcc2.mac, s8.mac).qinq(kAcc2.tpid, 520, 8), s8.v4, kRemote4),
+             XDP_DROP, XBNG_DROP_UNKNOWN_SUBSCRIBER)
+          .count(XBNG_EVENT_SENT)
+          .event({XBNG_EVENT_UNKNOWN_SUBSCRIBER, &kAcc2, 520, 8, s8.mac})));
+  rows.push_back(row("direct range: a hash entry inside it is not looked up",
+                     access(kAcc2, udp4(from_sub(kS9Hidden), kS9Hidden.v4, kRemote4), XDP_DROP,
+                            XBNG_DROP_UNKNOWN_SUBSCRIBER)
+                         .count(XBNG_EVENT_SENT)
+                         .event({XBNG_EVENT_UNKNOWN_SUBSCRIBER, &kAcc2, 521, 9, kS9Hidden.mac})));
+  rows.push_back(row(
+      "direct range: the same S-VLAN on another port is on the hash path",
+      access(kAcc0, udp4(Packet().eth(kAcc0.mac, s8.mac).qinq(kAcc0.tpid, 520, 7), s8.v4, kRemote4),
+             XDP_DROP, XBNG_DROP_UNKNOWN_SUBSCRIBER)
+          .count(XBNG_EVENT_SENT)
+          .event({XBNG_EVENT_UNKNOWN_SUBSCRIBER, &kAcc0, 520, 7, s8.mac})));
+  const SubDef& s10 = kS10DirectLearn;
+  auto down4 = udp4(plain(kUp0.mac, kRouterMac), kRemote4, s10.v4);
+  Step unknown_mac = uplink(down4, XDP_DROP, XBNG_DROP_MAC_UNKNOWN);
+  Step learn = access(kAcc2, udp4(from_sub(s10), s10.v4, kRemote4), XDP_REDIRECT, XBNG_FWD_UPSTREAM)
+                   .expect_out(udp4(to_router(), s10.v4, kRemote4, ttl4(63)))
+                   .via(kUp0)
+                   .up("s10")
+                   .count(XBNG_EVENT_SENT)
+                   .event({XBNG_EVENT_MAC_LEARNED, &kAcc2, 521, 4000, s10.mac})
+                   .post([](Harness& h) {
+                     struct xbng_subscriber v = h.subscriber(kS10DirectLearn);
+                     EXPECT_TRUE(v.flags & XBNG_SUB_F_MAC_VALID);
+                     EXPECT_TRUE(v.flags & XBNG_SUB_F_PRESENT);
+                     EXPECT_EQ(0, memcmp(v.mac, kS10DirectLearn.mac.b.data(), 6));
+                   });
+  Step down = uplink(down4, XDP_REDIRECT, XBNG_FWD_DOWNSTREAM)
+                  .expect_out(udp4(to_sub(s10), kRemote4, s10.v4, ttl4(63)))
+                  .via(kAcc2)
+                  .down("r4-s10");
+  rows.push_back(row("direct subscriber: MAC learned in its slot, the route takes it from there",
+                     {unknown_mac, learn, down}));
+  return rows;
+}
+
 }  // namespace
 
 std::vector<Row> upstream_rows() {
@@ -335,6 +390,7 @@ std::vector<Row> upstream_rows() {
                               udp6(from_sub(kS1), kS1.v6, kRemote6).size());
     EXPECT_EQ(h.subscriber(kS2).up_packets, 1u);
   }));
+  for (Row& r : direct_sub_rows()) rows.push_back(std::move(r));
   return rows;
 }
 

@@ -262,26 +262,61 @@ class ForwardingDirectTest(ForwardingTest):
     """The same scenarios with the subscribers' host routes in the direct
     arrays: their IPv4 /32s (pool 100.64.0.0/24, limits.direct_slots), their
     IPv6 /128s (pool 2001:db8:1000::/120 of /128s) and delegated /64s (pool
-    2001:db8:2000::/56 of /64s, limits.direct_slots_v6): what forwards,
-    counts, checks the source of, re-addresses (out of the pool: from the
-    array into the hash) and deletes through the hashes does the same through
-    the arrays. The business line's /56 stays in the trie."""
+    2001:db8:2000::/56 of /64s, limits.direct_slots_v6), and the subscribers
+    of S-VLANs 101-102 in the direct subscriber array (direct_svlans,
+    limits.direct_subscriber_slots; S-VLAN 100 stays in the hash): what
+    forwards, counts, checks the source of, re-addresses (out of the pool:
+    from the array into the hash) and deletes through the hashes does the
+    same through the arrays. The business line's /56 stays in the trie."""
 
     @classmethod
     def start_xbngd(cls):
         path = os.path.join(cls.x.lab.rundir, "xbngd.toml")
         with open(path, "w") as f:
             f.write('[ports]\naccess = [{ name = "acc0", pools = ["100.64.0.0/24", '
-                    '"2001:db8:1000::/120", "2001:db8:2000::/56"] }]\n'
-                    "[limits]\ndirect_slots = 256\ndirect_slots_v6 = 512\n")
+                    '"2001:db8:1000::/120", "2001:db8:2000::/56"], '
+                    'direct_svlans = ["101-102"] }]\n'
+                    "[limits]\ndirect_slots = 256\ndirect_slots_v6 = 512\n"
+                    "direct_subscriber_slots = 8192\n")
         cls.x.start(max_subscribers=4096, extra=["--config", path])
 
-    def test_host_routes_live_in_the_array(self):
+    def bpf_dump(self):
         out = subprocess.run(self.x.dut.nsenter_argv([self.x.xbngctl, "bpf", "dump", "--bpffs",
                                                       self.x.lab.bpffs]),
                              capture_output=True, text=True, timeout=30)
         self.assertEqual(out.returncode, 0, out.stderr)
-        text = out.stdout
+        return out.stdout
+
+    def test_subscribers_live_in_the_array_inside_their_range(self):
+        text = self.bpf_dump()
+        hashed = text[text.index("# subscribers"):text.index("# direct_subscribers")]
+        direct = text[text.index("# direct_subscribers"):text.index("# routes_v4")]
+        for s in self.subs:
+            key = f"acc0/{s['outer_vlan']}/{s['inner_vlan']} "
+            if s is self.subs[9]:  # deleted by test_readdress_then_delete (in the array)
+                self.assertNotIn(key, text)
+            elif s["outer_vlan"] >= 101:
+                self.assertIn(key, direct)
+                self.assertNotIn(key, hashed)
+            else:
+                self.assertIn(key, hashed)
+                self.assertNotIn(key, direct)
+        # Counters of a subscriber in the array reach the API.
+        s = self.subs[5]
+
+        def up_packets():
+            got = self.x.ctl("sub", "get", "--port", "acc0", "--outer", str(s["outer_vlan"]),
+                             "--inner", str(s["inner_vlan"]))["subscriber"]
+            return int(got.get("counters", {}).get("up_packets", 0))
+
+        before = up_packets()
+        self.send_up(up_v4(s, self.acc_mac, UPLINK_NET4))
+        self.expect_at_net(lambda f: is_ipv4_to(UPLINK_NET4)(f) and
+                           f[26:30] == ipaddress.IPv4Address(s["ipv4"]).packed)
+        self.assertEqual(up_packets() - before, 1)
+
+    def test_host_routes_live_in_the_array(self):
+        text = self.bpf_dump()
         direct4 = text[text.index("# direct_v4"):text.index("# direct_v6")]
         direct6 = text[text.index("# direct_v6"):]
         hashed4 = text[text.index("# routes_v4"):text.index("# routes_v6")]

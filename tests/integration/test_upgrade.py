@@ -25,7 +25,8 @@ MAPS = ("subscribers", "routes_v4", "routes_v6", "routes_v6_64", "prefixes_v4", 
         "police",
         "local_allow", "mac_seen",
         "punt", "punt_limit", "punt_port_budget",
-        "direct_pools", "direct_v4", "direct_pools_v6", "direct_v6",
+        "direct_pools", "direct_v4", "direct_pools_v6", "direct_v6", "direct_sub_ranges",
+        "direct_subscribers",
         )
 PORTS = ("acc0", "upl0")
 

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "common/direct.h"
+#include "common/direct_sub.h"
 #include "common/net.h"
 
 using namespace xbng::agent;
@@ -170,4 +171,47 @@ TEST(Net, DirectLayoutV6PoolsOf64sAnd128s) {
   EXPECT_TRUE(d.family(4) == DirectLayout::plan(pools, 256, 0, nullptr));
   EXPECT_TRUE(d.family(6).v4.empty());
   EXPECT_FALSE(d.family(6) == DirectLayout::plan(pools, 256, 4096 + 512, nullptr).family(6));
+}
+
+// Direct subscribers: ranges laid out in order while they fit, 4096 slots an
+// S-VLAN; a key maps to base + (S-VID - first) * 4096 + C-VID and back; a
+// key of another port, or outside every laid-out range, none.
+TEST(Net, DirectSubLayoutPlacesRangesWhileTheyFit) {
+  std::vector<DirectSvlanRange> ranges = {
+      {7, 100, 101, "a 100-101"}, {7, 200, 203, "a 200-203"}, {9, 100, 100, "b 100"}};
+  std::vector<std::string> skipped;
+  DirectSubLayout d = DirectSubLayout::plan(ranges, 3 * 4096, &skipped);
+  ASSERT_EQ(d.r.size(), 2u);  // 100-101 and b's 100; 200-203 does not fit after 100-101
+  EXPECT_EQ(skipped, std::vector<std::string>{"a 200-203"});
+  EXPECT_EQ(d.r[0].base, 0u);
+  EXPECT_EQ(d.r[0].n_svids, 2u);
+  EXPECT_EQ(d.r[1].base, 8192u);
+  EXPECT_EQ(d.r[1].ifindex, 9u);
+  EXPECT_EQ(d.slots(), 3u * 4096);
+  auto key = [](uint32_t ifx, uint16_t s, uint16_t c) { return xbng_sub_key{ifx, s, c}; };
+  EXPECT_EQ(d.slot_of(key(7, 100, 1)), 1u);
+  EXPECT_EQ(d.slot_of(key(7, 101, 4094)), 4096u + 4094);
+  EXPECT_EQ(d.slot_of(key(9, 100, 5)), 8192u + 5);
+  EXPECT_FALSE(d.slot_of(key(7, 102, 1)));  // past the range
+  EXPECT_FALSE(d.slot_of(key(7, 99, 1)));   // before it
+  EXPECT_FALSE(d.slot_of(key(9, 101, 1)));  // b declares 100 only
+  EXPECT_FALSE(d.slot_of(key(8, 100, 1)));  // another port
+  EXPECT_FALSE(d.slot_of(key(7, 200, 1)));  // the range that did not fit: the hash
+  auto k = d.key_of(4096 + 17);
+  ASSERT_TRUE(k);
+  EXPECT_EQ(k->ifindex, 7u);
+  EXPECT_EQ(k->outer_vid, 101);
+  EXPECT_EQ(k->inner_vid, 17);
+  EXPECT_EQ(d.key_of(8192 + 3)->ifindex, 9u);
+  EXPECT_FALSE(d.key_of(3 * 4096));
+  // Every slot round-trips.
+  for (uint32_t slot = 0; slot < d.slots(); slot += 97) EXPECT_EQ(d.slot_of(*d.key_of(slot)), slot);
+  EXPECT_TRUE(DirectSubLayout::from_table(d.table()) == d);
+  skipped.clear();
+  EXPECT_TRUE(DirectSubLayout::plan(ranges, 0, &skipped).empty());
+  EXPECT_TRUE(skipped.empty());
+  EXPECT_EQ(parse_svlan_range("100-163"), std::make_pair(uint16_t{100}, uint16_t{163}));
+  EXPECT_EQ(parse_svlan_range("4094"), std::make_pair(uint16_t{4094}, uint16_t{4094}));
+  for (const char* bad : {"", "0", "4095", "10-9", "a", "1-", "-1", "1-2-3", " 1"})
+    EXPECT_FALSE(parse_svlan_range(bad)) << bad;
 }
