@@ -80,12 +80,19 @@ XBNG_INLINE int police_down(const struct xbng_pkt *p, struct xbng_route *route, 
 {
 	struct xbng_police *pr;
 	int credit = route->flags & XBNG_ROUTE_F_CREDIT;
+	__u32 *credit_at;
 
 	if (!(route->flags & XBNG_ROUTE_F_POLICED))
 		return XBNG_CONTINUE;
 	XBNG_TRACE_STEP(XBNG_TS_POLICE_CREDIT, credit ? route->credit : 0, l3_len);
 	if (credit && credit_spend(&route->credit, l3_len))
 		return XBNG_CONTINUE;
+	/* The shared bucket: credit_draw() tests the credit pointer itself.
+	 * Without the barrier the compiler tests the flag instead, which it
+	 * may keep on the stack as 32 bits, where older verifiers (6.1) lose
+	 * its link to the pointer and see the NULL one dereferenced. */
+	credit_at = credit ? &route->credit : 0;
+	barrier_var(credit_at);
 	pr = bpf_map_lookup_elem(&police, &route->slot);
 	XBNG_SHADOW(struct xbng_police, pr);
 	if (pr) {
@@ -93,8 +100,7 @@ XBNG_INLINE int police_down(const struct xbng_pkt *p, struct xbng_route *route, 
 		XBNG_TRACE_STEP(XBNG_TS_POLICE_DOWN, police_traced_draw(&pr->down, l3_len),
 				(__s64)(pr->down.tat_ns - police_now()));
 	}
-	if (!pr || !pr->down.byte_ns_fp ||
-	    credit_draw(&pr->down, credit ? &route->credit : 0, police_now(), l3_len))
+	if (!pr || !pr->down.byte_ns_fp || credit_draw(&pr->down, credit_at, police_now(), l3_len))
 		return XBNG_CONTINUE;
 	police_count(&pr->down_policed_packets, &pr->down_policed_bytes,
 		     p->len + XBNG_QINQ_TAGS_LEN);

@@ -121,7 +121,10 @@ XBNG_INLINE int punt_frame(const struct xbng_pkt *p, const struct xbng_sub_key *
 	r->outer_vid = key->outer_vid;
 	r->inner_vid = key->inner_vid;
 	r->timestamp_ns = now;
-	if (len < 1 || bpf_xdp_load_bytes(p->ctx, 0, r->frame, len)) {
+	/* A punted frame holds at least its Ethernet header; testing that
+	 * (not len == 0) gives older verifiers (6.1) the lower bound the
+	 * helper's size needs. */
+	if (len < sizeof(struct ethhdr) || bpf_xdp_load_bytes(p->ctx, 0, r->frame, len)) {
 		bpf_ringbuf_discard(r, BPF_RB_NO_WAKEUP);
 		return drop(p, XBNG_DROP_INTERNAL);
 	}

@@ -35,15 +35,25 @@
  * to it (xbngd zeroes it before a run and reads it after). xbngd runs one
  * trace at a time. */
 struct xbng_trace_log trace_log;
+_Static_assert((XBNG_TRACE_MAX_STEPS & (XBNG_TRACE_MAX_STEPS - 1)) == 0,
+	       "the step index is masked: a power of two");
 
 static __always_inline void xbng_trace_step(__u32 id, __u64 a, __u64 b)
 {
 	__u32 n = trace_log.n;
 
+	/* The mask repeats the check for older verifiers (6.1), which lose it
+	 * when the compiler copies n through a 32-bit move; the barrier keeps
+	 * the compiler from dropping the mask as redundant. */
 	if (n < XBNG_TRACE_MAX_STEPS) {
-		trace_log.steps[n].id = id;
-		trace_log.steps[n].a = a;
-		trace_log.steps[n].b = b;
+		__u32 i = n;
+
+		barrier_var(i);
+		i &= XBNG_TRACE_MAX_STEPS - 1;
+
+		trace_log.steps[i].id = id;
+		trace_log.steps[i].a = a;
+		trace_log.steps[i].b = b;
 	}
 	trace_log.n = n + 1;
 }
