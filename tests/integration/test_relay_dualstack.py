@@ -28,7 +28,7 @@ import struct
 from xbnglab.cpe import cpe_sub
 from xbnglab.kea import Kea4, Kea6
 from xbnglab.lab import wait_for
-from xbnglab.relay import RelaySuite
+from xbnglab.relay import RelaySuite, dhcpv6_options
 from xbnglab.xbngd import GW4, GW6, UPLINK_DUT6, UPLINK_NET4, UPLINK_NET6
 
 KEA4, KEA6 = "198.51.100.67", "2001:db8:ffff:60::3"  # Kea4(index 0), Kea6(index 0)
@@ -353,16 +353,6 @@ class RelayDualStackMulticastTest(DualStackSuite):
         # A renewal goes the same way.
         n6 = len(self.lines6(na))
         wait_for(lambda: len(self.lines6(na)) > n6, 3 * T1, 0.5, "a DHCPv6 renewal in Kea's file")
-
-
-def dhcpv6_options(b: bytes) -> dict:
-    """The top-level options of a relay message's option area: {code: data}."""
-    out, o = {}, 0
-    while o + 4 <= len(b):
-        code, n = struct.unpack("!HH", b[o:o + 4])
-        out[code] = b[o + 4:o + 4 + n]
-        o += 4 + n
-    return out
 
 
 class RelayAllDhcpServersTest(RelaySuite):

@@ -22,6 +22,7 @@ from xbnglab.cpe import cpe_sub
 from xbnglab.fixture import LabSuite
 from xbnglab.frames import qinq, tags
 from xbnglab.lab import recv_frames, wait_for
+from xbnglab.relay import dhcpv6_options
 from xbnglab.xbngd import GW6, UPLINK_DUT6, find_pass_obj
 
 UPL1_DUT6, UPL1_FAR6 = "2001:db8:ffff:71::1", "2001:db8:ffff:71::2"
@@ -46,16 +47,6 @@ def group_listener(ns, ifname: str) -> socket.socket:
     sk.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_JOIN_GROUP,
                   socket.inet_pton(socket.AF_INET6, GROUP) + struct.pack("@I", ns.ifindex(ifname)))
     return sk
-
-
-def options(b: bytes) -> dict:
-    """A relay message's top-level options: {code: data}."""
-    out, o = {}, 0
-    while o + 4 <= len(b):
-        code, n = struct.unpack("!HH", b[o:o + 4])
-        out[code] = b[o + 4:o + 4 + n]
-        o += 4 + n
-    return out
 
 
 class RelayMulticastUplinkTest(LabSuite):
@@ -110,7 +101,7 @@ class RelayMulticastUplinkTest(LabSuite):
         self.assertEqual(src[0], UPL1_DUT6)
         self.assertEqual(ipaddress.ip_address(data[2:18]), ipaddress.ip_address(GW6))
         self.assertEqual(ipaddress.ip_address(data[18:34]), ipaddress.ip_address(CPE_LL))
-        opts = options(data[34:])
+        opts = dhcpv6_options(data[34:])
         self.assertEqual(opts.get(18), f"acc0:{s['outer_vlan']}:{s['inner_vlan']}".encode())
         self.assertEqual(opts[9], SOLICIT)
         # Nothing by the first uplink.

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import struct
 import subprocess
 
 from xbnglab.fixture import BringupSuite
@@ -71,3 +72,13 @@ class RelaySuite(BringupSuite):
             f.write(duid_of(s["mac"]) + "\n")
         client, _ = b.dhcpcd(ns, args, iface_conf=iface_conf)
         return client
+
+
+def dhcpv6_options(b: bytes) -> dict:
+    """The top-level options of a DHCPv6 (relay) message's option area: {code: data}."""
+    out, o = {}, 0
+    while o + 4 <= len(b):
+        code, n = struct.unpack("!HH", b[o:o + 4])
+        out[code] = b[o + 4:o + 4 + n]
+        o += 4 + n
+    return out
