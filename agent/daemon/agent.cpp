@@ -209,7 +209,11 @@ void Agent::start_bringup(const AgentOptions& ao) {
   punt::BringupOptions o = ao.bringup;
   if (o.dhcpv6) set_server_duid(o, ha);
   leases_ = std::make_unique<LeaseTable>(&hub_, dp_->resolver(), o.lease_file);
-  leases_->reserve(o.max_subscribers);
+  // Sized up front only where a relayed ACK/REPLY binds (a rehash would run
+  // under the table's lock in its bind): 2^21 slots at 1M subscribers are
+  // 16 MB of address space and 2 MB of control bytes written at once, and
+  // the first touch of a random slot per subscriber change.
+  if (!o.relay4_ports.empty() || !o.relay6_ports.empty()) leases_->reserve(o.max_subscribers);
   leases_->set_change_sink([this](const SubKey& k, LeaseFamily f, const Lease* now) {
     if (HaReplica* r = replica_raw_.load()) r->lease_changed(k, f, now);
   });

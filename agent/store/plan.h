@@ -67,6 +67,9 @@ struct SubscriberStore::Staged {
   std::vector<bool> down_policed;
   MapWrites w[kMapCount];
   std::vector<uint8_t> dels[kMapCount];  // replaced routes, removed last
+  // The updated entries (plan order) that drop a claim: the only ones whose
+  // old claims commit_index() walks.
+  std::vector<size_t> drops;
 };
 
 // Runs a() and b(): b on a second thread when `parallel` (both on this one

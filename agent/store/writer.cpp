@@ -81,14 +81,21 @@ void SubscriberStore::stage_routes(const Plan& p, Staged* w) const {
       keys.insert(keys.end(), c.b.begin(), c.b.begin() + c.size);
     }
     if (e.old_rec < 0) continue;
-    // The routes it replaces: its old claims it no longer makes.
+    // The routes it replaces: its old claims it no longer makes (nor
+    // another entry of the plan does). A claim it keeps is found among its
+    // own few first, not in the plan's table.
     oc.clear();
     claims_of(recs_[e.old_rec], &oc);
-    for (const auto& c : oc)
+    bool drops = false;
+    for (const auto& c : oc) {
+      if (std::find(e.claims.begin(), e.claims.end(), c) != e.claims.end()) continue;
+      drops = true;
       if (!p.claims.contains(c)) {
         auto& d = w->dels[static_cast<int>(c.map)];
         d.insert(d.end(), c.b.begin(), c.b.begin() + c.size);
       }
+    }
+    if (drops) w->drops.push_back(&e - p.entries.data());
   }
 }
 
@@ -319,8 +326,8 @@ Status SubscriberStore::write_staged(const Plan& p, Staged* w) {
 // (a new rate plan, the same addresses) 6M index operations for nothing.
 void SubscriberStore::commit_index(Plan& p, const Staged& w) {
   std::vector<RouteKey> oc;
-  for (const auto& e : p.entries) {
-    if (e.old_rec < 0) continue;
+  for (const size_t i : w.drops) {
+    const auto& e = p.entries[i];
     oc.clear();
     claims_of(recs_[e.old_rec], &oc);
     for (const auto& c : oc)

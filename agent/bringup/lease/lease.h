@@ -72,7 +72,7 @@ class LeaseTable {
 
   // Sizes the table for `n` subscribers up front (--max-subscribers): a
   // table that grows rehashes under its lock, in the middle of a relayed
-  // ACK's bind.
+  // ACK's bind. The agent calls it when an access port relays.
   void reserve(size_t n);
   // Starts the expiry/flush thread (period 1 s).
   void start();
