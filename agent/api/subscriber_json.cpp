@@ -3,6 +3,7 @@
 #include <google/protobuf/util/json_util.h>
 
 #include <cstdint>
+#include <memory>
 
 #include "xbng/v1/xbng.pb.h"
 
@@ -12,7 +13,9 @@ namespace {
 
 class FastSubscriberJson {
  public:
-  explicit FastSubscriberJson(std::string_view s) : p_(s.data()), e_(s.data() + s.size()) {}
+  // spare: a rate plan to reuse for this line's (see subscriber_from_json_fast).
+  FastSubscriberJson(std::string_view s, std::unique_ptr<xbng::v1::Policy> spare)
+      : p_(s.data()), e_(s.data() + s.size()), spare_(std::move(spare)) {}
 
   bool parse(xbng::v1::Subscriber* out) {
     ws();
@@ -109,7 +112,10 @@ class FastSubscriberJson {
   }
   bool value(int f, xbng::v1::Subscriber* out) {
     std::string_view v;
-    if (f == kPolicy) return policy(out->mutable_policy());
+    if (f == kPolicy) {
+      if (spare_) out->set_allocated_policy(spare_.release());
+      return policy(out->mutable_policy());
+    }
     if (f == kOuter || f == kInner) {
       uint32_t n = 0;
       if (!uint(&n)) return false;
@@ -177,13 +183,22 @@ class FastSubscriberJson {
   }
   const char* p_;
   const char* e_;
+  std::unique_ptr<xbng::v1::Policy> spare_;
 };
 
 }  // namespace
 
 bool subscriber_from_json_fast(std::string_view json, xbng::v1::Subscriber* out) {
+  // A message reused line after line keeps its rate plan's allocation:
+  // Clear() frees it, and a repricing import (a plan on every line) would
+  // allocate and free one a line.
+  std::unique_ptr<xbng::v1::Policy> spare;
+  if (out->GetArena() == nullptr && out->has_policy()) {
+    spare.reset(out->release_policy());
+    spare->Clear();
+  }
   out->Clear();
-  return FastSubscriberJson(json).parse(out);
+  return FastSubscriberJson(json, std::move(spare)).parse(out);
 }
 
 std::optional<std::string> subscriber_from_json(std::string_view json, xbng::v1::Subscriber* out) {

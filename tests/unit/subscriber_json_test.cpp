@@ -48,6 +48,17 @@ TEST(SubscriberJson, FastPathTakesBothSpellings) {
     ASSERT_TRUE(e) << c;
     EXPECT_EQ(fast.SerializeAsString(), *e) << c;
   }
+  // One message reused line after line (as an import reads a file): each
+  // line reads as it does alone, a rate plan of an earlier line not carried
+  // over, whole or in part (the decoder reuses its allocation).
+  for (int pass = 0; pass < 2; ++pass) {
+    xbng::v1::Subscriber reused;
+    for (size_t i = 0; i < std::size(common); ++i) {
+      const char* c = common[pass ? std::size(common) - 1 - i : i];
+      ASSERT_TRUE(subscriber_from_json_fast(c, &reused)) << c;
+      EXPECT_EQ(reused.SerializeAsString(), *exact(c)) << c;
+    }
+  }
   xbng::v1::Subscriber s;
   ASSERT_FALSE(subscriber_from_json(common[3], &s));
   EXPECT_EQ(s.port(), "eth1");
