@@ -72,6 +72,7 @@ vm_prelude() {
 #!/bin/sh
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root
 mount -t proc proc /proc; mount -t sysfs sys /sys
+mountpoint -q /dev || mount -t devtmpfs devtmpfs /dev
 mount -t tmpfs -o mode=0755 tmpfs /run
 mkdir -p /dev/pts /dev/shm; mount -t devpts devpts /dev/pts; mount -t tmpfs tmpfs /dev/shm
 mount -t bpf bpf /sys/fs/bpf
@@ -89,6 +90,6 @@ vm_boot() {
   timeout "$secs" qemu-system-x86_64 -machine accel="$accel" -m "$mem" -smp "$cpus" \
     -nographic -no-reboot -kernel "/boot/vmlinuz-$kv" -initrd "$work/initrd" \
     -append "console=ttyS0 panic=-1 quiet rdinit=/xbng-init" \
-    -virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on \
+    -virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
     </dev/null | tr -d '\r' | tee "$work/console.log" | grep -av '^\[ *[0-9.]*\]' || true
 }

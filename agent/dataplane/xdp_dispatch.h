@@ -55,8 +55,10 @@ void libxdp_check_port_for_link(const std::string& bpffs, const PortInfo& port);
 struct DispatchLoadTarget;
 std::shared_ptr<DispatchLoadTarget> libxdp_load_target();
 // Makes the opened, not yet loaded programs of `refs` freplace programs of
-// `target`.
-void libxdp_prepare_load(XbngSkelRefs* refs, const DispatchLoadTarget& target);
+// `target`, with libxdp's run priority `priority` in their BTF (libxdp
+// reads it from the loaded programs).
+void libxdp_prepare_load(XbngSkelRefs* refs, const DispatchLoadTarget& target,
+                         unsigned priority);
 
 // Puts `prog_fd` into the port's dispatcher at `priority` and takes xbng's
 // previous program out of it (see above); pins the new one. Throws
