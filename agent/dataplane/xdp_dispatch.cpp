@@ -268,19 +268,8 @@ std::shared_ptr<DispatchLoadTarget> libxdp_load_target() {
   return t;
 }
 
-namespace {
-
-// libxdp takes a loaded program's run priority only from its BTF (the
-// setters refuse a loaded program): a struct `_<program name>` in a
-// `.xdp_run_config` DATASEC whose `priority` member points to an int array
-// of that length, as xdp_helpers.h's XDP_RUN_CONFIG writes it. xbng adds one
-// per program to the opened object's BTF, so it reaches the kernel with the
-// programs and libxdp reads it back from their fds. (The chain-call actions
-// of such a struct it does not apply to a loaded program: xbng's stay
-// libxdp's default, XDP_PASS.) Static VARs: libbpf looks no ELF symbol up
-// for them.
-void add_run_config(struct bpf_object* obj, const std::vector<std::string>& progs,
-                    unsigned priority) {
+void libxdp_add_run_config(struct bpf_object* obj, const std::vector<std::string>& progs,
+                           unsigned priority) {
   struct btf* btf = bpf_object__btf(obj);
   if (!btf) throw DataplaneError("xbng's BPF object has no BTF: libxdp cannot run its programs");
   int int_id = btf__find_by_name_kind(btf, "int", BTF_KIND_INT);
@@ -303,8 +292,6 @@ void add_run_config(struct bpf_object* obj, const std::vector<std::string>& prog
         fmt::format("adding libxdp's run configuration to xbng's BTF: {}", errstr(err)));
 }
 
-}  // namespace
-
 void libxdp_prepare_load(XbngSkelRefs* refs, const DispatchLoadTarget& t, unsigned priority) {
   std::vector<std::string> names;
   for (struct bpf_program* p : {refs->xdp_access, refs->xdp_uplink}) {
@@ -315,7 +302,7 @@ void libxdp_prepare_load(XbngSkelRefs* refs, const DispatchLoadTarget& t, unsign
           fmt::format("{}: setting the freplace target: {}", bpf_program__name(p), errstr(err)));
     names.emplace_back(bpf_program__name(p));
   }
-  add_run_config(refs->obj, names, priority);
+  libxdp_add_run_config(refs->obj, names, priority);
 }
 
 namespace {
@@ -379,7 +366,7 @@ void libxdp_attach_port(const std::string& bpffs, const PortInfo& port, int prog
   if (long err = libxdp_get_error(p); err || !p)
     throw DataplaneError(
         fmt::format("port {}: libxdp: {}", port.name, errstr(err ? err : -EINVAL)));
-  // The run priority came with the program's BTF (add_run_config).
+  // The run priority came with the program's BTF (libxdp_add_run_config).
   if (const unsigned got = xdp_program__run_prio(p); got != priority) {
     xdp_program__close(p);
     unlink(pin.c_str());
@@ -406,8 +393,8 @@ void libxdp_attach_port(const std::string& bpffs, const PortInfo& port, int prog
         port.name, info.name, errstr(derr)));
   for (const auto& e : fs::directory_iterator(dir, ec))
     if (e.path().filename() != std::to_string(info.id)) unlink(e.path().c_str());
-  spdlog::info("port {}: {} in libxdp's dispatcher ({} mode, priority {}){}",
-               port.name, info.name, mode_name(mode), priority,
+  spdlog::info("port {}: {} in libxdp's dispatcher ({} mode, priority {}){}", port.name, info.name,
+               mode_name(mode), priority,
                olds.empty() ? "" : ", in place of xbng's previous program");
 }
 
