@@ -83,7 +83,9 @@ PRELUDE
 }
 
 # vm_boot WORK KV MEM_MIB CPUS TIMEOUT_S: boots the kernel with WORK/initrd,
-# echoes the console (kernel lines left out) and keeps it in WORK/console.log.
+# echoes the console from /xbng-init's first line on (kernel lines left out)
+# and keeps it whole in WORK/console.log; when the VM printed nothing of
+# ours, the console's last lines go to stderr.
 vm_boot() {
   local work=$1 kv=$2 mem=$3 cpus=$4 secs=$5
   local accel=${XBNG_QEMU_ACCEL:-tcg}
@@ -91,5 +93,7 @@ vm_boot() {
     -nographic -no-reboot -kernel "/boot/vmlinuz-$kv" -initrd "$work/initrd" \
     -append "console=ttyS0 panic=-1 quiet rdinit=/xbng-init" \
     -virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
-    </dev/null | tr -d '\r' | tee "$work/console.log" | grep -av '^\[ *[0-9.]*\]' || true
+    </dev/null | tr -d '\r' | tee "$work/console.log" | grep -av '^\[ *[0-9.]*\]' |
+    sed -n '/VM: /{s/^.*VM: /VM: /;:a;p;n;ba;}' || true
+  grep -aq 'VM: ' "$work/console.log" || tail -n 30 "$work/console.log" >&2
 }
