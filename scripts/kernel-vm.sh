@@ -93,7 +93,7 @@ vm_boot() {
     -nographic -no-reboot -kernel "/boot/vmlinuz-$kv" -initrd "$work/initrd" \
     -append "console=ttyS0 panic=-1 quiet rdinit=/xbng-init" \
     -virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
-    </dev/null | tr -d '\r' | tee "$work/console.log" | grep -av '^\[ *[0-9.]*\]' |
-    sed -n '/VM: /{s/^.*VM: /VM: /;:a;p;n;ba;}' || true
+    </dev/null | stdbuf -oL tr -d '\r' | tee "$work/console.log" | grep --line-buffered -av '^\[ *[0-9.]*\]' |
+    sed -un '/VM: /{s/^.*VM: /VM: /;:a;p;n;ba;}' || true
   grep -aq 'VM: ' "$work/console.log" || tail -n 30 "$work/console.log" >&2
 }
