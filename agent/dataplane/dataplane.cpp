@@ -489,7 +489,7 @@ void Dataplane::open_and_load() {
 
   // libxdp's dispatcher calls freplace programs, loaded against a
   // dispatcher (check_attach loaded it), dropped once the load is done.
-  if (load_target_) libxdp_prepare_load(skel_.get(), *load_target_);
+  if (load_target_) libxdp_prepare_load(skel_.get(), *load_target_, opts_.xdp_priority);
   const int load_err = xbng_skel_load(skel_.get());
   load_target_.reset();
   if (int err = load_err; err)

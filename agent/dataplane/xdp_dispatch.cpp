@@ -1,6 +1,7 @@
 #include "dataplane/xdp_dispatch.h"
 
 #include <bpf/bpf.h>
+#include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include <fmt/format.h>
 #include <net/if.h>
@@ -15,7 +16,9 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <algorithm>
 #include <set>
+#include <vector>
 
 #include "dataplane/dataplane.h"
 #include "dataplane/skeleton.h"
@@ -265,14 +268,41 @@ std::shared_ptr<DispatchLoadTarget> libxdp_load_target() {
   return t;
 }
 
-void libxdp_prepare_load(XbngSkelRefs* refs, const DispatchLoadTarget& t) {
+void libxdp_add_run_config(struct bpf_object* obj, const std::vector<std::string>& progs,
+                           unsigned priority) {
+  struct btf* btf = bpf_object__btf(obj);
+  if (!btf) throw DataplaneError("xbng's BPF object has no BTF: libxdp cannot run its programs");
+  int int_id = btf__find_by_name_kind(btf, "int", BTF_KIND_INT);
+  if (int_id < 0) int_id = btf__add_int(btf, "int", 4, BTF_INT_SIGNED);
+  const int prio_ptr = btf__add_ptr(btf, btf__add_array(btf, int_id, int_id, priority));
+  const uint32_t size = 8;
+  std::vector<int> vars;
+  int err = std::min(int_id, prio_ptr);
+  for (const auto& name : progs) {
+    const int st = btf__add_struct(btf, "", size);
+    err = std::min(err, btf__add_field(btf, "priority", prio_ptr, 0, 0));
+    vars.push_back(btf__add_var(btf, ("_" + name).c_str(), BTF_VAR_STATIC, st));
+    err = std::min(err, std::min(st, vars.back()));
+  }
+  err = std::min(err, btf__add_datasec(btf, ".xdp_run_config", size * progs.size()));
+  for (size_t i = 0; i < vars.size(); ++i)
+    err = std::min(err, btf__add_datasec_var_info(btf, vars[i], size * i, size));
+  if (err < 0)
+    throw DataplaneError(
+        fmt::format("adding libxdp's run configuration to xbng's BTF: {}", errstr(err)));
+}
+
+void libxdp_prepare_load(XbngSkelRefs* refs, const DispatchLoadTarget& t, unsigned priority) {
+  std::vector<std::string> names;
   for (struct bpf_program* p : {refs->xdp_access, refs->xdp_uplink}) {
     bpf_program__set_type(p, BPF_PROG_TYPE_EXT);
     bpf_program__set_expected_attach_type(p, static_cast<enum bpf_attach_type>(0));
     if (int err = bpf_program__set_attach_target(p, t.main_fd, "prog0"); err)
       throw DataplaneError(
           fmt::format("{}: setting the freplace target: {}", bpf_program__name(p), errstr(err)));
+    names.emplace_back(bpf_program__name(p));
   }
+  libxdp_add_run_config(refs->obj, names, priority);
 }
 
 namespace {
@@ -336,9 +366,15 @@ void libxdp_attach_port(const std::string& bpffs, const PortInfo& port, int prog
   if (long err = libxdp_get_error(p); err || !p)
     throw DataplaneError(
         fmt::format("port {}: libxdp: {}", port.name, errstr(err ? err : -EINVAL)));
-  xdp_program__set_run_prio(p, priority);
-  for (unsigned a = XDP_ABORTED; a <= XDP_REDIRECT; ++a)
-    xdp_program__set_chain_call_enabled(p, a, false);
+  // The run priority came with the program's BTF (libxdp_add_run_config).
+  if (const unsigned got = xdp_program__run_prio(p); got != priority) {
+    xdp_program__close(p);
+    unlink(pin.c_str());
+    throw DataplaneError(
+        fmt::format("port {}: libxdp reads {} at priority {} from its BTF, not {}; nothing was "
+                    "attached",
+                    port.name, info.name, got, priority));
+  }
   const enum xdp_attach_mode mode = generic ? XDP_MODE_SKB : XDP_MODE_NATIVE;
   int err =
       old_ids.count(info.id) ? 0 : xdp_program__attach(p, static_cast<int>(port.ifindex), mode, 0);
@@ -357,8 +393,8 @@ void libxdp_attach_port(const std::string& bpffs, const PortInfo& port, int prog
         port.name, info.name, errstr(derr)));
   for (const auto& e : fs::directory_iterator(dir, ec))
     if (e.path().filename() != std::to_string(info.id)) unlink(e.path().c_str());
-  spdlog::info("port {}: {} in libxdp's dispatcher ({} mode, priority {}, ends every frame){}",
-               port.name, info.name, mode_name(mode), priority,
+  spdlog::info("port {}: {} in libxdp's dispatcher ({} mode, priority {}){}", port.name, info.name,
+               mode_name(mode), priority,
                olds.empty() ? "" : ", in place of xbng's previous program");
 }
 

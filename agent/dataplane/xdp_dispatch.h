@@ -4,17 +4,19 @@
 // component programs in run-priority order (lower first), each through
 // freplace; a program's chain-call actions say which of its verdicts go on
 // to the next one. xbng's two programs are loaded as freplace (EXT)
-// programs, run at `xdp_priority` and end every frame (no chain-call
-// action): an operator program at a lower priority number runs first, and
-// its XDP_PASS (its chain-call action) continues to xbng.
+// programs and run at `xdp_priority` (carried in their BTF: libxdp reads a
+// loaded program's priority from there only): an operator program at a
+// lower priority number runs first, and its XDP_PASS (its chain-call
+// action) continues to xbng. xbng chains on XDP_PASS only (libxdp's default,
+// which it keeps for a loaded program): its other verdicts end the frame.
 //
 // Replacing xbng's program (restart, upgrade) is two dispatcher swaps, each
 // atomic (libxdp attaches a new dispatcher with XDP_FLAGS_REPLACE over the
 // old one): first a dispatcher holding the old and the new xbng program,
-// then one without the old. Both end every frame, so in the middle one each
-// frame meets exactly one of them; no frame ever meets neither. The
-// programs of others in the dispatcher are linked again into each new one
-// (libxdp re-attaches their freplace programs), never removed.
+// then one without the old. In the middle one each frame meets the first
+// of them (a frame it passes meets the second too); no frame ever meets
+// neither. The programs of others in the dispatcher are linked again into
+// each new one (libxdp re-attaches their freplace programs), never removed.
 //
 // xbng's program on each port is pinned at <pin root>/progs/<ifname>: how a
 // restart finds its own program among the dispatcher's.
@@ -26,6 +28,7 @@
 #include <vector>
 
 struct XbngSkelRefs;
+struct bpf_object;
 
 namespace xbng::agent {
 
@@ -55,8 +58,21 @@ void libxdp_check_port_for_link(const std::string& bpffs, const PortInfo& port);
 struct DispatchLoadTarget;
 std::shared_ptr<DispatchLoadTarget> libxdp_load_target();
 // Makes the opened, not yet loaded programs of `refs` freplace programs of
-// `target`.
-void libxdp_prepare_load(XbngSkelRefs* refs, const DispatchLoadTarget& target);
+// `target`, with libxdp's run priority `priority` in their BTF (libxdp
+// reads it from the loaded programs).
+void libxdp_prepare_load(XbngSkelRefs* refs, const DispatchLoadTarget& target, unsigned priority);
+
+// libxdp takes a loaded program's run priority only from its BTF (the
+// setters refuse a loaded program): a struct `_<program name>` in a
+// `.xdp_run_config` DATASEC whose `priority` member points to an int array
+// of that length, as xdp_helpers.h's XDP_RUN_CONFIG writes it. Adds one per
+// program of `progs` to the opened object's BTF, so it reaches the kernel
+// with the programs and libxdp reads it back from their fds. (The chain-call
+// actions of such a struct libxdp does not apply to a loaded program:
+// xbng's stay libxdp's default, XDP_PASS.) Static VARs: libbpf looks no ELF
+// symbol up for them. Throws DataplaneError.
+void libxdp_add_run_config(struct bpf_object* obj, const std::vector<std::string>& progs,
+                           unsigned priority);
 
 // Puts `prog_fd` into the port's dispatcher at `priority` and takes xbng's
 // previous program out of it (see above); pins the new one. Throws

@@ -8,8 +8,8 @@ without libxdp is refused, with nothing changed."""
 import json
 import os
 import re
+import shutil
 import signal
-import struct
 import subprocess
 import time
 import unittest
@@ -38,8 +38,11 @@ class XdpDispatchTest(unittest.TestCase):
     def setUp(self):
         self.x = XbngLab("xbngd")
         self.addCleanup(self.x.close)
-        self.op_pins = os.path.join(self.x.lab.bpffs, "operator")
+        # The operator's pins beside xbng's pin directory, not in it (the
+        # teardown removes that one whole).
+        self.op_pins = self.x.lab.bpffs + "-operator"
         os.makedirs(self.op_pins)
+        self.addCleanup(shutil.rmtree, self.op_pins, ignore_errors=True)
 
     def loader(self, *args: str, check: bool = True) -> str:
         """xdp-loader in the dut namespace, with the host's bpffs (libxdp's pins)."""
@@ -60,10 +63,9 @@ class XdpDispatchTest(unittest.TestCase):
     def op_counts(self) -> tuple[int, int]:
         """The operator program's (frames seen, frames dropped)."""
         out = sh(["bpftool", "-j", "map", "dump", "pinned", f"{self.op_pins}/op_counts"])
-        def num(v):
-            return v if isinstance(v, int) else struct.unpack("<Q", bytes(int(b, 16) for b in v))[0]
-        vals = {num(e["key"]) if isinstance(e["key"], list) else int(e["key"]): num(e["value"])
-                for e in json.loads(out.stdout)}
+        def num(v):  # an int (BTF formatted) or a list of hex bytes, little-endian
+            return v if isinstance(v, int) else int.from_bytes(bytes(int(b, 16) for b in v), "little")
+        vals = {num(e["key"]): num(e["value"]) for e in json.loads(out.stdout)}
         return vals[0], vals[1]
 
     def refused_freplace(self, argv) -> bool:
