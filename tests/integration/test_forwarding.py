@@ -334,6 +334,49 @@ class ForwardingDirectTest(ForwardingTest):
             self.assertIn(f"{s['ipv4']}/32", direct4)
             self.assertNotIn(f"{s['ipv4']}/32 ", hashed4)
 
+    def test_host_128_inside_a_pool_64(self):
+        # A /128 inside a delegated /64 of the pool of /64s lives in the
+        # routes_v6 hash, counted in the /64's line: it wins over the /64,
+        # the rest of the /64 still goes to its owner, and so across a
+        # restart; so does a /128 inside a /64 of the pool nobody delegated.
+        owner = self.subs[2]
+        net64 = ipaddress.IPv6Network(owner["ipv6_prefixes"][0])
+        inside = dict(plan(200, c_per_s=4), outer_vlan=110, inner_vlan=1, ipv4="100.64.0.201",
+                      ipv6=str(net64[5]), ipv6_prefixes=[])
+        lone = dict(plan(201, c_per_s=4), outer_vlan=110, inner_vlan=2, ipv4="100.64.0.202",
+                    ipv6="2001:db8:2000:80::1", ipv6_prefixes=[])
+        for s in (inside, lone):
+            self.x.ctl("sub", "add", "--port", s["port"], "--outer", str(s["outer_vlan"]),
+                       "--inner", str(s["inner_vlan"]), "--mac", s["mac"], "--ipv4", s["ipv4"],
+                       "--ipv6", s["ipv6"])
+
+        def reaches(dst, s):
+            drain(self.sub_sock)
+            self.send_down(down_v6(self.n0_mac, self.upl_mac, UPLINK_NET6, dst))
+            self.check_down(s, self.expect_at_sub(qinq_to_mac(s["mac"]))[0], "hlim")
+
+        def check():
+            reaches(inside["ipv6"], inside)
+            reaches(str(net64[6]), owner)
+            reaches(lone["ipv6"], lone)
+            text = self.bpf_dump()
+            hashed6 = text[text.index("# routes_v6"):text.index("# prefixes_v4")]
+            self.assertIn(f"{inside['ipv6']}/128 ", hashed6)
+            self.assertIn(f"{lone['ipv6']}/128 ", hashed6)
+
+        check()
+        self.x.stop()
+        type(self).start_xbngd()
+        check()
+        self.x.ctl("sub", "del", "--port", inside["port"], "--outer", str(inside["outer_vlan"]),
+                   "--inner", str(inside["inner_vlan"]))
+        reaches(inside["ipv6"], owner)  # the /64's owner again
+        self.x.ctl("sub", "del", "--port", lone["port"], "--outer", str(lone["outer_vlan"]),
+                   "--inner", str(lone["inner_vlan"]))
+        drain(self.sub_sock)
+        self.send_down(down_v6(self.n0_mac, self.upl_mac, UPLINK_NET6, lone["ipv6"]))
+        self.assertEqual(recv_frames(self.sub_sock, 0.5, match=qinq_to_mac(lone["mac"])), [])
+
 
 if __name__ == "__main__":
     unittest.main()
