@@ -121,12 +121,13 @@ size_t direct_count_v6(int routes_v6_fd, const DirectLines& lines, const DirectL
   if (!d.has(DirectUnit::kV6_64)) return 0;
   std::unordered_map<uint32_t, uint32_t> count;  // slot -> /128s inside its /64
   size_t n = 0;
-  int rc = map_for_each(routes_v6_fd, 16, sizeof(struct xbng_route), [&](const void* k, const void*) {
-    auto slot = d.slot_of(DirectUnit::kV6_64, k);  // the key's first 8 bytes: its /64
-    if (!slot || *slot >= lines.size()) return;
-    ++count[*slot];
-    ++n;
-  });
+  int rc =
+      map_for_each(routes_v6_fd, 16, sizeof(struct xbng_route), [&](const void* k, const void*) {
+        auto slot = d.slot_of(DirectUnit::kV6_64, k);  // the key's first 8 bytes: its /64
+        if (!slot || *slot >= lines.size()) return;
+        ++count[*slot];
+        ++n;
+      });
   if (rc) throw DataplaneError(fmt::format("reading map routes_v6: {}", errstr(rc)));
   each_line_range(d, DirectUnit::kV6_64, lines.size(), [&](uint32_t first, uint32_t size) {
     for (uint32_t slot = first; slot < first + size; ++slot) {

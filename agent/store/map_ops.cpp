@@ -403,11 +403,10 @@ std::vector<size_t> BpfMapOps::count_new_128(const uint8_t* k, size_t n) {
   for (size_t i = 0; i < n; ++i)
     if (counting_line(MapId::kRoutesV6, k + i * 16)) at.push_back(i);
   if (at.empty()) return at;
-  std::vector<uint8_t> hk(at.size() * 16), hv(at.size() * sizeof(struct xbng_route)),
-      hf(at.size());
+  std::vector<uint8_t> hk(at.size() * 16), hv(at.size() * sizeof(struct xbng_route)), hf(at.size());
   for (size_t j = 0; j < at.size(); ++j) std::memcpy(&hk[j * 16], k + at[j] * 16, 16);
-  hash_lookup_many(MapId::kRoutesV6, hk.data(), at.size(), 16, hv.data(),
-                   sizeof(struct xbng_route), hf.data());
+  hash_lookup_many(MapId::kRoutesV6, hk.data(), at.size(), 16, hv.data(), sizeof(struct xbng_route),
+                   hf.data());
   std::vector<size_t> counted;
   std::set<std::array<uint8_t, 16>> seen;  // a key twice in the batch: counted once
   for (size_t j = 0; j < at.size(); ++j) {

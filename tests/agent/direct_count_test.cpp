@@ -24,7 +24,8 @@ using namespace xbng::agent;
 
 namespace {
 
-constexpr uint32_t kSlots = 512;  // /64s of 2001:db8:65:100::/56 at 0, /128s of 2001:db8:66::/120 at 256
+constexpr uint32_t kSlots =
+    512;  // /64s of 2001:db8:65:100::/56 at 0, /128s of 2001:db8:66::/120 at 256
 
 struct Key16 {
   uint8_t b[16];
@@ -142,8 +143,8 @@ TEST(DirectCount, BatchesCountNewKeysOnceAndUncountWhatTheyDidNotWrite) {
   const struct xbng_route r = route(4);
   std::vector<Key16> keys = {k128(1, 1), k128(1, 2), k128(1, 1), k128(2, 1)};  // a duplicate
   size_t done = 0;
-  ASSERT_EQ(ops.update_many(MapId::kRoutesV6, keys.data(), std::vector<struct xbng_route>(4, r).data(),
-                            4, 16, sizeof r, &done),
+  ASSERT_EQ(ops.update_many(MapId::kRoutesV6, keys.data(),
+                            std::vector<struct xbng_route>(4, r).data(), 4, 16, sizeof r, &done),
             0);
   EXPECT_EQ(done, 4u);
   EXPECT_EQ(m.count(1), 2u);
@@ -152,8 +153,9 @@ TEST(DirectCount, BatchesCountNewKeysOnceAndUncountWhatTheyDidNotWrite) {
   // 3 present, room for 3 more: the 4th new key fails, the 5th is never written.
   keys.clear();
   for (uint32_t i = 0; i < 5; ++i) keys.push_back(k128(3, 10 + i));
-  const int rc = ops.update_many(MapId::kRoutesV6, keys.data(),
-                                 std::vector<struct xbng_route>(5, r).data(), 5, 16, sizeof r, &done);
+  const int rc =
+      ops.update_many(MapId::kRoutesV6, keys.data(), std::vector<struct xbng_route>(5, r).data(), 5,
+                      16, sizeof r, &done);
   EXPECT_NE(rc, 0);
   EXPECT_EQ(done, 3u);
   EXPECT_EQ(m.count(3), 3u);
