@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <cstring>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "dataplane/dataplane.h"
@@ -221,4 +222,34 @@ TEST(DirectCount, StartAndLayoutChangesWriteTheCountsExact) {
   EXPECT_EQ(m.count(9), 0u);
   EXPECT_EQ(m.line(4).r.sub.ifindex, 6u);
   m.expect_exact();
+}
+
+// A layout change (direct_relayout) counts the /128s in the lines of the
+// new pools of /64s before it writes the new table; a move back out of the
+// array leaves no count behind.
+TEST(DirectCount, RelayoutCountsBeforeTheTable) {
+  Maps m;
+  m.make(MapId::kDirectPoolsV6, BPF_MAP_TYPE_ARRAY, 4, sizeof(struct xbng_direct_table_v6), 0, 1);
+  const struct xbng_route r = route(7);
+  const Key16 a = k128(5, 1), b = k128(5, 2), c = k128(6, 1);
+  for (const Key16* k : {&a, &b, &c})
+    ASSERT_EQ(bpf_map_update_elem(m.fd(MapId::kRoutesV6), k->b, &r, BPF_ANY), 0);
+  ASSERT_EQ(bpf_map_update_elem(m.fd(MapId::kRoutesV6_64), a.b, &r, BPF_ANY), 0);  // a's /64
+  auto fd = [&](MapId id) { return m.fd(id); };
+  auto [out, in] = direct_relayout(6, DirectLayout{}, m.sm.direct, fd);
+  EXPECT_EQ(out, 0u);
+  EXPECT_EQ(in, 1u);  // the /64 (the /128s stay in the hash)
+  EXPECT_EQ(m.line(5).r.sub.ifindex, 7u);
+  EXPECT_EQ(m.count(5), 2u);
+  EXPECT_EQ(m.count(6), 1u);
+  m.expect_exact();
+  struct xbng_direct_table_v6 t6 {};
+  const uint32_t zero = 0;
+  ASSERT_EQ(bpf_map_lookup_elem(m.fd(MapId::kDirectPoolsV6), &zero, &t6), 0);
+  EXPECT_TRUE(DirectLayout::from_tables({}, t6) == m.sm.direct);
+  std::tie(out, in) = direct_relayout(6, m.sm.direct, DirectLayout{}, fd);
+  EXPECT_EQ(out, 1u);
+  EXPECT_EQ(m.count(5), 0u);
+  EXPECT_EQ(m.count(6), 0u);
+  EXPECT_EQ(m.line(5).r.sub.ifindex, 0u);
 }
