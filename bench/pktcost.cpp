@@ -70,6 +70,8 @@ const std::vector<Case>& cases() {
        Tmpl::kDownV4, true, XDP_REDIRECT, -1, 0},
       {"ref_fib", "ref: bpf_fib_lookup IPv4", "reference", PC_SLOT_REF_FIB, PC_MODE_DOWN_V4,
        Tmpl::kDownV4, true, XDP_REDIRECT, -1, 0},
+      {"ref_fib6", "ref: bpf_fib_lookup IPv6 (upstream)", "reference", PC_SLOT_REF_FIB6,
+       PC_MODE_UP_V6, Tmpl::kUpV6, false, XDP_REDIRECT, -1, 0},
       {"up_v4", "xbng upstream IPv4", "xbng", PC_SLOT_XDP_ACCESS, PC_MODE_UP_V4, Tmpl::kUpV4, false,
        XDP_REDIRECT, XBNG_FWD_UPSTREAM, -8},
       {"up_v6", "xbng upstream IPv6", "xbng", PC_SLOT_XDP_ACCESS, PC_MODE_UP_V6, Tmpl::kUpV6, false,
@@ -161,6 +163,25 @@ const std::vector<Case>& cases() {
        true},
       {"up4d_s6", "up4 direct sub stop: + FIB", "xbng", stop_slot(XBNG_BSTOP_FIB), PC_MODE_UP_V4,
        Tmpl::kUpV4, false, XDP_REDIRECT, XBNG_FWD_UPSTREAM, 0, false, true, false, true},
+      {"up4d_s4", "up4 direct sub stop: + checks", "xbng", stop_slot(XBNG_BSTOP_CHECKS),
+       PC_MODE_UP_V4, Tmpl::kUpV4, false, XDP_REDIRECT, XBNG_FWD_UPSTREAM, 0, false, true, false,
+       true},
+      // Upstream IPv6 with the subscriber in the direct array, step by step:
+      // what IPv6 costs beyond IPv4 at each stop.
+      {"up6d_s1", "up6 direct sub stop: parsed", "xbng", stop_slot(XBNG_BSTOP_PARSED),
+       PC_MODE_UP_V6, Tmpl::kUpV6, false, XDP_REDIRECT, XBNG_FWD_UPSTREAM, 0, false, true, false,
+       true},
+      {"up6d_s2", "up6 direct sub stop: + lookup", "xbng", stop_slot(XBNG_BSTOP_LOOKUP),
+       PC_MODE_UP_V6, Tmpl::kUpV6, false, XDP_REDIRECT, XBNG_FWD_UPSTREAM, 0, false, true, false,
+       true},
+      {"up6d_s4", "up6 direct sub stop: + checks", "xbng", stop_slot(XBNG_BSTOP_CHECKS),
+       PC_MODE_UP_V6, Tmpl::kUpV6, false, XDP_REDIRECT, XBNG_FWD_UPSTREAM, 0, false, true, false,
+       true},
+      {"up6d_s5", "up6 direct sub stop: + policer", "xbng", stop_slot(XBNG_BSTOP_POLICE),
+       PC_MODE_UP_V6, Tmpl::kUpV6, false, XDP_REDIRECT, XBNG_FWD_UPSTREAM, 0, false, true, false,
+       true},
+      {"up6d_s6", "up6 direct sub stop: + FIB", "xbng", stop_slot(XBNG_BSTOP_FIB), PC_MODE_UP_V6,
+       Tmpl::kUpV6, false, XDP_REDIRECT, XBNG_FWD_UPSTREAM, 0, false, true, false, true},
   };
   return c;
 }
@@ -492,6 +513,7 @@ int main(int argc, char** argv) {
       pktcost_set_slot(p.get(), PC_SLOT_REF_HASH, bpf_program__fd(p->progs.ref_hash));
       pktcost_set_slot(p.get(), PC_SLOT_REF_LPM, bpf_program__fd(p->progs.ref_lpm));
       pktcost_set_slot(p.get(), PC_SLOT_REF_FIB, bpf_program__fd(p->progs.ref_fib));
+      pktcost_set_slot(p.get(), PC_SLOT_REF_FIB6, bpf_program__fd(p->progs.ref_fib6));
       pktcost_set_slot(p.get(), PC_SLOT_REF_POL_ROUTE, bpf_program__fd(p->progs.ref_pol_route));
       pktcost_set_slot(p.get(), PC_SLOT_REF_POL_ARRAY, bpf_program__fd(p->progs.ref_pol_array));
       pktcost_set_slot(p.get(), PC_SLOT_REF_POL_SUBHASH, bpf_program__fd(p->progs.ref_pol_subhash));

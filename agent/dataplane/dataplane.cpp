@@ -359,6 +359,10 @@ std::unique_ptr<Dataplane> Dataplane::start(const DataplaneOptions& opts) {
   dp->configure_ports();
   dp->configure_pools();
   dp->set_allow_to_host(opts.allow_to_host);
+  // Before the programs are swapped in: they skip the /128 hash for a /64
+  // whose line counts none, and the pinned lines of a build without the
+  // counts hold none.
+  dp->count_direct_v6();
   dp->attach_ports();
   // After the programs are swapped in: a previous build without the direct
   // array kept forwarding from the hash until then, and the host routes
@@ -823,6 +827,20 @@ void Dataplane::configure_direct(const std::vector<Prefix>& pools) {
         "direct routes: IPv{} layout changed; {} host routes moved out of the array, {} into it", f,
         out, in);
   }
+}
+
+// The /128 counts of the pinned layout's pools of /64s, exact (a previous
+// run may have stopped between a count and its /128, or not kept them).
+void Dataplane::count_direct_v6() {
+  DirectLayout have;
+  if (int rc = direct_read_layout(fd(MapId::kDirectPools), fd(MapId::kDirectPoolsV6), &have))
+    throw DataplaneError(fmt::format("reading the direct tables: {}", errstr(rc)));
+  if (!have.has(DirectUnit::kV6_64)) return;
+  DirectLines lines;
+  if (int rc = lines.map(fd(MapId::kDirectV6), true))
+    throw DataplaneError(fmt::format("mapping map direct_v6: {}", errstr(rc)));
+  const size_t n = direct_count_v6(fd(MapId::kRoutesV6), lines, have);
+  spdlog::info("direct routes: {} /128s inside the delegated /64s of direct_v6 counted", n);
 }
 
 // Refuses, before anything is loaded, a port whose XDP hook the configured

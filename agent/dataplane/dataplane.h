@@ -202,6 +202,7 @@ class Dataplane {
   void fill_port_config(PortInfo& p);
   void configure_pools();
   void configure_direct(const std::vector<Prefix>& pools);
+  void count_direct_v6();
   void configure_direct_subs();
   void move_direct_subs(const DirectSubLayout& have, const DirectSubLayout& want);
   void check_pools() const;
@@ -290,6 +291,12 @@ int direct_for_each(int fd, const DirectLayout& d, DirectUnit u,
 int direct_read_layout(int pools_fd, int pools_v6_fd, DirectLayout* out);
 // Writes family f's (4 or 6) table of `d`. Throws DataplaneError.
 void direct_write_table(int f, int pools_fd, const DirectLayout& d);
+// Writes the n128 count of every line of d's pools of /64s (abi.h
+// xbng_direct_route) from the /128s in `routes_v6` (fd): each line goes from
+// its old count to the exact one in one store, so that a /128 the hash
+// holds is never uncounted. `lines` mapped writable. Returns the /128s
+// counted. Throws DataplaneError.
+size_t direct_count_v6(int routes_v6_fd, const DirectLines& lines, const DirectLayout& d);
 // Moves family f's host routes from layout `have` to `want`; fd(m) gives
 // the maps. Returns how many moved {out of the arrays, into them}. Throws
 // DataplaneError. See Dataplane::configure_direct.

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <unordered_map>
 #include <vector>
 
 #include "dataplane/dataplane.h"
@@ -116,13 +117,36 @@ void direct_write_table(int f, int pools_fd, const DirectLayout& d) {
                                      errstr(errno)));
 }
 
+size_t direct_count_v6(int routes_v6_fd, const DirectLines& lines, const DirectLayout& d) {
+  if (!d.has(DirectUnit::kV6_64)) return 0;
+  std::unordered_map<uint32_t, uint32_t> count;  // slot -> /128s inside its /64
+  size_t n = 0;
+  int rc =
+      map_for_each(routes_v6_fd, 16, sizeof(struct xbng_route), [&](const void* k, const void*) {
+        auto slot = d.slot_of(DirectUnit::kV6_64, k);  // the key's first 8 bytes: its /64
+        if (!slot || *slot >= lines.size()) return;
+        ++count[*slot];
+        ++n;
+      });
+  if (rc) throw DataplaneError(fmt::format("reading map routes_v6: {}", errstr(rc)));
+  each_line_range(d, DirectUnit::kV6_64, lines.size(), [&](uint32_t first, uint32_t size) {
+    for (uint32_t slot = first; slot < first + size; ++slot) {
+      auto it = count.find(slot);
+      if (struct xbng_direct_route* l = lines.line(slot))
+        __atomic_store_n(&l->n128, it == count.end() ? 0u : it->second, __ATOMIC_SEQ_CST);
+    }
+  });
+  return n;
+}
+
 // Each host route is in exactly the place the table says at every instant
 // the fast path can look: every entry of the old layout is copied into its
 // hash, the table emptied (all on the hash path), the lines of both layouts
 // cleared (memset through the mapping: a line outside the old layout may
 // hold what a move cut short left); then the hash entries inside the new
-// layout are copied into their lines, the new table written, and those
-// hash entries deleted.
+// layout are copied into their lines, the /128s inside its pools of /64s
+// counted in their lines (direct_count_v6), the new table written, and
+// those hash entries deleted.
 std::pair<size_t, size_t> direct_relayout(int f, const DirectLayout& have, const DirectLayout& want,
                                           const std::function<int(MapId)>& fd) {
   const MapId arr = f == 4 ? MapId::kDirectV4 : MapId::kDirectV6;
@@ -163,6 +187,7 @@ std::pair<size_t, size_t> direct_relayout(int f, const DirectLayout& have, const
         });
     if (rc) throw DataplaneError(fmt::format("reading map {}: {}", map_name(hash), errstr(rc)));
   }
+  if (f == 6) direct_count_v6(fd(MapId::kRoutesV6), lines, want);
   direct_write_table(f, fd(table), want);
   for (size_t i = 0; i < units.size(); ++i) {
     const size_t ks = direct_key_size(units[i]);

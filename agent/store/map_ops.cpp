@@ -3,12 +3,15 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <spdlog/spdlog.h>
+#include <fmt/format.h>
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <set>
 #include <vector>
 
 #include "store_read.skel.h"
@@ -163,9 +166,15 @@ BpfMapOps::BpfMapOps(const StoreMaps& maps, bool chunked_reads)
   if (maps_.direct.has(DirectUnit::kV4) && lines_v4_.map(fd(MapId::kDirectV4), false) != 0)
     spdlog::warn("store: direct_v4 not mapped ({}); its lines read one system call each",
                  std::strerror(errno));
-  if (!maps_.direct.v6.empty() && lines_v6_.map(fd(MapId::kDirectV6), false) != 0)
+  // With a pool of /64s its lines are written through the mapping (the
+  // route and the count of a line have two writers): no way around it.
+  const bool counts = maps_.direct.has(DirectUnit::kV6_64);
+  if (!maps_.direct.v6.empty() && lines_v6_.map(fd(MapId::kDirectV6), counts) != 0) {
+    if (counts)
+      throw DataplaneError(fmt::format("store: mapping direct_v6: {}", std::strerror(errno)));
     spdlog::warn("store: direct_v6 not mapped ({}); its lines read one system call each",
                  std::strerror(errno));
+  }
 }
 
 BpfMapOps::~BpfMapOps() = default;
@@ -257,14 +266,35 @@ int BpfMapOps::direct_update(DirectUnit u, uint32_t slot, const void* value, uin
   struct xbng_direct_route e {};
   std::memcpy(&e.r, value, sizeof e.r);
   if (e.r.sub.ifindex == 0) return errno = EINVAL, -EINVAL;  // would read as empty
+  if (u == DirectUnit::kV6_64) {  // the route alone: the count is kRoutesV6's
+    struct xbng_direct_route* l = lines_v6_.line(slot);
+    if (!l) return errno = E2BIG, -E2BIG;
+    std::memcpy(&l->r, &e.r, sizeof e.r);
+    return 0;
+  }
   return rc_of(bpf_map_update_elem(fd(direct_array_map(u)), &slot, &e, BPF_ANY));
 }
 
 int BpfMapOps::direct_erase(DirectUnit u, uint32_t slot) {
   struct xbng_route old;
   if (int rc = direct_lookup(u, slot, &old)) return rc;
+  if (u == DirectUnit::kV6_64) {
+    std::memset(&lines_v6_.line(slot)->r, 0, sizeof old);
+    return 0;
+  }
   const struct xbng_direct_route empty {};
   return rc_of(bpf_map_update_elem(fd(direct_array_map(u)), &slot, &empty, BPF_ANY));
+}
+
+struct xbng_direct_route* BpfMapOps::counting_line(MapId m, const void* key) const {
+  if (m != MapId::kRoutesV6 || !maps_.direct.has(DirectUnit::kV6_64)) return nullptr;
+  auto slot = slot_of(DirectUnit::kV6_64, key);  // the key's first 8 bytes: its /64
+  return slot ? lines_v6_.line(*slot) : nullptr;
+}
+
+void BpfMapOps::add_128(const uint8_t* key, int delta) {
+  if (struct xbng_direct_route* l = counting_line(MapId::kRoutesV6, key))
+    __atomic_fetch_add(&l->n128, static_cast<uint32_t>(delta), __ATOMIC_SEQ_CST);
 }
 
 int BpfMapOps::lookup(MapId m, const void* key, void* value) const {
@@ -278,6 +308,14 @@ int BpfMapOps::update(MapId m, const void* key, const void* value, uint64_t flag
   if (auto slot = dsub_slot(m, key)) return dsub_update(*slot, value, flags);
   if (auto u = direct(m))
     if (auto slot = slot_of(*u, key)) return direct_update(*u, *slot, value, flags);
+  if (counting_line(m, key)) {  // a /128 inside a pool of /64s: counted first
+    struct xbng_route old;
+    const bool had = bpf_map_lookup_elem(fd(m), key, &old) == 0;
+    if (!had) add_128(static_cast<const uint8_t*>(key), +1);
+    const int rc = rc_of(bpf_map_update_elem(fd(m), key, value, flags));
+    if (rc && !had) add_128(static_cast<const uint8_t*>(key), -1);
+    return rc ? (errno = -rc, rc) : 0;
+  }
   return rc_of(bpf_map_update_elem(fd(m), key, value, flags));
 }
 
@@ -285,13 +323,23 @@ int BpfMapOps::erase(MapId m, const void* key) {
   if (auto slot = dsub_slot(m, key)) return dsub_erase(*slot);
   if (auto u = direct(m))
     if (auto slot = slot_of(*u, key)) return direct_erase(*u, *slot);
-  return rc_of(bpf_map_delete_elem(fd(m), key));
+  const int rc = rc_of(bpf_map_delete_elem(fd(m), key));
+  if (rc == 0 && counting_line(m, key)) add_128(static_cast<const uint8_t*>(key), -1);
+  return rc;
 }
 
 int BpfMapOps::update_many(MapId m, const void* keys, const void* values, size_t n, size_t key_size,
                            size_t value_size, size_t* done) {
   if (m == MapId::kSubscribers && !maps_.direct_subs.empty())
     return dsub_update_many(keys, values, n, key_size, value_size, done);
+  if (m == MapId::kRoutesV6 && maps_.direct.has(DirectUnit::kV6_64))
+    return v6_update_many(static_cast<const uint8_t*>(keys), static_cast<const uint8_t*>(values), n,
+                          value_size, done);
+  return route_update_many(m, keys, values, n, key_size, value_size, done);
+}
+
+int BpfMapOps::route_update_many(MapId m, const void* keys, const void* values, size_t n,
+                                 size_t key_size, size_t value_size, size_t* done) {
   auto u = direct(m);
   if (!u) return map_update_many(fd(m), keys, values, n, key_size, value_size, done);
   return direct_update_many(*u, static_cast<const uint8_t*>(keys),
@@ -299,52 +347,117 @@ int BpfMapOps::update_many(MapId m, const void* keys, const void* values, size_t
 }
 
 // Runs of consecutive keys on one path, each in batches: the hash's as
-// they are, the array's as slots and line-sized values.
+// they are, the array's as slots and line-sized values (a pool of /64s:
+// the routes copied into their lines, the counts left as they are).
 int BpfMapOps::direct_update_many(DirectUnit u, const uint8_t* k, const uint8_t* v, size_t n,
                                   size_t key_size, size_t value_size, size_t* done) {
   const MapId hash = direct_hash_map(u), arr = direct_array_map(u);
-  *done = 0;
   std::vector<uint32_t> slots;
   std::vector<struct xbng_direct_route> lines;
-  while (*done < n) {
+  auto inside = [&](size_t i) { return slot_of(u, k + i * key_size).has_value(); };
+  auto array = [&](size_t i, size_t end, size_t* part) {
     slots.clear();
     lines.clear();
-    for (size_t i = *done; i < n; ++i) {
-      auto slot = slot_of(u, k + i * key_size);
-      if (!slot) break;
+    for (; i < end; ++i) {
       struct xbng_direct_route e {};
       std::memcpy(&e.r, v + i * value_size, sizeof e.r);
-      if (e.r.sub.ifindex == 0) break;  // would read as empty: direct_update refuses it below
-      slots.push_back(*slot);
+      if (e.r.sub.ifindex == 0) break;  // would read as empty: refused below
+      slots.push_back(*slot_of(u, k + i * key_size));
       lines.push_back(e);
     }
-    if (!slots.empty()) {
-      size_t part = 0;
-      const int rc = map_update_many(fd(arr), slots.data(), lines.data(), slots.size(),
-                                     sizeof(uint32_t), sizeof(struct xbng_direct_route), &part);
-      *done += part;
-      if (rc) return rc;
-      continue;
+    int rc = 0;
+    if (u == DirectUnit::kV6_64) {
+      for (*part = 0; *part < slots.size() && rc == 0; ++*part)
+        rc = direct_update(u, slots[*part], &lines[*part].r, BPF_ANY);
+      if (rc) --*part;
+    } else if (!slots.empty()) {
+      rc = map_update_many(fd(arr), slots.data(), lines.data(), slots.size(), sizeof(uint32_t),
+                           sizeof(struct xbng_direct_route), part);
     }
-    if (auto slot = slot_of(u, k + *done * key_size)) {
-      if (int rc = direct_update(u, *slot, v + *done * value_size, BPF_ANY)) return rc;
-      ++*done;
-      continue;
-    }
-    size_t end = *done + 1;
-    while (end < n && !slot_of(u, k + end * key_size)) ++end;
-    size_t part = 0;
-    const int rc = map_update_many(fd(hash), k + *done * key_size, v + *done * value_size,
-                                   end - *done, key_size, value_size, &part);
-    *done += part;
-    if (rc) return rc;
+    if (rc == 0 && i < end) rc = (errno = EINVAL, -EINVAL);
+    return rc;
+  };
+  auto hashed = [&](size_t i, size_t end, size_t* part) {
+    return map_update_many(fd(hash), k + i * key_size, v + i * value_size, end - i, key_size,
+                           value_size, part);
+  };
+  return split_runs(n, done, inside, array, hashed);
+}
+
+// The /128s new to the hash inside pools of /64s are counted before the
+// write; those the write left out, uncounted after it.
+int BpfMapOps::v6_update_many(const uint8_t* k, const uint8_t* v, size_t n, size_t value_size,
+                              size_t* done) {
+  const std::vector<size_t> counted = count_new_128(k, n);
+  const int rc = route_update_many(MapId::kRoutesV6, k, v, n, 16, value_size, done);
+  if (rc) {
+    for (size_t i : counted)
+      if (i >= *done) add_128(k + i * 16, -1);
+    errno = -rc;
   }
-  return 0;
+  return rc;
+}
+
+std::vector<size_t> BpfMapOps::count_new_128(const uint8_t* k, size_t n) {
+  std::vector<size_t> at;
+  for (size_t i = 0; i < n; ++i)
+    if (counting_line(MapId::kRoutesV6, k + i * 16)) at.push_back(i);
+  if (at.empty()) return at;
+  std::vector<uint8_t> hk(at.size() * 16), hv(at.size() * sizeof(struct xbng_route)), hf(at.size());
+  for (size_t j = 0; j < at.size(); ++j) std::memcpy(&hk[j * 16], k + at[j] * 16, 16);
+  hash_lookup_many(MapId::kRoutesV6, hk.data(), at.size(), 16, hv.data(), sizeof(struct xbng_route),
+                   hf.data());
+  std::vector<size_t> counted;
+  std::set<std::array<uint8_t, 16>> seen;  // a key twice in the batch: counted once
+  for (size_t j = 0; j < at.size(); ++j) {
+    std::array<uint8_t, 16> key;
+    std::memcpy(key.data(), &hk[j * 16], 16);
+    if (hf[j] || !seen.insert(key).second) continue;
+    add_128(k + at[j] * 16, +1);
+    counted.push_back(at[j]);
+  }
+  return counted;
+}
+
+std::vector<size_t> BpfMapOps::present_128(const uint8_t* k, const std::vector<size_t>& at) const {
+  std::vector<size_t> present;
+  std::set<std::array<uint8_t, 16>> seen;  // a key twice in the batch: uncounted once
+  for (size_t i : at) {
+    struct xbng_route r;
+    std::array<uint8_t, 16> key;
+    std::memcpy(key.data(), k + i * 16, 16);
+    if (seen.insert(key).second && bpf_map_lookup_elem(fd(MapId::kRoutesV6), key.data(), &r) == 0)
+      present.push_back(i);
+  }
+  return present;
+}
+
+// The /128s inside pools of /64s that were present are uncounted once
+// deleted (after a failure: those gone).
+int BpfMapOps::v6_delete_many(const uint8_t* k, size_t n) {
+  std::vector<size_t> at;
+  for (size_t i = 0; i < n; ++i)
+    if (counting_line(MapId::kRoutesV6, k + i * 16)) at.push_back(i);
+  const std::vector<size_t> present = present_128(k, at);
+  const int rc = route_delete_many(MapId::kRoutesV6, k, n, 16);
+  for (size_t i : present) {
+    struct xbng_route r;
+    if (rc && bpf_map_lookup_elem(fd(MapId::kRoutesV6), k + i * 16, &r) == 0) continue;
+    add_128(k + i * 16, -1);
+  }
+  if (rc) errno = -rc;
+  return rc;
 }
 
 int BpfMapOps::delete_many(MapId m, const void* keys, size_t n, size_t key_size) {
   if (m == MapId::kSubscribers && !maps_.direct_subs.empty())
     return dsub_delete_many(keys, n, key_size);
+  if (m == MapId::kRoutesV6 && maps_.direct.has(DirectUnit::kV6_64))
+    return v6_delete_many(static_cast<const uint8_t*>(keys), n);
+  return route_delete_many(m, keys, n, key_size);
+}
+
+int BpfMapOps::route_delete_many(MapId m, const void* keys, size_t n, size_t key_size) {
   auto u = direct(m);
   if (!u) return map_delete_many(fd(m), keys, n, key_size);
   const auto* k = static_cast<const uint8_t*>(keys);

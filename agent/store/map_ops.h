@@ -14,6 +14,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "dataplane/dataplane.h"
 
@@ -69,7 +70,13 @@ class StoreReader;
 // route maps runs bpf/store_read.bpf.c (a chunk of keys per system call);
 // where that program does not load (an older kernel, no CAP_BPF), and for
 // the LPM prefix maps, it looks up one key at a time. A key inside a direct
-// pool is read from its line in place (a read-only mapping of the array).
+// pool is read from its line in place (a mapping of the array). A /64 is
+// written into its line through the mapping, the route alone: the line's
+// n128 count belongs to the writes of kRoutesV6, which may run on another
+// thread at the same time. A /128 of kRoutesV6 inside a pool of /64s stays
+// in the hash and is counted in its /64's line: the count raised before
+// the /128 is inserted, lowered after it is deleted (abi.h
+// xbng_direct_route), kRoutesV6 being written by one thread at a time.
 class BpfMapOps final : public MapOps {
  public:
   // `chunked_reads` false: never load the program (what a kernel that
@@ -108,6 +115,29 @@ class BpfMapOps final : public MapOps {
                           size_t value_size, uint8_t* found) const;
   int direct_update_many(DirectUnit u, const uint8_t* keys, const uint8_t* values, size_t n,
                          size_t key_size, size_t value_size, size_t* done);
+  // Splits keys 0..n-1 into runs of consecutive keys on one path (inside(i):
+  // key i lives in the array) and writes each run with array(i, end, &part)
+  // or hash(i, end, &part), which return 0 or -errno and set part to the
+  // leading keys of the run they wrote; *done adds them up. Stops at the
+  // first error. Shared by the direct routes and the direct subscribers.
+  template <typename Inside, typename Array, typename Hash>
+  static int split_runs(size_t n, size_t* done, Inside inside, Array array, Hash hash);
+  // The line of a /64 (a slot of a pool of /64s) that counts a key of m:
+  // m is kRoutesV6 and the key's /64 is inside such a pool; else null.
+  struct xbng_direct_route* counting_line(MapId m, const void* key) const;
+  // Counts the /128s of keys (kRoutesV6) that are absent from the hash
+  // into their lines, before they are written: the indexes counted are
+  // returned, to uncount those left unwritten.
+  std::vector<size_t> count_new_128(const uint8_t* keys, size_t n);
+  // The /128s of keys present in the hash (their indexes): before a delete.
+  std::vector<size_t> present_128(const uint8_t* keys, const std::vector<size_t>& at) const;
+  void add_128(const uint8_t* key, int delta);
+  int v6_update_many(const uint8_t* keys, const uint8_t* values, size_t n, size_t value_size,
+                     size_t* done);
+  int v6_delete_many(const uint8_t* keys, size_t n);
+  int route_update_many(MapId m, const void* keys, const void* values, size_t n, size_t key_size,
+                        size_t value_size, size_t* done);
+  int route_delete_many(MapId m, const void* keys, size_t n, size_t key_size);
   // Reads n keys of a hash map: in chunks through the reader, else one
   // system call each.
   void hash_lookup_many(MapId m, const void* keys, size_t n, size_t key_size, void* values,
@@ -126,8 +156,24 @@ class BpfMapOps final : public MapOps {
   void dsub_lookup_many(const void* keys, size_t n, size_t key_size, void* values,
                         size_t value_size, uint8_t* found) const;
   StoreMaps maps_;
-  DirectLines lines_v4_, lines_v6_;  // the arrays mapped read-only (lookups)
+  DirectLines lines_v4_;  // mapped read-only (lookups)
+  DirectLines lines_v6_;  // mapped writable with a pool of /64s (their routes, the counts)
   std::unique_ptr<StoreReader> reader_;
 };
+
+template <typename Inside, typename Array, typename Hash>
+int BpfMapOps::split_runs(size_t n, size_t* done, Inside inside, Array array, Hash hash) {
+  *done = 0;
+  while (*done < n) {
+    const bool in = inside(*done);
+    size_t end = *done + 1;
+    while (end < n && inside(end) == in) ++end;
+    size_t part = 0;
+    const int rc = in ? array(*done, end, &part) : hash(*done, end, &part);
+    *done += part;
+    if (rc) return rc;
+  }
+  return 0;
+}
 
 }  // namespace xbng::agent

@@ -66,42 +66,34 @@ std::optional<uint32_t> BpfMapOps::dsub_slot(MapId m, const void* key) const {
   return maps_.direct_subs.slot_of(key_at(static_cast<const uint8_t*>(key)));
 }
 
-// Runs of consecutive keys on one path, each in batches: the hash's as they
-// are, the array's as slots with the present mark.
+// Runs of consecutive keys on one path (split_runs), each in batches: the
+// hash's as they are, the array's as slots with the present mark.
 int BpfMapOps::dsub_update_many(const void* keys, const void* values, size_t n, size_t key_size,
                                 size_t value_size, size_t* done) {
   const auto* k = static_cast<const uint8_t*>(keys);
   const auto* v = static_cast<const uint8_t*>(values);
-  *done = 0;
   std::vector<uint32_t> slots;
   std::vector<struct xbng_subscriber> lines;
-  while (*done < n) {
+  auto slot_at = [&](size_t i) { return maps_.direct_subs.slot_of(key_at(k + i * key_size)); };
+  auto inside = [&](size_t i) { return slot_at(i).has_value(); };
+  auto array = [&](size_t i, size_t end, size_t* part) {
     slots.clear();
     lines.clear();
-    for (size_t i = *done; i < n; ++i) {
-      auto slot = maps_.direct_subs.slot_of(key_at(k + i * key_size));
-      if (!slot) break;
+    for (; i < end; ++i) {
       struct xbng_subscriber s;
       std::memcpy(&s, v + i * value_size, sizeof s);
       s.flags |= XBNG_SUB_F_PRESENT;
-      slots.push_back(*slot);
+      slots.push_back(*slot_at(i));
       lines.push_back(s);
     }
-    size_t part = 0;
-    int rc;
-    if (!slots.empty()) {
-      rc = map_update_many(fd(MapId::kDirectSubs), slots.data(), lines.data(), slots.size(),
-                           sizeof(uint32_t), sizeof(struct xbng_subscriber), &part);
-    } else {
-      size_t end = *done + 1;
-      while (end < n && !maps_.direct_subs.slot_of(key_at(k + end * key_size))) ++end;
-      rc = map_update_many(fd(MapId::kSubscribers), k + *done * key_size, v + *done * value_size,
-                           end - *done, key_size, value_size, &part);
-    }
-    *done += part;
-    if (rc) return rc;
-  }
-  return 0;
+    return map_update_many(fd(MapId::kDirectSubs), slots.data(), lines.data(), slots.size(),
+                           sizeof(uint32_t), sizeof(struct xbng_subscriber), part);
+  };
+  auto hashed = [&](size_t i, size_t end, size_t* part) {
+    return map_update_many(fd(MapId::kSubscribers), k + i * key_size, v + i * value_size, end - i,
+                           key_size, value_size, part);
+  };
+  return split_runs(n, done, inside, array, hashed);
 }
 
 int BpfMapOps::dsub_delete_many(const void* keys, size_t n, size_t key_size) {

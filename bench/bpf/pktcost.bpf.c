@@ -22,6 +22,7 @@
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
 #include <linux/ip.h>
+#include <linux/ipv6.h>
 #include <bpf/bpf_endian.h>
 #include <bpf/bpf_helpers.h>
 
@@ -437,6 +438,32 @@ int ref_fib(struct xdp_md *ctx)
 	f.tot_len = bpf_ntohs(ip->tot_len);
 	f.ipv4_src = ip->saddr;
 	f.ipv4_dst = ip->daddr;
+	f.ifindex = ctx->ingress_ifindex;
+	if (bpf_fib_lookup(ctx, &f, sizeof(f), 0) != BPF_FIB_LKUP_RET_SUCCESS) {
+		count(PC_CNT_REF_MISS);
+		return XDP_DROP;
+	}
+	return bpf_redirect_map(&ref_tx, 0, 0);
+}
+
+/* One kernel FIB lookup of an upstream IPv6 frame (QinQ, from the access
+ * port: the lookup xbng's upstream IPv6 path makes), then redirect: what
+ * IPv6 costs in the FIB beyond IPv4 (ref_fib). */
+SEC("xdp")
+int ref_fib6(struct xdp_md *ctx)
+{
+	void *d = (void *)(long)ctx->data, *end = (void *)(long)ctx->data_end;
+	struct ipv6hdr *ip6 = d + OFF_QINQ_L3;
+	struct bpf_fib_lookup f = {};
+
+	if ((void *)(ip6 + 1) > end)
+		return XDP_ABORTED;
+	f.family = 10; /* AF_INET6 */
+	f.flowinfo = *(__be32 *)ip6 & bpf_htonl(0x0fffffff);
+	f.l4_protocol = ip6->nexthdr;
+	f.tot_len = sizeof(*ip6) + bpf_ntohs(ip6->payload_len);
+	__builtin_memcpy(f.ipv6_src, &ip6->saddr, 16);
+	__builtin_memcpy(f.ipv6_dst, &ip6->daddr, 16);
 	f.ifindex = ctx->ingress_ifindex;
 	if (bpf_fib_lookup(ctx, &f, sizeof(f), 0) != BPF_FIB_LKUP_RET_SUCCESS) {
 		count(PC_CNT_REF_MISS);

@@ -39,6 +39,7 @@ enum pc_slot {
   PC_SLOT_REF_SUB40 = 18,
   PC_SLOT_REF_SUB64 = 19,
   PC_SLOT_REF_SUB72 = 20,
+  PC_SLOT_REF_FIB6 = 21, /* one bpf_fib_lookup of an upstream IPv6 frame */
   PC_SLOT_MAX = 24,
 };
 

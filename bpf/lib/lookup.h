@@ -49,7 +49,7 @@ XBNG_INLINE struct xbng_subscriber *subscriber_lookup(const struct xbng_sub_key 
 	return bpf_map_lookup_elem(&subscribers, key);
 }
 
-/* The route of a direct array's line: null for an empty slot (all zeros) or
+/* The route of a direct array's line: null for a slot without one (ifindex 0) or
  * no line at all. */
 XBNG_INLINE struct xbng_route *direct_route(struct xbng_direct_route *d)
 {
@@ -86,9 +86,9 @@ XBNG_INLINE struct xbng_route *direct_lookup_v4(__be32 daddr, int *in)
 
 /* An address of an IPv6 direct pool: *unit = the pool's unit (64: its slots
  * hold /64s, 128: /128s) and its line in `direct_v6` (not read yet: the
- * caller reads it with direct_route() when its turn comes, so that its miss
- * overlaps the /128 hash's). Else *unit = 0: the address is on the hash
- * path. The table as in direct_lookup_v4; nothing more when it is empty. */
+ * caller reads it with direct_route(), and a /64's count of /128s). Else
+ * *unit = 0: the address is on the hash path. The table as in
+ * direct_lookup_v4; nothing more when it is empty. */
 XBNG_INLINE struct xbng_direct_route *direct_lookup_v6(const __u32 *daddr, __u32 *unit)
 {
 	const __u32 zero = 0;
@@ -148,8 +148,9 @@ XBNG_INLINE struct xbng_route *route_lookup_v4(const __be32 *daddr)
 
 /* Downstream IPv6: host /128, then delegated /64, then other delegations.
  * Inside a direct pool of /128s its slot stands for the /128 hash, inside a
- * pool of /64s its slot for the /64 hash (after the /128 hash: a /128 still
- * wins); an empty slot goes on to the next step. */
+ * pool of /64s its slot for the /64 hash, after the /128 hash (a /128 still
+ * wins) only when the slot counts /128s of its /64 there (n128): otherwise
+ * the line alone. An empty slot goes on to the next step. */
 XBNG_INLINE struct xbng_route *route_lookup_v6(const __u32 *daddr)
 {
 	struct xbng_lpm_v6_key k;
@@ -160,6 +161,8 @@ XBNG_INLINE struct xbng_route *route_lookup_v6(const __u32 *daddr)
 	d = direct_lookup_v6(daddr, &unit);
 	if (unit == 128)
 		r = direct_route(d);
+	else if (unit == 64 && d && !d->n128)
+		r = 0;
 	else
 		r = bpf_map_lookup_elem(&routes_v6, daddr);
 	if (r)

@@ -164,11 +164,20 @@ struct xbng_direct_table_v6 {
 	struct xbng_direct_pool_v6 pools[XBNG_DIRECT_POOLS];
 };
 /* Value of `direct_v4` and `direct_v6`: a route padded to one cache line (the map is
- * mmapable so that values start page-aligned). Present when
- * r.sub.ifindex != 0 (no port has ifindex 0); an empty slot is all zeros. */
+ * mmapable so that values start page-aligned). The route is present when
+ * r.sub.ifindex != 0 (no port has ifindex 0); a slot without one has it 0.
+ * n128, in a slot of a pool of /64s only: how many /128s inside that /64
+ * live in the `routes_v6` hash. The downstream lookup reads the hash only
+ * when it is not 0, so that a /64 costs its line alone; the agent raises it
+ * before it inserts such a /128 and lowers it after it deleted one, so that
+ * it is never below the truth (above only for the instant between), and
+ * writes it exact at start (before it attaches its programs) and with every
+ * layout change. A slot may hold a count and no route (a /128 inside a /64
+ * nobody has delegated). 0 in every other slot. */
 struct xbng_direct_route {
 	struct xbng_route r;
-	__u8 pad[24];
+	__u32 n128;
+	__u8 pad[20];
 };
 
 /* ---- direct subscribers: (port, S-VID, C-VID) inside a declared range ----

@@ -661,7 +661,9 @@ TEST_F(AgentTest, DirectRoutesLiveInTheArrayAndMoveWithThePools) {
 // and /64 outside them in the hashes; counters are read from the slots and
 // carried over; a restart adopts the array; the pools removed, the routes
 // move into the hashes, and back when declared again; a delete empties the
-// slots.
+// slots. A third subscriber's /128 inside a /64 of the pool nobody
+// delegated stays in the hash, counted in that /64's line (n128) through
+// every restart and move, uncounted when deleted.
 TEST_F(AgentTest, DirectRoutesV6LiveInTheArrayAndMoveWithThePools) {
   // The /128s first (slots 0..255), then the /56's /64s (256..511).
   const std::vector<std::string> pools = {"2001:db8:67::/120", "2001:db8:6600::/56"};
@@ -673,7 +675,16 @@ TEST_F(AgentTest, DirectRoutesV6LiveInTheArrayAndMoveWithThePools) {
   out.set_ipv6("2001:db8:68::5");
   out.clear_ipv6_prefixes();
   out.add_ipv6_prefixes("2001:db8:6700:7::/64");
-  ASSERT_TRUE(upsert({in, out}).ok());
+  auto lone = make_sub(14, 3);
+  lone.set_ipv6("2001:db8:6600:9::1");  // the /56's /64 number 9: slot 256 + 9
+  lone.clear_ipv6_prefixes();
+  ASSERT_TRUE(upsert({in, out, lone}).ok());
+  auto n128 = [&](uint32_t slot) {
+    PinnedMaps m(bpffs_);
+    struct xbng_direct_route e {};
+    EXPECT_EQ(bpf_map_lookup_elem(m.fd(MapId::kDirectV6), &slot, &e), 0);
+    return e.n128;
+  };
   auto addr = [](const char* text) { return parse_prefix(std::string(text) + "/128")->addr; };
   auto a128 = addr("2001:db8:67::5"), a64 = addr("2001:db8:6600:7::");
   auto check = [&](size_t in_array, size_t in_hashes) {
@@ -685,8 +696,12 @@ TEST_F(AgentTest, DirectRoutesV6LiveInTheArrayAndMoveWithThePools) {
       ASSERT_TRUE(d64.count(std::string(a64.begin(), a64.begin() + 8)));
       EXPECT_EQ(d64.begin()->second.sub.inner_vid, 1);
     }
-    EXPECT_EQ(kernel_count(MapId::kRoutesV6), in_hashes);
+    EXPECT_EQ(kernel_count(MapId::kRoutesV6), in_hashes + 1);  // and lone's /128
     EXPECT_EQ(kernel_count(MapId::kRoutesV6_64), in_hashes);
+    if (in_array) {
+      EXPECT_EQ(n128(256 + 9), 1u);
+      EXPECT_EQ(n128(256 + 7), 0u);
+    }
   };
   check(1, 1);  // only the other subscriber's in the hashes
   {
@@ -722,6 +737,9 @@ TEST_F(AgentTest, DirectRoutesV6LiveInTheArrayAndMoveWithThePools) {
   ASSERT_TRUE(del({{14, 1}}, &r).ok());
   EXPECT_EQ(r.deleted(), 1u);
   check(0, 1);
+  EXPECT_EQ(n128(256 + 9), 1u);
+  ASSERT_TRUE(del({{14, 3}}, &r).ok());
+  EXPECT_EQ(n128(256 + 9), 0u);
 }
 
 // Direct subscribers: a key inside a declared S-VLAN range lives only in the

@@ -255,7 +255,8 @@ class Harness {
   struct Snapshot;
   Snapshot snapshot();
   void fill_baseline();
-  void fill_direct_v6();  // the IPv6 direct pools: pools_v6 and their table
+  void fill_direct_v6();   // the IPv6 direct pools: pools_v6 and their table
+  void count_direct_v6();  // the /128 counts of the pool of /64s' lines
   void clear_map(const char* name);
 
   struct xbng* skel_ = nullptr;

@@ -81,6 +81,12 @@ std::vector<Row> downstream_rows() {
            ip6("2001:db8:65:108::1")));
   add(fwd6("IPv6 the /64 slot under a /128 of the hash, another address", kS2, "d64-s2",
            ip6("2001:db8:65:108::2")));
+  add(fwd6("IPv6 a /128 of the hash in a /64 of the pool nobody delegated (its line counts it)",
+           kS4, "h6e-s4", ip6("2001:db8:65:10a::5")));
+  // u6d-s2 is in the hash inside d64-s1's /64, whose line counts no /128:
+  // the line alone answers (xbngd never leaves a /128 uncounted).
+  add(fwd6("IPv6 a /64 slot counting no /128 is not looked up in the /128 hash", s1, "d64-s1",
+           ip6("2001:db8:65:109::1")));
   add(fwd6("IPv6 delegated /60 inside a direct pool of /64s, its slot empty: the trie", kS2,
            "p6d-s2", ip6("2001:db8:65:1f3::1")));
   add(fwd6("IPv6 host /128 outside the direct pools: the hash", kS7V6Only, "r6-s7", kS7V6Only.v6));

@@ -13,7 +13,7 @@ from xbnglab.frames import (ARP, Dot1AD, ICMPv6ND_NA, ICMPv6NDOptDstLLAddr, IP, 
 from xbnglab.lab import drain, recv_frames
 from xbnglab.fixture import LabSuite
 from xbnglab.traffic import Stream
-from xbnglab.xbngd import GW4, GW6, UPLINK_NET4, UPLINK_NET6, plan, subscribed
+from xbnglab.xbngd import GW4, GW6, UPLINK_NET4, UPLINK_NET6, CtlError, plan, subscribed
 
 ETH_P_8021AD = 0x88A8
 ETH_P_8021Q = 0x8100
@@ -334,6 +334,51 @@ class ForwardingDirectTest(ForwardingTest):
             self.assertIn(f"{s['ipv4']}/32", direct4)
             self.assertNotIn(f"{s['ipv4']}/32 ", hashed4)
 
+    def test_host_128_inside_a_pool_64(self):
+        # A /128 inside a /64 of the pool of /64s lives in the routes_v6 hash,
+        # counted in the /64's line (read only when it counts some): one
+        # inside its owner's own delegated /64 (another owner's is refused),
+        # one inside a /64 nobody delegated (found through the count alone),
+        # and so across a restart (the counts rewritten before the attach).
+        own = dict(plan(200, c_per_s=4), outer_vlan=110, inner_vlan=1, ipv4="100.64.0.201",
+                   ipv6="2001:db8:2000:90::5", ipv6_prefixes=["2001:db8:2000:90::/64"])
+        lone = dict(plan(201, c_per_s=4), outer_vlan=110, inner_vlan=2, ipv4="100.64.0.202",
+                    ipv6="2001:db8:2000:80::1", ipv6_prefixes=[])
+        for s in (own, lone):
+            args = ["sub", "add", "--port", s["port"], "--outer", str(s["outer_vlan"]), "--inner",
+                    str(s["inner_vlan"]), "--mac", s["mac"], "--ipv4", s["ipv4"], "--ipv6", s["ipv6"]]
+            for p in s["ipv6_prefixes"]:
+                args += ["--ipv6-prefix", p]
+            self.x.ctl(*args)
+
+        def reaches(dst, s):
+            drain(self.sub_sock)
+            self.send_down(down_v6(self.n0_mac, self.upl_mac, UPLINK_NET6, dst))
+            self.check_down(s, self.expect_at_sub(qinq_to_mac(s["mac"]))[0], "hlim")
+
+        def check():
+            for dst, s in ((own["ipv6"], own), ("2001:db8:2000:90::6", own), (lone["ipv6"], lone)):
+                reaches(dst, s)
+            text = self.bpf_dump()
+            hashed6 = text[text.index("# routes_v6"):text.index("# prefixes_v4")]
+            direct6 = text[text.index("# direct_v6"):]
+            self.assertIn(f"{own['ipv6']}/128 ", hashed6)
+            self.assertIn(f"{lone['ipv6']}/128 ", hashed6)
+            self.assertIn("2001:db8:2000:90::/64 ", direct6)
+
+        check()
+        self.x.stop()
+        type(self).start_xbngd()
+        check()
+        with self.assertRaises(CtlError):  # inside another owner's /64
+            self.x.ctl("sub", "add", "--port", "acc0", "--outer", "110", "--inner", "3", "--mac",
+                       "02:00:00:00:00:cb", "--ipv4", "100.64.0.203", "--ipv6", "2001:db8:2000:90::7")
+        for s in (own, lone):
+            self.x.ctl("sub", "del", "--port", s["port"], "--outer", str(s["outer_vlan"]),
+                       "--inner", str(s["inner_vlan"]))
+            drain(self.sub_sock)
+            self.send_down(down_v6(self.n0_mac, self.upl_mac, UPLINK_NET6, s["ipv6"]))
+            self.assertEqual(recv_frames(self.sub_sock, 0.5, match=qinq_to_mac(s["mac"])), [])
 
 if __name__ == "__main__":
     unittest.main()
