@@ -895,7 +895,8 @@ TEST(RelaySocket, Socket6Loopback) { loopback_roundtrip<Socket6>(*parse_ipv6("::
 // Posted work runs on the reader thread, in the order posted; a full queue
 // refuses (nothing queued) until the reader takes it.
 TEST(RelaySocket, PostRunsInOrderOnTheReaderAndIsBounded) {
-  Socket4 s(htonl(INADDR_LOOPBACK), 0, [](uint32_t, uint16_t, auto) {}, nullptr);
+  Socket4 s(
+      htonl(INADDR_LOOPBACK), 0, [](uint32_t, uint16_t, auto) {}, nullptr);
   std::mutex mu;
   std::condition_variable cv;
   bool release = false;
@@ -910,8 +911,8 @@ TEST(RelaySocket, PostRunsInOrderOnTheReaderAndIsBounded) {
   }));
   {
     std::unique_lock l(mu);
-    ASSERT_TRUE(cv.wait_for(l, std::chrono::seconds(3),
-                            [&] { return reader != std::thread::id(); }));
+    ASSERT_TRUE(
+        cv.wait_for(l, std::chrono::seconds(3), [&] { return reader != std::thread::id(); }));
   }
   size_t queued = 0;
   for (size_t i = 0; i < UdpSocket::kMaxPosted; ++i)
