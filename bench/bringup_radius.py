@@ -154,6 +154,27 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def switches(pid: int) -> int:
+    """Context switches (voluntary + involuntary) of a process's threads so far: its wake-ups."""
+    n = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/status") as f:
+                n += sum(int(ln.split()[1]) for ln in f if "ctxt_switches:" in ln)
+        except (OSError, ValueError):
+            continue
+    return n
+
+
+def res_n(json_out: str) -> int:
+    """Sessions bound by the storm (its --json results)."""
+    try:
+        with open(json_out) as f:
+            return int(json.load(f)["results"].get("bound", 0))
+    except (OSError, ValueError, KeyError):
+        return 0
+
+
 def thread_cpu(pid: int) -> dict[int, tuple[str, float]]:
     out = {}
     for tid in os.listdir(f"/proc/{pid}/task"):
@@ -236,6 +257,7 @@ def run(a) -> int:
                          os.path.join(a.perf, f"{who}.data")],
                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
             threads0, rad0, gen0 = thread_cpu(x.daemon.pid), cpu_s(radius.proc.pid), children_cpu()
+            sw0 = switches(x.daemon.pid)
             t0 = time.monotonic()
             if a.perf:  # the generator too, as a child of perf (its CPU then includes perf's)
                 argv = ["perf", "record", "-q", "-F", "499", "--call-graph", "dwarf,16384", "-o",
@@ -244,6 +266,7 @@ def run(a) -> int:
             wall = time.monotonic() - t0
             rad, gcpu = cpu_s(radius.proc.pid) - rad0, children_cpu() - gen0
             threads1 = thread_cpu(x.daemon.pid)
+            sw = switches(x.daemon.pid) - sw0
             for p in perf:
                 p.send_signal(2)
                 p.wait(60)
@@ -253,6 +276,8 @@ def run(a) -> int:
             print(f"  CPU seconds over the storm's {wall:.2f} s: xbngd {total:.2f} "
                   f"(busiest threads: {', '.join(f'{comm}/{tid} {c:.2f}' for c, tid, comm in busy[:8] if c > 0)}), "
                   f"FreeRADIUS {rad:.2f}, generator {gcpu:.2f}")
+            print(f"  xbngd context switches over the storm: {sw:,} "
+                  f"({sw / max(1, res_n(json_out)):.2f} per session)")
             with open(json_out) as f:
                 res = json.load(f)["results"]
             if alone_rate and res.get("sessions_per_s"):

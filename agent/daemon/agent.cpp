@@ -294,7 +294,9 @@ void Agent::start_radius_access(const AgentOptions::Radius& radius, const punt::
     });
     // Accepts become subscribers on worker threads, in batches: the Accepts
     // a worker takes at once share one durable write of the session table.
-    access_sessions_->set_workers(8,
+    // Two: one writes while the other gathers the next batch (group commit);
+    // more only woke each other over the table's lock on 2 vCPUs.
+    access_sessions_->set_workers(2,
                                   radius::store_creator_many(store_.get(), radius_sessions_.get()));
     dispatcher_->set_unknown_handler(
         [s = access_sessions_.get()](const punt::PuntedFrame& f) { s->on_unknown(f); });

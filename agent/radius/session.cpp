@@ -201,6 +201,7 @@ void AccessSessions::set_workers(unsigned n, CreateManyFn create_many) {
     workers_.emplace_back([this] {
       for (;;) {
         std::vector<Job> jobs;
+        bool more = false;
         {
           std::unique_lock g(work_mu_);
           work_cv_.wait(g, [&] { return stopping_ || !work_.empty(); });
@@ -209,7 +210,11 @@ void AccessSessions::set_workers(unsigned n, CreateManyFn create_many) {
             jobs.push_back(std::move(work_.front()));
             work_.pop_front();
           }
+          more = !work_.empty();
         }
+        // Completions beyond this batch: another worker takes them (the
+        // I/O thread wakes one only when the queue was empty).
+        if (more) work_cv_.notify_one();
         complete(jobs);
       }
     });
@@ -327,11 +332,16 @@ void AccessSessions::on_unknown(const agent::punt::PuntedFrame& f) {
       self->complete(one);
       return;
     }
+    // A worker is woken when the queue was empty: completions that arrive
+    // while it runs join the queue and leave with its next batch, rather
+    // than waking a worker (and a system call) each.
+    bool first;
     {
       std::lock_guard w(self->work_mu_);
+      first = self->work_.empty();
       self->work_.push_back(std::move(j));
     }
-    self->work_cv_.notify_one();
+    if (first) self->work_cv_.notify_one();
   });
 }
 
