@@ -154,16 +154,16 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def switches(pid: int) -> int:
-    """Context switches (voluntary + involuntary) of a process's threads so far: its wake-ups."""
-    n = 0
+def switches(pid: int) -> dict[int, int]:
+    """Context switches (voluntary + involuntary) of each thread of a process so far: its wake-ups."""
+    out = {}
     for tid in os.listdir(f"/proc/{pid}/task"):
         try:
             with open(f"/proc/{pid}/task/{tid}/status") as f:
-                n += sum(int(ln.split()[1]) for ln in f if "ctxt_switches:" in ln)
+                out[int(tid)] = sum(int(ln.split()[1]) for ln in f if "ctxt_switches:" in ln)
         except (OSError, ValueError):
             continue
-    return n
+    return out
 
 
 def res_n(json_out: str) -> int:
@@ -266,7 +266,10 @@ def run(a) -> int:
             wall = time.monotonic() - t0
             rad, gcpu = cpu_s(radius.proc.pid) - rad0, children_cpu() - gen0
             threads1 = thread_cpu(x.daemon.pid)
-            sw = switches(x.daemon.pid) - sw0
+            sw1 = switches(x.daemon.pid)
+            sw_by = sorted(((n - sw0.get(t, 0), t) for t, n in sw1.items()), reverse=True)
+            sw = sum(n for n, _ in sw_by)
+            unknown = ("?", 0.0)
             for p in perf:
                 p.send_signal(2)
                 p.wait(60)
@@ -277,7 +280,8 @@ def run(a) -> int:
                   f"(busiest threads: {', '.join(f'{comm}/{tid} {c:.2f}' for c, tid, comm in busy[:8] if c > 0)}), "
                   f"FreeRADIUS {rad:.2f}, generator {gcpu:.2f}")
             print(f"  xbngd context switches over the storm: {sw:,} "
-                  f"({sw / max(1, res_n(json_out)):.2f} per session)")
+                  f"({sw / max(1, res_n(json_out)):.2f} per session; by thread: "
+                  f"{', '.join(f'{threads1.get(t, unknown)[0]}/{t} {n:,}' for n, t in sw_by[:6] if n)})")
             with open(json_out) as f:
                 res = json.load(f)["results"]
             if alone_rate and res.get("sessions_per_s"):

@@ -197,6 +197,22 @@ AccessSessions::~AccessSessions() {
 
 void AccessSessions::set_workers(unsigned n, CreateManyFn create_many) {
   create_many_ = std::move(create_many);
+  // The completions of one pass of the client's I/O thread wake one worker
+  // together, at the pass's end, rather than one each as they come.
+  if (n)
+    notify_after_pass_ = client_->set_after_completions([alive = std::weak_ptr<Alive>(alive_)] {
+      auto a = alive.lock();
+      if (!a) return;
+      std::lock_guard g(a->mu);
+      AccessSessions* self = a->self;
+      if (!self) return;
+      bool any;
+      {
+        std::lock_guard w(self->work_mu_);
+        any = !self->work_.empty();
+      }
+      if (any) self->work_cv_.notify_one();
+    });
   for (unsigned i = 0; i < n; ++i)
     workers_.emplace_back([this] {
       for (;;) {
@@ -332,7 +348,8 @@ void AccessSessions::on_unknown(const agent::punt::PuntedFrame& f) {
       self->complete(one);
       return;
     }
-    // A worker is woken when the queue was empty: completions that arrive
+    // A worker is woken at the end of the client's pass (notify_after_pass_)
+    // or, without that, when the queue was empty: completions that arrive
     // while it runs join the queue and leave with its next batch, rather
     // than waking a worker (and a system call) each.
     bool first;
@@ -341,7 +358,7 @@ void AccessSessions::on_unknown(const agent::punt::PuntedFrame& f) {
       first = self->work_.empty();
       self->work_.push_back(std::move(j));
     }
-    if (first) self->work_cv_.notify_one();
+    if (first && !self->notify_after_pass_) self->work_cv_.notify_one();
   });
 }
 

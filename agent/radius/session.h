@@ -235,6 +235,8 @@ class AccessSessions {
   std::condition_variable work_cv_;
   std::deque<Job> work_;
   bool stopping_ = false;
+  // The client wakes a worker after each pass (set_after_completions).
+  bool notify_after_pass_ = false;
   std::mutex redispatch_mu_;
   std::vector<std::thread> workers_;
 };
