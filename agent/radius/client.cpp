@@ -550,15 +550,7 @@ class ClientImpl final : public Client {
 
   void run() {
     std::vector<pollfd> pfds;
-    size_t handled = 0;  // requests taken and replies read by the last pass
     while (!stop_.load()) {
-      // A busy pass (a storm) lets more requests and replies gather before
-      // the next one: a pass then takes tens of them for one wake-up, its
-      // requests leave in one sendmmsg, and the workers get their Accepts
-      // in one batch. At most kGatherUs more per exchange, and only while
-      // busy: a lone request goes out at once.
-      if (handled >= kBusyPass) std::this_thread::sleep_for(std::chrono::microseconds(kGatherUs));
-      handled = 0;
       auto now = Clock::now();
       // Take new requests.
       std::vector<std::unique_ptr<Request>> fresh;
@@ -569,7 +561,6 @@ class ClientImpl final : public Client {
         outstanding_.fetch_add(fresh.size(), std::memory_order_relaxed);
         after = after_;
       }
-      handled += fresh.size();
       for (auto& q : fresh) {
         q->seq = ++seq_;
         if (q->acct)
@@ -625,7 +616,6 @@ class ClientImpl final : public Client {
           }
           int got = recvmmsg(s.fd, rx_.msg.data(), kRecvBatch, MSG_DONTWAIT, nullptr);
           if (got <= 0) break;
-          handled += static_cast<size_t>(got);
           for (int m = 0; m < got; ++m)
             on_datagram(s, rx_.buf[m].data(), rx_.msg[m].msg_len, rx_.from[m]);
           if (got < kRecvBatch) break;
@@ -656,9 +646,6 @@ class ClientImpl final : public Client {
   std::shared_ptr<const std::function<void()>> after_;  // under mu_
   // I/O thread only: callbacks run since the last after_pass().
   size_t completed_ = 0;
-  // A pass that took or read this many is busy: the next waits kGatherUs.
-  static constexpr size_t kBusyPass = 8;
-  static constexpr int kGatherUs = 1000;
   std::atomic<size_t> outstanding_{0};
   Counters c_;
   // I/O thread only.
