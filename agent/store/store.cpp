@@ -107,19 +107,24 @@ void SubscriberStore::bindings_many(std::span<const SubKey> keys, std::vector<Su
   out->assign(n, SubscriberSpec{});
   learned->assign(n, std::nullopt);
   found->assign(n, 0);
-  std::shared_lock l(mu_);
   std::vector<SubKey> read;  // provisioned without MAC: the map may hold a learned one
   std::vector<uint32_t> at;
-  for (size_t i = 0; i < n; ++i) {
-    auto it = index_.find(key_rank(keys[i]));
-    if (it == index_.end()) continue;
-    (*found)[i] = 1;
-    (*out)[i] = recs_[it->second];
-    if ((*out)[i].has_mac) continue;
-    read.push_back(keys[i]);
-    at.push_back(static_cast<uint32_t>(i));
+  {
+    std::shared_lock l(mu_);
+    for (size_t i = 0; i < n; ++i) {
+      auto it = index_.find(key_rank(keys[i]));
+      if (it == index_.end()) continue;
+      (*found)[i] = 1;
+      (*out)[i] = recs_[it->second];
+      if ((*out)[i].has_mac) continue;
+      read.push_back(keys[i]);
+      at.push_back(static_cast<uint32_t>(i));
+    }
   }
   if (read.empty()) return;
+  // The map read without the store's lock: a batch of keys takes a while,
+  // and the writers (upserts of the bring-up's workers) must not wait for
+  // it. A subscriber deleted meanwhile reads as having learned nothing.
   std::vector<struct xbng_subscriber> vals(read.size());
   std::vector<uint8_t> hit(read.size(), 0);
   maps_->lookup_many(MapId::kSubscribers, read.data(), read.size(), sizeof(SubKey), vals.data(),
