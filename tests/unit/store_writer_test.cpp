@@ -249,15 +249,15 @@ TEST_F(StoreWriter, BindingsManyReadsWhatBindingReads) {
     ASSERT_EQ(maps_->update(MapId::kSubscribers, &k, &sv, BPF_ANY), 0);
     break;
   }
-  std::vector<agent::SubscriberSpec> specs;
-  std::vector<std::optional<agent::Mac>> learned;
+  std::vector<SubscriberSpec> specs;
+  std::vector<std::optional<Mac>> learned;
   std::vector<uint8_t> found;
   store_->bindings_many(keys, &specs, &learned, &found);
   EXPECT_EQ(found, (std::vector<uint8_t>{1, 0, 1}));
   int with_learned = 0;
   for (size_t i : {0u, 2u}) {
-    agent::SubscriberSpec one;
-    std::optional<agent::Mac> l;
+    SubscriberSpec one;
+    std::optional<Mac> l;
     ASSERT_TRUE(store_->binding(keys[i], &one, &l));
     EXPECT_TRUE(specs[i].same_provisioning(one)) << i;
     EXPECT_EQ(learned[i], l) << i;
