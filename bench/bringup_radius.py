@@ -9,8 +9,8 @@ SOLICIT/REPLY + RS/RA, window-limited): each CPE's first DISCOVER makes xbngd
 send an Access-Request, the Accept creates the subscriber, and the kept
 frames are answered. Prints the generator's figures (sessions/s, p50/p99
 time to bound, xbngd CPU and RSS), the CPU seconds of FreeRADIUS, of the
-generator and of xbngd's busiest threads during the storm, and xbngd's
-counters; asserts nothing.
+generator and of xbngd's busiest threads during the storm, xbngd's context
+switches (per session and by thread), and xbngd's counters; asserts nothing.
 
 FreeRADIUS runs a lean virtual server of its own (`--freeradius stock`: the
 packaged one): authorize { files } (rlm_files keeps the users file hashed
