@@ -323,6 +323,24 @@ void Agent::start_radius_access(const AgentOptions::Radius& radius, const punt::
   }
 }
 
+// Accounting's `identities` hook: the subscribers of a pass's Starts, their
+// learned MACs read together (SubscriberStore::bindings_many).
+static void acct_identities(const SubscriberStore& s, const PortResolver& res,
+                            std::span<const SubKey> keys, std::vector<radius::AcctView>* out,
+                            std::vector<uint8_t>* found) {
+  std::vector<SubscriberSpec> specs;
+  std::vector<std::optional<Mac>> learned;
+  s.bindings_many(keys, &specs, &learned, found);
+  out->resize(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (!(*found)[i]) continue;
+    SubscriberView v;
+    v.spec = std::move(specs[i]);
+    v.learned_mac = learned[i];
+    (*out)[i] = radius::acct_view_of(v, res.name(keys[i].ifindex));
+  }
+}
+
 void Agent::start_accounting(const AgentOptions::Radius& radius, const std::string& lease_file) {
   radius::AcctOptions ao = radius.acct;
   ao.state_file = lease_file.empty() ? ""
@@ -355,21 +373,9 @@ void Agent::start_accounting(const AgentOptions::Radius& radius, const std::stri
     *out = radius::acct_view_of(v, res.name(k.ifindex));
     return true;
   };
-  h.identities = [s = store_.get(), res](std::span<const SubKey> keys,
-                                         std::vector<radius::AcctView>* out,
-                                         std::vector<uint8_t>* found) {
-    std::vector<SubscriberSpec> specs;
-    std::vector<std::optional<Mac>> learned;
-    s->bindings_many(keys, &specs, &learned, found);
-    out->resize(keys.size());
-    for (size_t i = 0; i < keys.size(); ++i) {
-      if (!(*found)[i]) continue;
-      SubscriberView v;
-      v.spec = std::move(specs[i]);
-      v.learned_mac = learned[i];
-      (*out)[i] = radius::acct_view_of(v, res.name(keys[i].ifindex));
-    }
-  };
+  h.identities = [s = store_.get(), res](
+                     std::span<const SubKey> keys, std::vector<radius::AcctView>* out,
+                     std::vector<uint8_t>* found) { acct_identities(*s, res, keys, out, found); };
   h.remove = [s = store_.get()](const SubKey& k) -> absl::Status {
     uint64_t deleted = 0, not_found = 0;
     absl::Status st = s->remove({k}, &deleted, &not_found);

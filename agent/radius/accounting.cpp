@@ -590,7 +590,8 @@ void Accounting::prepare_starts(const std::vector<Event>& events) {
   for (size_t i = 0; i < cand.size(); ++i) {
     if (!found[i]) continue;  // deleted meanwhile
     data[i].acct_started = true;
-    starting_.emplace(agent::key_rank(cand[i]), std::make_pair(std::move(data[i]), std::move(views[i])));
+    starting_.emplace(agent::key_rank(cand[i]),
+                      std::make_pair(std::move(data[i]), std::move(views[i])));
     keys.push_back(cand[i]);
   }
   if (keys.empty()) return;

@@ -548,6 +548,26 @@ class ClientImpl final : public Client {
     if (after) (*after)();
   }
 
+  // The replies waiting on s: up to kRecvBatch per system call, 256 per
+  // socket and wake-up.
+  void read_replies(Socket& s) {
+    for (int burst = 0; burst < 256; burst += kRecvBatch) {
+      for (int m = 0; m < kRecvBatch; ++m) {
+        rx_.iov[m] = {rx_.buf[m].data(), rx_.buf[m].size()};
+        rx_.msg[m] = {};
+        rx_.msg[m].msg_hdr.msg_iov = &rx_.iov[m];
+        rx_.msg[m].msg_hdr.msg_iovlen = 1;
+        rx_.msg[m].msg_hdr.msg_name = &rx_.from[m];
+        rx_.msg[m].msg_hdr.msg_namelen = sizeof rx_.from[m];
+      }
+      int got = recvmmsg(s.fd, rx_.msg.data(), kRecvBatch, MSG_DONTWAIT, nullptr);
+      if (got <= 0) break;
+      for (int m = 0; m < got; ++m)
+        on_datagram(s, rx_.buf[m].data(), rx_.msg[m].msg_len, rx_.from[m]);
+      if (got < kRecvBatch) break;
+    }
+  }
+
   void run() {
     std::vector<pollfd> pfds;
     while (!stop_.load()) {
@@ -601,26 +621,8 @@ class ClientImpl final : public Client {
         ssize_t r = read(wake_, &v, sizeof v);
         (void)r;
       }
-      for (size_t i = 1; i < pfds.size(); ++i) {
-        if (!(pfds[i].revents & POLLIN)) continue;
-        Socket& s = *sockets_[i - 1];
-        // Up to kRecvBatch replies per system call, 256 per socket and wake-up.
-        for (int burst = 0; burst < 256; burst += kRecvBatch) {
-          for (int m = 0; m < kRecvBatch; ++m) {
-            rx_.iov[m] = {rx_.buf[m].data(), rx_.buf[m].size()};
-            rx_.msg[m] = {};
-            rx_.msg[m].msg_hdr.msg_iov = &rx_.iov[m];
-            rx_.msg[m].msg_hdr.msg_iovlen = 1;
-            rx_.msg[m].msg_hdr.msg_name = &rx_.from[m];
-            rx_.msg[m].msg_hdr.msg_namelen = sizeof rx_.from[m];
-          }
-          int got = recvmmsg(s.fd, rx_.msg.data(), kRecvBatch, MSG_DONTWAIT, nullptr);
-          if (got <= 0) break;
-          for (int m = 0; m < got; ++m)
-            on_datagram(s, rx_.buf[m].data(), rx_.msg[m].msg_len, rx_.from[m]);
-          if (got < kRecvBatch) break;
-        }
-      }
+      for (size_t i = 1; i < pfds.size(); ++i)
+        if (pfds[i].revents & POLLIN) read_replies(*sockets_[i - 1]);
       after_pass(after);
     }
     // Shutting down: whatever is outstanding is not delivered.
@@ -642,7 +644,7 @@ class ClientImpl final : public Client {
   std::atomic<bool> stop_{false};
   std::thread thread_;
   std::mutex mu_;
-  std::vector<std::unique_ptr<Request>> pending_;  // under mu_
+  std::vector<std::unique_ptr<Request>> pending_;       // under mu_
   std::shared_ptr<const std::function<void()>> after_;  // under mu_
   // I/O thread only: callbacks run since the last after_pass().
   size_t completed_ = 0;

@@ -339,27 +339,28 @@ void AccessSessions::on_unknown(const agent::punt::PuntedFrame& f) {
     auto a = alive.lock();
     if (!a) return;
     std::lock_guard g(a->mu);
-    AccessSessions* self = a->self;
-    if (!self) return;
-    Job j{k, generation, req, r};
-    if (self->workers_.empty()) {
-      std::vector<Job> one;
-      one.push_back(std::move(j));
-      self->complete(one);
-      return;
-    }
-    // A worker is woken at the end of the client's pass (notify_after_pass_)
-    // or, without that, when the queue was empty: completions that arrive
-    // while it runs join the queue and leave with its next batch, rather
-    // than waking a worker (and a system call) each.
-    bool first;
-    {
-      std::lock_guard w(self->work_mu_);
-      first = self->work_.empty();
-      self->work_.push_back(std::move(j));
-    }
-    if (first && !self->notify_after_pass_) self->work_cv_.notify_one();
+    if (AccessSessions* self = a->self) self->answered(Job{k, generation, req, r});
   });
+}
+
+void AccessSessions::answered(Job j) {
+  if (workers_.empty()) {
+    std::vector<Job> one;
+    one.push_back(std::move(j));
+    complete(one);
+    return;
+  }
+  // A worker is woken at the end of the client's pass (notify_after_pass_)
+  // or, without that, when the queue was empty: completions that arrive
+  // while it runs join the queue and leave with its next batch, rather
+  // than waking a worker (and a system call) each.
+  bool first;
+  {
+    std::lock_guard w(work_mu_);
+    first = work_.empty();
+    work_.push_back(std::move(j));
+  }
+  if (first && !notify_after_pass_) work_cv_.notify_one();
 }
 
 void AccessSessions::hold(const SubKey& k, uint64_t generation) {

@@ -193,6 +193,9 @@ class AccessSessions {
     AccessRequest req;
     AccessResult result;
   };
+  // An answered request (on the client's thread): completed inline, or
+  // queued for the workers.
+  void answered(Job j);
   void complete(std::vector<Job>& jobs);
   // An Accept's subscriber and session data; false (and *refused set) when
   // it cannot be one, or when the answer was not an Accept (then handled).

@@ -466,9 +466,13 @@ TEST(SessionJournal, ReplaysRecordsUpdatesAndRemovals) {
 // that need escapes or hold UTF-8; a string that is not UTF-8 is left to
 // dump() (which refuses it).
 TEST(SessionJournal, RecordJsonIsNlohmannsDump) {
-  const std::vector<std::string> strings = {
-      "", "acc0:100:200", "q\"uote\\back", std::string("nul\0ctl\x01\x1f\x7f", 10),
-      "\b\f\n\r\t", "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", "/{}[]:,"};
+  const std::vector<std::string> strings = {"",
+                                            "acc0:100:200",
+                                            "q\"uote\\back",
+                                            std::string("nul\0ctl\x01\x1f\x7f", 10),
+                                            "\b\f\n\r\t",
+                                            "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80",
+                                            "/{}[]:,"};
   for (int n = 0; n < 128; ++n) {
     const std::string& s = strings[n % strings.size()];
     agent::SubKey k{};
@@ -499,7 +503,9 @@ TEST(SessionJournal, RecordJsonIsNlohmannsDump) {
     ASSERT_TRUE(radius::append_record_json(&got, k, d, true)) << n;
     EXPECT_EQ(got, j.dump()) << n;
   }
-  for (const std::string bad : {"\xc3", "\xc0\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80", "a\xff" "b"}) {
+  for (const std::string bad : {"\xc3", "\xc0\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80",
+                                "a\xff"
+                                "b"}) {
     radius::SessionData d;
     d.user_name = bad;
     std::string got = "kept";

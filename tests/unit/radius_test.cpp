@@ -480,8 +480,7 @@ TEST(RadiusClient, AfterCompletionsFollowsEveryRunOfCallbacks) {
     for (int i = 0; i < kAnswered; ++i) {
       const auto& [q, from] = in[i];
       auto r = build_response(kAccessAccept, q.id, q.authenticator, {}, "s", true);
-      ::sendto(srv, r->data(), r->size(), 0, reinterpret_cast<const sockaddr*>(&from),
-               sizeof from);
+      ::sendto(srv, r->data(), r->size(), 0, reinterpret_cast<const sockaddr*>(&from), sizeof from);
     }
   });
   Config cfg;
