@@ -9,8 +9,8 @@ SOLICIT/REPLY + RS/RA, window-limited): each CPE's first DISCOVER makes xbngd
 send an Access-Request, the Accept creates the subscriber, and the kept
 frames are answered. Prints the generator's figures (sessions/s, p50/p99
 time to bound, xbngd CPU and RSS), the CPU seconds of FreeRADIUS, of the
-generator and of xbngd's busiest threads during the storm, and xbngd's
-counters; asserts nothing.
+generator and of xbngd's busiest threads during the storm, xbngd's context
+switches (per session and by thread), and xbngd's counters; asserts nothing.
 
 FreeRADIUS runs a lean virtual server of its own (`--freeradius stock`: the
 packaged one): authorize { files } (rlm_files keeps the users file hashed
@@ -154,6 +154,27 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def switches(pid: int) -> dict[int, int]:
+    """Context switches (voluntary + involuntary) of each thread of a process so far: its wake-ups."""
+    out = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/status") as f:
+                out[int(tid)] = sum(int(ln.split()[1]) for ln in f if "ctxt_switches:" in ln)
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def res_n(json_out: str) -> int:
+    """Sessions bound by the storm (its --json results)."""
+    try:
+        with open(json_out) as f:
+            return int(json.load(f)["results"].get("bound", 0))
+    except (OSError, ValueError, KeyError):
+        return 0
+
+
 def thread_cpu(pid: int) -> dict[int, tuple[str, float]]:
     out = {}
     for tid in os.listdir(f"/proc/{pid}/task"):
@@ -236,6 +257,7 @@ def run(a) -> int:
                          os.path.join(a.perf, f"{who}.data")],
                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
             threads0, rad0, gen0 = thread_cpu(x.daemon.pid), cpu_s(radius.proc.pid), children_cpu()
+            sw0 = switches(x.daemon.pid)
             t0 = time.monotonic()
             if a.perf:  # the generator too, as a child of perf (its CPU then includes perf's)
                 argv = ["perf", "record", "-q", "-F", "499", "--call-graph", "dwarf,16384", "-o",
@@ -244,6 +266,10 @@ def run(a) -> int:
             wall = time.monotonic() - t0
             rad, gcpu = cpu_s(radius.proc.pid) - rad0, children_cpu() - gen0
             threads1 = thread_cpu(x.daemon.pid)
+            sw1 = switches(x.daemon.pid)
+            sw_by = sorted(((n - sw0.get(t, 0), t) for t, n in sw1.items()), reverse=True)
+            sw = sum(n for n, _ in sw_by)
+            unknown = ("?", 0.0)
             for p in perf:
                 p.send_signal(2)
                 p.wait(60)
@@ -253,6 +279,9 @@ def run(a) -> int:
             print(f"  CPU seconds over the storm's {wall:.2f} s: xbngd {total:.2f} "
                   f"(busiest threads: {', '.join(f'{comm}/{tid} {c:.2f}' for c, tid, comm in busy[:8] if c > 0)}), "
                   f"FreeRADIUS {rad:.2f}, generator {gcpu:.2f}")
+            print(f"  xbngd context switches over the storm: {sw:,} "
+                  f"({sw / max(1, res_n(json_out)):.2f} per session; by thread: "
+                  f"{', '.join(f'{threads1.get(t, unknown)[0]}/{t} {n:,}' for n, t in sw_by[:6] if n)})")
             with open(json_out) as f:
                 res = json.load(f)["results"]
             if alone_rate and res.get("sessions_per_s"):

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <absl/container/flat_hash_set.h>
+
 #include <algorithm>
 #include <chrono>
 #include <nlohmann/json.hpp>
@@ -561,18 +563,36 @@ void Accounting::process(Event& e, uint64_t now) {
 // their "Start sent" notes are made durable together, with one write,
 // before any of their Starts goes out (starting_ keeps what was noted).
 void Accounting::prepare_starts(const std::vector<Event>& events) {
-  std::vector<SubKey> keys;
+  // The RADIUS sessions to start, each once (a session binds two leases).
+  std::vector<SubKey> cand;
+  std::vector<SessionData> data;
+  absl::flat_hash_set<uint64_t> seen;
   for (const auto& e : events) {
     const uint64_t rank = agent::key_rank(e.key);
-    if (e.kind != Event::kLeaseBound || sess_.contains(rank) || starting_.contains(rank)) continue;
+    if (e.kind != Event::kLeaseBound || sess_.contains(rank) || starting_.contains(rank) ||
+        !seen.insert(rank).second)
+      continue;
     auto d = sessions_->get(e.key);
     if (!d || d->acct_started) continue;  // not RADIUS's, or started by an earlier process
-    AcctView v;
-    const auto& view = hooks_.identity ? hooks_.identity : hooks_.view;
-    if (view && !view(e.key, &v)) continue;  // deleted meanwhile
-    d->acct_started = true;
-    starting_.emplace(rank, std::make_pair(std::move(*d), std::move(v)));
-    keys.push_back(e.key);
+    cand.push_back(e.key);
+    data.push_back(std::move(*d));
+  }
+  if (cand.empty()) return;
+  // Their subscribers, read together when the hooks can.
+  std::vector<AcctView> views(cand.size());
+  std::vector<uint8_t> found(cand.size(), 1);
+  if (hooks_.identities) {
+    hooks_.identities(cand, &views, &found);
+  } else if (const auto& view = hooks_.identity ? hooks_.identity : hooks_.view; view) {
+    for (size_t i = 0; i < cand.size(); ++i) found[i] = view(cand[i], &views[i]);
+  }
+  std::vector<SubKey> keys;
+  for (size_t i = 0; i < cand.size(); ++i) {
+    if (!found[i]) continue;  // deleted meanwhile
+    data[i].acct_started = true;
+    starting_.emplace(agent::key_rank(cand[i]),
+                      std::make_pair(std::move(data[i]), std::move(views[i])));
+    keys.push_back(cand[i]);
   }
   if (keys.empty()) return;
   const std::vector<bool> noted = sessions_->mark_acct_started_many(keys);

@@ -157,6 +157,11 @@ class Accounting {
     // The same without reading the counters (a Start carries none: a storm
     // of Starts reads no per-CPU counter map); null: `view`.
     std::function<bool(const SubKey&, AcctView*)> identity;
+    // `identity` of many keys at once (found[i] 0: keys[i] is not
+    // provisioned), with one map read per chunk of keys: the Starts of a
+    // pass. Null: `identity` (or `view`) each.
+    std::function<void(std::span<const SubKey>, std::vector<AcctView>*, std::vector<uint8_t>*)>
+        identities;
     // Deletes the subscriber through the store (its hooks then run).
     std::function<absl::Status(const SubKey&)> remove;
     // Whether a DHCP lease of either family is bound for k.

@@ -252,6 +252,12 @@ class ClientImpl final : public Client {
     return s;
   }
 
+  bool set_after_completions(std::function<void()> f) override {
+    std::lock_guard<std::mutex> l(mu_);
+    after_ = std::make_shared<const std::function<void()>>(std::move(f));
+    return true;
+  }
+
  private:
   void enqueue(std::unique_ptr<Request> q) {
     q->tried.assign(servers_.size(), false);
@@ -267,6 +273,7 @@ class ClientImpl final : public Client {
     if (q) {  // refused: answered at once, on the caller's thread
       bump(c_.queue_full);
       finish_timeout(*q);
+      if (auto after = after_completions()) (*after)();
       return;
     }
     // A request queued behind others rides on their wake-up: the I/O thread
@@ -278,6 +285,12 @@ class ClientImpl final : public Client {
     (void)n;
   }
 
+  std::shared_ptr<const std::function<void()>> after_completions() {
+    std::lock_guard<std::mutex> l(mu_);
+    return after_;
+  }
+
+  // Runs q's callback with the outcome "no answer".
   void finish_timeout(Request& q) {
     if (q.acct) {
       bump(c_.accounting_timeouts);
@@ -447,6 +460,7 @@ class ClientImpl final : public Client {
     }
     auto owned = take(q.seq);
     finish_timeout(*owned);
+    ++completed_;
   }
 
   void on_datagram(Socket& sock, const uint8_t* buf, size_t n, const sockaddr_storage& from) {
@@ -495,6 +509,7 @@ class ClientImpl final : public Client {
       return;
     }
     auto owned = take(q->seq);
+    ++completed_;
     if (owned->acct) {
       bump(c_.accounting_responses);
       if (owned->acct_done) owned->acct_done(true);
@@ -525,16 +540,46 @@ class ClientImpl final : public Client {
     if (owned->auth_done) owned->auth_done(r);
   }
 
+  // The callbacks run since the last call handed on together
+  // (set_after_completions).
+  void after_pass(const std::shared_ptr<const std::function<void()>>& after) {
+    if (!completed_) return;
+    completed_ = 0;
+    if (after) (*after)();
+  }
+
+  // The replies waiting on s: up to kRecvBatch per system call, 256 per
+  // socket and wake-up.
+  void read_replies(Socket& s) {
+    for (int burst = 0; burst < 256; burst += kRecvBatch) {
+      for (int m = 0; m < kRecvBatch; ++m) {
+        rx_.iov[m] = {rx_.buf[m].data(), rx_.buf[m].size()};
+        rx_.msg[m] = {};
+        rx_.msg[m].msg_hdr.msg_iov = &rx_.iov[m];
+        rx_.msg[m].msg_hdr.msg_iovlen = 1;
+        rx_.msg[m].msg_hdr.msg_name = &rx_.from[m];
+        rx_.msg[m].msg_hdr.msg_namelen = sizeof rx_.from[m];
+      }
+      int got = recvmmsg(s.fd, rx_.msg.data(), kRecvBatch, MSG_DONTWAIT, nullptr);
+      if (got <= 0) break;
+      for (int m = 0; m < got; ++m)
+        on_datagram(s, rx_.buf[m].data(), rx_.msg[m].msg_len, rx_.from[m]);
+      if (got < kRecvBatch) break;
+    }
+  }
+
   void run() {
     std::vector<pollfd> pfds;
     while (!stop_.load()) {
       auto now = Clock::now();
       // Take new requests.
       std::vector<std::unique_ptr<Request>> fresh;
+      std::shared_ptr<const std::function<void()>> after;
       {
         std::lock_guard<std::mutex> l(mu_);
         fresh.swap(pending_);
         outstanding_.fetch_add(fresh.size(), std::memory_order_relaxed);
+        after = after_;
       }
       for (auto& q : fresh) {
         q->seq = ++seq_;
@@ -546,6 +591,7 @@ class ClientImpl final : public Client {
         live_.emplace(ref.seq, std::move(q));
         if (!start_attempt(ref, now)) {
           finish_timeout(*take(ref.seq));
+          ++completed_;
         }
       }
       // Expired timers (stale entries of requests answered or re-sent are skipped).
@@ -557,6 +603,7 @@ class ClientImpl final : public Client {
         on_timer(*it->second, now);
       }
       flush();
+      after_pass(after);
       int timeout = -1;
       if (!timers_.empty()) {
         auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(timers_.top().first -
@@ -574,26 +621,9 @@ class ClientImpl final : public Client {
         ssize_t r = read(wake_, &v, sizeof v);
         (void)r;
       }
-      for (size_t i = 1; i < pfds.size(); ++i) {
-        if (!(pfds[i].revents & POLLIN)) continue;
-        Socket& s = *sockets_[i - 1];
-        // Up to kRecvBatch replies per system call, 256 per socket and wake-up.
-        for (int burst = 0; burst < 256; burst += kRecvBatch) {
-          for (int m = 0; m < kRecvBatch; ++m) {
-            rx_.iov[m] = {rx_.buf[m].data(), rx_.buf[m].size()};
-            rx_.msg[m] = {};
-            rx_.msg[m].msg_hdr.msg_iov = &rx_.iov[m];
-            rx_.msg[m].msg_hdr.msg_iovlen = 1;
-            rx_.msg[m].msg_hdr.msg_name = &rx_.from[m];
-            rx_.msg[m].msg_hdr.msg_namelen = sizeof rx_.from[m];
-          }
-          int got = recvmmsg(s.fd, rx_.msg.data(), kRecvBatch, MSG_DONTWAIT, nullptr);
-          if (got <= 0) break;
-          for (int m = 0; m < got; ++m)
-            on_datagram(s, rx_.buf[m].data(), rx_.msg[m].msg_len, rx_.from[m]);
-          if (got < kRecvBatch) break;
-        }
-      }
+      for (size_t i = 1; i < pfds.size(); ++i)
+        if (pfds[i].revents & POLLIN) read_replies(*sockets_[i - 1]);
+      after_pass(after);
     }
     // Shutting down: whatever is outstanding is not delivered.
     std::vector<std::unique_ptr<Request>> left;
@@ -604,6 +634,8 @@ class ClientImpl final : public Client {
     for (auto& [seq, q] : live_) left.push_back(std::move(q));
     live_.clear();
     for (auto& q : left) finish_timeout(*q);
+    completed_ += left.size();
+    after_pass(after_completions());
   }
 
   const Config cfg_;
@@ -612,7 +644,10 @@ class ClientImpl final : public Client {
   std::atomic<bool> stop_{false};
   std::thread thread_;
   std::mutex mu_;
-  std::vector<std::unique_ptr<Request>> pending_;  // under mu_
+  std::vector<std::unique_ptr<Request>> pending_;       // under mu_
+  std::shared_ptr<const std::function<void()>> after_;  // under mu_
+  // I/O thread only: callbacks run since the last after_pass().
+  size_t completed_ = 0;
   std::atomic<size_t> outstanding_{0};
   Counters c_;
   // I/O thread only.

@@ -156,6 +156,17 @@ class Client {
   virtual void account(const AccountingRequest& r, std::function<void(bool delivered)> done) = 0;
 
   virtual CounterSnapshot counters() const = 0;
+
+  // Calls `f` after each run of `done` callbacks, on the thread that ran
+  // them (the I/O thread at the end of a pass over new requests, timers and
+  // replies; the caller when a request is refused at once), so that a
+  // consumer may gather the completions of a pass and hand them on in one
+  // go. Set once, before the first request. False when this client makes
+  // no such call (the consumer then hands each completion on by itself).
+  virtual bool set_after_completions(std::function<void()> f) {
+    (void)f;
+    return false;
+  }
 };
 
 }  // namespace xbng::radius

@@ -197,10 +197,27 @@ AccessSessions::~AccessSessions() {
 
 void AccessSessions::set_workers(unsigned n, CreateManyFn create_many) {
   create_many_ = std::move(create_many);
+  // The completions of one pass of the client's I/O thread wake one worker
+  // together, at the pass's end, rather than one each as they come.
+  if (n)
+    notify_after_pass_ = client_->set_after_completions([alive = std::weak_ptr<Alive>(alive_)] {
+      auto a = alive.lock();
+      if (!a) return;
+      std::lock_guard g(a->mu);
+      AccessSessions* self = a->self;
+      if (!self) return;
+      bool any;
+      {
+        std::lock_guard w(self->work_mu_);
+        any = !self->work_.empty();
+      }
+      if (any) self->work_cv_.notify_one();
+    });
   for (unsigned i = 0; i < n; ++i)
     workers_.emplace_back([this] {
       for (;;) {
         std::vector<Job> jobs;
+        bool more = false;
         {
           std::unique_lock g(work_mu_);
           work_cv_.wait(g, [&] { return stopping_ || !work_.empty(); });
@@ -209,7 +226,11 @@ void AccessSessions::set_workers(unsigned n, CreateManyFn create_many) {
             jobs.push_back(std::move(work_.front()));
             work_.pop_front();
           }
+          more = !work_.empty();
         }
+        // Completions beyond this batch: another worker takes them (the
+        // I/O thread wakes one only when the queue was empty).
+        if (more) work_cv_.notify_one();
         complete(jobs);
       }
     });
@@ -318,21 +339,28 @@ void AccessSessions::on_unknown(const agent::punt::PuntedFrame& f) {
     auto a = alive.lock();
     if (!a) return;
     std::lock_guard g(a->mu);
-    AccessSessions* self = a->self;
-    if (!self) return;
-    Job j{k, generation, req, r};
-    if (self->workers_.empty()) {
-      std::vector<Job> one;
-      one.push_back(std::move(j));
-      self->complete(one);
-      return;
-    }
-    {
-      std::lock_guard w(self->work_mu_);
-      self->work_.push_back(std::move(j));
-    }
-    self->work_cv_.notify_one();
+    if (AccessSessions* self = a->self) self->answered(Job{k, generation, req, r});
   });
+}
+
+void AccessSessions::answered(Job j) {
+  if (workers_.empty()) {
+    std::vector<Job> one;
+    one.push_back(std::move(j));
+    complete(one);
+    return;
+  }
+  // A worker is woken at the end of the client's pass (notify_after_pass_)
+  // or, without that, when the queue was empty: completions that arrive
+  // while it runs join the queue and leave with its next batch, rather
+  // than waking a worker (and a system call) each.
+  bool first;
+  {
+    std::lock_guard w(work_mu_);
+    first = work_.empty();
+    work_.push_back(std::move(j));
+  }
+  if (first && !notify_after_pass_) work_cv_.notify_one();
 }
 
 void AccessSessions::hold(const SubKey& k, uint64_t generation) {

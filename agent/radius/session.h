@@ -193,6 +193,9 @@ class AccessSessions {
     AccessRequest req;
     AccessResult result;
   };
+  // An answered request (on the client's thread): completed inline, or
+  // queued for the workers.
+  void answered(Job j);
   void complete(std::vector<Job>& jobs);
   // An Accept's subscriber and session data; false (and *refused set) when
   // it cannot be one, or when the answer was not an Accept (then handled).
@@ -235,6 +238,8 @@ class AccessSessions {
   std::condition_variable work_cv_;
   std::deque<Job> work_;
   bool stopping_ = false;
+  // The client wakes a worker after each pass (set_after_completions).
+  bool notify_after_pass_ = false;
   std::mutex redispatch_mu_;
   std::vector<std::thread> workers_;
 };

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <nlohmann/json.hpp>
 
 #include "common/statefile.h"
@@ -82,6 +83,125 @@ bool session_data_from_json(const json& j, SessionData* d) {
 
 namespace {
 
+// Length of the well-formed UTF-8 sequence at s[i] (Unicode 15, table 3-7:
+// no overlong forms, no surrogates, nothing beyond U+10FFFF), 0 if none.
+size_t utf8_length(std::string_view s, size_t i) {
+  auto b = [&](size_t at) { return static_cast<unsigned char>(s[at]); };
+  const unsigned char c = b(i);
+  if (c < 0x80) return 1;
+  auto cont = [&](size_t at, unsigned char lo = 0x80, unsigned char hi = 0xbf) {
+    return at < s.size() && b(at) >= lo && b(at) <= hi;
+  };
+  if (c >= 0xc2 && c <= 0xdf) return cont(i + 1) ? 2 : 0;
+  if (c >= 0xe0 && c <= 0xef) {
+    const unsigned char lo = c == 0xe0 ? 0xa0 : 0x80, hi = c == 0xed ? 0x9f : 0xbf;
+    return cont(i + 1, lo, hi) && cont(i + 2) ? 3 : 0;
+  }
+  if (c >= 0xf0 && c <= 0xf4) {
+    const unsigned char lo = c == 0xf0 ? 0x90 : 0x80, hi = c == 0xf4 ? 0x8f : 0xbf;
+    return cont(i + 1, lo, hi) && cont(i + 2) && cont(i + 3) ? 4 : 0;
+  }
+  return 0;
+}
+
+// A JSON string as nlohmann's dump() writes it (ensure_ascii off): the
+// two-character escapes, \u00xx for the other control characters, UTF-8
+// as it is. False on a byte sequence that is not UTF-8.
+bool append_string(std::string* out, std::string_view s) {
+  *out += '"';
+  for (size_t i = 0; i < s.size();) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x80) {
+      const size_t n = utf8_length(s, i);
+      if (!n) return false;
+      out->append(s.data() + i, n);
+      i += n;
+      continue;
+    }
+    switch (c) {
+      case '"':
+        *out += "\\\"";
+        break;
+      case '\\':
+        *out += "\\\\";
+        break;
+      case '\b':
+        *out += "\\b";
+        break;
+      case '\f':
+        *out += "\\f";
+        break;
+      case '\n':
+        *out += "\\n";
+        break;
+      case '\r':
+        *out += "\\r";
+        break;
+      case '\t':
+        *out += "\\t";
+        break;
+      default:
+        if (c < 0x20)
+          fmt::format_to(std::back_inserter(*out), "\\u{:04x}", c);
+        else
+          *out += static_cast<char>(c);
+    }
+    ++i;
+  }
+  *out += '"';
+  return true;
+}
+
+}  // namespace
+
+bool append_record_json(std::string* out, const SubKey& k, const SessionData& d, bool op_put) {
+  const size_t start = out->size();
+  auto num = [&](std::string_view key, uint64_t v) {
+    fmt::format_to(std::back_inserter(*out), "\"{}\":{},", key, v);
+  };
+  auto str = [&](std::string_view key, std::string_view v) {
+    fmt::format_to(std::back_inserter(*out), "\"{}\":", key);
+    if (!append_string(out, v)) return false;
+    *out += ',';
+    return true;
+  };
+  // The keys in nlohmann's order (std::map: sorted).
+  *out += '{';
+  if (d.acct_base != AcctCounts{})
+    fmt::format_to(std::back_inserter(*out),
+                   R"("acct_base":{{"down_bytes":{},"down_packets":{},"up_bytes":{},)"
+                   R"("up_packets":{}}},)",
+                   d.acct_base.down_bytes, d.acct_base.down_packets, d.acct_base.up_bytes,
+                   d.acct_base.up_packets);
+  if (d.acct_started) *out += R"("acct_started":true,)";
+  *out += R"("classes":[)";
+  for (size_t i = 0; i < d.classes.size(); ++i) {  // Class is binary: kept as hex
+    *out += i ? ",\"" : "\"";
+    for (unsigned char ch : d.classes[i]) fmt::format_to(std::back_inserter(*out), "{:02x}", ch);
+    *out += '"';
+  }
+  *out += "],";
+  bool ok = !d.filter_id || str("filter_id", *d.filter_id);
+  if (d.idle_timeout) num("idle_timeout", *d.idle_timeout);
+  num("ifindex", k.ifindex);
+  num("inner_vlan", k.inner_vid);
+  if (d.interim_interval) num("interim_interval", *d.interim_interval);
+  if (op_put) *out += R"("op":"put",)";
+  num("outer_vlan", k.outer_vid);
+  ok = ok && str("session_id", d.session_id);
+  if (d.session_timeout) num("session_timeout", *d.session_timeout);
+  num("start_unix", d.start_unix);
+  ok = ok && str("user_name", d.user_name);
+  if (!ok) {
+    out->resize(start);
+    return false;
+  }
+  out->back() = '}';
+  return true;
+}
+
+namespace {
+
 using json = nlohmann::json;
 constexpr size_t kMaxFileBytes = size_t{1} << 30;
 
@@ -109,6 +229,12 @@ json key_json(const SubKey& k) {
 }
 
 std::string put_line(const SubKey& k, const SessionData& d) {
+  std::string line;
+  line.reserve(256);
+  if (append_record_json(&line, k, d, /*op_put=*/true)) {
+    line += '\n';
+    return line;
+  }
   json j = to_json(k, d);
   j["op"] = "put";
   return j.dump() + "\n";
@@ -390,7 +516,8 @@ void SessionTable::compact_locked(std::unique_lock<std::mutex>& g) {
   for (const auto& [rank, d] : recs_) {
     if (!first) text += ',';
     first = false;
-    text += to_json(agent::key_of_rank(rank), d).dump();
+    const SubKey k = agent::key_of_rank(rank);
+    if (!append_record_json(&text, k, d, /*op_put=*/false)) text += to_json(k, d).dump();
   }
   text += "]}";
   const bool large = recs_.size() >= kTrimAfter;

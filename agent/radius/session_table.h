@@ -53,6 +53,15 @@ nlohmann::json session_data_json(const SessionData& d);
 // false on a wrong value (a Class that is not hex).
 bool session_data_from_json(const nlohmann::json& j, SessionData* d);
 
+// The JSON of a session record as the state file keeps it (to_json: the
+// session data, its key's ifindex / outer_vlan / inner_vlan, and "op":"put"
+// when `op_put`), appended to *out: the same bytes as nlohmann's dump() of
+// that object (keys sorted, the same escapes), written straight into the
+// string instead of through a json tree (the journal writes one per session
+// created and per Start noted). False, *out unchanged, when a string is not
+// valid UTF-8 (dump() refuses those: the caller takes that path).
+bool append_record_json(std::string* out, const SubKey& k, const SessionData& d, bool op_put);
+
 class SessionTable {
  public:
   explicit SessionTable(std::string path);  // "" = in memory only

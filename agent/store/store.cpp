@@ -100,6 +100,43 @@ bool SubscriberStore::binding(const SubKey& k, SubscriberSpec* out,
   return true;
 }
 
+void SubscriberStore::bindings_many(std::span<const SubKey> keys, std::vector<SubscriberSpec>* out,
+                                    std::vector<std::optional<Mac>>* learned,
+                                    std::vector<uint8_t>* found) const {
+  const size_t n = keys.size();
+  out->assign(n, SubscriberSpec{});
+  learned->assign(n, std::nullopt);
+  found->assign(n, 0);
+  std::vector<SubKey> read;  // provisioned without MAC: the map may hold a learned one
+  std::vector<uint32_t> at;
+  {
+    std::shared_lock l(mu_);
+    for (size_t i = 0; i < n; ++i) {
+      auto it = index_.find(key_rank(keys[i]));
+      if (it == index_.end()) continue;
+      (*found)[i] = 1;
+      (*out)[i] = recs_[it->second];
+      if ((*out)[i].has_mac) continue;
+      read.push_back(keys[i]);
+      at.push_back(static_cast<uint32_t>(i));
+    }
+  }
+  if (read.empty()) return;
+  // The map read without the store's lock: a batch of keys takes a while,
+  // and the writers (upserts of the bring-up's workers) must not wait for
+  // it. A subscriber deleted meanwhile reads as having learned nothing.
+  std::vector<struct xbng_subscriber> vals(read.size());
+  std::vector<uint8_t> hit(read.size(), 0);
+  maps_->lookup_many(MapId::kSubscribers, read.data(), read.size(), sizeof(SubKey), vals.data(),
+                     sizeof vals[0], hit.data());
+  for (size_t j = 0; j < read.size(); ++j) {
+    if (!hit[j] || !(vals[j].flags & XBNG_SUB_F_MAC_VALID)) continue;
+    Mac m;
+    std::memcpy(m.data(), vals[j].mac, 6);
+    (*learned)[at[j]] = m;
+  }
+}
+
 std::optional<SubKey> SubscriberStore::owner_of_ipv4(uint32_t be) const {
   std::shared_lock l(mu_);
   const int64_t rec = claims_.owner_of(RouteKey::host_v4(be));

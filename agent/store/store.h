@@ -176,6 +176,11 @@ class SubscriberStore {
   // fast path or a DHCP exchange; `learned` null: not read, no map lookup).
   // False when `k` is not provisioned.
   bool binding(const SubKey& k, SubscriberSpec* out, std::optional<Mac>* learned) const;
+  // binding() of many keys at once, the learned MACs read with a chunk of
+  // keys per system call (MapOps::lookup_many) instead of a lookup each
+  // (found[i] 0: keys[i] is not provisioned).
+  void bindings_many(std::span<const SubKey> keys, std::vector<SubscriberSpec>* out,
+                     std::vector<std::optional<Mac>>* learned, std::vector<uint8_t>* found) const;
   // The subscriber whose IPv4 address is exactly `be` (network order), from
   // the ownership index (dynamic authorization's Framed-IP-Address).
   std::optional<SubKey> owner_of_ipv4(uint32_t be) const;

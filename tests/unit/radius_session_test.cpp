@@ -461,6 +461,60 @@ TEST(SessionJournal, ReplaysRecordsUpdatesAndRemovals) {
   EXPECT_EQ(t.find_by_session_id("sid-5").size(), 1u);
 }
 
+// The journal's record encoder writes what nlohmann's dump() wrote before
+// it, byte for byte, for every field present or absent and for strings
+// that need escapes or hold UTF-8; a string that is not UTF-8 is left to
+// dump() (which refuses it).
+TEST(SessionJournal, RecordJsonIsNlohmannsDump) {
+  const std::vector<std::string> strings = {"",
+                                            "acc0:100:200",
+                                            "q\"uote\\back",
+                                            std::string("nul\0ctl\x01\x1f\x7f", 10),
+                                            "\b\f\n\r\t",
+                                            "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80",
+                                            "/{}[]:,"};
+  for (int n = 0; n < 128; ++n) {
+    const std::string& s = strings[n % strings.size()];
+    agent::SubKey k{};
+    k.ifindex = 1 + n * 977u;
+    k.outer_vid = static_cast<uint16_t>(1 + n % 4094);
+    k.inner_vid = static_cast<uint16_t>(4094 - n);
+    radius::SessionData d;
+    d.session_id = "sid-" + std::to_string(n) + s;
+    d.user_name = s + std::to_string(n);
+    if (n % 3) d.classes = {s, std::string("\x00\xff", 2)};
+    d.start_unix = 1700000000ull + n * 1234567ull;
+    if (n & 1) d.session_timeout = n * 60;
+    if (n & 2) d.idle_timeout = 0;
+    if (n & 4) d.interim_interval = 300;
+    if (n & 8) d.filter_id = s;
+    d.acct_started = n & 16;
+    if (n & 32) d.acct_base = {uint64_t{1} << 40, 3, n + 0ull, 0};
+    nlohmann::json j = radius::session_data_json(d);
+    j["ifindex"] = k.ifindex;
+    j["outer_vlan"] = k.outer_vid;
+    j["inner_vlan"] = k.inner_vid;
+    std::string got = "x";
+    ASSERT_TRUE(radius::append_record_json(&got, k, d, false)) << n;
+    EXPECT_EQ(got.substr(1), j.dump()) << n;  // appended to what was there
+    EXPECT_EQ(got[0], 'x');
+    j["op"] = "put";
+    got.clear();
+    ASSERT_TRUE(radius::append_record_json(&got, k, d, true)) << n;
+    EXPECT_EQ(got, j.dump()) << n;
+  }
+  for (const std::string bad : {"\xc3", "\xc0\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80",
+                                "a\xff"
+                                "b"}) {
+    radius::SessionData d;
+    d.user_name = bad;
+    std::string got = "kept";
+    EXPECT_FALSE(radius::append_record_json(&got, agent::SubKey{}, d, true));
+    EXPECT_EQ(got, "kept");
+    EXPECT_THROW(radius::session_data_json(d).dump(), nlohmann::json::exception);
+  }
+}
+
 TEST(SessionJournal, ConcurrentRecordsShareCommits) {
   const std::string p = journal_path("group");
   radius::SessionTable t(p);

@@ -9,6 +9,14 @@
 #include <openssl/hmac.h>
 
 #include <cstring>
+#include <unistd.h>
+#include <sys/socket.h>
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <mutex>
+#include <map>
+#include <vector>
 #include <set>
 
 #include "radius/client.h"
@@ -435,6 +443,92 @@ TEST(RadiusClient, RequestAttributes) {
   EXPECT_EQ(as_u32(ap->find(attr::kAcctOutputOctets)->value), 9u);
   EXPECT_EQ(as_u32(ap->find(attr::kAcctTerminateCause)->value), 1u);
   EXPECT_EQ(ap->find(attr::kClass)->value, "c1");
+}
+
+// Client::set_after_completions: every run of callbacks is followed by the
+// hook on the thread that ran them, whatever ended the requests (an answer,
+// no answer, a queue full at once on the caller's thread). The access
+// sessions' workers are woken only by it.
+TEST(RadiusClient, AfterCompletionsFollowsEveryRunOfCallbacks) {
+  const int srv = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(srv, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(srv, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  socklen_t alen = sizeof a;
+  ASSERT_EQ(::getsockname(srv, reinterpret_cast<sockaddr*>(&a), &alen), 0);
+  timeval tv{5, 0};
+  ::setsockopt(srv, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  // Once every request is in (and the test has been refused the ones
+  // beyond max_outstanding), answers the first kAnswered Access-Requests
+  // with an Accept; the rest get no answer (they time out).
+  constexpr int kAnswered = 12, kAsked = 16, kRefused = 3;
+  std::atomic<bool> asked{false};
+  std::thread server([&] {
+    std::vector<std::pair<Packet, sockaddr_in>> in;
+    while (in.size() < static_cast<size_t>(kAsked)) {
+      uint8_t buf[4096];
+      sockaddr_in from{};
+      socklen_t flen = sizeof from;
+      const ssize_t n =
+          ::recvfrom(srv, buf, sizeof buf, 0, reinterpret_cast<sockaddr*>(&from), &flen);
+      if (n <= 0) return;
+      if (auto q = decode({buf, static_cast<size_t>(n)}); q.ok()) in.emplace_back(*q, from);
+    }
+    while (!asked.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    for (int i = 0; i < kAnswered; ++i) {
+      const auto& [q, from] = in[i];
+      auto r = build_response(kAccessAccept, q.id, q.authenticator, {}, "s", true);
+      ::sendto(srv, r->data(), r->size(), 0, reinterpret_cast<const sockaddr*>(&from), sizeof from);
+    }
+  });
+  Config cfg;
+  cfg.servers = {{"127.0.0.1", ntohs(a.sin_port), 1813, "s"}};
+  cfg.timeout_ms = 300;
+  cfg.retries = 0;
+  cfg.dead_time_s = 0;
+  cfg.max_outstanding = kAsked;
+  auto c = Client::create(cfg);
+  ASSERT_TRUE(c.ok()) << c.status();
+  std::mutex mu;
+  std::map<std::thread::id, int> unflushed;  // callbacks since the hook, per thread
+  int done = 0, accepts = 0, hooks = 0;
+  ASSERT_TRUE((*c)->set_after_completions([&] {
+    std::lock_guard g(mu);
+    ++hooks;
+    unflushed[std::this_thread::get_id()] = 0;
+  }));
+  auto on_done = [&](const AccessResult& r) {
+    std::lock_guard g(mu);
+    ++done;
+    accepts += r.outcome == Outcome::kAccept;
+    ++unflushed[std::this_thread::get_id()];
+  };
+  for (int i = 0; i < kAsked + kRefused; ++i)
+    (*c)->authorize({"user" + std::to_string(i), "", "", "", "", ""}, on_done);
+  {
+    std::lock_guard g(mu);  // the refused ones, on this thread, each followed by the hook
+    EXPECT_EQ(done, kRefused);
+    EXPECT_EQ(unflushed[std::this_thread::get_id()], 0);
+  }
+  asked = true;
+  for (int t = 0; t < 300; ++t) {
+    {
+      std::lock_guard g(mu);
+      if (done == kAsked + kRefused) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  server.join();
+  ::close(srv);
+  std::lock_guard g(mu);
+  EXPECT_EQ(done, kAsked + kRefused);
+  EXPECT_EQ(accepts, kAnswered);
+  EXPECT_EQ((*c)->counters().queue_full, static_cast<uint64_t>(kRefused));
+  EXPECT_GE(hooks, 1 + kRefused);  // the I/O thread's passes and each refusal
+  for (const auto& [id, n] : unflushed) EXPECT_EQ(n, 0) << "callbacks left without the hook";
 }
 
 TEST(RadiusCodec, FaultNamesAreDistinct) {

@@ -234,6 +234,39 @@ TEST(StoreWriterCredit, FirstThreeRoutesAndNewPlanClearsCredit) {
     EXPECT_FALSE(v.flags & (XBNG_ROUTE_F_CREDIT | XBNG_ROUTE_F_POLICED));
 }
 
+// bindings_many() gives what binding() gives each key, the learned MAC of a
+// subscriber provisioned without one included, and marks keys not
+// provisioned.
+TEST_F(StoreWriter, BindingsManyReadsWhatBindingReads) {
+  const std::vector<SubKey> keys = {key(2), key(9), key(1)};
+  for (const SubKey& k : {key(1), key(2)}) {  // the fast path learned a MAC for one of them
+    struct xbng_subscriber sv;
+    ASSERT_EQ(maps_->lookup(MapId::kSubscribers, &k, &sv), 0);
+    if (sv.flags & XBNG_SUB_F_MAC_VALID) continue;
+    const uint8_t mac[6] = {0x02, 0, 0, 0, 0x0b, static_cast<uint8_t>(k.inner_vid)};
+    std::memcpy(sv.mac, mac, 6);
+    sv.flags |= XBNG_SUB_F_MAC_VALID;
+    ASSERT_EQ(maps_->update(MapId::kSubscribers, &k, &sv, BPF_ANY), 0);
+    break;
+  }
+  std::vector<SubscriberSpec> specs;
+  std::vector<std::optional<Mac>> learned;
+  std::vector<uint8_t> found;
+  store_->bindings_many(keys, &specs, &learned, &found);
+  EXPECT_EQ(found, (std::vector<uint8_t>{1, 0, 1}));
+  int with_learned = 0;
+  for (size_t i : {0u, 2u}) {
+    SubscriberSpec one;
+    std::optional<Mac> l;
+    ASSERT_TRUE(store_->binding(keys[i], &one, &l));
+    EXPECT_TRUE(specs[i].same_provisioning(one)) << i;
+    EXPECT_EQ(learned[i], l) << i;
+    with_learned += l.has_value();
+  }
+  EXPECT_GE(with_learned, 1);
+  EXPECT_FALSE(learned[1]);
+}
+
 // get_many() gives what get() gives each key, counters included (read per
 // map in chunks), and marks keys not provisioned.
 TEST_F(StoreWriter, GetManyReadsWhatGetReads) {
