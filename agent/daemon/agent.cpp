@@ -459,17 +459,8 @@ void Agent::start_relay4(const punt::BringupOptions& o, relay::Relay4Options ro)
         r->on_server(src, sport, b);
       },
       [r = relay4_.get()] { r->tick(); });
-  // The punt thread hands each client message to the relay's own thread
-  // (a copy: the view points into the punt ring), which relays it.
   dispatcher_->set_relay4_handler(
-      [r = relay4_.get(), s = relay_socket_.get()](const SubKey& k, const punt::FrameView& v) {
-        std::vector<uint8_t> payload(v.payload.begin(), v.payload.end());
-        if (!s->post([r, k, f = punt::FrameView(v), p = std::move(payload)]() mutable {
-              f.payload = p;
-              r->on_client(k, f);
-            }))
-          count(AgentReason::kRELAY_QUEUE_FULL);
-      });
+      [r = relay4_.get()](const SubKey& k, const punt::FrameView& v) { r->on_client(k, v); });
   std::vector<std::string> servers;
   for (uint32_t a : ro.servers) servers.push_back(format_ipv4(a));
   spdlog::info(
@@ -564,19 +555,13 @@ void Agent::start_relay6(const punt::BringupOptions& o, relay::Relay6Options ro)
                           std::span<const uint8_t> b) { r->on_server(src, sport, b, ifindex); },
       [r = relay6_.get()] { r->tick(); });
   if (multicast) relay_socket6_->multicast_via(ro.uplink_ifindex, kRelay6MulticastHops);
-  // As DHCPv4: relayed on the relay's own thread, from a copy.
-  dispatcher_->set_relay6_handler(
-      [r = relay6_.get(), s = relay_socket6_.get()](const SubKey& k, const punt::FrameView& v) {
-        if (v.ip_version != 6 || v.proto != 17 || v.dport != 547) {
-          count(AgentReason::kDHCPV6_BAD_PORTS);
-          return;
-        }
-        std::vector<uint8_t> payload(v.payload.begin(), v.payload.end());
-        if (!s->post([r, k, mac = v.l2.src, src = v.src6, p = std::move(payload)] {
-              r->on_client(k, mac, src, p);
-            }))
-          count(AgentReason::kRELAY_QUEUE_FULL);
-      });
+  dispatcher_->set_relay6_handler([r = relay6_.get()](const SubKey& k, const punt::FrameView& v) {
+    if (v.ip_version != 6 || v.proto != 17 || v.dport != 547) {
+      count(AgentReason::kDHCPV6_BAD_PORTS);
+      return;
+    }
+    r->on_client(k, v.l2.src, v.src6, v.payload);
+  });
   std::vector<std::string> servers;
   for (const auto& a : ro.servers) servers.push_back(format_ipv6(a.data()));
   spdlog::info("relay: DHCPv6 of {} relayed from port 547 to {}{} (Interface-ID {}, Remote-ID {})",

@@ -27,9 +27,6 @@ class Socket4 {
   // To dst:port (network order address, host order port). Thread-safe.
   bool send(uint32_t dst, uint16_t port, std::span<const uint8_t> payload);
   uint16_t port() const;
-  // Runs `work` on the reader thread (UdpSocket::post): false when its
-  // queue is full.
-  bool post(UdpSocket::Work work) { return socket_->post(std::move(work)); }
   // Runs the reader at SCHED_FIFO `priority`: "" or the kernel's refusal.
   std::string set_fifo_priority(int priority) { return socket_->set_fifo_priority(priority); }
 

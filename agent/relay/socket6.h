@@ -33,9 +33,6 @@ class Socket6 {
   // with hop limit `hops`. Throws std::runtime_error when refused.
   void multicast_via(uint32_t ifindex, int hops);
   uint16_t port() const;
-  // Runs `work` on the reader thread (UdpSocket::post): false when its
-  // queue is full.
-  bool post(UdpSocket::Work work) { return socket_->post(std::move(work)); }
   // Runs the reader at SCHED_FIFO `priority`: "" or the kernel's refusal.
   std::string set_fifo_priority(int priority) { return socket_->set_fifo_priority(priority); }
 

@@ -72,13 +72,9 @@ UdpSocket::UdpSocket(const sockaddr* sa, socklen_t len, const std::string& what,
   getsockname(fd_, reinterpret_cast<sockaddr*>(&bound), &blen);
   port_ = port_of(bound);
   wake_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  work_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (wake_ < 0 || work_ < 0) {
-    const int e = errno;
+  if (wake_ < 0) {
     close(fd_);
-    if (wake_ >= 0) close(wake_);
-    if (work_ >= 0) close(work_);
-    throw std::runtime_error(fmt::format("relay socket: eventfd: {}", std::strerror(e)));
+    throw std::runtime_error(fmt::format("relay socket: eventfd: {}", std::strerror(errno)));
   }
   thread_ = std::thread([this] { run(); });
   set_thread_name(thread_, thread_name);
@@ -92,37 +88,6 @@ UdpSocket::~UdpSocket() {
   }
   if (fd_ >= 0) close(fd_);
   if (wake_ >= 0) close(wake_);
-  if (work_ >= 0) close(work_);
-}
-
-bool UdpSocket::post(Work work) {
-  bool first;
-  {
-    std::lock_guard<std::mutex> lk(post_mu_);
-    if (posted_.size() >= kMaxPosted) return false;
-    first = posted_.empty();
-    posted_.push_back(std::move(work));
-  }
-  // One wake-up per batch: the reader takes the whole queue at once, and
-  // what is posted while it runs that batch waits in posted_ for the next.
-  if (first) {
-    const uint64_t one = 1;
-    (void)!write(work_, &one, sizeof(one));
-  }
-  return true;
-}
-
-// The reader: clears the eventfd first, then takes the queue, so that work
-// posted after the take signals again.
-void UdpSocket::run_posted() {
-  uint64_t n;
-  (void)!read(work_, &n, sizeof(n));
-  {
-    std::lock_guard<std::mutex> lk(post_mu_);
-    running_.swap(posted_);
-  }
-  for (auto& w : running_) w();
-  running_.clear();
 }
 
 bool UdpSocket::send_to(const sockaddr* sa, socklen_t len, std::span<const uint8_t> payload) {
@@ -144,13 +109,12 @@ std::string UdpSocket::set_fifo_priority(int priority) {
 void UdpSocket::run() {
   uint64_t next_tick = monotonic_ms() + 1000;
   for (;;) {
-    pollfd p[3] = {{fd_, POLLIN, 0}, {wake_, POLLIN, 0}, {work_, POLLIN, 0}};
+    pollfd p[2] = {{fd_, POLLIN, 0}, {wake_, POLLIN, 0}};
     const uint64_t now = monotonic_ms();
     const int wait = now >= next_tick ? 0 : static_cast<int>(next_tick - now);
-    const int n = poll(p, 3, wait);
+    const int n = poll(p, 2, wait);
     if (n < 0 && errno != EINTR) break;
     if (p[1].revents) break;
-    if (n > 0 && (p[2].revents & POLLIN)) run_posted();
     if (n > 0 && (p[0].revents & POLLIN)) {
       // Drain what is there (bounded per wake-up, so the tick keeps its pace).
       for (int i = 0; i < 256; ++i) {

@@ -1,20 +1,12 @@
 // The part Socket4 and Socket6 share: one non-blocking UDP socket bound to
 // an address, the thread that reads it (a bounded drain per wake-up) and a
 // tick about once a second on that thread. An eventfd stops the reader.
-//
-// The thread also runs the work other threads post to it, in the order
-// posted: the punt thread hands each relay its client messages this way,
-// so that it only copies a burst of punted frames out of its ring and the
-// two families' relay work (the rewrite, the exchange, the kernel's send
-// to the servers) drains on their own threads, on two CPUs at once,
-// instead of one after the other on the punt thread.
 #pragma once
 
 #include <sys/socket.h>
 
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <span>
 #include <string>
 #include <thread>
@@ -38,12 +30,6 @@ class UdpSocket {
   ~UdpSocket();
   UdpSocket(const UdpSocket&) = delete;
   UdpSocket& operator=(const UdpSocket&) = delete;
-  using Work = std::function<void()>;
-  // Runs `work` on the reader thread, after what was posted before it.
-  // False (nothing queued) when kMaxPosted are already waiting: the caller
-  // counts the drop. Thread-safe, never blocks on the reader.
-  bool post(Work work);
-  static constexpr size_t kMaxPosted = 65536;
   // Thread-safe, never blocks.
   bool send_to(const sockaddr* sa, socklen_t len, std::span<const uint8_t> payload);
   // Multicast sends (IPv6) leave by interface `ifindex` with hop limit
@@ -56,13 +42,8 @@ class UdpSocket {
 
  private:
   void run();
-  void run_posted();
   int fd_ = -1;
   int wake_ = -1;
-  int work_ = -1;  // eventfd: posted work waits
-  std::mutex post_mu_;
-  std::vector<Work> posted_;   // under post_mu_
-  std::vector<Work> running_;  // the reader's own
   uint16_t port_ = 0;
   std::vector<uint8_t> buf_;
   OnDatagram on_datagram_;

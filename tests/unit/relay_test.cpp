@@ -8,7 +8,6 @@
 
 #include <cctype>
 #include <chrono>
-#include <condition_variable>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -891,56 +890,6 @@ void loopback_roundtrip(const Addr& lo) {
 TEST(RelaySocket, Socket4Loopback) { loopback_roundtrip<Socket4>(htonl(INADDR_LOOPBACK)); }
 
 TEST(RelaySocket, Socket6Loopback) { loopback_roundtrip<Socket6>(*parse_ipv6("::1")); }
-
-// Posted work runs on the reader thread, in the order posted; a full queue
-// refuses (nothing queued) until the reader takes it.
-TEST(RelaySocket, PostRunsInOrderOnTheReaderAndIsBounded) {
-  Socket4 s(
-      htonl(INADDR_LOOPBACK), 0, [](uint32_t, uint16_t, auto) {}, nullptr);
-  std::mutex mu;
-  std::condition_variable cv;
-  bool release = false;
-  std::thread::id reader;
-  std::vector<int> order;
-  // The first work holds the reader while the queue fills behind it.
-  ASSERT_TRUE(s.post([&] {
-    std::unique_lock l(mu);
-    reader = std::this_thread::get_id();
-    cv.notify_all();
-    cv.wait(l, [&] { return release; });
-  }));
-  {
-    std::unique_lock l(mu);
-    ASSERT_TRUE(
-        cv.wait_for(l, std::chrono::seconds(3), [&] { return reader != std::thread::id(); }));
-  }
-  size_t queued = 0;
-  for (size_t i = 0; i < UdpSocket::kMaxPosted; ++i)
-    queued += s.post([&order, &mu, i] {
-      std::lock_guard l(mu);
-      order.push_back(static_cast<int>(i));
-    });
-  EXPECT_EQ(queued, UdpSocket::kMaxPosted);
-  EXPECT_FALSE(s.post([] {}));
-  {
-    std::lock_guard l(mu);
-    EXPECT_NE(reader, std::this_thread::get_id());
-    release = true;
-  }
-  cv.notify_all();
-  for (int i = 0; i < 300; ++i) {
-    {
-      std::lock_guard l(mu);
-      if (order.size() == UdpSocket::kMaxPosted) break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  std::lock_guard l(mu);
-  ASSERT_EQ(order.size(), UdpSocket::kMaxPosted);
-  for (size_t i = 0; i < order.size(); ++i) ASSERT_EQ(order[i], static_cast<int>(i));
-  // Taken: the queue accepts again.
-  EXPECT_TRUE(s.post([] {}));
-}
 
 TEST(RelaySocket, BindErrorNamesTheAddress) {
   try {

@@ -94,7 +94,6 @@ namespace xbng::agent {
   X(RELAY4_NAK_IGNORED, "relay4_nak_ignored", "drop")                                 \
   X(RELAY4_SERVER_MISS, "relay4_server_misses", "info")                               \
   X(RELAY4_SERVER_DOWN, "relay4_server_down", "info")                                 \
-  X(RELAY_QUEUE_FULL, "relay_queue_full", "drop")                                     \
   /* DHCPv6 relay (dhcp = "relay" ports with relay.servers_v6, docs/relay.md) */      \
   X(RELAY6_FORWARDED, "relay6_forwarded", "info")                                     \
   X(RELAY6_REPLIED, "relay6_replies_forwarded", "answered")                           \
