@@ -388,7 +388,8 @@ int BpfMapOps::direct_update_many(DirectUnit u, const uint8_t* k, const uint8_t*
 // write; those the write left out, uncounted after it.
 int BpfMapOps::v6_update_many(const uint8_t* k, const uint8_t* v, size_t n, size_t value_size,
                               size_t* done) {
-  const std::vector<size_t> counted = count_new_128(k, n);
+  const std::vector<size_t> counted = counted_128(k, n, /*present=*/false);
+  for (size_t i : counted) add_128(k + i * 16, +1);
   const int rc = route_update_many(MapId::kRoutesV6, k, v, n, 16, value_size, done);
   if (rc) {
     for (size_t i : counted)
@@ -398,47 +399,29 @@ int BpfMapOps::v6_update_many(const uint8_t* k, const uint8_t* v, size_t n, size
   return rc;
 }
 
-std::vector<size_t> BpfMapOps::count_new_128(const uint8_t* k, size_t n) {
+std::vector<size_t> BpfMapOps::counted_128(const uint8_t* k, size_t n, bool present) const {
   std::vector<size_t> at;
   for (size_t i = 0; i < n; ++i)
     if (counting_line(MapId::kRoutesV6, k + i * 16)) at.push_back(i);
-  if (at.empty()) return at;
+  std::vector<size_t> out;
+  if (at.empty()) return out;
   std::vector<uint8_t> hk(at.size() * 16), hv(at.size() * sizeof(struct xbng_route)), hf(at.size());
   for (size_t j = 0; j < at.size(); ++j) std::memcpy(&hk[j * 16], k + at[j] * 16, 16);
   hash_lookup_many(MapId::kRoutesV6, hk.data(), at.size(), 16, hv.data(), sizeof(struct xbng_route),
                    hf.data());
-  std::vector<size_t> counted;
-  std::set<std::array<uint8_t, 16>> seen;  // a key twice in the batch: counted once
+  std::set<std::array<uint8_t, 16>> seen;  // a key twice in the batch: once
   for (size_t j = 0; j < at.size(); ++j) {
     std::array<uint8_t, 16> key;
     std::memcpy(key.data(), &hk[j * 16], 16);
-    if (hf[j] || !seen.insert(key).second) continue;
-    add_128(k + at[j] * 16, +1);
-    counted.push_back(at[j]);
+    if (static_cast<bool>(hf[j]) == present && seen.insert(key).second) out.push_back(at[j]);
   }
-  return counted;
-}
-
-std::vector<size_t> BpfMapOps::present_128(const uint8_t* k, const std::vector<size_t>& at) const {
-  std::vector<size_t> present;
-  std::set<std::array<uint8_t, 16>> seen;  // a key twice in the batch: uncounted once
-  for (size_t i : at) {
-    struct xbng_route r;
-    std::array<uint8_t, 16> key;
-    std::memcpy(key.data(), k + i * 16, 16);
-    if (seen.insert(key).second && bpf_map_lookup_elem(fd(MapId::kRoutesV6), key.data(), &r) == 0)
-      present.push_back(i);
-  }
-  return present;
+  return out;
 }
 
 // The /128s inside pools of /64s that were present are uncounted once
 // deleted (after a failure: those gone).
 int BpfMapOps::v6_delete_many(const uint8_t* k, size_t n) {
-  std::vector<size_t> at;
-  for (size_t i = 0; i < n; ++i)
-    if (counting_line(MapId::kRoutesV6, k + i * 16)) at.push_back(i);
-  const std::vector<size_t> present = present_128(k, at);
+  const std::vector<size_t> present = counted_128(k, n, /*present=*/true);
   const int rc = route_delete_many(MapId::kRoutesV6, k, n, 16);
   for (size_t i : present) {
     struct xbng_route r;

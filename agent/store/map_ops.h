@@ -125,12 +125,11 @@ class BpfMapOps final : public MapOps {
   // The line of a /64 (a slot of a pool of /64s) that counts a key of m:
   // m is kRoutesV6 and the key's /64 is inside such a pool; else null.
   struct xbng_direct_route* counting_line(MapId m, const void* key) const;
-  // Counts the /128s of keys (kRoutesV6) that are absent from the hash
-  // into their lines, before they are written: the indexes counted are
-  // returned, to uncount those left unwritten.
-  std::vector<size_t> count_new_128(const uint8_t* keys, size_t n);
-  // The /128s of keys present in the hash (their indexes): before a delete.
-  std::vector<size_t> present_128(const uint8_t* keys, const std::vector<size_t>& at) const;
+  // The /128s of keys (kRoutesV6) inside pools of /64s that are present
+  // in the hash (present) or absent from it, each key once: their indexes.
+  // Absent ones are counted before a write, present ones uncounted after a
+  // delete.
+  std::vector<size_t> counted_128(const uint8_t* keys, size_t n, bool present) const;
   void add_128(const uint8_t* key, int delta);
   int v6_update_many(const uint8_t* keys, const uint8_t* values, size_t n, size_t value_size,
                      size_t* done);
