@@ -43,6 +43,15 @@ uint64_t get_uint(const std::string& path, const std::string& key, const toml::n
     if (auto v = n.value<int64_t>(); v && *v >= 0) return static_cast<uint64_t>(*v);
   fail(path, key, "expected a non-negative integer");
 }
+// punt.realtime_priority: 0..99, or "auto" (unset: chosen from the ports).
+std::optional<uint64_t> get_priority(const std::string& path, const std::string& key,
+                                     const toml::node& n) {
+  if (auto v = n.value<std::string>()) {
+    if (*v == "auto") return std::nullopt;
+    fail(path, key, fmt::format("\"{}\": expected \"auto\" or an integer 0..99", *v));
+  }
+  return get_uint(path, key, n);
+}
 // A TPID may be written "0x88a8" or 0x88a8 (a TOML hex integer).
 std::string get_tpid(const std::string& path, const std::string& key, const toml::node& n) {
   if (n.is_integer()) return fmt::format("{:#x}", *n.value<int64_t>());
@@ -305,7 +314,7 @@ const FileKey kFileKeys[] = {
     {"punt.subscriber_burst", &set<&Config::punt_subscriber_burst, get_uint>},
     {"punt.port_rate", &set<&Config::punt_port_rate, get_uint>},
     {"punt.transport", &set<&Config::punt_transport, get_string>},
-    {"punt.realtime_priority", &set<&Config::punt_realtime_priority, get_uint>},
+    {"punt.realtime_priority", &set<&Config::punt_realtime_priority, get_priority>},
     {"dhcp.enabled", &set<&Config::dhcp_enabled, get_bool>},
     {"dhcp.lease_time", &set<&Config::dhcp_lease_time, get_uint>},
     {"dhcp.dns", &set<&Config::dhcp_dns, get_strings>},
@@ -643,12 +652,13 @@ void check_punt(const Config& c, Checker& k) {
     k.err("punt.port_rate {}: expected 0..10000000 frames/s per CPU", c.punt_port_rate);
   if (c.punt_transport != "ringbuf" && c.punt_transport != "af_xdp")
     k.err("punt.transport {}: expected ringbuf or af_xdp", c.punt_transport);
-  if (c.punt_realtime_priority > 99)
-    k.err("punt.realtime_priority {}: expected 0 (the default policy) or 1..99 (SCHED_FIFO)",
-          c.punt_realtime_priority);
-  else if (c.punt_realtime_priority && !c.punt_enabled)
-    k.warn("punt.realtime_priority {} has no effect: the punt path is off",
-           c.punt_realtime_priority);
+  const uint64_t fifo = c.punt_realtime_priority.value_or(0);
+  if (fifo > 99)
+    k.err("punt.realtime_priority {}: expected 0 (the default policy), 1..99 (SCHED_FIFO) or "
+          "\"auto\"",
+          fifo);
+  else if (fifo && !c.punt_enabled)
+    k.warn("punt.realtime_priority {} has no effect: the punt path is off", fifo);
 }
 
 // [security]: MAC policy, reserved ranges, services allowed to the host.
@@ -1018,7 +1028,12 @@ punt::BringupOptions to_bringup_options_unchecked(const Config& c) {
   b.af_xdp = c.punt_transport == "af_xdp";
   b.dhcpv4 = c.dhcp_enabled;
   b.lease_file = c.lease_file;
-  b.realtime_priority = static_cast<int>(c.punt_realtime_priority);
+  if (c.punt_realtime_priority) {
+    b.realtime_priority = static_cast<int>(*c.punt_realtime_priority);
+    b.realtime_required = true;
+  } else if (!relay_ports_of(c).empty()) {
+    b.realtime_priority = kRelayRealtimePriority;
+  }
   for (const auto& [name, a] : c.access_options)
     if (a.auth == "radius") b.auth_ports.insert(name);
   for (const auto& name : relay_ports_of(c)) {
@@ -1152,7 +1167,7 @@ std::string bringup_text(const Config& c) {
   std::vector<std::string> v{
       fmt::format("punt={},{}/{}/{},{},fifo={}", c.punt_enabled, c.punt_subscriber_rate,
                   c.punt_subscriber_burst, c.punt_port_rate, c.punt_transport,
-                  c.punt_realtime_priority),
+                  c.punt_realtime_priority ? std::to_string(*c.punt_realtime_priority) : "auto"),
       fmt::format("dhcp={},{},{},{},{}", c.dhcp_enabled, c.dhcp_lease_time, join(c.dhcp_dns),
                   c.dhcp_subnet_mask, c.lease_file),
       fmt::format("dhcpv6={},{}/{}/{}/{},{},{},{}", c.dhcpv6_enabled, c.dhcpv6_preferred,

@@ -115,6 +115,14 @@ struct UplinkPortConfig {
 
 inline constexpr const char* kDefaultMetricsListen = "127.0.0.1:9469";
 
+// SCHED_FIFO priority of the control-frame threads of a host whose ports
+// relay, unless punt.realtime_priority says otherwise: the low end of the
+// real-time range, below the kernel's threaded interrupts (50), above every
+// thread of the default policy. A relayed CPE's every message crosses those
+// threads twice; at the default policy they wait for a CPU behind the
+// host's other work (docs/relay.md, "Measured").
+constexpr int kRelayRealtimePriority = 10;
+
 struct Config {
   std::vector<std::string> access, uplink;
   std::map<std::string, AccessPortConfig> access_options;  // by access port name
@@ -168,8 +176,11 @@ struct Config {
   // buffer) or "af_xdp" (redirected to AF_XDP sockets, libxdp).
   std::string punt_transport = "ringbuf";
   // SCHED_FIFO priority of the threads that carry control frames (the punt
-  // RX thread, the relays' socket threads); 0: the default policy.
-  uint64_t punt_realtime_priority = 0;
+  // RX thread, the relays' socket threads); 0: the default policy. Unset
+  // ("auto", the default): kRelayRealtimePriority when an access port
+  // relays (its CPEs wait for the ISP's servers through those threads),
+  // otherwise the default policy.
+  std::optional<uint64_t> punt_realtime_priority;
   bool dhcp_enabled = true;
   uint64_t dhcp_lease_time = 3600;
   std::vector<std::string> dhcp_dns;

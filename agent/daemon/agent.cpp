@@ -271,7 +271,7 @@ void Agent::start_bringup(const AgentOptions& ao) {
         [d = dispatcher_.get()](const punt::PuntedFrame& f) { d->handle(f); }, punt_tx_.get());
     spdlog::info("punt: AF_XDP transport, {} socket(s)", punt_xsk_rx_->sockets());
   }
-  if (o.realtime_priority) set_realtime(o.realtime_priority);
+  if (o.realtime_priority) set_realtime(o.realtime_priority, o.realtime_required);
   leases_->start();
   if (radius_accounting_) radius_accounting_->start();
   dispatcher_->start_ra();
@@ -472,22 +472,40 @@ void Agent::start_relay4(const punt::BringupOptions& o, relay::Relay4Options ro)
 // punt.realtime_priority: the threads that carry control frames (a client's
 // message to its answer or to the relay's servers, a server's answer to
 // the client) at SCHED_FIFO, so that they preempt the host's other work
-// when a frame arrives instead of waiting for a CPU.
-void Agent::set_realtime(int priority) {
-  std::vector<std::string> names;
+// when a frame arrives instead of waiting for a CPU. A priority the
+// operator set must hold (a refusal stops the start); the automatic one of
+// a relaying host is refused with a warning: the relay then works, at the
+// default policy's latency.
+void Agent::set_realtime(int priority, bool required) {
+  std::vector<std::string> names, refused;
+  std::string why;
   auto apply = [&](const char* what, std::string error) {
-    if (!error.empty())
+    if (error.empty()) {
+      names.push_back(what);
+      return;
+    }
+    if (required)
       throw std::runtime_error(
           fmt::format("punt.realtime_priority {}: cannot run the {} SCHED_FIFO: {} (xbngd needs "
                       "CAP_SYS_NICE or an RLIMIT_RTPRIO of at least {})",
                       priority, what, error, priority));
-    names.push_back(what);
+    refused.push_back(what);
+    why = error;
   };
   apply("punt thread", punt_rx_->set_fifo_priority(priority));
   if (punt_xsk_rx_) apply("AF_XDP punt thread", punt_xsk_rx_->set_fifo_priority(priority));
   if (relay_socket_) apply("DHCPv4 relay thread", relay_socket_->set_fifo_priority(priority));
   if (relay_socket6_) apply("DHCPv6 relay thread", relay_socket6_->set_fifo_priority(priority));
-  spdlog::info("punt: {} at SCHED_FIFO priority {}", fmt::join(names, ", "), priority);
+  if (!names.empty())
+    spdlog::info("punt: {} at SCHED_FIFO priority {}{}", fmt::join(names, ", "), priority,
+                 required ? "" : " (punt.realtime_priority \"auto\": a port relays)");
+  if (!refused.empty())
+    spdlog::warn(
+        "punt: the {} stay(s) at the default policy: SCHED_FIFO {} refused: {} (xbngd needs "
+        "CAP_SYS_NICE or an RLIMIT_RTPRIO of at least {}). The relay works; its added latency "
+        "then waits on the host's other work. punt.realtime_priority = 0 chooses the default "
+        "policy without this warning",
+        fmt::join(refused, ", "), priority, why, priority);
 }
 
 // The relays of the dhcp = "relay" ports and the sessions they share.

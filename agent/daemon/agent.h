@@ -129,7 +129,9 @@ class Agent {
                     const std::optional<relay::Relay6Options>& relay6);
   void start_relay4(const punt::BringupOptions& o, relay::Relay4Options ro);
   void start_relay6(const punt::BringupOptions& o, relay::Relay6Options ro);
-  void set_realtime(int priority);  // punt.realtime_priority: throws std::runtime_error
+  // punt.realtime_priority; throws std::runtime_error when `required` and
+  // the kernel refuses, warns otherwise.
+  void set_realtime(int priority, bool required);
   // A DHCPv6 message of the relay to the client, on k's tags.
   bool send_relay6_reply(const SubKey& k, const Mac& mac, const Ipv6& client,
                          std::span<const uint8_t> message);

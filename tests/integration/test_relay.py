@@ -197,6 +197,38 @@ class RelayTest(RelaySuite):
         self.b.clamp_v4_route(ns)
         self.ping(ns, UPLINK_NET4)
 
+    def thread_policies(self) -> dict:
+        """{thread name: (policy, priority)} of xbngd's control-frame threads."""
+        pid, out = self.x.daemon.pid, {}
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            name = read_text(f"/proc/{pid}/task/{tid}/comm").strip()
+            if name in ("xbng-punt", "xbng-relay4"):
+                out[name] = (os.sched_getscheduler(int(tid)),
+                             os.sched_getparam(int(tid)).sched_priority)
+        return out
+
+    def test_10_relay_threads_run_sched_fifo_unless_the_kernel_refuses(self):
+        # punt.realtime_priority unset on a relaying host: SCHED_FIFO 10.
+        fifo = (os.SCHED_FIFO, 10)
+        self.assertEqual(self.thread_policies(), {"xbng-punt": fifo, "xbng-relay4": fifo})
+        # Without CAP_SYS_NICE and with RLIMIT_RTPRIO 0 the kernel refuses:
+        # a warning, the default policy, and the relay still serves.
+        assert self.x.stop(signal.SIGTERM) == 0, self.x.read_log()
+        self.b.start(wrap=["prlimit", "--rtprio=0:0", "setpriv", "--bounding-set", "-sys_nice",
+                           "--"])
+        try:
+            other = (os.SCHED_OTHER, 0)
+            self.assertEqual(self.thread_policies(), {"xbng-punt": other, "xbng-relay4": other})
+            self.assertIn("stay(s) at the default policy: SCHED_FIFO 10 refused",
+                          self.x.read_log())
+            ns, _, addr, _, s = self.up(3)
+            self.assertEqual(self.get(s)["ipv4"], addr)
+            self.b.clamp_v4_route(ns)
+            self.ping(ns, UPLINK_NET4)
+        finally:
+            assert self.x.stop(signal.SIGTERM) == 0, self.x.read_log()
+            self.b.start()
+
 
 if __name__ == "__main__":
     import unittest

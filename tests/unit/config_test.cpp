@@ -759,19 +759,30 @@ ipv4 = "100.64.0.1"
 }
 
 TEST(Config, PuntRealtimePriority) {
-  // Off by default: the default policy.
-  EXPECT_EQ(valid_config().punt_realtime_priority, 0u);
+  // Unset ("auto"): the default policy on a host whose ports do not relay.
+  EXPECT_FALSE(valid_config().punt_realtime_priority.has_value());
   EXPECT_EQ(to_bringup_options(valid_config()).realtime_priority, 0);
-  auto p = write_tmp(
-      "[ports]\naccess = [\"acc0\"]\nuplink = \"upl0\"\n[gateway]\nipv4 = \"100.64.0.1\"\n"
-      "[punt]\nrealtime_priority = 10\n");
-  Config c;
-  load_config_file(p, &c);
-  std::remove(p.c_str());
+  const char* head =
+      "[ports]\naccess = [\"acc0\"]\nuplink = \"upl0\"\n[gateway]\nipv4 = \"100.64.0.1\"\n";
+  auto load = [&](const std::string& punt) {
+    auto p = write_tmp(std::string(head) + "[punt]\n" + punt + "\n");
+    Config c;
+    load_config_file(p, &c);
+    std::remove(p.c_str());
+    return c;
+  };
+  Config c = load("realtime_priority = 10");
   EXPECT_EQ(c.punt_realtime_priority, 10u);
   EXPECT_TRUE(check_config(c).ok()) << errors_of(check_config(c));
   EXPECT_EQ(to_bringup_options(c).realtime_priority, 10);
-  for (uint64_t ok : {1u, 99u})
+  EXPECT_TRUE(to_bringup_options(c).realtime_required);
+  EXPECT_FALSE(load("realtime_priority = \"auto\"").punt_realtime_priority.has_value());
+  EXPECT_EQ(load("realtime_priority = 0").punt_realtime_priority, 0u);
+  EXPECT_THAT(load_error("[punt]\nrealtime_priority = \"high\"\n"),
+              testing::HasSubstr("expected \"auto\" or an integer 0..99"));
+  EXPECT_THAT(load_error("[punt]\nrealtime_priority = -1\n"),
+              testing::HasSubstr("expected a non-negative integer"));
+  for (uint64_t ok : {0u, 1u, 99u})
     EXPECT_TRUE(check_with([ok](Config& x) { x.punt_realtime_priority = ok; }).ok()) << ok;
   for (uint64_t bad : {100u, 1000u}) {
     ConfigCheck chk = check_with([bad](Config& x) { x.punt_realtime_priority = bad; });
@@ -781,6 +792,24 @@ TEST(Config, PuntRealtimePriority) {
     x.punt_realtime_priority = bad;
     EXPECT_THROW(to_bringup_options(x), std::runtime_error);
   }
+  // A relaying host runs the threads at SCHED_FIFO kRelayRealtimePriority
+  // unless told otherwise; a refusal of that is not fatal. 0 keeps the
+  // default policy; a set priority must hold.
+  auto relay = [](Config& x) {
+    x.access_options["acc0"].dhcp = "relay";
+    x.relay.present = true;
+    x.relay.servers_v4 = {"192.0.2.67"};
+  };
+  Config r = valid_config();
+  relay(r);
+  ASSERT_TRUE(check_config(r).ok()) << errors_of(check_config(r));
+  EXPECT_EQ(to_bringup_options(r).realtime_priority, kRelayRealtimePriority);
+  EXPECT_FALSE(to_bringup_options(r).realtime_required);
+  r.punt_realtime_priority = 0;
+  EXPECT_EQ(to_bringup_options(r).realtime_priority, 0);
+  r.punt_realtime_priority = 30;
+  EXPECT_EQ(to_bringup_options(r).realtime_priority, 30);
+  EXPECT_TRUE(to_bringup_options(r).realtime_required);
   // With the punt path off it would set nothing: said, not refused.
   ConfigCheck off = check_with([](Config& x) {
     x.punt_realtime_priority = 10;
@@ -789,10 +818,13 @@ TEST(Config, PuntRealtimePriority) {
   EXPECT_TRUE(off.ok()) << errors_of(off);
   ASSERT_EQ(off.warnings.size(), 1u);
   EXPECT_THAT(off.warnings[0], testing::HasSubstr("no effect"));
-  // The threads are started with it: a reload cannot change it.
-  Config b = valid_config();
-  b.punt_realtime_priority = 20;
-  ReloadPlan r = plan_reload(valid_config(), b);
-  ASSERT_EQ(r.refused.size(), 1u);
-  EXPECT_THAT(r.refused[0], testing::HasSubstr("punt/dhcp/dhcpv6/ra"));
+  // The threads are started with it: a reload cannot change it, "auto"
+  // to a number included.
+  for (uint64_t v : {0u, 20u}) {
+    Config b = valid_config();
+    b.punt_realtime_priority = v;
+    ReloadPlan plan = plan_reload(valid_config(), b);
+    ASSERT_EQ(plan.refused.size(), 1u) << v;
+    EXPECT_THAT(plan.refused[0], testing::HasSubstr("punt/dhcp/dhcpv6/ra"));
+  }
 }

@@ -98,10 +98,11 @@ class BringupLab:
             raise
         self.ncpe = 0
 
-    def start(self) -> None:
-        self.x.start(max_subscribers=1024,
-                     extra=["--config", self.config, "--lease-file", self.lease_file,
-                            "--log-level", "debug"])
+    def start(self, wrap: list[str] | None = None) -> None:
+        """Starts xbngd, under the command wrap (prlimit, setpriv) when given."""
+        self.x.launch([*(wrap or []),
+                       *self.x.xbngd_argv(1024, ["--config", self.config, "--lease-file",
+                                                 self.lease_file, "--log-level", "debug"])])
 
     def restart(self) -> None:
         assert self.x.stop(signal.SIGTERM) == 0, self.x.read_log()

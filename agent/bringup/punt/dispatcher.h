@@ -76,6 +76,10 @@ struct BringupOptions {
   // SCHED_FIFO priority of the punt RX thread and the relays' socket
   // threads (punt.realtime_priority); 0: the default policy.
   int realtime_priority = 0;
+  // Whether the operator set it: a kernel refusal then stops xbngd. The
+  // automatic setting of a relaying host is refused with a warning and
+  // the threads stay at the default policy.
+  bool realtime_required = false;
 };
 
 class Dispatcher {
