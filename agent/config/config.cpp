@@ -654,9 +654,10 @@ void check_punt(const Config& c, Checker& k) {
     k.err("punt.transport {}: expected ringbuf or af_xdp", c.punt_transport);
   const uint64_t fifo = c.punt_realtime_priority.value_or(0);
   if (fifo > 99)
-    k.err("punt.realtime_priority {}: expected 0 (the default policy), 1..99 (SCHED_FIFO) or "
-          "\"auto\"",
-          fifo);
+    k.err(
+        "punt.realtime_priority {}: expected 0 (the default policy), 1..99 (SCHED_FIFO) or "
+        "\"auto\"",
+        fifo);
   else if (fifo && !c.punt_enabled)
     k.warn("punt.realtime_priority {} has no effect: the punt path is off", fifo);
 }
