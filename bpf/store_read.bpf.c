@@ -169,6 +169,9 @@ static long swap_one(__u64 i, struct swap_ctx *c)
 		SWAP_ONE(subscribers, struct xbng_sub_key, struct xbng_subscriber,
 			 xbng_merge_subscriber);
 		break;
+	case XBNG_READ_POLICE:
+		SWAP_ONE(police, __u32, struct xbng_police, xbng_merge_police);
+		break;
 	case XBNG_READ_ROUTES_V4:
 		SWAP_ONE(routes_v4, __be32, struct xbng_route, xbng_merge_route);
 		break;
@@ -193,8 +196,7 @@ int swap_many(struct xbng_swap_args *a)
 	struct swap_ctx c = {.map = a->map, .slot = a->slot};
 	__u32 n = a->n;
 
-	if (c.map == XBNG_READ_POLICE || c.map > XBNG_READ_ROUTES_V6_64 ||
-	    c.slot >= XBNG_READ_SLOTS || n > XBNG_READ_CHUNK)
+	if (c.map > XBNG_READ_ROUTES_V6_64 || c.slot >= XBNG_READ_SLOTS || n > XBNG_READ_CHUNK)
 		return -1;
 	bpf_loop(n, swap_one, &c, 0);
 	a->done = c.done;

@@ -65,6 +65,9 @@ bool swap_merge(MapId m, void* value, const void* old, uint8_t in) {
   if (m == MapId::kSubscribers)
     return xbng_merge_subscriber(static_cast<struct xbng_subscriber*>(value),
                                  static_cast<const struct xbng_subscriber*>(old), in);
+  if (m == MapId::kPolice)
+    return xbng_merge_police(static_cast<struct xbng_police*>(value),
+                             static_cast<const struct xbng_police*>(old), in);
   return xbng_merge_route(static_cast<struct xbng_route*>(value),
                           static_cast<const struct xbng_route*>(old), in);
 }
@@ -186,8 +189,7 @@ class StoreReader {
     *done = 0;
     *rc = 0;
     const int map = read_map_of(m);
-    if (map < 0 || m == MapId::kPolice || ks > XBNG_READ_KEY_MAX || vs > XBNG_READ_VALUE_MAX)
-      return false;
+    if (map < 0 || ks > XBNG_READ_KEY_MAX || vs > XBNG_READ_VALUE_MAX) return false;
     const int slot = take_slot();
     if (slot < 0) return false;
     struct xbng_read_scratch* sc = &mem_[slot];
@@ -267,8 +269,8 @@ uint64_t BpfMapOps::program_runs() const { return reader_ ? reader_->runs() : 0;
 
 uint64_t BpfMapOps::swap_runs() const { return reader_ ? reader_->swaps() : 0; }
 
-// The hashes alone (no direct array, no /128 counted in a line) swap
-// through the program; the rest, and what it could not run, through
+// `police` and the hashes alone (no direct array, no /128 counted in a
+// line) swap through the program; the rest, and what it could not run, through
 // MapOps::swap_many.
 int BpfMapOps::swap_many(MapId m, const void* keys, size_t n, size_t key_size, const void* values,
                          void* old, size_t value_size, uint8_t* flags, size_t* done) {

@@ -47,7 +47,7 @@ class MapOps {
   virtual void lookup_many(MapId m, const void* keys, size_t n, size_t key_size, void* values,
                            size_t value_size, uint8_t* found) const;
   // Writes n values (packed at value_size) over what their keys hold, m
-  // `subscribers` or a route hash: each merged with the value it replaces
+  // `police`, `subscribers` or a route map: each merged with the value it replaces
   // (swap_merge) and written unless the merge says nothing changes. flags[i]
   // in: XBNG_SWAP_KEEP_MAC, XBNG_SWAP_REWRITE (xbng/store_read.h); out:
   // XBNG_SWAP_FOUND (old[i] is the value replaced) and XBNG_SWAP_WRITTEN.
@@ -70,7 +70,8 @@ class MapOps {
 
 // The value swap_many() writes over `old` (value: the new one, merged in
 // place; in: its XBNG_SWAP_* input bits); false when it would write
-// nothing. xbng_merge_subscriber or xbng_merge_route (xbng/store_read.h).
+// nothing. xbng_merge_police, xbng_merge_subscriber or xbng_merge_route
+// (xbng/store_read.h).
 bool swap_merge(MapId m, void* value, const void* old, uint8_t in);
 
 class StoreReader;

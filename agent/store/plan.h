@@ -56,7 +56,7 @@ struct SubscriberStore::Staged {
   std::vector<SubKey> skeys;
   std::vector<struct xbng_subscriber> svals;
   std::vector<std::optional<struct xbng_subscriber>> sold;
-  // The order of the subscriber writes: the updated entries (swapped over
+  // The order of the police and subscriber writes: the updated entries (swapped over
   // what they replace, MapOps::swap_many), then the new ones; and each
   // updated entry's XBNG_SWAP_* input bits.
   std::vector<uint32_t> sorder;

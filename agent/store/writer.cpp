@@ -101,26 +101,6 @@ void SubscriberStore::stage_routes(const Plan& p, Staged* w) const {
   }
 }
 
-void SubscriberStore::read_old_entries(const Plan& p, Staged* w) const {
-  // The updated entries' police slots (the subscriber entries are read as
-  // they are written: write_subscribers()), in chunks of keys per system
-  // call (MapOps::lookup_many).
-  std::vector<uint32_t> at, keys;
-  for (size_t i = 0; i < w->n; ++i)
-    if (p.entries[i].old_rec >= 0) {
-      at.push_back(static_cast<uint32_t>(i));
-      keys.push_back(w->slots[i]);
-    }
-  if (at.empty()) return;
-  const size_t k = at.size();
-  std::vector<uint8_t> found(k);
-  std::vector<struct xbng_police> vals(k);
-  maps_->lookup_many(MapId::kPolice, keys.data(), k, sizeof(uint32_t), vals.data(), sizeof vals[0],
-                     found.data());
-  for (size_t j = 0; j < k; ++j)
-    if (found[j]) w->pold[at[j]] = vals[j];
-}
-
 void SubscriberStore::encode_entries(const Plan& p, Staged* w) {
   w->sorder.clear();
   w->sin.assign(w->n, 0);
@@ -128,7 +108,7 @@ void SubscriberStore::encode_entries(const Plan& p, Staged* w) {
     const auto& e = p.entries[i];
     const SubscriberSpec& s = e.spec;
     const PolicySpec pol = ports_.policy_of(s);
-    w->pvals[i] = encode_police(pol, w->pold[i] ? &*w->pold[i] : nullptr);
+    w->pvals[i] = encode_police(pol, nullptr);  // merged with the old one as written
     w->down_policed[i] = pol.down_rate != 0;
     w->skeys[i] = s.key;
     w->svals[i] = encode_subscriber(s, w->slots[i], pol);
@@ -152,36 +132,61 @@ void SubscriberStore::set_mac(Staged* w, size_t i) {
   w->mac_valid[i] = w->svals[i].flags & XBNG_SUB_F_MAC_VALID;
 }
 
-// The subscriber entries in w->sorder: the updated ones swapped over the
-// entries they replace (read, merged and written in one pass), then the
-// new ones. *done: the leading entries of w->sorder written.
-int SubscriberStore::write_subscribers(Staged* w, size_t* done) {
+// Writes entries in w->sorder: the updated ones swapped over the values
+// they replace (read, merged and written in one pass: MapOps::swap_many),
+// then the new ones. Gathers each one's key and value (key(i), val(i): the
+// entry's), and hands what an updated one replaced and the value written
+// to got(i, old, merged). *done: the leading entries of w->sorder written.
+template <typename V, typename K, typename KeyOf, typename ValOf, typename Got>
+int SubscriberStore::write_in_order(MapId m, Staged* w, KeyOf key, ValOf val, Got got,
+                                    size_t* done) {
   const size_t n = w->n, nu = w->updated;
-  std::vector<SubKey> keys(n);
-  std::vector<struct xbng_subscriber> vals(n), old(nu);
+  std::vector<K> keys(n);
+  std::vector<V> vals(n), old(nu);
   std::vector<uint8_t> in(nu);
   for (size_t j = 0; j < n; ++j) {
-    keys[j] = w->skeys[w->sorder[j]];
-    vals[j] = w->svals[w->sorder[j]];
+    keys[j] = key(w->sorder[j]);
+    vals[j] = val(w->sorder[j]);
     if (j < nu) in[j] = w->sin[w->sorder[j]];
   }
   size_t swapped = 0;
-  int rc = maps_->swap_many(MapId::kSubscribers, keys.data(), nu, sizeof(SubKey), vals.data(),
-                            old.data(), sizeof(struct xbng_subscriber), in.data(), &swapped);
+  int rc = maps_->swap_many(m, keys.data(), nu, sizeof(K), vals.data(), old.data(), sizeof(V),
+                            in.data(), &swapped);
   for (size_t j = 0; j < swapped; ++j) {
     const size_t i = w->sorder[j];
     if (!(in[j] & XBNG_SWAP_FOUND)) continue;
-    w->sold[i] = old[j];
-    swap_merge(MapId::kSubscribers, &w->svals[i], &old[j], w->sin[i]);
-    set_mac(w, i);
+    swap_merge(m, &vals[j], &old[j], w->sin[i]);
+    got(i, old[j], vals[j]);
   }
   *done = swapped;
   if (rc || nu == n) return rc;
   size_t created = 0;
-  rc = maps_->update_many(MapId::kSubscribers, &keys[nu], &vals[nu], n - nu, sizeof(SubKey),
-                          sizeof(struct xbng_subscriber), &created);
+  rc = maps_->update_many(m, &keys[nu], &vals[nu], n - nu, sizeof(K), sizeof(V), &created);
   *done = nu + (rc ? created : n - nu);
   return rc;
+}
+
+int SubscriberStore::write_police(Staged* w, size_t* done) {
+  return write_in_order<struct xbng_police, uint32_t>(
+      MapId::kPolice, w, [&](size_t i) { return w->slots[i]; },
+      [&](size_t i) { return w->pvals[i]; },
+      [&](size_t i, const struct xbng_police& old, const struct xbng_police& v) {
+        w->pold[i] = old;
+        w->pvals[i] = v;
+      },
+      done);
+}
+
+int SubscriberStore::write_subscribers(Staged* w, size_t* done) {
+  return write_in_order<struct xbng_subscriber, SubKey>(
+      MapId::kSubscribers, w, [&](size_t i) { return w->skeys[i]; },
+      [&](size_t i) { return w->svals[i]; },
+      [&](size_t i, const struct xbng_subscriber& old, const struct xbng_subscriber& v) {
+        w->sold[i] = old;
+        w->svals[i] = v;
+        set_mac(w, i);
+      },
+      done);
 }
 
 // One route map's writes: the new routes, then those that replace one
@@ -281,8 +286,8 @@ void SubscriberStore::undo(Staged* w, size_t police, size_t subs, const size_t* 
   }
   if (failed) rollback_failed(MapId::kSubscribers, failed, last, "rolling back a refused change");
   failed = 0;
-  for (size_t i = 0; i < police; ++i)
-    if (w->pold[i])
+  for (size_t k = 0; k < police; ++k)
+    if (const size_t i = w->sorder[k]; w->pold[i])
       if (int rc = maps_->update(MapId::kPolice, &w->slots[i], &*w->pold[i], BPF_ANY))
         ++failed, last = rc;
   if (failed) rollback_failed(MapId::kPolice, failed, last, "rolling back a refused change");
@@ -293,11 +298,10 @@ Status SubscriberStore::write_staged(const Plan& p, Staged* w) {
   const size_t n = w->n;
   // Policers first: a route flagged POLICED always finds its bucket.
   size_t done = 0;
-  if (int rc = maps_->update_many(MapId::kPolice, w->slots.data(), w->pvals.data(), n,
-                                  sizeof(uint32_t), sizeof(struct xbng_police), &done)) {
+  if (int rc = write_police(w, &done)) {
     undo(w, done, 0, nullptr);
-    return kernel_status(
-        rc, fmt::format("writing map police (entry {})", p.entries[std::min(done, n - 1)].input));
+    return kernel_status(rc, fmt::format("writing map police (entry {})",
+                                         p.entries[w->sorder[std::min(done, n - 1)]].input));
   }
   crash_point("upsert", "police");
   done = 0;
@@ -393,7 +397,6 @@ Status SubscriberStore::apply(Plan& p) {
   Staged w;
   stage_entries(p, &w);
   stage_routes(p, &w);
-  read_old_entries(p, &w);
   encode_entries(p, &w);
   if (Status st = write_staged(p, &w); !st.ok()) return st;
   for (MapId m : kRouteMaps) {

@@ -67,7 +67,7 @@ struct xbng_read_args {
 /* swap_many's context, in and out: keys 0..done-1 were processed; err is
  * the refused write's error (key `done`), 0 if none. */
 struct xbng_swap_args {
-	__u32 map; /* XBNG_READ_SUBSCRIBERS or a route map */
+	__u32 map; /* any xbng_read_map */
 	__u32 n;
 	__u32 slot;
 	__u32 done;
@@ -89,6 +89,23 @@ xbng_merge_subscriber(struct xbng_subscriber *nv, const struct xbng_subscriber *
 		nv->flags |= XBNG_SUB_F_MAC_VALID;
 		__builtin_memcpy(nv->mac, old->mac, 6);
 	}
+	return 1;
+}
+
+/* A police slot rewritten over `old`: the policed counters carried over,
+ * and the downstream bucket's state while its rate and depth stay. Always
+ * written. */
+static inline __attribute__((always_inline)) int
+xbng_merge_police(struct xbng_police *nv, const struct xbng_police *old, __u8 in)
+{
+	(void)in;
+	nv->up_policed_packets = old->up_policed_packets;
+	nv->up_policed_bytes = old->up_policed_bytes;
+	nv->down_policed_packets = old->down_policed_packets;
+	nv->down_policed_bytes = old->down_policed_bytes;
+	if (old->down.byte_ns_fp == nv->down.byte_ns_fp &&
+	    old->down.burst_bytes == nv->down.burst_bytes)
+		nv->down.tat_ns = old->down.tat_ns;
 	return 1;
 }
 

@@ -145,12 +145,11 @@ TEST(StoreRead, WithoutTheProgramPerKeyReadsMatch) {
 }
 
 // swap_many of n keys of m: the even ones present with value fill(i), the
-// odd ones absent; the new value of key i is fill(i + 1) with, for every
-// fourth key, the owner and what the merge compares made equal to the old
-// one's (a route left as it is unless asked, XBNG_SWAP_REWRITE every eighth).
-// Through the program or not, the same answers: what each key held, found
-// and written as the merge of xbng/store_read.h says, the maps holding the
-// merged values.
+// odd ones absent (`police`, an array: all present); the new value of key i is fill(i + 1) with,
+// for every fourth key, the owner and what the merge compares made equal to the old one's (a route
+// left as it is unless asked, XBNG_SWAP_REWRITE every eighth). Through the program or not, the same
+// answers: what each key held, found and written as the merge of xbng/store_read.h says, the maps
+// holding the merged values.
 template <typename KeyOf>
 void check_swap(BpfMapOps& ops, int fd, MapId m, size_t ks, size_t vs, KeyOf key_of) {
   const uint32_t n = 2 * kEntries;
@@ -165,7 +164,7 @@ void check_swap(BpfMapOps& ops, int fd, MapId m, size_t ks, size_t vs, KeyOf key
     }
     in[i] = m == MapId::kSubscribers ? (i % 3 == 0 ? XBNG_SWAP_KEEP_MAC : 0)
                                      : (i % 8 == 0 ? XBNG_SWAP_REWRITE : 0);
-    if (i % 2 == 0) {
+    if (m == MapId::kPolice || i % 2 == 0) {
       ASSERT_EQ(bpf_map_update_elem(fd, &keys[i * ks], &want_old[i * vs], BPF_ANY), 0)
           << std::strerror(errno);
     }
@@ -183,7 +182,7 @@ void check_swap(BpfMapOps& ops, int fd, MapId m, size_t ks, size_t vs, KeyOf key
   std::vector<uint8_t> v(vs);
   for (uint32_t i = 0; i < n; ++i) {
     std::vector<uint8_t> merged(&vals[i * vs], &vals[(i + 1) * vs]);
-    const bool present = i % 2 == 0;
+    const bool present = m == MapId::kPolice || i % 2 == 0;
     const bool write = !present || swap_merge(m, merged.data(), &want_old[i * vs], in[i]);
     ASSERT_EQ(flags[i], (present ? XBNG_SWAP_FOUND : 0) | (write ? XBNG_SWAP_WRITTEN : 0))
         << map_name(m) << " key " << i;
@@ -195,9 +194,9 @@ void check_swap(BpfMapOps& ops, int fd, MapId m, size_t ks, size_t vs, KeyOf key
     ASSERT_EQ(std::memcmp(v.data(), now, vs), 0) << map_name(m) << " key " << i;
     written += write;
   }
-  // Subscriber entries are always written; some routes were left as they
-  // were, others rewritten: both paths taken.
-  if (m == MapId::kSubscribers) {
+  // Police slots and subscriber entries are always written; some routes
+  // were left as they were, others rewritten: both paths taken.
+  if (m == MapId::kSubscribers || m == MapId::kPolice) {
     EXPECT_EQ(written, n);
   } else {
     EXPECT_LT(written, n);
@@ -212,6 +211,8 @@ void check_swaps(Maps& maps, BpfMapOps& ops) {
                                         static_cast<uint16_t>(1 + i % 4000)};
                std::memcpy(k, &s, sizeof s);
              });
+  check_swap(ops, fd(MapId::kPolice), MapId::kPolice, 4, sizeof(struct xbng_police),
+             [](uint32_t i, uint8_t* k) { std::memcpy(k, &i, 4); });
   check_swap(ops, fd(MapId::kRoutesV4), MapId::kRoutesV4, 4, sizeof(struct xbng_route),
              [](uint32_t i, uint8_t* k) {
                const uint32_t a = htonl(0x0a000000u + i);

@@ -120,8 +120,9 @@ TEST_F(StoreWriter, FailedRollbackIsCounted) {
 }
 
 // An update writes each value over the one it replaces in one pass
-// (MapOps::swap_many): the fast path's counters and a learned MAC are
-// carried over, and a refused write restores exactly what was there.
+// (MapOps::swap_many): the fast path's counters (subscriber entry, route,
+// police slot) and a learned MAC are carried over, and a refused write restores exactly what was
+// there.
 TEST_F(StoreWriter, UpdateKeepsCountersAndMacAndARefusalRestoresThem) {
   const SubKey k1 = key(1);
   const std::string skey(reinterpret_cast<const char*>(&k1), sizeof k1);
@@ -141,6 +142,12 @@ TEST_F(StoreWriter, UpdateKeepsCountersAndMacAndARefusalRestoresThem) {
     std::memcpy(&rv, v4.at(rkey).data(), sizeof rv);
     rv.down_packets = 33, rv.down_bytes = 44;
     v4.at(rkey).assign(reinterpret_cast<const char*>(&rv), sizeof rv);
+    auto& pol = st_->m[static_cast<int>(MapId::kPolice)];
+    const std::string pkey(reinterpret_cast<const char*>(&sv.slot), 4);
+    struct xbng_police pv;
+    std::memcpy(&pv, pol.at(pkey).data(), sizeof pv);
+    pv.down_policed_packets = 55;
+    pol.at(pkey).assign(reinterpret_cast<const char*>(&pv), sizeof pv);
   }
   before_ = st_->snapshot();
   xbng::v1::Subscriber priced = sub(1, "100.64.0.1", "2001:db8::1", {"2001:db8:1:1::/64"});
@@ -163,6 +170,11 @@ TEST_F(StoreWriter, UpdateKeepsCountersAndMacAndARefusalRestoresThem) {
   EXPECT_TRUE(rv.flags & XBNG_ROUTE_F_POLICED);
   EXPECT_TRUE(rv.flags & XBNG_ROUTE_F_MAC_VALID);
   EXPECT_EQ(rv.mac[5], 0x42);
+  struct xbng_police pv;
+  const std::string pkey(reinterpret_cast<const char*>(&sv.slot), 4);
+  std::memcpy(&pv, st_->m[static_cast<int>(MapId::kPolice)].at(pkey).data(), sizeof pv);
+  EXPECT_EQ(pv.down_policed_packets, 55u);
+  EXPECT_EQ(pv.down_rate_bps, 50000000u);
 }
 
 // A batch large enough for two writer threads: a refusal on one thread's
