@@ -61,10 +61,10 @@ void SubscriberStore::stage_entries(const Plan& p, Staged* w) {
 }
 
 void SubscriberStore::stage_routes(const Plan& p, Staged* w) const {
-  // Every claim gets its place now, in plan order (its key written, its
-  // value and old value to come); encode_routes() then drops the routes
-  // that need no write. Sized up front (see plan()): growing by doubling
-  // was the largest transient of a maximal atomic upsert.
+  // Every claim's key now, in plan order (its value and the old value to
+  // come: write_route_map(), which drops the routes that need no write).
+  // Sized up front (see plan()): growing by doubling was the largest
+  // transient of a maximal atomic upsert.
   size_t claims[kMapCount] = {}, key_bytes[kMapCount] = {};
   for (const auto& e : p.entries)
     for (const auto& c : e.claims) {
@@ -73,8 +73,8 @@ void SubscriberStore::stage_routes(const Plan& p, Staged* w) const {
     }
   for (int m = 0; m < kMapCount; ++m) {
     w->w[m].keys.reserve(key_bytes[m]);
-    w->w[m].vals.resize(claims[m]);
-    w->w[m].old.resize(claims[m]);
+    w->w[m].vals.reserve(claims[m]);
+    w->w[m].old.reserve(claims[m]);
   }
   std::vector<RouteKey> oc;
   for (const auto& e : p.entries) {
@@ -198,11 +198,16 @@ int SubscriberStore::write_route_map(const Plan& p, MapId m, Staged* w, size_t* 
   auto& mw = w->w[static_cast<int>(m)];
   const size_t ks = route_key_size(m);
   const std::vector<uint8_t> keys = std::move(mw.keys);  // every claim's, in plan order
+  const size_t count = keys.size() / ks;
   mw.keys.clear();
+  mw.keys.reserve(keys.size());
   mw.vals.clear();
   mw.old.clear();
   std::vector<uint8_t> okeys, in;
   std::vector<struct xbng_route> ovals;
+  okeys.reserve(keys.size());
+  ovals.reserve(count);
+  in.reserve(count);
   size_t at = 0;
   for (size_t i = 0; i < w->n; ++i) {
     const auto& e = p.entries[i];
