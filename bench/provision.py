@@ -16,6 +16,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
+import resource
 import subprocess
 import time
 
@@ -48,6 +49,12 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def children_cpu_s() -> float:
+    """CPU seconds of the children waited for so far (each xbngctl run)."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 def map_memory(bpffs_dir: str) -> dict[str, int]:
     """bytes per pinned xbng map, from bpftool (bytes_memlock is the map's memory on 6.x)."""
     out = {}
@@ -73,24 +80,26 @@ def bench_xbng(n: int, workdir: str, update: bool = False) -> dict:
         mem0 = map_memory(x.lab.bpffs)
         path = os.path.join(workdir, f"subs-{n}.jsonl")
         write_jsonl(path, (plan(i, c_per_s=4000) for i in range(n)))
-        t0, c0 = time.monotonic(), cpu_s(pid)
+        t0, c0, k0 = time.monotonic(), cpu_s(pid), children_cpu_s()
         out = x.ctl("sub", "import", path)
         t_add, c_add = time.monotonic() - t0, cpu_s(pid) - c0
+        k_add = children_cpu_s() - k0
         assert int(out["applied"]) == n, out
         rss_peak = proc_status_kb(pid, "VmHWM")
         rss_loaded = proc_status_kb(pid, "VmRSS")
         mem1 = map_memory(x.lab.bpffs)
         listed = x.ctl("sub", "list", "--page-size", "1")
-        t_upd = c_upd = rss_upd_peak = None
+        t_upd = c_upd = k_upd = rss_upd_peak = None
         if update:
             upath = os.path.join(workdir, f"subs-{n}-policy.jsonl")
             write_jsonl(upath, ({**plan(i, c_per_s=4000), "policy": UPDATE_POLICY}
                                 for i in range(n)))
             with open(f"/proc/{pid}/clear_refs", "w") as f:
                 f.write("5")  # VmHWM := VmRSS: the update's own peak
-            t0, c0 = time.monotonic(), cpu_s(pid)
+            t0, c0, k0 = time.monotonic(), cpu_s(pid), children_cpu_s()
             out = x.ctl("sub", "import", upath)
             t_upd, c_upd = time.monotonic() - t0, cpu_s(pid) - c0
+            k_upd = children_cpu_s() - k0
             os.unlink(upath)
             assert int(out["applied"]) == n, out
             rss_upd_peak = proc_status_kb(pid, "VmHWM") / 1024
@@ -106,6 +115,7 @@ def bench_xbng(n: int, workdir: str, update: bool = False) -> dict:
             "add_s": t_add, "add_per_s": n / t_add,
             "del_s": t_del, "del_per_s": n / t_del,
             "add_cpu_s": c_add, "del_cpu_s": c_del, "update_cpu_s": c_upd,
+            "add_ctl_cpu_s": k_add, "update_ctl_cpu_s": k_upd,
             "update_s": t_upd, "update_per_s": n / t_upd if t_upd else None,
             "agent_rss_update_peak_mb": rss_upd_peak,
             "listed_total": int(listed["total_count"]),

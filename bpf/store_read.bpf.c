@@ -121,4 +121,87 @@ int read_many(struct xbng_read_args *a)
 	return bpf_loop(n, read_one, &c, 0);
 }
 
+struct swap_ctx {
+	__u32 map;
+	__u32 slot;
+	__u32 done;
+	__s32 err;
+};
+
+/* Key i of the chunk in `m`: the value it holds copied out over value i
+ * (kept on the stack: the new one), the new one merged with that copy and
+ * written unless the merge says nothing changes. A refused write stops
+ * the loop with its error. */
+#define SWAP_ONE(m, ktype, vtype, merge)                                     \
+	do {                                                                 \
+		void *k = sc->keys + i * sizeof(ktype);                      \
+		vtype *io = (vtype *)(sc->vals + i * sizeof(vtype));         \
+		vtype nv = *io;                                              \
+		vtype *cur = bpf_map_lookup_elem(&m, k);                     \
+		__u8 in = sc->found[i], out = 0;                             \
+		int write = 1;                                               \
+		if (cur) {                                                   \
+			*io = *cur;                                          \
+			out = XBNG_SWAP_FOUND;                               \
+			write = merge(&nv, io, in);                          \
+		}                                                            \
+		if (write) {                                                 \
+			long err = bpf_map_update_elem(&m, k, &nv, BPF_ANY); \
+			if (err) {                                           \
+				sc->found[i] = out;                          \
+				c->err = (__s32)err;                         \
+				return 1;                                    \
+			}                                                    \
+			out |= XBNG_SWAP_WRITTEN;                            \
+		}                                                            \
+		sc->found[i] = out;                                          \
+	} while (0)
+
+static long swap_one(__u64 i, struct swap_ctx *c)
+{
+	__u32 slot = c->slot;
+	struct xbng_read_scratch *sc = bpf_map_lookup_elem(&read_scratch, &slot);
+
+	if (!sc || i >= XBNG_READ_CHUNK)
+		return 1;
+	switch (c->map) {
+	case XBNG_READ_SUBSCRIBERS:
+		SWAP_ONE(subscribers, struct xbng_sub_key, struct xbng_subscriber,
+			 xbng_merge_subscriber);
+		break;
+	case XBNG_READ_POLICE:
+		SWAP_ONE(police, __u32, struct xbng_police, xbng_merge_police);
+		break;
+	case XBNG_READ_ROUTES_V4:
+		SWAP_ONE(routes_v4, __be32, struct xbng_route, xbng_merge_route);
+		break;
+	case XBNG_READ_ROUTES_V6:
+		SWAP_ONE(routes_v6, struct xbng_v6_key, struct xbng_route, xbng_merge_route);
+		break;
+	case XBNG_READ_ROUTES_V6_64:
+		SWAP_ONE(routes_v6_64, struct xbng_v6_64_key, struct xbng_route, xbng_merge_route);
+		break;
+	default:
+		return 1;
+	}
+	c->done = i + 1;
+	return 0;
+}
+
+/* Sets a->done and a->err (xbng/store_read.h); returns -1 for arguments out
+ * of range, else 0. */
+SEC("syscall")
+int swap_many(struct xbng_swap_args *a)
+{
+	struct swap_ctx c = {.map = a->map, .slot = a->slot};
+	__u32 n = a->n;
+
+	if (c.map > XBNG_READ_ROUTES_V6_64 || c.slot >= XBNG_READ_SLOTS || n > XBNG_READ_CHUNK)
+		return -1;
+	bpf_loop(n, swap_one, &c, 0);
+	a->done = c.done;
+	a->err = c.err;
+	return 0;
+}
+
 char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -65,11 +65,29 @@ class FastSubscriberJson {
   // each at most once, as plain or quoted decimal numbers (proto3 JSON
   // writes 64-bit integers quoted). A repricing import carries one on every
   // line: without this it went to JsonStringToMessage, ~20x slower.
+  // Its field (0..3: up rate, up burst, down rate, down burst) by either
+  // name, or -1: found by length first, at most two names compared (a
+  // repricing import reads four a line).
+  static int policy_field(std::string_view n) {
+    auto is = [&](std::string_view a) { return n == a; };
+    switch (n.size()) {
+      case 9:
+        return is("upRateBps") ? 0 : -1;
+      case 11:
+        return is("up_rate_bps") ? 0 : is("downRateBps") ? 2 : -1;
+      case 12:
+        return is("upBurstBytes") ? 1 : -1;
+      case 13:
+        return is("down_rate_bps") ? 2 : -1;
+      case 14:
+        return is("up_burst_bytes") ? 1 : is("downBurstBytes") ? 3 : -1;
+      case 16:
+        return is("down_burst_bytes") ? 3 : -1;
+      default:
+        return -1;
+    }
+  }
   bool policy(xbng::v1::Policy* out) {
-    static constexpr std::string_view names[4][2] = {{"up_rate_bps", "upRateBps"},
-                                                     {"up_burst_bytes", "upBurstBytes"},
-                                                     {"down_rate_bps", "downRateBps"},
-                                                     {"down_burst_bytes", "downBurstBytes"}};
     if (!eat('{')) return false;
     ws();
     if (eat('}')) return true;
@@ -77,9 +95,7 @@ class FastSubscriberJson {
     for (;;) {
       std::string_view name;
       if (!str(&name)) return false;
-      int f = -1;
-      for (int i = 0; i < 4; ++i)
-        if (name == names[i][0] || name == names[i][1]) f = i;
+      const int f = policy_field(name);
       if (f < 0 || (seen & (1u << f))) return false;
       seen |= 1u << f;
       ws();

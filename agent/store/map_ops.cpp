@@ -61,6 +61,44 @@ void MapOps::lookup_many(MapId m, const void* keys, size_t n, size_t key_size, v
   for (size_t i = 0; i < n; ++i) found[i] = lookup(m, k + i * key_size, v + i * value_size) == 0;
 }
 
+bool swap_merge(MapId m, void* value, const void* old, uint8_t in) {
+  if (m == MapId::kSubscribers)
+    return xbng_merge_subscriber(static_cast<struct xbng_subscriber*>(value),
+                                 static_cast<const struct xbng_subscriber*>(old), in);
+  if (m == MapId::kPolice)
+    return xbng_merge_police(static_cast<struct xbng_police*>(value),
+                             static_cast<const struct xbng_police*>(old), in);
+  return xbng_merge_route(static_cast<struct xbng_route*>(value),
+                          static_cast<const struct xbng_route*>(old), in);
+}
+
+int MapOps::swap_many(MapId m, const void* keys, size_t n, size_t key_size, const void* values,
+                      void* old, size_t value_size, uint8_t* flags, size_t* done) {
+  const auto* k = static_cast<const uint8_t*>(keys);
+  const auto* v = static_cast<const uint8_t*>(values);
+  auto* o = static_cast<uint8_t*>(old);
+  std::vector<uint8_t> found(n), wk, wv(value_size);
+  std::vector<size_t> at;
+  lookup_many(m, keys, n, key_size, old, value_size, found.data());
+  for (size_t i = 0; i < n; ++i) {
+    std::memcpy(wv.data() + at.size() * value_size, v + i * value_size, value_size);
+    const bool write = !found[i] || swap_merge(m, wv.data() + at.size() * value_size,
+                                               o + i * value_size, flags[i]);
+    flags[i] = found[i] ? XBNG_SWAP_FOUND : 0;
+    if (!write) continue;
+    at.push_back(i);
+    wk.insert(wk.end(), k + i * key_size, k + (i + 1) * key_size);
+    wv.resize((at.size() + 1) * value_size);
+  }
+  size_t written = 0;
+  const int rc =
+      at.empty() ? 0
+                 : update_many(m, wk.data(), wv.data(), at.size(), key_size, value_size, &written);
+  for (size_t j = 0; j < written; ++j) flags[at[j]] |= XBNG_SWAP_WRITTEN;
+  *done = rc ? at[written] : n;
+  return rc;
+}
+
 // bpf/store_read.bpf.c loaded on the store's maps, and its scratch array
 // mapped into the agent: XBNG_READ_SLOTS chunks, one per reader at once.
 class StoreReader {
@@ -104,6 +142,7 @@ class StoreReader {
       return nullptr;
     }
     r->prog_ = bpf_program__fd(r->sk_->progs.read_many);
+    r->swap_prog_ = bpf_program__fd(r->sk_->progs.swap_many);
     return r;
   }
 
@@ -119,19 +158,14 @@ class StoreReader {
             uint8_t* found) {
     const int map = read_map_of(m);
     if (map < 0 || ks > XBNG_READ_KEY_MAX || vs > XBNG_READ_VALUE_MAX) return false;
-    uint32_t slot = 0, busy = busy_.load(std::memory_order_relaxed);
-    for (;;) {
-      while (slot < XBNG_READ_SLOTS && (busy >> slot) & 1) ++slot;
-      if (slot == XBNG_READ_SLOTS) return false;
-      if (busy_.compare_exchange_weak(busy, busy | (1u << slot), std::memory_order_acquire)) break;
-      slot = 0;
-    }
+    const int slot = take_slot();
+    if (slot < 0) return false;
     struct xbng_read_scratch* sc = &mem_[slot];
     bool ok = true;
     for (size_t at = 0; ok && at < n; at += XBNG_READ_CHUNK) {
       const uint32_t c = static_cast<uint32_t>(std::min<size_t>(XBNG_READ_CHUNK, n - at));
       std::memcpy(sc->keys, keys + at * ks, c * ks);
-      struct xbng_read_args args = {static_cast<uint32_t>(map), c, slot};
+      struct xbng_read_args args = {static_cast<uint32_t>(map), c, static_cast<uint32_t>(slot)};
       LIBBPF_OPTS(bpf_test_run_opts, ro, .ctx_in = &args, .ctx_size_in = sizeof args);
       ok = bpf_prog_test_run_opts(prog_, &ro) == 0 && ro.retval == c;
       if (!ok) break;
@@ -146,18 +180,70 @@ class StoreReader {
     return ok;
   }
 
+  // MapOps::swap_many of n keys of m (a hash), a chunk per program run:
+  // *done keys processed, *rc the refused write's error. False if it
+  // stopped for another reason (no slot free, the program failed): the
+  // caller swaps the keys from *done on itself.
+  bool swap(MapId m, const uint8_t* keys, size_t n, size_t ks, const uint8_t* values, uint8_t* old,
+            size_t vs, uint8_t* flags, size_t* done, int* rc) {
+    *done = 0;
+    *rc = 0;
+    const int map = read_map_of(m);
+    if (map < 0 || ks > XBNG_READ_KEY_MAX || vs > XBNG_READ_VALUE_MAX) return false;
+    const int slot = take_slot();
+    if (slot < 0) return false;
+    struct xbng_read_scratch* sc = &mem_[slot];
+    bool ok = true;
+    for (size_t at = 0; at < n && !*rc; at += XBNG_READ_CHUNK) {
+      const uint32_t c = static_cast<uint32_t>(std::min<size_t>(XBNG_READ_CHUNK, n - at));
+      std::memcpy(sc->keys, keys + at * ks, c * ks);
+      std::memcpy(sc->vals, values + at * vs, c * vs);
+      std::memcpy(sc->found, flags + at, c);
+      struct xbng_swap_args args = {static_cast<uint32_t>(map), c, static_cast<uint32_t>(slot), 0,
+                                    0};
+      LIBBPF_OPTS(bpf_test_run_opts, ro, .ctx_in = &args, .ctx_size_in = sizeof args);
+      ok = bpf_prog_test_run_opts(swap_prog_, &ro) == 0 && ro.retval == 0 && args.done <= c &&
+           (args.done == c || args.err != 0);
+      if (!ok) break;
+      swaps_.fetch_add(1, std::memory_order_relaxed);
+      std::memcpy(old + at * vs, sc->vals, args.done * vs);
+      std::memcpy(flags + at, sc->found, args.done);
+      *done += args.done;
+      *rc = args.err;
+    }
+    busy_.fetch_and(~(1u << slot), std::memory_order_release);
+    if (!ok && !failed_.exchange(true))
+      spdlog::warn("store: store_read.bpf.o failed ({}); reading one system call a key",
+                   std::strerror(errno));
+    return ok;
+  }
+
  private:
   StoreReader() = default;
+  // A free slot of read_scratch taken, or -1.
+  int take_slot() {
+    uint32_t slot = 0, busy = busy_.load(std::memory_order_relaxed);
+    for (;;) {
+      while (slot < XBNG_READ_SLOTS && (busy >> slot) & 1) ++slot;
+      if (slot == XBNG_READ_SLOTS) return -1;
+      if (busy_.compare_exchange_weak(busy, busy | (1u << slot), std::memory_order_acquire))
+        return static_cast<int>(slot);
+      slot = 0;
+    }
+  }
   struct store_read* sk_ = nullptr;
   int prog_ = -1;
+  int swap_prog_ = -1;
   struct xbng_read_scratch* mem_ = nullptr;
   size_t len_ = 0;
   std::atomic<uint32_t> busy_{0};  // bit i: slot i in use
   std::atomic<bool> failed_{false};
   std::atomic<uint64_t> runs_{0};
+  std::atomic<uint64_t> swaps_{0};
 
  public:
   uint64_t runs() const { return runs_.load(std::memory_order_relaxed); }
+  uint64_t swaps() const { return swaps_.load(std::memory_order_relaxed); }
 };
 
 BpfMapOps::BpfMapOps(const StoreMaps& maps, bool chunked_reads)
@@ -180,6 +266,32 @@ BpfMapOps::BpfMapOps(const StoreMaps& maps, bool chunked_reads)
 BpfMapOps::~BpfMapOps() = default;
 
 uint64_t BpfMapOps::program_runs() const { return reader_ ? reader_->runs() : 0; }
+
+uint64_t BpfMapOps::swap_runs() const { return reader_ ? reader_->swaps() : 0; }
+
+// `police` and the hashes alone (no direct array, no /128 counted in a
+// line) swap through the program; the rest, and what it could not run, through
+// MapOps::swap_many.
+int BpfMapOps::swap_many(MapId m, const void* keys, size_t n, size_t key_size, const void* values,
+                         void* old, size_t value_size, uint8_t* flags, size_t* done) {
+  *done = 0;
+  if (n == 0) return 0;
+  const bool hash_only = !direct(m) && !(m == MapId::kSubscribers && !maps_.direct_subs.empty()) &&
+                         !(m == MapId::kRoutesV6 && maps_.direct.has(DirectUnit::kV6_64));
+  int rc = 0;
+  const auto* k = static_cast<const uint8_t*>(keys);
+  const auto* v = static_cast<const uint8_t*>(values);
+  auto* o = static_cast<uint8_t*>(old);
+  if (hash_only && reader_ && reader_->swap(m, k, n, key_size, v, o, value_size, flags, done, &rc))
+    return rc ? (errno = -rc, rc) : 0;
+  if (rc) return errno = -rc, rc;
+  const size_t at = *done;
+  size_t rest = 0;
+  rc = MapOps::swap_many(m, k + at * key_size, n - at, key_size, v + at * value_size,
+                         o + at * value_size, value_size, flags + at, &rest);
+  *done = at + rest;
+  return rc;
+}
 
 std::optional<DirectUnit> BpfMapOps::direct(MapId m) const {
   auto u = direct_unit_of(m);

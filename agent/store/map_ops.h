@@ -46,6 +46,16 @@ class MapOps {
   // one system call.
   virtual void lookup_many(MapId m, const void* keys, size_t n, size_t key_size, void* values,
                            size_t value_size, uint8_t* found) const;
+  // Writes n values (packed at value_size) over what their keys hold, m
+  // `police`, `subscribers` or a route map: each merged with the value it replaces
+  // (swap_merge) and written unless the merge says nothing changes. flags[i]
+  // in: XBNG_SWAP_KEEP_MAC, XBNG_SWAP_REWRITE (xbng/store_read.h); out:
+  // XBNG_SWAP_FOUND (old[i] is the value replaced) and XBNG_SWAP_WRITTEN.
+  // Stops at the first refused write: *done is the keys processed before
+  // it. Here lookup_many(), the merge and update_many(); the kernel maps
+  // read, merge and write a chunk of keys in one system call.
+  virtual int swap_many(MapId m, const void* keys, size_t n, size_t key_size, const void* values,
+                        void* old, size_t value_size, uint8_t* flags, size_t* done);
   // flags: BPF_ANY, BPF_NOEXIST, BPF_EXIST.
   virtual int update(MapId m, const void* key, const void* value, uint64_t flags) = 0;
   virtual int erase(MapId m, const void* key) = 0;
@@ -57,6 +67,12 @@ class MapOps {
   virtual int for_each(MapId m, size_t key_size, size_t value_size,
                        const std::function<void(const void*, const void*)>& fn) const = 0;
 };
+
+// The value swap_many() writes over `old` (value: the new one, merged in
+// place; in: its XBNG_SWAP_* input bits); false when it would write
+// nothing. xbng_merge_police, xbng_merge_subscriber or xbng_merge_route
+// (xbng/store_read.h).
+bool swap_merge(MapId m, void* value, const void* old, uint8_t in);
 
 class StoreReader;
 
@@ -93,6 +109,10 @@ class BpfMapOps final : public MapOps {
   bool reads_in_chunks() const { return reader_ != nullptr; }
   // Chunks read through the program so far.
   uint64_t program_runs() const;
+  // Chunks swapped through the program so far.
+  uint64_t swap_runs() const;
+  int swap_many(MapId m, const void* keys, size_t n, size_t key_size, const void* values, void* old,
+                size_t value_size, uint8_t* flags, size_t* done) override;
   int update(MapId m, const void* key, const void* value, uint64_t flags) override;
   int erase(MapId m, const void* key) override;
   int update_many(MapId m, const void* keys, const void* values, size_t n, size_t key_size,

@@ -56,6 +56,12 @@ struct SubscriberStore::Staged {
   std::vector<SubKey> skeys;
   std::vector<struct xbng_subscriber> svals;
   std::vector<std::optional<struct xbng_subscriber>> sold;
+  // The order of the police and subscriber writes: the updated entries (swapped over
+  // what they replace, MapOps::swap_many), then the new ones; and each
+  // updated entry's XBNG_SWAP_* input bits.
+  std::vector<uint32_t> sorder;
+  size_t updated = 0;  // the leading entries of sorder that are updates
+  std::vector<uint8_t> sin;
   // Rate plans: each record's index is its slot in `police`; new entries take
   // theirs now (returned if the plan is rolled back).
   std::vector<uint32_t> slots;

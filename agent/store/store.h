@@ -266,16 +266,20 @@ class SubscriberStore {
   // ---- writing (writer.cpp)
   absl::Status apply(Plan& p);
   // The values apply() writes, and what they replace: slots taken, every
-  // claim placed and the replaced routes listed (stage_*); the police and
-  // subscriber entries they replace read from the maps (one lookup each, the
-  // two maps on two threads for a large plan) and the new ones encoded; then,
-  // in write_staged(), each route map's old values read and new values
-  // encoded just before its write (a route that would not change dropped).
+  // claim placed and the replaced routes listed (stage_*), the new values
+  // encoded; then, in write_staged(), the police slots, the subscriber
+  // entries and each route map's routes written over what they replace in
+  // one pass that reads it, carries the kernel's fields over and writes
+  // (MapOps::swap_many; a route that would not change is not written).
   void stage_entries(const Plan& p, Staged* w);
   void stage_routes(const Plan& p, Staged* w) const;
-  void read_old_entries(const Plan& p, Staged* w) const;
   void encode_entries(const Plan& p, Staged* w);
-  void stage_route_map(const Plan& p, MapId m, Staged* w) const;
+  static void set_mac(Staged* w, size_t i);
+  template <typename V, typename K, typename KeyOf, typename ValOf, typename Got>
+  int write_in_order(MapId m, Staged* w, KeyOf key, ValOf val, Got got, size_t* done);
+  int write_police(Staged* w, size_t* done);
+  int write_subscribers(Staged* w, size_t* done);
+  int write_route_map(const Plan& p, MapId m, Staged* w, size_t* written) const;
   absl::Status write_staged(const Plan& p, Staged* w);
   void undo(Staged* w, size_t police, size_t subs, const size_t* routes);
   void commit_index(Plan& p, const Staged& w);

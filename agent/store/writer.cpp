@@ -10,7 +10,9 @@
 #include <cstring>
 
 #include "store/codec.h"
+#include "store/map_ops.h"
 #include "store/plan.h"
+#include "xbng/store_read.h"
 
 namespace xbng::agent {
 
@@ -59,10 +61,10 @@ void SubscriberStore::stage_entries(const Plan& p, Staged* w) {
 }
 
 void SubscriberStore::stage_routes(const Plan& p, Staged* w) const {
-  // Every claim gets its place now, in plan order (its key written, its
-  // value and old value to come); encode_routes() then drops the routes
-  // that need no write. Sized up front (see plan()): growing by doubling
-  // was the largest transient of a maximal atomic upsert.
+  // Every claim's key now, in plan order (its value and the old value to
+  // come: write_route_map(), which drops the routes that need no write).
+  // Sized up front (see plan()): growing by doubling was the largest
+  // transient of a maximal atomic upsert.
   size_t claims[kMapCount] = {}, key_bytes[kMapCount] = {};
   for (const auto& e : p.entries)
     for (const auto& c : e.claims) {
@@ -71,8 +73,8 @@ void SubscriberStore::stage_routes(const Plan& p, Staged* w) const {
     }
   for (int m = 0; m < kMapCount; ++m) {
     w->w[m].keys.reserve(key_bytes[m]);
-    w->w[m].vals.resize(claims[m]);
-    w->w[m].old.resize(claims[m]);
+    w->w[m].vals.reserve(claims[m]);
+    w->w[m].old.reserve(claims[m]);
   }
   std::vector<RouteKey> oc;
   for (const auto& e : p.entries) {
@@ -99,93 +101,114 @@ void SubscriberStore::stage_routes(const Plan& p, Staged* w) const {
   }
 }
 
-void SubscriberStore::read_old_entries(const Plan& p, Staged* w) const {
-  // The updated entries' police slots and subscriber keys, packed: each map
-  // read in chunks of keys per system call (MapOps::lookup_many).
-  std::vector<uint32_t> at;
-  for (size_t i = 0; i < w->n; ++i)
-    if (p.entries[i].old_rec >= 0) at.push_back(static_cast<uint32_t>(i));
-  if (at.empty()) return;
-  const size_t k = at.size();
-  auto read = [&](MapId m) {
-    std::vector<uint8_t> found(k);
-    if (m == MapId::kPolice) {
-      std::vector<uint32_t> keys(k);
-      std::vector<struct xbng_police> vals(k);
-      for (size_t j = 0; j < k; ++j) keys[j] = w->slots[at[j]];
-      maps_->lookup_many(m, keys.data(), k, sizeof(uint32_t), vals.data(), sizeof vals[0],
-                         found.data());
-      for (size_t j = 0; j < k; ++j)
-        if (found[j]) w->pold[at[j]] = vals[j];
-    } else {
-      std::vector<SubKey> keys(k);
-      std::vector<struct xbng_subscriber> vals(k);
-      for (size_t j = 0; j < k; ++j) keys[j] = p.entries[at[j]].spec.key;
-      maps_->lookup_many(m, keys.data(), k, sizeof(SubKey), vals.data(), sizeof vals[0],
-                         found.data());
-      for (size_t j = 0; j < k; ++j)
-        if (found[j]) w->sold[at[j]] = vals[j];
-    }
-  };
-  run_pair(
-      w->n >= kParallelApply, [&] { read(MapId::kPolice); }, [&] { read(MapId::kSubscribers); });
-}
-
 void SubscriberStore::encode_entries(const Plan& p, Staged* w) {
+  w->sorder.clear();
+  w->sin.assign(w->n, 0);
   for (size_t i = 0; i < w->n; ++i) {
     const auto& e = p.entries[i];
     const SubscriberSpec& s = e.spec;
     const PolicySpec pol = ports_.policy_of(s);
-    w->pvals[i] = encode_police(pol, w->pold[i] ? &*w->pold[i] : nullptr);
+    w->pvals[i] = encode_police(pol, nullptr);  // merged with the old one as written
     w->down_policed[i] = pol.down_rate != 0;
-    struct xbng_subscriber v = encode_subscriber(s, w->slots[i], pol);
-    if (e.old_rec >= 0 && w->sold[i]) {
-      const struct xbng_subscriber& ov = *w->sold[i];
-      v.up_packets = ov.up_packets;
-      v.up_bytes = ov.up_bytes;
-      if (ov.up.byte_ns_fp == v.up.byte_ns_fp && ov.up.burst_bytes == v.up.burst_bytes)
-        v.up.tat_ns = ov.up.tat_ns;
+    w->skeys[i] = s.key;
+    w->svals[i] = encode_subscriber(s, w->slots[i], pol);
+    if (e.old_rec >= 0) {
+      w->sorder.push_back(static_cast<uint32_t>(i));
       // Keep a learned MAC when the request still asks to learn, except
       // under "follow": an upsert without MAC makes it learn again.
-      if (!s.has_mac && !recs_[e.old_rec].has_mac && (ov.flags & XBNG_SUB_F_MAC_VALID) &&
-          effective_mac_policy(s) != XBNG_MAC_POLICY_FOLLOW) {
-        v.flags |= XBNG_SUB_F_MAC_VALID;
-        std::memcpy(v.mac, ov.mac, 6);
-      }
+      if (!s.has_mac && !recs_[e.old_rec].has_mac &&
+          effective_mac_policy(s) != XBNG_MAC_POLICY_FOLLOW)
+        w->sin[i] = XBNG_SWAP_KEEP_MAC;
     }
-    w->skeys[i] = s.key;
-    w->svals[i] = v;
-    std::memcpy(w->mac[i].data(), v.mac, 6);
-    w->mac_valid[i] = v.flags & XBNG_SUB_F_MAC_VALID;
+    set_mac(w, i);
   }
+  w->updated = w->sorder.size();
+  for (size_t i = 0; i < w->n; ++i)
+    if (p.entries[i].old_rec < 0) w->sorder.push_back(static_cast<uint32_t>(i));
 }
 
-void SubscriberStore::stage_route_map(const Plan& p, MapId m, Staged* w) const {
+void SubscriberStore::set_mac(Staged* w, size_t i) {
+  std::memcpy(w->mac[i].data(), w->svals[i].mac, 6);
+  w->mac_valid[i] = w->svals[i].flags & XBNG_SUB_F_MAC_VALID;
+}
+
+// Writes entries in w->sorder: the updated ones swapped over the values
+// they replace (read, merged and written in one pass: MapOps::swap_many),
+// then the new ones. Gathers each one's key and value (key(i), val(i): the
+// entry's), and hands what an updated one replaced and the value written
+// to got(i, old, merged). *done: the leading entries of w->sorder written.
+template <typename V, typename K, typename KeyOf, typename ValOf, typename Got>
+int SubscriberStore::write_in_order(MapId m, Staged* w, KeyOf key, ValOf val, Got got,
+                                    size_t* done) {
+  const size_t n = w->n, nu = w->updated;
+  std::vector<K> keys(n);
+  std::vector<V> vals(n), old(nu);
+  std::vector<uint8_t> in(nu);
+  for (size_t j = 0; j < n; ++j) {
+    keys[j] = key(w->sorder[j]);
+    vals[j] = val(w->sorder[j]);
+    if (j < nu) in[j] = w->sin[w->sorder[j]];
+  }
+  size_t swapped = 0;
+  int rc = maps_->swap_many(m, keys.data(), nu, sizeof(K), vals.data(), old.data(), sizeof(V),
+                            in.data(), &swapped);
+  for (size_t j = 0; j < swapped; ++j) {
+    const size_t i = w->sorder[j];
+    if (!(in[j] & XBNG_SWAP_FOUND)) continue;
+    swap_merge(m, &vals[j], &old[j], w->sin[i]);
+    got(i, old[j], vals[j]);
+  }
+  *done = swapped;
+  if (rc || nu == n) return rc;
+  size_t created = 0;
+  rc = maps_->update_many(m, &keys[nu], &vals[nu], n - nu, sizeof(K), sizeof(V), &created);
+  *done = nu + (rc ? created : n - nu);
+  return rc;
+}
+
+int SubscriberStore::write_police(Staged* w, size_t* done) {
+  return write_in_order<struct xbng_police, uint32_t>(
+      MapId::kPolice, w, [&](size_t i) { return w->slots[i]; },
+      [&](size_t i) { return w->pvals[i]; },
+      [&](size_t i, const struct xbng_police& old, const struct xbng_police& v) {
+        w->pold[i] = old;
+        w->pvals[i] = v;
+      },
+      done);
+}
+
+int SubscriberStore::write_subscribers(Staged* w, size_t* done) {
+  return write_in_order<struct xbng_subscriber, SubKey>(
+      MapId::kSubscribers, w, [&](size_t i) { return w->skeys[i]; },
+      [&](size_t i) { return w->svals[i]; },
+      [&](size_t i, const struct xbng_subscriber& old, const struct xbng_subscriber& v) {
+        w->sold[i] = old;
+        w->svals[i] = v;
+        set_mac(w, i);
+      },
+      done);
+}
+
+// One route map's writes: the new routes, then those that replace one
+// already the subscriber's (or another's, moved by this plan) swapped over
+// it (MapOps::swap_many: read, counters carried over, written unless
+// nothing changes, in one pass). mw then lists what was written, in that
+// order, and what each replaced; *written: how many.
+int SubscriberStore::write_route_map(const Plan& p, MapId m, Staged* w, size_t* written) const {
   auto& mw = w->w[static_cast<int>(m)];
   const size_t ks = route_key_size(m);
-  // The values the claims already the subscriber's replace, read first in
-  // one go (MapOps::lookup_many): the claim's index among this map's, in
-  // plan order, and its key.
-  std::vector<uint32_t> owned_at;
-  std::vector<uint8_t> owned_keys;
-  {
-    size_t at = 0;
-    for (const auto& e : p.entries)
-      for (size_t ci = 0; ci < e.claims.size(); ++ci) {
-        const RouteKey& c = e.claims[ci];
-        if (c.map != m) continue;
-        if (ci < 64 ? (e.owned >> ci) & 1 : claims_.owner_of(c) >= 0) {
-          owned_at.push_back(static_cast<uint32_t>(at));
-          owned_keys.insert(owned_keys.end(), c.b.begin(), c.b.begin() + ks);
-        }
-        ++at;
-      }
-  }
-  std::vector<struct xbng_route> owned_vals(owned_at.size());
-  std::vector<uint8_t> owned_found(owned_at.size());
-  maps_->lookup_many(m, owned_keys.data(), owned_at.size(), ks, owned_vals.data(),
-                     sizeof(struct xbng_route), owned_found.data());
-  size_t at = 0, out = 0, next_owned = 0;
+  const std::vector<uint8_t> keys = std::move(mw.keys);  // every claim's, in plan order
+  const size_t count = keys.size() / ks;
+  mw.keys.clear();
+  mw.keys.reserve(keys.size());
+  mw.vals.clear();
+  mw.old.clear();
+  std::vector<uint8_t> okeys, in;
+  std::vector<struct xbng_route> ovals;
+  okeys.reserve(keys.size());
+  ovals.reserve(count);
+  in.reserve(count);
+  size_t at = 0;
   for (size_t i = 0; i < w->n; ++i) {
     const auto& e = p.entries[i];
     // A new downstream bucket (new plan): the routes are rewritten too, so
@@ -197,40 +220,52 @@ void SubscriberStore::stage_route_map(const Plan& p, MapId m, Staged* w) const {
     for (size_t ci = 0; ci < e.claims.size(); ++ci) {
       const RouteKey& c = e.claims[ci];
       if (c.map != m) continue;
-      const size_t k = at++;
-      std::optional<struct xbng_route> old;
-      if (next_owned < owned_at.size() && owned_at[next_owned] == k) {
-        if (owned_found[next_owned]) old = owned_vals[next_owned];
-        ++next_owned;
-      }
+      const uint8_t* key = &keys[at++ * ks];
       // The first XBNG_CREDIT_ROUTES routes (host /32, /128, then prefixes)
       // hold prepaid credit; the shared bucket's depth leaves room for them.
-      struct xbng_route r =
+      const struct xbng_route r =
           encode_route(e.spec.key, w->slots[i], w->mac_valid[i] ? &w->mac[i] : nullptr,
                        w->down_policed[i], ci < XBNG_CREDIT_ROUTES);
-      if (old && old->sub == r.sub) {
-        // Our own route, kept: keep its counters.
-        r.down_packets = old->down_packets;
-        r.down_bytes = old->down_bytes;
-        if (std::memcmp(old->mac, r.mac, 6) == 0 && old->flags == r.flags && old->slot == r.slot &&
-            !new_bucket)
-          continue;  // nothing to write
+      if (ci < 64 ? (e.owned >> ci) & 1 : claims_.owner_of(c) >= 0) {
+        okeys.insert(okeys.end(), key, key + ks);
+        ovals.push_back(r);
+        in.push_back(new_bucket ? XBNG_SWAP_REWRITE : 0);
+      } else {
+        mw.keys.insert(mw.keys.end(), key, key + ks);
+        mw.vals.push_back(r);
       }
-      // Written: moved down over the routes dropped so far.
-      const size_t o = out++;
-      if (o != k) std::memmove(&mw.keys[o * ks], &mw.keys[k * ks], ks);
-      mw.old[o] = old;
-      mw.vals[o] = r;
     }
   }
-  mw.vals.resize(out);
-  mw.old.resize(out);
-  mw.keys.resize(out * ks);
+  mw.old.resize(mw.vals.size());
+  size_t done = 0;
+  int rc = mw.vals.empty() ? 0
+                           : maps_->update_many(m, mw.keys.data(), mw.vals.data(), mw.vals.size(),
+                                                ks, sizeof(struct xbng_route), &done);
+  *written = rc ? done : mw.vals.size();
+  if (rc || ovals.empty()) return rc;
+  std::vector<uint8_t> out = in;
+  std::vector<struct xbng_route> old(ovals.size());
+  rc = maps_->swap_many(m, okeys.data(), ovals.size(), ks, ovals.data(), old.data(),
+                        sizeof(struct xbng_route), out.data(), &done);
+  for (size_t j = 0; j < done; ++j) {
+    if (!(out[j] & XBNG_SWAP_WRITTEN)) continue;  // nothing to write
+    mw.keys.insert(mw.keys.end(), &okeys[j * ks], &okeys[(j + 1) * ks]);
+    if (out[j] & XBNG_SWAP_FOUND) {
+      swap_merge(m, &ovals[j], &old[j], in[j]);
+      mw.old.push_back(old[j]);
+    } else {
+      mw.old.push_back(std::nullopt);
+    }
+    mw.vals.push_back(ovals[j]);
+  }
+  *written = mw.vals.size();
+  return rc;
 }
 
 // Restores what the first `routes[m]` route writes (of each route map, in
-// kRouteMaps order; null: none), the first `subs` subscriber writes and the
-// first `police` police writes replaced, and returns the slots taken.
+// kRouteMaps order; null: none), the first `subs` subscriber writes (in
+// w->sorder) and the first `police` police writes replaced, and returns
+// the slots taken.
 void SubscriberStore::undo(Staged* w, size_t police, size_t subs, const size_t* routes) {
   for (size_t mi = 0; routes && mi < std::size(kRouteMaps); ++mi) {
     const MapId m = kRouteMaps[mi];
@@ -247,7 +282,8 @@ void SubscriberStore::undo(Staged* w, size_t police, size_t subs, const size_t* 
   }
   size_t failed = 0;
   int last = 0;
-  for (size_t i = 0; i < subs; ++i) {
+  for (size_t k = 0; k < subs; ++k) {
+    const size_t i = w->sorder[k];
     const int rc = w->sold[i]
                        ? maps_->update(MapId::kSubscribers, &w->skeys[i], &*w->sold[i], BPF_ANY)
                        : maps_->erase(MapId::kSubscribers, &w->skeys[i]);
@@ -255,8 +291,8 @@ void SubscriberStore::undo(Staged* w, size_t police, size_t subs, const size_t* 
   }
   if (failed) rollback_failed(MapId::kSubscribers, failed, last, "rolling back a refused change");
   failed = 0;
-  for (size_t i = 0; i < police; ++i)
-    if (w->pold[i])
+  for (size_t k = 0; k < police; ++k)
+    if (const size_t i = w->sorder[k]; w->pold[i])
       if (int rc = maps_->update(MapId::kPolice, &w->slots[i], &*w->pold[i], BPF_ANY))
         ++failed, last = rc;
   if (failed) rollback_failed(MapId::kPolice, failed, last, "rolling back a refused change");
@@ -267,36 +303,24 @@ Status SubscriberStore::write_staged(const Plan& p, Staged* w) {
   const size_t n = w->n;
   // Policers first: a route flagged POLICED always finds its bucket.
   size_t done = 0;
-  if (int rc = maps_->update_many(MapId::kPolice, w->slots.data(), w->pvals.data(), n,
-                                  sizeof(uint32_t), sizeof(struct xbng_police), &done)) {
+  if (int rc = write_police(w, &done)) {
     undo(w, done, 0, nullptr);
-    return kernel_status(
-        rc, fmt::format("writing map police (entry {})", p.entries[std::min(done, n - 1)].input));
+    return kernel_status(rc, fmt::format("writing map police (entry {})",
+                                         p.entries[w->sorder[std::min(done, n - 1)]].input));
   }
   crash_point("upsert", "police");
   done = 0;
-  if (int rc = maps_->update_many(MapId::kSubscribers, w->skeys.data(), w->svals.data(), n,
-                                  sizeof(SubKey), sizeof(struct xbng_subscriber), &done)) {
+  if (int rc = write_subscribers(w, &done)) {
     undo(w, n, done, nullptr);
     return kernel_status(rc, fmt::format("writing map subscribers (entry {})",
-                                         p.entries[std::min(done, n - 1)].input));
+                                         p.entries[w->sorder[std::min(done, n - 1)]].input));
   }
   crash_point("upsert", "subscribers");
   // The route maps are independent of each other: with a large batch, write
   // them from two threads (two cores). Any failure rolls back everything.
   int rc[std::size(kRouteMaps)] = {};
   size_t written[std::size(kRouteMaps)] = {};
-  auto write_map = [&](size_t mi) {
-    const MapId m = kRouteMaps[mi];
-    auto& mw = w->w[static_cast<int>(m)];
-    // Read what it replaces just before the write: the keys' buckets and
-    // entries are still in cache when the write comes.
-    stage_route_map(p, m, w);
-    if (mw.vals.empty()) return;
-    rc[mi] = maps_->update_many(m, mw.keys.data(), mw.vals.data(), mw.vals.size(),
-                                route_key_size(m), sizeof(struct xbng_route), &written[mi]);
-    if (!rc[mi]) written[mi] = mw.vals.size();
-  };
+  auto write_map = [&](size_t mi) { rc[mi] = write_route_map(p, kRouteMaps[mi], w, &written[mi]); };
   // kRouteMaps order: v4, v6, v6_64, prefixes v4, prefixes v6.
   run_pair(
       n >= kParallelApply,
@@ -378,7 +402,6 @@ Status SubscriberStore::apply(Plan& p) {
   Staged w;
   stage_entries(p, &w);
   stage_routes(p, &w);
-  read_old_entries(p, &w);
   encode_entries(p, &w);
   if (Status st = write_staged(p, &w); !st.ok()) return st;
   for (MapId m : kRouteMaps) {

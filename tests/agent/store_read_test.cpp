@@ -4,6 +4,9 @@
 // maps it does not read (the LPM prefixes) are read one key at a time, as
 // is every map when the program is not loaded (the fallback of a kernel
 // that refuses it).
+// swap_many (bpf/store_read.bpf.c's swap_many, and without it) reads,
+// merges and writes as xbng/store_read.h's merge says, and stops at a
+// refused write.
 // Root (exits 77 = skipped without it); the maps are the test's own,
 // unpinned, gone with the process.
 #include <arpa/inet.h>
@@ -139,6 +142,126 @@ TEST(StoreRead, WithoutTheProgramPerKeyReadsMatch) {
   ASSERT_FALSE(ops.reads_in_chunks());
   check_all(maps, ops);
   EXPECT_EQ(ops.program_runs(), 0u);
+}
+
+// swap_many of n keys of m: the even ones present with value fill(i), the
+// odd ones absent (`police`, an array: all present); the new value of key i is fill(i + 1) with,
+// for every fourth key, the owner and what the merge compares made equal to the old one's (a route
+// left as it is unless asked, XBNG_SWAP_REWRITE every eighth). Through the program or not, the same
+// answers: what each key held, found and written as the merge of xbng/store_read.h says, the maps
+// holding the merged values.
+template <typename KeyOf>
+void check_swap(BpfMapOps& ops, int fd, MapId m, size_t ks, size_t vs, KeyOf key_of) {
+  const uint32_t n = 2 * kEntries;
+  std::vector<uint8_t> keys(n * ks), vals(n * vs), want_old(n * vs), in(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    key_of(i, &keys[i * ks]);
+    fill(i, &want_old[i * vs], vs);
+    fill(i + 1, &vals[i * vs], vs);
+    if (i % 4 == 0) {  // same owner, MAC, flags and slot: the first 16 bytes
+      std::memcpy(&vals[i * vs], &want_old[i * vs], 16);
+      if (m != MapId::kSubscribers) std::memcpy(&vals[i * vs + 16], &want_old[i * vs + 16], 4);
+    }
+    in[i] = m == MapId::kSubscribers ? (i % 3 == 0 ? XBNG_SWAP_KEEP_MAC : 0)
+                                     : (i % 8 == 0 ? XBNG_SWAP_REWRITE : 0);
+    if (m == MapId::kPolice || i % 2 == 0) {
+      ASSERT_EQ(bpf_map_update_elem(fd, &keys[i * ks], &want_old[i * vs], BPF_ANY), 0)
+          << std::strerror(errno);
+    }
+  }
+  std::vector<uint8_t> old(n * vs), flags = in;
+  size_t done = 0;
+  const uint64_t runs = ops.swap_runs();
+  ASSERT_EQ(ops.swap_many(m, keys.data(), n, ks, vals.data(), old.data(), vs, flags.data(), &done),
+            0)
+      << map_name(m) << ": " << std::strerror(errno);
+  EXPECT_EQ(done, n);
+  EXPECT_EQ(ops.swap_runs() - runs,
+            ops.reads_in_chunks() ? (n + XBNG_READ_CHUNK - 1) / XBNG_READ_CHUNK : 0);
+  size_t written = 0;
+  std::vector<uint8_t> v(vs);
+  for (uint32_t i = 0; i < n; ++i) {
+    std::vector<uint8_t> merged(&vals[i * vs], &vals[(i + 1) * vs]);
+    const bool present = m == MapId::kPolice || i % 2 == 0;
+    const bool write = !present || swap_merge(m, merged.data(), &want_old[i * vs], in[i]);
+    ASSERT_EQ(flags[i], (present ? XBNG_SWAP_FOUND : 0) | (write ? XBNG_SWAP_WRITTEN : 0))
+        << map_name(m) << " key " << i;
+    if (present) {
+      ASSERT_EQ(std::memcmp(&old[i * vs], &want_old[i * vs], vs), 0) << i;
+    }
+    ASSERT_EQ(bpf_map_lookup_elem(fd, &keys[i * ks], v.data()), 0);
+    const uint8_t* now = write ? merged.data() : &want_old[i * vs];
+    ASSERT_EQ(std::memcmp(v.data(), now, vs), 0) << map_name(m) << " key " << i;
+    written += write;
+  }
+  // Police slots and subscriber entries are always written; some routes
+  // were left as they were, others rewritten: both paths taken.
+  if (m == MapId::kSubscribers || m == MapId::kPolice) {
+    EXPECT_EQ(written, n);
+  } else {
+    EXPECT_LT(written, n);
+  }
+}
+
+void check_swaps(Maps& maps, BpfMapOps& ops) {
+  auto fd = [&](MapId m) { return maps.sm.fd[static_cast<int>(m)]; };
+  check_swap(ops, fd(MapId::kSubscribers), MapId::kSubscribers, sizeof(struct xbng_sub_key),
+             sizeof(struct xbng_subscriber), [](uint32_t i, uint8_t* k) {
+               struct xbng_sub_key s = {9, static_cast<uint16_t>(1 + i / 4000),
+                                        static_cast<uint16_t>(1 + i % 4000)};
+               std::memcpy(k, &s, sizeof s);
+             });
+  check_swap(ops, fd(MapId::kPolice), MapId::kPolice, 4, sizeof(struct xbng_police),
+             [](uint32_t i, uint8_t* k) { std::memcpy(k, &i, 4); });
+  check_swap(ops, fd(MapId::kRoutesV4), MapId::kRoutesV4, 4, sizeof(struct xbng_route),
+             [](uint32_t i, uint8_t* k) {
+               const uint32_t a = htonl(0x0a000000u + i);
+               std::memcpy(k, &a, 4);
+             });
+  check_swap(ops, fd(MapId::kRoutesV6_64), MapId::kRoutesV6_64, 8, sizeof(struct xbng_route),
+             [](uint32_t i, uint8_t* k) {
+               const uint32_t a[2] = {htonl(0x20010db9u), htonl(i)};
+               std::memcpy(k, a, 8);
+             });
+}
+
+TEST(StoreRead, SwapsThroughTheProgramMergeAsTheStoreDoes) {
+  Maps maps;
+  BpfMapOps ops(maps.sm);
+  ASSERT_TRUE(ops.reads_in_chunks()) << "store_read.bpf.o did not load (see the log)";
+  check_swaps(maps, ops);
+}
+
+TEST(StoreRead, SwapsWithoutTheProgramMergeAsTheStoreDoes) {
+  Maps maps;
+  BpfMapOps ops(maps.sm, /*chunked_reads=*/false);
+  check_swaps(maps, ops);
+  EXPECT_EQ(ops.swap_runs(), 0u);
+}
+
+// A write the map refuses (full) stops the swap there: the keys before it
+// processed, the refused one and those after it not written.
+TEST(StoreRead, RefusedSwapStopsAtTheRefusedKey) {
+  Maps maps;
+  BpfMapOps ops(maps.sm);
+  const int fd = maps.sm.fd[static_cast<int>(MapId::kRoutesV4)];
+  const uint32_t cap = 2 * kEntries, n = cap + 10;
+  std::vector<uint32_t> keys(n);
+  std::vector<struct xbng_route> vals(n), old(n);
+  std::vector<uint8_t> flags(n, 0);
+  for (uint32_t i = 0; i < n; ++i) {
+    keys[i] = htonl(0x0b000000u + i);
+    vals[i].sub.ifindex = 1 + i;
+  }
+  size_t done = 0;
+  const int rc = ops.swap_many(MapId::kRoutesV4, keys.data(), n, 4, vals.data(), old.data(),
+                               sizeof vals[0], flags.data(), &done);
+  EXPECT_LT(rc, 0);
+  EXPECT_EQ(done, cap);
+  struct xbng_route r;
+  for (uint32_t i = 0; i < n; ++i)
+    ASSERT_EQ(bpf_map_lookup_elem(fd, &keys[i], &r) == 0, i < cap) << i;
+  for (uint32_t i = 0; i < cap; ++i) ASSERT_EQ(flags[i], XBNG_SWAP_WRITTEN) << i;
 }
 
 TEST(StoreRead, NoKeysNoRead) {

@@ -48,8 +48,10 @@ class FakeMaps final : public agent::MapOps {
  public:
   explicit FakeMaps(std::shared_ptr<MapState> st) : st_(std::move(st)) {}
 
-  // Faults: the next update_many of `m` writes `after` entries then fails
-  // with `rc`; every later single update / erase of `m` fails with `rc`.
+  // Faults: the next update_many calls of `m` write `after` entries in all
+  // (an update's swap_many and a create's update_many of one change count
+  // together), then one fails with `rc`; every later single update / erase
+  // of `m` fails with `rc`.
   struct Fault {
     std::optional<size_t> batch_after;
     int batch_rc = -ENOSPC;
@@ -82,7 +84,10 @@ class FakeMaps final : public agent::MapOps {
     *done = 0;
     size_t limit = n;
     Fault& f = fault[i(m)];
-    if (f.batch_after) limit = std::min(n, *f.batch_after);
+    if (f.batch_after) {
+      limit = std::min(n, *f.batch_after);
+      *f.batch_after -= limit;
+    }
     for (size_t j = 0; j < limit; ++j) {
       if (int rc = put(m, static_cast<const uint8_t*>(keys) + j * ks,
                        static_cast<const uint8_t*>(values) + j * vs, BPF_ANY))

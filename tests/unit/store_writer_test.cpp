@@ -119,6 +119,64 @@ TEST_F(StoreWriter, FailedRollbackIsCounted) {
   expect_index_as_before();
 }
 
+// An update writes each value over the one it replaces in one pass
+// (MapOps::swap_many): the fast path's counters (subscriber entry, route,
+// police slot) and a learned MAC are carried over, and a refused write restores exactly what was
+// there.
+TEST_F(StoreWriter, UpdateKeepsCountersAndMacAndARefusalRestoresThem) {
+  const SubKey k1 = key(1);
+  const std::string skey(reinterpret_cast<const char*>(&k1), sizeof k1);
+  const uint32_t a = *parse_ipv4("100.64.0.1");
+  const std::string rkey(reinterpret_cast<const char*>(&a), 4);
+  auto& subs = st_->m[static_cast<int>(MapId::kSubscribers)];
+  auto& v4 = st_->m[static_cast<int>(MapId::kRoutesV4)];
+  {  // What the fast path leaves: counters, a learned MAC.
+    struct xbng_subscriber sv;
+    std::memcpy(&sv, subs.at(skey).data(), sizeof sv);
+    sv.up_packets = 11, sv.up_bytes = 22;
+    sv.flags |= XBNG_SUB_F_MAC_VALID;
+    const uint8_t mac[6] = {2, 0, 0, 0, 0, 0x42};
+    std::memcpy(sv.mac, mac, 6);
+    subs.at(skey).assign(reinterpret_cast<const char*>(&sv), sizeof sv);
+    struct xbng_route rv;
+    std::memcpy(&rv, v4.at(rkey).data(), sizeof rv);
+    rv.down_packets = 33, rv.down_bytes = 44;
+    v4.at(rkey).assign(reinterpret_cast<const char*>(&rv), sizeof rv);
+    auto& pol = st_->m[static_cast<int>(MapId::kPolice)];
+    const std::string pkey(reinterpret_cast<const char*>(&sv.slot), 4);
+    struct xbng_police pv;
+    std::memcpy(&pv, pol.at(pkey).data(), sizeof pv);
+    pv.down_policed_packets = 55;
+    pol.at(pkey).assign(reinterpret_cast<const char*>(&pv), sizeof pv);
+  }
+  before_ = st_->snapshot();
+  xbng::v1::Subscriber priced = sub(1, "100.64.0.1", "2001:db8::1", {"2001:db8:1:1::/64"});
+  priced.mutable_policy()->set_down_rate_bps(50000000);
+  priced.mutable_policy()->set_down_burst_bytes(625000);
+  maps_->fault[static_cast<int>(MapId::kRoutesV6_64)].batch_after = 0;
+  EXPECT_FALSE(upsert(*store_, {priced}).ok());
+  expect_maps_as_before();
+  ASSERT_TRUE(upsert(*store_, {priced}).ok());
+  struct xbng_subscriber sv;
+  std::memcpy(&sv, subs.at(skey).data(), sizeof sv);
+  EXPECT_EQ(sv.up_packets, 11u);
+  EXPECT_EQ(sv.up_bytes, 22u);
+  EXPECT_TRUE(sv.flags & XBNG_SUB_F_MAC_VALID);
+  EXPECT_EQ(sv.mac[5], 0x42);
+  struct xbng_route rv;
+  std::memcpy(&rv, v4.at(rkey).data(), sizeof rv);
+  EXPECT_EQ(rv.down_packets, 33u);
+  EXPECT_EQ(rv.down_bytes, 44u);
+  EXPECT_TRUE(rv.flags & XBNG_ROUTE_F_POLICED);
+  EXPECT_TRUE(rv.flags & XBNG_ROUTE_F_MAC_VALID);
+  EXPECT_EQ(rv.mac[5], 0x42);
+  struct xbng_police pv;
+  const std::string pkey(reinterpret_cast<const char*>(&sv.slot), 4);
+  std::memcpy(&pv, st_->m[static_cast<int>(MapId::kPolice)].at(pkey).data(), sizeof pv);
+  EXPECT_EQ(pv.down_policed_packets, 55u);
+  EXPECT_EQ(pv.down_rate_bps, 50000000u);
+}
+
 // A batch large enough for two writer threads: a refusal on one thread's
 // map rolls back the other's too.
 TEST(StoreWriterParallel, RefusedWriteRollsBackBothThreads) {

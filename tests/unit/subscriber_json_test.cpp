@@ -38,6 +38,7 @@ TEST(SubscriberJson, FastPathTakesBothSpellings) {
       R"({"port":"eth1","outer_vlan":100,"inner_vlan":7,"policy":{"up_rate_bps":25000000,)"
       R"("up_burst_bytes":312500,"down_rate_bps":50000000,"down_burst_bytes":625000}})",
       R"({"port":"eth1","policy":{"upRateBps":"25000000","downBurstBytes":"0"},"innerVlan":7})",
+      R"({"policy":{"upBurstBytes":"312500","downRateBps":50000000}})",
       R"({"port":"eth1","policy" : { } })",
       R"({"policy":{ "down_rate_bps" : 9007199254740991 }})",
   };
