@@ -27,6 +27,35 @@ Status kernel_status(int err, const std::string& what) {
   return Status(code, fmt::format("{}: {}", what, std::strerror(err)));
 }
 
+namespace {
+
+// Appends to a route map's writes the first `done` swaps swap_many made
+// that wrote (XBNG_SWAP_WRITTEN), each merged as the kernel merged it and
+// with the value it replaced (none when the key was absent), for the
+// rollback. `Writes` is Staged::MapWrites.
+template <typename Writes>
+void append_swapped(MapId m, size_t ks, size_t done, const std::vector<uint8_t>& keys,
+                    const std::vector<uint8_t>& in, const std::vector<uint8_t>& out,
+                    std::vector<struct xbng_route>* vals, const std::vector<struct xbng_route>& old,
+                    Writes* mw) {
+  mw->keys.reserve(mw->keys.size() + done * ks);
+  mw->vals.reserve(mw->vals.size() + done);
+  mw->old.reserve(mw->old.size() + done);
+  for (size_t j = 0; j < done; ++j) {
+    if (!(out[j] & XBNG_SWAP_WRITTEN)) continue;  // nothing to write
+    mw->keys.insert(mw->keys.end(), &keys[j * ks], &keys[(j + 1) * ks]);
+    if (out[j] & XBNG_SWAP_FOUND) {
+      swap_merge(m, &(*vals)[j], &old[j], in[j]);
+      mw->old.push_back(old[j]);
+    } else {
+      mw->old.push_back(std::nullopt);
+    }
+    mw->vals.push_back((*vals)[j]);
+  }
+}
+
+}  // namespace
+
 void SubscriberStore::rollback_failed(MapId m, size_t entries, int rc, const char* what) {
   rollback_failures_.fetch_add(entries, std::memory_order_relaxed);
   spdlog::error(
@@ -199,15 +228,27 @@ int SubscriberStore::write_route_map(const Plan& p, MapId m, Staged* w, size_t* 
   const size_t ks = route_key_size(m);
   const std::vector<uint8_t> keys = std::move(mw.keys);  // every claim's, in plan order
   const size_t count = keys.size() / ks;
+  // A claim the entry already owns is rewritten through swap_many, any
+  // other inserted by the batch write: each list sized exactly, so that a
+  // create reserves nothing for swaps (its stream's peak) and an update
+  // nothing for inserts.
+  auto owned = [&](const auto& e, size_t ci) {
+    return ci < 64 ? (e.owned >> ci) & 1 : claims_.owner_of(e.claims[ci]) >= 0;
+  };
+  size_t n_owned = 0;
+  for (size_t i = 0; i < w->n; ++i)
+    for (size_t ci = 0; ci < p.entries[i].claims.size(); ++ci)
+      if (p.entries[i].claims[ci].map == m && owned(p.entries[i], ci)) ++n_owned;
   mw.keys.clear();
-  mw.keys.reserve(keys.size());
+  mw.keys.reserve((count - n_owned) * ks);
   mw.vals.clear();
+  mw.vals.reserve(count - n_owned);
   mw.old.clear();
   std::vector<uint8_t> okeys, in;
   std::vector<struct xbng_route> ovals;
-  okeys.reserve(keys.size());
-  ovals.reserve(count);
-  in.reserve(count);
+  okeys.reserve(n_owned * ks);
+  ovals.reserve(n_owned);
+  in.reserve(n_owned);
   size_t at = 0;
   for (size_t i = 0; i < w->n; ++i) {
     const auto& e = p.entries[i];
@@ -226,7 +267,7 @@ int SubscriberStore::write_route_map(const Plan& p, MapId m, Staged* w, size_t* 
       const struct xbng_route r =
           encode_route(e.spec.key, w->slots[i], w->mac_valid[i] ? &w->mac[i] : nullptr,
                        w->down_policed[i], ci < XBNG_CREDIT_ROUTES);
-      if (ci < 64 ? (e.owned >> ci) & 1 : claims_.owner_of(c) >= 0) {
+      if (owned(e, ci)) {
         okeys.insert(okeys.end(), key, key + ks);
         ovals.push_back(r);
         in.push_back(new_bucket ? XBNG_SWAP_REWRITE : 0);
@@ -247,17 +288,7 @@ int SubscriberStore::write_route_map(const Plan& p, MapId m, Staged* w, size_t* 
   std::vector<struct xbng_route> old(ovals.size());
   rc = maps_->swap_many(m, okeys.data(), ovals.size(), ks, ovals.data(), old.data(),
                         sizeof(struct xbng_route), out.data(), &done);
-  for (size_t j = 0; j < done; ++j) {
-    if (!(out[j] & XBNG_SWAP_WRITTEN)) continue;  // nothing to write
-    mw.keys.insert(mw.keys.end(), &okeys[j * ks], &okeys[(j + 1) * ks]);
-    if (out[j] & XBNG_SWAP_FOUND) {
-      swap_merge(m, &ovals[j], &old[j], in[j]);
-      mw.old.push_back(old[j]);
-    } else {
-      mw.old.push_back(std::nullopt);
-    }
-    mw.vals.push_back(ovals[j]);
-  }
+  append_swapped(m, ks, done, okeys, in, out, &ovals, old, &mw);
   *written = mw.vals.size();
   return rc;
 }
