@@ -109,6 +109,12 @@ static long read_one(__u64 i, struct read_ctx *c)
 	return 0;
 }
 
+/* A program's arguments in range: a map it knows, a scratch slot, a chunk. */
+static __always_inline int args_ok(__u32 map, __u32 slot, __u32 n)
+{
+	return map <= XBNG_READ_ROUTES_V6_64 && slot < XBNG_READ_SLOTS && n <= XBNG_READ_CHUNK;
+}
+
 /* Returns the number of keys read (a->n), or -1 for arguments out of range. */
 SEC("syscall")
 int read_many(struct xbng_read_args *a)
@@ -116,7 +122,7 @@ int read_many(struct xbng_read_args *a)
 	struct read_ctx c = {.map = a->map, .slot = a->slot};
 	__u32 n = a->n;
 
-	if (c.map > XBNG_READ_ROUTES_V6_64 || c.slot >= XBNG_READ_SLOTS || n > XBNG_READ_CHUNK)
+	if (!args_ok(c.map, c.slot, n))
 		return -1;
 	return bpf_loop(n, read_one, &c, 0);
 }
@@ -196,7 +202,7 @@ int swap_many(struct xbng_swap_args *a)
 	struct swap_ctx c = {.map = a->map, .slot = a->slot};
 	__u32 n = a->n;
 
-	if (c.map > XBNG_READ_ROUTES_V6_64 || c.slot >= XBNG_READ_SLOTS || n > XBNG_READ_CHUNK)
+	if (!args_ok(c.map, c.slot, n))
 		return -1;
 	bpf_loop(n, swap_one, &c, 0);
 	a->done = c.done;

@@ -156,9 +156,8 @@ class StoreReader {
   // here, the program failed), the caller then reads them itself.
   bool read(MapId m, const uint8_t* keys, size_t n, size_t ks, uint8_t* values, size_t vs,
             uint8_t* found) {
-    const int map = read_map_of(m);
-    if (map < 0 || ks > XBNG_READ_KEY_MAX || vs > XBNG_READ_VALUE_MAX) return false;
-    const int slot = take_slot();
+    int map;
+    const int slot = begin(m, ks, vs, &map);
     if (slot < 0) return false;
     struct xbng_read_scratch* sc = &mem_[slot];
     bool ok = true;
@@ -188,9 +187,8 @@ class StoreReader {
             size_t vs, uint8_t* flags, size_t* done, int* rc) {
     *done = 0;
     *rc = 0;
-    const int map = read_map_of(m);
-    if (map < 0 || ks > XBNG_READ_KEY_MAX || vs > XBNG_READ_VALUE_MAX) return false;
-    const int slot = take_slot();
+    int map;
+    const int slot = begin(m, ks, vs, &map);
     if (slot < 0) return false;
     struct xbng_read_scratch* sc = &mem_[slot];
     bool ok = true;
@@ -220,6 +218,14 @@ class StoreReader {
 
  private:
   StoreReader() = default;
+  // The slot of read_scratch a run over m takes (*map: m's number for the
+  // program), or -1 when m is not read here, its sizes do not fit or no
+  // slot is free: the caller then does the work itself.
+  int begin(MapId m, size_t ks, size_t vs, int* map) {
+    *map = read_map_of(m);
+    if (*map < 0 || ks > XBNG_READ_KEY_MAX || vs > XBNG_READ_VALUE_MAX) return -1;
+    return take_slot();
+  }
   // A free slot of read_scratch taken, or -1.
   int take_slot() {
     uint32_t slot = 0, busy = busy_.load(std::memory_order_relaxed);
