@@ -303,6 +303,11 @@ def relay():
         st = x.stats()
         print("  " + ", ".join(f"{k}={v}" for k, v in st.items()
                                if k != "_raw" and v and k.startswith("relay4_")))
+        # A relaying host's control-frame threads run SCHED_FIFO by default:
+        # the relay's added latency does not wait for a CPU.
+        fifo = [ln.split("xbngd: ", 1)[-1] for ln in x.read_log().splitlines()
+                if "SCHED_FIFO" in ln]
+        print(f"  xbngd: {fifo[0] if fifo else 'its threads at the default policy'}")
     finally:
         if kea:
             kea.stop()
