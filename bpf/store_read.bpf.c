@@ -65,14 +65,42 @@ struct {
 	__type(value, struct xbng_read_scratch);
 } read_scratch SEC(".maps");
 
+/* The maps both programs serve, by their xbng_read_map number: the cases
+ * of a switch on it, each OP(map, key type, value type, merge function). */
+#define READ_MAP_CASES(OP)                                                                    \
+	case XBNG_READ_SUBSCRIBERS:                                                           \
+		OP(subscribers, struct xbng_sub_key, struct xbng_subscriber,                  \
+		   xbng_merge_subscriber);                                                    \
+		break;                                                                        \
+	case XBNG_READ_POLICE:                                                                \
+		OP(police, __u32, struct xbng_police, xbng_merge_police);                     \
+		break;                                                                        \
+	case XBNG_READ_ROUTES_V4:                                                             \
+		OP(routes_v4, __be32, struct xbng_route, xbng_merge_route);                   \
+		break;                                                                        \
+	case XBNG_READ_ROUTES_V6:                                                             \
+		OP(routes_v6, struct xbng_v6_key, struct xbng_route, xbng_merge_route);       \
+		break;                                                                        \
+	case XBNG_READ_ROUTES_V6_64:                                                          \
+		OP(routes_v6_64, struct xbng_v6_64_key, struct xbng_route, xbng_merge_route); \
+		break;
+
+/* A run's scratch for key i of its chunk, or null (the loop then stops). */
+static __always_inline struct xbng_read_scratch *scratch(__u32 slot, __u64 i)
+{
+	if (i >= XBNG_READ_CHUNK)
+		return 0;
+	return bpf_map_lookup_elem(&read_scratch, &slot);
+}
+
 struct read_ctx {
 	__u32 map;
 	__u32 slot;
 };
 
 /* Key i of the chunk looked up in `m`; its value, if found, copied to
- * value i. */
-#define READ_ONE(m, ktype, vtype)                                                 \
+ * value i (a read merges nothing: `merge` unused). */
+#define READ_ONE(m, ktype, vtype, merge)                                          \
 	do {                                                                      \
 		vtype *v = bpf_map_lookup_elem(&m, sc->keys + i * sizeof(ktype)); \
 		if (v)                                                            \
@@ -82,27 +110,12 @@ struct read_ctx {
 
 static long read_one(__u64 i, struct read_ctx *c)
 {
-	__u32 slot = c->slot;
-	struct xbng_read_scratch *sc = bpf_map_lookup_elem(&read_scratch, &slot);
+	struct xbng_read_scratch *sc = scratch(c->slot, i);
 
-	if (!sc || i >= XBNG_READ_CHUNK)
+	if (!sc)
 		return 1;
 	switch (c->map) {
-	case XBNG_READ_SUBSCRIBERS:
-		READ_ONE(subscribers, struct xbng_sub_key, struct xbng_subscriber);
-		break;
-	case XBNG_READ_POLICE:
-		READ_ONE(police, __u32, struct xbng_police);
-		break;
-	case XBNG_READ_ROUTES_V4:
-		READ_ONE(routes_v4, __be32, struct xbng_route);
-		break;
-	case XBNG_READ_ROUTES_V6:
-		READ_ONE(routes_v6, struct xbng_v6_key, struct xbng_route);
-		break;
-	case XBNG_READ_ROUTES_V6_64:
-		READ_ONE(routes_v6_64, struct xbng_v6_64_key, struct xbng_route);
-		break;
+		READ_MAP_CASES(READ_ONE)
 	default:
 		return 1;
 	}
@@ -165,28 +178,12 @@ struct swap_ctx {
 
 static long swap_one(__u64 i, struct swap_ctx *c)
 {
-	__u32 slot = c->slot;
-	struct xbng_read_scratch *sc = bpf_map_lookup_elem(&read_scratch, &slot);
+	struct xbng_read_scratch *sc = scratch(c->slot, i);
 
-	if (!sc || i >= XBNG_READ_CHUNK)
+	if (!sc)
 		return 1;
 	switch (c->map) {
-	case XBNG_READ_SUBSCRIBERS:
-		SWAP_ONE(subscribers, struct xbng_sub_key, struct xbng_subscriber,
-			 xbng_merge_subscriber);
-		break;
-	case XBNG_READ_POLICE:
-		SWAP_ONE(police, __u32, struct xbng_police, xbng_merge_police);
-		break;
-	case XBNG_READ_ROUTES_V4:
-		SWAP_ONE(routes_v4, __be32, struct xbng_route, xbng_merge_route);
-		break;
-	case XBNG_READ_ROUTES_V6:
-		SWAP_ONE(routes_v6, struct xbng_v6_key, struct xbng_route, xbng_merge_route);
-		break;
-	case XBNG_READ_ROUTES_V6_64:
-		SWAP_ONE(routes_v6_64, struct xbng_v6_64_key, struct xbng_route, xbng_merge_route);
-		break;
+		READ_MAP_CASES(SWAP_ONE)
 	default:
 		return 1;
 	}

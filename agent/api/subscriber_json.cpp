@@ -57,8 +57,13 @@ class FastSubscriberJson {
                                                            {"ipv6_prefixes", "ipv6Prefixes"},
                                                            {"ipv4_prefixes", "ipv4Prefixes"},
                                                            {"policy", "policy"}};
-    for (int i = 0; i < kFields; ++i)
-      if (n == names[i][0] || n == names[i][1]) return i;
+    return index_of(names, n);
+  }
+  // The index of the pair in `names` that holds n (either spelling), or -1.
+  template <size_t N>
+  static int index_of(const std::string_view (&names)[N][2], std::string_view n) {
+    for (size_t i = 0; i < N; ++i)
+      if (n == names[i][0] || n == names[i][1]) return static_cast<int>(i);
     return -1;
   }
   // The rate plan (xbng.v1.Policy): an object of its four uint64 fields,
@@ -66,26 +71,13 @@ class FastSubscriberJson {
   // writes 64-bit integers quoted). A repricing import carries one on every
   // line: without this it went to JsonStringToMessage, ~20x slower.
   // Its field (0..3: up rate, up burst, down rate, down burst) by either
-  // name, or -1: found by length first, at most two names compared (a
-  // repricing import reads four a line).
+  // name, or -1.
   static int policy_field(std::string_view n) {
-    auto is = [&](std::string_view a) { return n == a; };
-    switch (n.size()) {
-      case 9:
-        return is("upRateBps") ? 0 : -1;
-      case 11:
-        return is("up_rate_bps") ? 0 : is("downRateBps") ? 2 : -1;
-      case 12:
-        return is("upBurstBytes") ? 1 : -1;
-      case 13:
-        return is("down_rate_bps") ? 2 : -1;
-      case 14:
-        return is("up_burst_bytes") ? 1 : is("downBurstBytes") ? 3 : -1;
-      case 16:
-        return is("down_burst_bytes") ? 3 : -1;
-      default:
-        return -1;
-    }
+    static constexpr std::string_view names[4][2] = {{"up_rate_bps", "upRateBps"},
+                                                     {"up_burst_bytes", "upBurstBytes"},
+                                                     {"down_rate_bps", "downRateBps"},
+                                                     {"down_burst_bytes", "downBurstBytes"}};
+    return index_of(names, n);
   }
   bool policy(xbng::v1::Policy* out) {
     if (!eat('{')) return false;
